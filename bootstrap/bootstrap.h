@@ -1,0 +1,26 @@
+/*
+ * Bootstrap interface: what ranks need to find each other before the
+ * point-to-point layer is connected. pmix/ (mpirun, srun) and tcp/ (unique
+ * id) come with the multi-process issue; thread/ serves ranks that are
+ * threads of one process.
+ *
+ * Contract: collective calls (allgather, barrier) are made by every rank in
+ * the same order; each blocks until all ranks have joined or the deadline
+ * (absolute, weft__time_ns() clock) passes, which returns WEFT_ERR_TIMEOUT.
+ * Only the thread that drives a rank uses its context.
+ */
+#ifndef WEFT_BOOTSTRAP_H
+#define WEFT_BOOTSTRAP_H
+
+#include "runtime/base.h"
+
+typedef struct weft_bootstrap_ops {
+    const char *name;
+    /* blobs receives size * bytes: rank r's blob at r * bytes */
+    weft_status_t (*allgather)(void *ctx, const void *blob, void *blobs, size_t bytes,
+                               uint64_t deadline_ns);
+    weft_status_t (*barrier)(void *ctx, uint64_t deadline_ns);
+    void (*release)(void *ctx);
+} weft_bootstrap_ops_t;
+
+#endif /* WEFT_BOOTSTRAP_H */

@@ -1,0 +1,95 @@
+/*
+ * Collective layer: the algorithm registry, size-based selection with the
+ * WEFT_TUNE override, and the module's configuration.
+ *
+ * An algorithm is a builder: it turns validated arguments into a schedule
+ * (coll/sched.h) and never runs anything itself. Builders see only the
+ * pt2pt/device/bootstrap interfaces through the schedule.
+ */
+#ifndef WEFT_COLL_H
+#define WEFT_COLL_H
+
+#include "coll/sched.h"
+#include "runtime/config.h"
+
+typedef enum {
+    WEFT_COLL_ALLREDUCE,
+    WEFT_COLL_REDUCE_SCATTER,
+    WEFT_COLL_ALLGATHER,
+    WEFT_COLL_KIND_COUNT
+} weft_coll_kind_t;
+
+/*
+ * Validated arguments, in-place conventions already resolved:
+ *  - allreduce: src and dst hold count elements (src == dst in place).
+ *  - reduce_scatter: src holds size * count elements, dst receives count
+ *    (dst may be src's own slot rank * count, or src itself).
+ *  - allgather: dst holds size * count elements; this rank's contribution is
+ *    at src (src == dst + rank * count in place).
+ */
+typedef struct weft_coll_args {
+    weft_coll_kind_t kind;
+    const void *src;
+    void *dst;
+    size_t count;
+    weft_dtype_t dtype;
+    weft_op_t op;
+    size_t esize; /* bytes per element */
+    int rank;
+    int size;
+} weft_coll_args_t;
+
+typedef weft_status_t (*weft_coll_build_fn)(weft_sched_t *s, const weft_coll_args_t *args);
+
+typedef struct weft_coll_algo {
+    const char *name;
+    weft_coll_kind_t kind;
+    weft_coll_build_fn build;
+} weft_coll_algo_t;
+
+const char *weft__coll_kind_name(weft_coll_kind_t kind);
+
+/* The algorithm for kind at `bytes` (the whole vector of one rank: allreduce
+ * count, reduce_scatter size*count, allgather size*count elements): the
+ * first WEFT_TUNE rule that matches, else the default table. */
+const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks);
+/* The algorithm of that name, or NULL. */
+const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name);
+
+/* Parse WEFT_TUNE rules (NULL or "" means none); errors name the bad rule. */
+weft_status_t weft__coll_tune_load(const char *rules);
+void weft__coll_tune_release(void);
+
+/* Build and run the operation with the selected algorithm (blocking). */
+weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args);
+
+/* Split count elements into nblocks blocks whose sizes differ by at most one:
+ * block i starts at element block_start(i). */
+static inline size_t weft__block_start(size_t count, int nblocks, int i)
+{
+    size_t q = count / (size_t)nblocks, r = count % (size_t)nblocks;
+
+    return (size_t)i * q + ((size_t)i < r ? (size_t)i : r);
+}
+
+static inline size_t weft__block_count(size_t count, int nblocks, int i)
+{
+    return weft__block_start(count, nblocks, i + 1) - weft__block_start(count, nblocks, i);
+}
+
+/* The collective module's settings. */
+typedef struct weft_coll_config {
+    size_t ring_frag_size; /* bytes per pipelined fragment of ring algorithms */
+} weft_coll_config_t;
+
+extern weft_coll_config_t weft__coll_config;
+extern weft_config_table_t weft__coll_config_table;
+
+/* Builders (one file each). */
+weft_status_t weft__allreduce_recursive_doubling(weft_sched_t *s, const weft_coll_args_t *a);
+weft_status_t weft__allreduce_rabenseifner(weft_sched_t *s, const weft_coll_args_t *a);
+weft_status_t weft__allreduce_ring(weft_sched_t *s, const weft_coll_args_t *a);
+weft_status_t weft__reduce_scatter_ring(weft_sched_t *s, const weft_coll_args_t *a);
+weft_status_t weft__allgather_ring(weft_sched_t *s, const weft_coll_args_t *a);
+
+#endif /* WEFT_COLL_H */

@@ -1,0 +1,518 @@
+/*
+ * Schedule engine. Tasks live in one growable array; dependencies are
+ * collected as (before, after) edges while building and compiled into a
+ * successor list (CSR) at start. Ready tasks sit on a stack; posted
+ * messages in an active list that progress tests.
+ */
+#include "coll/sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_COPY, TASK_NOP } task_kind_t;
+
+typedef struct task {
+    task_kind_t kind;
+    int ndeps;      /* unfinished predecessors */
+    int succ_first; /* into sched->succ */
+    int succ_count;
+    int step;
+    const char *phase;
+    int peer;
+    uint32_t slot;
+    int nsrcs;
+    void *dst;
+    const void *srcs[WEFT_SCHED_MAX_REDUCE_INPUTS];
+    size_t size; /* bytes for send/recv/copy, elements for reduce */
+    weft_p2p_req_t *req;
+} task_t;
+
+typedef struct edge {
+    int before;
+    int after;
+} edge_t;
+
+typedef struct scratch {
+    struct scratch *next;
+    max_align_t data[];
+} scratch_t;
+
+struct weft_sched {
+    weft_comm_t comm;
+    const weft_device_ops_t *dev;
+    weft_op_desc_t desc;
+    uint32_t seq;
+    weft_status_t status; /* sticky: first error */
+    int started;
+    const char *phase;
+    int step;
+
+    task_t *tasks;
+    int ntasks;
+    int cap_tasks;
+    edge_t *edges;
+    int nedges;
+    int cap_edges;
+    int *succ;
+
+    int *ready; /* stack of task indices */
+    int nready;
+    int *active; /* posted send/recv */
+    int nactive;
+    int ndone;
+
+    scratch_t *scratch;
+};
+
+weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
+                                 const weft_device_ops_t *dev, weft_sched_t **sched_p)
+{
+    weft_sched_t *s = calloc(1, sizeof(*s));
+
+    if (s == NULL) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a schedule");
+    }
+    s->comm = comm;
+    s->dev = dev;
+    s->desc = *desc;
+    s->seq = comm->seq++;
+    s->status = WEFT_OK;
+    s->phase = "setup";
+    *sched_p = s;
+    return WEFT_OK;
+}
+
+weft_status_t weft__sched_fail(weft_sched_t *s, weft_status_t status)
+{
+    if (s->status == WEFT_OK || s->status == WEFT_INPROGRESS) {
+        s->status = status;
+    }
+    return status;
+}
+
+static void cancel_active(weft_sched_t *s)
+{
+    for (int i = 0; i < s->nactive; i++) {
+        task_t *t = &s->tasks[s->active[i]];
+
+        s->comm->p2p->cancel(s->comm->p2p_ep, t->req);
+        t->req = NULL;
+    }
+    s->nactive = 0;
+}
+
+void weft__sched_destroy(weft_sched_t *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    cancel_active(s);
+    while (s->scratch != NULL) {
+        scratch_t *next = s->scratch->next;
+
+        free(s->scratch);
+        s->scratch = next;
+    }
+    free(s->tasks);
+    free(s->edges);
+    free(s->succ);
+    free(s->ready);
+    free(s->active);
+    free(s);
+}
+
+void weft__sched_step(weft_sched_t *s, const char *phase, int step)
+{
+    s->phase = phase;
+    s->step = step;
+}
+
+static int grow(void **array, int *cap, int need, size_t elem)
+{
+    void *p;
+    int ncap;
+
+    if (need <= *cap) {
+        return 0;
+    }
+    ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need) {
+        ncap *= 2;
+    }
+    p = realloc(*array, (size_t)ncap * elem);
+    if (p == NULL) {
+        return -1;
+    }
+    *array = p;
+    *cap = ncap;
+    return 0;
+}
+
+static task_t *task_add(weft_sched_t *s, task_kind_t kind, int *index_p)
+{
+    task_t *t;
+
+    if (s->status != WEFT_OK) {
+        return NULL;
+    }
+    if (s->started) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "task added to a started schedule"));
+        return NULL;
+    }
+    if (grow((void **)&s->tasks, &s->cap_tasks, s->ntasks + 1, sizeof(task_t)) != 0) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot grow a schedule of %d tasks",
+                                        s->ntasks));
+        return NULL;
+    }
+    t = &s->tasks[s->ntasks];
+    memset(t, 0, sizeof(*t));
+    t->kind = kind;
+    t->phase = s->phase;
+    t->step = s->step;
+    t->peer = -1;
+    *index_p = s->ntasks++;
+    return t;
+}
+
+static int p2p_add(weft_sched_t *s, task_kind_t kind, int peer, uint32_t slot, const void *buf,
+                   size_t bytes)
+{
+    int index = -1;
+    task_t *t;
+
+    if (s->status == WEFT_OK && (peer < 0 || peer >= s->comm->size || slot > WEFT_TAG_MAX_SLOT)) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL,
+                                        "%s %s: message to rank %d slot %u out of range",
+                                        s->desc.coll, s->desc.algo, peer, slot));
+        return -1;
+    }
+    t = task_add(s, kind, &index);
+    if (t == NULL) {
+        return -1;
+    }
+    t->peer = peer;
+    t->slot = slot;
+    t->dst = (void *)buf;
+    t->size = bytes;
+    return index;
+}
+
+int weft__sched_send(weft_sched_t *s, int peer, uint32_t slot, const void *buf, size_t bytes)
+{
+    return p2p_add(s, TASK_SEND, peer, slot, buf, bytes);
+}
+
+int weft__sched_recv(weft_sched_t *s, int peer, uint32_t slot, void *buf, size_t bytes)
+{
+    return p2p_add(s, TASK_RECV, peer, slot, buf, bytes);
+}
+
+int weft__sched_reduce(weft_sched_t *s, void *dst, const void *const *srcs, int nsrcs,
+                       size_t count)
+{
+    int index = -1;
+    task_t *t;
+
+    if (s->status == WEFT_OK && (nsrcs < 1 || nsrcs > WEFT_SCHED_MAX_REDUCE_INPUTS)) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "reduce task with %d inputs", nsrcs));
+        return -1;
+    }
+    t = task_add(s, TASK_REDUCE, &index);
+    if (t == NULL) {
+        return -1;
+    }
+    t->dst = dst;
+    t->nsrcs = nsrcs;
+    memcpy(t->srcs, srcs, (size_t)nsrcs * sizeof(srcs[0]));
+    t->size = count;
+    return index;
+}
+
+int weft__sched_copy(weft_sched_t *s, void *dst, const void *src, size_t bytes)
+{
+    int index = -1;
+    task_t *t = task_add(s, TASK_COPY, &index);
+
+    if (t == NULL) {
+        return -1;
+    }
+    t->dst = dst;
+    t->srcs[0] = src;
+    t->size = bytes;
+    return index;
+}
+
+int weft__sched_nop(weft_sched_t *s)
+{
+    int index = -1;
+
+    task_add(s, TASK_NOP, &index);
+    return index;
+}
+
+void weft__sched_dep(weft_sched_t *s, int before, int after)
+{
+    if (before < 0 || after < 0 || s->status != WEFT_OK) {
+        return;
+    }
+    if (grow((void **)&s->edges, &s->cap_edges, s->nedges + 1, sizeof(edge_t)) != 0) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot grow schedule edges"));
+        return;
+    }
+    s->edges[s->nedges].before = before;
+    s->edges[s->nedges].after = after;
+    s->nedges++;
+}
+
+void *weft__sched_scratch(weft_sched_t *s, size_t bytes)
+{
+    scratch_t *sc;
+
+    if (s->status != WEFT_OK) {
+        return NULL;
+    }
+    sc = malloc(sizeof(*sc) + (bytes ? bytes : 1));
+    if (sc == NULL) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
+                                        bytes));
+        return NULL;
+    }
+    sc->next = s->scratch;
+    s->scratch = sc;
+    return sc->data;
+}
+
+size_t weft__sched_num_tasks(const weft_sched_t *s)
+{
+    return (size_t)s->ntasks;
+}
+
+weft_status_t weft__sched_start(weft_sched_t *s)
+{
+    if (s->status != WEFT_OK) {
+        return s->status;
+    }
+    s->succ = malloc((size_t)(s->nedges ? s->nedges : 1) * sizeof(int));
+    s->ready = malloc((size_t)(s->ntasks ? s->ntasks : 1) * sizeof(int));
+    s->active = malloc((size_t)(s->ntasks ? s->ntasks : 1) * sizeof(int));
+    if (s->succ == NULL || s->ready == NULL || s->active == NULL) {
+        return weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot start a schedule"));
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        s->tasks[s->edges[e].before].succ_count++;
+        s->tasks[s->edges[e].after].ndeps++;
+    }
+    for (int i = 0, pos = 0; i < s->ntasks; i++) {
+        s->tasks[i].succ_first = pos;
+        pos += s->tasks[i].succ_count;
+        s->tasks[i].succ_count = 0;
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        task_t *b = &s->tasks[s->edges[e].before];
+
+        s->succ[b->succ_first + b->succ_count++] = s->edges[e].after;
+    }
+    /* push in reverse so that tasks without dependencies start in build order */
+    for (int i = s->ntasks - 1; i >= 0; i--) {
+        if (s->tasks[i].ndeps == 0) {
+            s->ready[s->nready++] = i;
+        }
+    }
+    s->started = 1;
+    s->status = s->ntasks > 0 ? WEFT_INPROGRESS : WEFT_OK;
+    return WEFT_OK;
+}
+
+static void task_complete(weft_sched_t *s, int index)
+{
+    task_t *t = &s->tasks[index];
+
+    for (int k = 0; k < t->succ_count; k++) {
+        int next = s->succ[t->succ_first + k];
+
+        if (--s->tasks[next].ndeps == 0) {
+            s->ready[s->nready++] = next;
+        }
+    }
+    s->ndone++;
+}
+
+static weft_status_t task_execute(weft_sched_t *s, int index)
+{
+    task_t *t = &s->tasks[index];
+    weft_comm_t comm = s->comm;
+    uint64_t tag;
+
+    switch (t->kind) {
+    case TASK_SEND:
+    case TASK_RECV:
+        tag = weft__tag_make(comm->id, s->seq, t->slot);
+        if (t->kind == TASK_SEND) {
+            return comm->p2p->isend(comm->p2p_ep, t->peer, t->dst, t->size, s->dev->memtype, tag,
+                                    &t->req);
+        }
+        return comm->p2p->irecv(comm->p2p_ep, t->peer, t->dst, t->size, s->dev->memtype, tag,
+                                &t->req);
+    case TASK_REDUCE:
+        if (t->size == 0) {
+            return WEFT_OK;
+        }
+        return s->dev->reduce(t->dst, t->srcs, t->nsrcs, t->size, s->desc.dtype, s->desc.op);
+    case TASK_COPY:
+        if (t->size == 0 || t->dst == t->srcs[0]) {
+            return WEFT_OK;
+        }
+        return s->dev->copy(t->dst, t->srcs[0], t->size);
+    case TASK_NOP:
+        return WEFT_OK;
+    }
+    return weft__error(WEFT_ERR_INTERNAL, "unknown task kind %d", (int)t->kind);
+}
+
+static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
+{
+    const task_t *t = &s->tasks[index];
+
+    if (status == WEFT_ERR_MISMATCH || status == WEFT_ERR_PEER_FAILED ||
+        status == WEFT_ERR_TRANSPORT) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", weft_last_error());
+        weft__error(status, "%s seq %u (%s, count %zu, %s %s) %s step %d, rank %d: %s",
+                    s->desc.coll, s->seq, s->desc.algo, s->desc.count,
+                    weft_dtype_name(s->desc.dtype), weft_op_name(s->desc.op), t->phase, t->step,
+                    t->peer, detail);
+    }
+    cancel_active(s);
+    s->status = status;
+    return status;
+}
+
+weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
+{
+    int events = 0;
+    weft_comm_t comm = s->comm;
+
+    *done_p = 0;
+    if (s->status != WEFT_INPROGRESS) {
+        *done_p = 1;
+        return s->status;
+    }
+    for (;;) {
+        while (s->nready > 0) {
+            int index = s->ready[--s->nready];
+            task_t *t = &s->tasks[index];
+            weft_status_t status = task_execute(s, index);
+
+            if (status != WEFT_OK) {
+                *done_p = 1;
+                return fail_now(s, status, index);
+            }
+            if (t->kind == TASK_SEND || t->kind == TASK_RECV) {
+                s->active[s->nactive++] = index;
+            } else {
+                task_complete(s, index);
+            }
+            events++;
+        }
+        events += comm->p2p->progress(comm->p2p_ep);
+        for (int i = 0; i < s->nactive;) {
+            int index = s->active[i];
+            task_t *t = &s->tasks[index];
+            int done = 0;
+            weft_status_t status = comm->p2p->test(comm->p2p_ep, t->req, &done);
+
+            if (!done) {
+                i++;
+                continue;
+            }
+            t->req = NULL;
+            s->active[i] = s->active[--s->nactive];
+            if (status != WEFT_OK) {
+                *done_p = 1;
+                return fail_now(s, status, index);
+            }
+            task_complete(s, index);
+            events++;
+        }
+        if (s->nready == 0) {
+            break;
+        }
+    }
+    if (s->ndone == s->ntasks) {
+        s->status = WEFT_OK;
+        *done_p = 1;
+    }
+    (void)events;
+    return s->status;
+}
+
+/* One line naming the operation, where it is, and whom it waits for. */
+static weft_status_t report_timeout(weft_sched_t *s, double seconds)
+{
+    char peers[256] = "";
+    size_t len = 0;
+    const char *phase = "?";
+    int step = -1;
+    int *seen = calloc((size_t)s->comm->size, sizeof(int));
+
+    for (int i = 0; i < s->nactive; i++) {
+        const task_t *t = &s->tasks[s->active[i]];
+
+        if (step < 0 || t->step < step) {
+            phase = t->phase;
+            step = t->step;
+        }
+        if (seen != NULL && !seen[t->peer] && len < sizeof(peers) - 16) {
+            seen[t->peer] = 1;
+            len += (size_t)snprintf(peers + len, sizeof(peers) - len, "%s%d%s", len ? "," : "",
+                                    t->peer, t->kind == TASK_RECV ? "" : "(send)");
+        }
+    }
+    free(seen);
+    weft__log_error("%s seq %u (%s, count %zu, %s %s) timed out after %.1f s in %s step %d; "
+                    "%d of %d tasks done; waiting for rank(s) %s",
+                    s->desc.coll, s->seq, s->desc.algo, s->desc.count,
+                    weft_dtype_name(s->desc.dtype), weft_op_name(s->desc.op), seconds, phase, step,
+                    s->ndone, s->ntasks, len ? peers : "none");
+    return weft__error(WEFT_ERR_TIMEOUT,
+                       "%s seq %u (%s) timed out after %.1f s in %s step %d waiting for rank(s) %s",
+                       s->desc.coll, s->seq, s->desc.algo, seconds, phase, step,
+                       len ? peers : "none");
+}
+
+weft_status_t weft__sched_run(weft_sched_t *s)
+{
+    weft_status_t status = weft__sched_start(s);
+    uint64_t start = weft__time_ns();
+    uint64_t deadline = weft__deadline_ns();
+    int idle = 0;
+    int done = 0;
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    for (;;) {
+        int before = s->ndone;
+
+        status = weft__sched_progress(s, &done);
+        if (done) {
+            return status;
+        }
+        if (s->ndone != before) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < 64) {
+            continue;
+        }
+        if (weft__time_ns() >= deadline) {
+            status = report_timeout(s, (double)(weft__time_ns() - start) / 1e9);
+            cancel_active(s);
+            s->status = status;
+            return status;
+        }
+        s->comm->p2p->idle_wait(s->comm->p2p_ep, 1000000);
+    }
+}

@@ -1,0 +1,72 @@
+/*
+ * Schedules: an operation is a graph of tasks (send, recv, reduce, copy,
+ * nop) with dependency counts; completing a task releases the tasks that
+ * wait on it. Algorithms only build graphs; this engine runs them. The
+ * engine is re-entrant: weft__sched_progress may be called any number of
+ * times and does what can be done without blocking.
+ *
+ * Building: every builder returns the new task's index, or -1 once the
+ * schedule has failed (the first error sticks, later builder calls do
+ * nothing, and weft__sched_start returns it). weft__sched_dep ignores -1, so
+ * algorithm code needs no error check per call.
+ *
+ * Buffers named in tasks must stay valid until the schedule completes or is
+ * destroyed; scratch memory from weft__sched_scratch lives as long as the
+ * schedule. Destroying a schedule cancels its outstanding messages.
+ *
+ * Threading: one thread builds and drives a schedule.
+ */
+#ifndef WEFT_COLL_SCHED_H
+#define WEFT_COLL_SCHED_H
+
+#include "device/device.h"
+#include "runtime/comm.h"
+
+#define WEFT_SCHED_MAX_REDUCE_INPUTS 8
+
+/* What the operation is: for tags and for diagnostics. */
+typedef struct weft_op_desc {
+    const char *coll; /* "allreduce" */
+    const char *algo; /* "ring" */
+    size_t count;
+    weft_dtype_t dtype;
+    weft_op_t op;
+} weft_op_desc_t;
+
+typedef struct weft_sched weft_sched_t;
+
+/* Takes the communicator's next sequence number (all ranks create their
+ * schedules for one communicator in the same order). */
+weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
+                                 const weft_device_ops_t *dev, weft_sched_t **sched_p);
+void weft__sched_destroy(weft_sched_t *s);
+
+/* Diagnostic label of the tasks added from now on ("step" of the algorithm). */
+void weft__sched_step(weft_sched_t *s, const char *phase, int step);
+
+int weft__sched_send(weft_sched_t *s, int peer, uint32_t slot, const void *buf, size_t bytes);
+int weft__sched_recv(weft_sched_t *s, int peer, uint32_t slot, void *buf, size_t bytes);
+/* dst = srcs[0] op ... op srcs[n-1] with the schedule's dtype and op. */
+int weft__sched_reduce(weft_sched_t *s, void *dst, const void *const *srcs, int nsrcs,
+                       size_t count);
+int weft__sched_copy(weft_sched_t *s, void *dst, const void *src, size_t bytes);
+int weft__sched_nop(weft_sched_t *s);
+/* `after` starts only once `before` has completed. -1 on either side: no-op. */
+void weft__sched_dep(weft_sched_t *s, int before, int after);
+/* Scratch memory owned by the schedule (NULL once the schedule has failed). */
+void *weft__sched_scratch(weft_sched_t *s, size_t bytes);
+/* Record a failure found while building (returns status). */
+weft_status_t weft__sched_fail(weft_sched_t *s, weft_status_t status);
+
+weft_status_t weft__sched_start(weft_sched_t *s);
+/* Advance; *done_p = 1 once every task completed or the schedule failed.
+ * Returns the schedule's status (WEFT_INPROGRESS while running). */
+weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p);
+/* start + progress until done or until WEFT_TIMEOUT expires (then
+ * WEFT_ERR_TIMEOUT, with a log line naming the operation, its step and the
+ * peers it still waits for). */
+weft_status_t weft__sched_run(weft_sched_t *s);
+
+size_t weft__sched_num_tasks(const weft_sched_t *s);
+
+#endif /* WEFT_COLL_SCHED_H */

@@ -1,0 +1,208 @@
+/*
+ * Algorithm registry and selection. Defaults are size thresholds for now
+ * (the cost model replaces them in a later step); WEFT_TUNE rules, parsed
+ * once at weft_init, take precedence: the first rule whose collective and
+ * [lo, hi) byte range match wins.
+ */
+#include "coll/coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+weft_coll_config_t weft__coll_config;
+
+static const weft_config_entry_t coll_entries[] = {
+    {"RING_FRAG_SIZE", "256k",
+     "bytes per fragment in ring algorithms: fragments of a block move and reduce "
+     "independently, so smaller fragments overlap more but cost more messages",
+     weft__config_parse_size, offsetof(weft_coll_config_t, ring_frag_size)},
+};
+
+static const char *coll_values[sizeof(coll_entries) / sizeof(coll_entries[0])];
+
+weft_config_table_t weft__coll_config_table = {
+    "coll", coll_entries, sizeof(coll_entries) / sizeof(coll_entries[0]), &weft__coll_config,
+    coll_values};
+
+static const weft_coll_algo_t algos[] = {
+    {"recursive_doubling", WEFT_COLL_ALLREDUCE, weft__allreduce_recursive_doubling},
+    {"rabenseifner", WEFT_COLL_ALLREDUCE, weft__allreduce_rabenseifner},
+    {"ring", WEFT_COLL_ALLREDUCE, weft__allreduce_ring},
+    {"ring", WEFT_COLL_REDUCE_SCATTER, weft__reduce_scatter_ring},
+    {"ring", WEFT_COLL_ALLGATHER, weft__allgather_ring},
+};
+
+static const char *const kind_names[WEFT_COLL_KIND_COUNT] = {
+    [WEFT_COLL_ALLREDUCE] = "allreduce",
+    [WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [WEFT_COLL_ALLGATHER] = "allgather",
+};
+
+typedef struct tune_rule {
+    weft_coll_kind_t kind;
+    size_t lo;
+    size_t hi; /* exclusive; SIZE_MAX for inf */
+    const weft_coll_algo_t *algo;
+} tune_rule_t;
+
+static tune_rule_t *rules;
+static size_t nrules;
+
+const char *weft__coll_kind_name(weft_coll_kind_t kind)
+{
+    return (unsigned)kind < WEFT_COLL_KIND_COUNT ? kind_names[kind] : "unknown";
+}
+
+const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
+{
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+        if (algos[i].kind == kind && strcmp(algos[i].name, name) == 0) {
+            return &algos[i];
+        }
+    }
+    return NULL;
+}
+
+const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks)
+{
+    for (size_t i = 0; i < nrules; i++) {
+        if (rules[i].kind == kind && bytes >= rules[i].lo &&
+            (bytes < rules[i].hi || rules[i].hi == SIZE_MAX)) {
+            return rules[i].algo;
+        }
+    }
+    switch (kind) {
+    case WEFT_COLL_ALLREDUCE:
+        /* whole-vector exchanges win while latency dominates; halving-doubling
+         * needs 2 log p messages, ring 2(p-1), for the same bandwidth */
+        if (bytes < 8192) {
+            return weft__coll_find(kind, "recursive_doubling");
+        }
+        if (bytes < ((size_t)4 << 20) || nranks > 16) {
+            return weft__coll_find(kind, "rabenseifner");
+        }
+        return weft__coll_find(kind, "ring");
+    default:
+        return weft__coll_find(kind, "ring");
+    }
+}
+
+void weft__coll_tune_release(void)
+{
+    free(rules);
+    rules = NULL;
+    nrules = 0;
+}
+
+static weft_status_t parse_rule(char *text, tune_rule_t *rule)
+{
+    char *coll = text, *range, *algo, *dash;
+    weft_status_t status;
+    int kind;
+
+    range = strchr(coll, ':');
+    algo = range ? strchr(range + 1, ':') : NULL;
+    if (algo == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "WEFT_TUNE rule '%s': expected collective:lo-hi:algorithm", text);
+    }
+    *range++ = '\0';
+    *algo++ = '\0';
+    for (kind = 0; kind < WEFT_COLL_KIND_COUNT; kind++) {
+        if (strcmp(kind_names[kind], coll) == 0) {
+            break;
+        }
+    }
+    if (kind == WEFT_COLL_KIND_COUNT) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: unknown collective '%s'", coll);
+    }
+    rule->kind = (weft_coll_kind_t)kind;
+    rule->algo = weft__coll_find(rule->kind, algo);
+    if (rule->algo == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: %s has no algorithm '%s'", coll,
+                           algo);
+    }
+    dash = strchr(range, '-');
+    if (dash == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: range '%s' of %s is not lo-hi",
+                           range, coll);
+    }
+    *dash++ = '\0';
+    status = weft__parse_size(range, 0, &rule->lo);
+    if (status == WEFT_OK) {
+        status = weft__parse_size(dash, 1, &rule->hi);
+    }
+    if (status != WEFT_OK) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: bad range %s-%s for %s", range, dash,
+                           coll);
+    }
+    if (rule->lo >= rule->hi) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: empty range %s-%s for %s", range,
+                           dash, coll);
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft__coll_tune_load(const char *text)
+{
+    char *copy, *save = NULL;
+    weft_status_t status = WEFT_OK;
+    size_t n = 1;
+
+    weft__coll_tune_release();
+    if (text == NULL || *text == '\0') {
+        return WEFT_OK;
+    }
+    for (const char *c = text; *c; c++) {
+        n += *c == ',';
+    }
+    copy = strdup(text);
+    rules = calloc(n, sizeof(*rules));
+    if (copy == NULL || rules == NULL) {
+        free(copy);
+        weft__coll_tune_release();
+        return weft__error(WEFT_ERR_NO_MEMORY, "cannot parse WEFT_TUNE");
+    }
+    for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        status = parse_rule(tok, &rules[nrules]);
+        if (status != WEFT_OK) {
+            break;
+        }
+        nrules++;
+    }
+    free(copy);
+    if (status != WEFT_OK) {
+        weft__coll_tune_release();
+    }
+    return status;
+}
+
+weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
+{
+    size_t bytes = args->count * args->esize *
+                   (args->kind == WEFT_COLL_ALLREDUCE ? 1 : (size_t)args->size);
+    const weft_coll_algo_t *algo = weft__coll_select(args->kind, bytes, args->size);
+    weft_op_desc_t desc = {
+        .coll = kind_names[args->kind],
+        .algo = algo->name,
+        .count = args->count,
+        .dtype = args->dtype,
+        .op = args->op,
+    };
+    const weft_device_ops_t *dev = weft__device_query(args->dst);
+    weft_sched_t *s;
+    weft_status_t status = weft__sched_create(comm, &desc, dev, &s);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = algo->build(s, args);
+    if (status == WEFT_OK) {
+        status = weft__sched_run(s);
+    }
+    weft__sched_destroy(s);
+    if (status == WEFT_OK && args->op == WEFT_AVG && args->kind != WEFT_COLL_ALLGATHER) {
+        status = dev->avg_finalize(args->dst, args->count, args->dtype, (size_t)args->size);
+    }
+    return status;
+}

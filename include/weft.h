@@ -1,0 +1,130 @@
+/*
+ * weft: MPI-compatible, GPU-aware collectives runtime.
+ *
+ * Public API. Every function returns a weft_status_t; on failure
+ * weft_last_error() holds a message naming what was wrong (thread-local,
+ * valid until the next failing call on the same thread). Out-parameters are
+ * written only on success.
+ *
+ * Threading: weft_init/weft_finalize may be called from any thread and are
+ * reference counted. A communicator may be used by one thread at a time.
+ */
+#ifndef WEFT_H
+#define WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+
+/*
+ * Status codes: one list, used for the enum and for weft_status_string().
+ * X(name, value, description)
+ */
+#define WEFT_STATUS_MAP(X)                                                         \
+    X(OK, 0, "success")                                                            \
+    X(INPROGRESS, 1, "operation in progress")                                      \
+    X(ERR_INVALID_ARG, -1, "invalid argument")                                     \
+    X(ERR_NO_MEMORY, -2, "out of memory")                                          \
+    X(ERR_UNSUPPORTED, -3, "unsupported operation")                                \
+    X(ERR_TRANSPORT, -4, "transport error")                                        \
+    X(ERR_TIMEOUT, -5, "operation timed out")                                      \
+    X(ERR_PEER_FAILED, -6, "peer process failed")                                  \
+    X(ERR_ABORTED, -7, "communicator aborted")                                     \
+    X(ERR_MISMATCH, -8, "mismatched arguments between ranks")                      \
+    X(ERR_BOOTSTRAP, -9, "bootstrap failed")                                       \
+    X(ERR_DEVICE, -10, "device error")                                             \
+    X(ERR_INTERNAL, -11, "internal error")                                         \
+    X(ERR_NOT_INITIALIZED, -12, "weft_init was not called")
+
+typedef enum {
+#define WEFT__STATUS_ENUM(name, value, desc) WEFT_##name = value,
+    WEFT_STATUS_MAP(WEFT__STATUS_ENUM)
+#undef WEFT__STATUS_ENUM
+} weft_status_t;
+
+typedef enum {
+    WEFT_INT8,
+    WEFT_UINT8,
+    WEFT_INT32,
+    WEFT_UINT32,
+    WEFT_INT64,
+    WEFT_UINT64,
+    WEFT_FLOAT16,  /* IEEE 754 binary16 */
+    WEFT_BFLOAT16, /* bfloat16: the upper half of a binary32 */
+    WEFT_FLOAT32,
+    WEFT_FLOAT64,
+    WEFT_DTYPE_COUNT
+} weft_dtype_t;
+
+typedef enum {
+    WEFT_SUM,
+    WEFT_PROD,
+    WEFT_MIN,
+    WEFT_MAX,
+    WEFT_AVG, /* sum, divided once by the communicator size at the end */
+    WEFT_BAND,
+    WEFT_BOR,
+    WEFT_BXOR,
+    WEFT_LAND,
+    WEFT_LOR,
+    WEFT_LXOR,
+    WEFT_OP_COUNT
+} weft_op_t;
+
+typedef struct weft_comm *weft_comm_t;
+
+/* Pass as sendbuf to request an in-place operation (like MPI_IN_PLACE). */
+#define WEFT_IN_PLACE ((const void *)(intptr_t)-1)
+
+/* Library lifetime: reference counted; configuration is read once, by the
+ * first weft_init. */
+weft_status_t weft_init(void);
+weft_status_t weft_finalize(void);
+
+const char *weft_status_string(weft_status_t status);
+const char *weft_last_error(void);
+
+/* Size in bytes of one element; 0 for an unknown dtype. */
+size_t weft_dtype_size(weft_dtype_t dtype);
+const char *weft_dtype_name(weft_dtype_t dtype);
+const char *weft_op_name(weft_op_t op);
+
+/* Communicators. weft_comm_world gives a one-rank communicator until the
+ * multi-process bootstrap exists. A destroyed communicator handle stays
+ * recognisable until weft_finalize: using it returns WEFT_ERR_INVALID_ARG. */
+weft_status_t weft_comm_world(weft_comm_t *comm);
+weft_status_t weft_comm_rank(weft_comm_t comm, int *rank);
+weft_status_t weft_comm_size(weft_comm_t comm, int *size);
+weft_status_t weft_comm_destroy(weft_comm_t comm);
+
+/* Blocking collectives with MPI semantics; counts are in elements.
+ *
+ * In place: pass WEFT_IN_PLACE as sendbuf, or sendbuf == recvbuf.
+ *  - allreduce: the input is read from recvbuf.
+ *  - allgather: this rank's contribution is read from
+ *    recvbuf + rank * sendcount elements. sendbuf == recvbuf + rank * sendcount
+ *    (the NCCL convention) is in place too.
+ *  - reduce_scatter: the input (size * recvcount elements) is read from
+ *    recvbuf and the result is written to its first recvcount elements.
+ *    recvbuf == sendbuf + rank * recvcount (the NCCL convention) reads the
+ *    input from sendbuf and writes the result into that slot.
+ * Any other overlap of sendbuf and recvbuf is WEFT_ERR_INVALID_ARG. */
+weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                             weft_dtype_t dtype, weft_op_t op, weft_comm_t comm);
+weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                  weft_dtype_t dtype, weft_op_t op, weft_comm_t comm);
+weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                             weft_dtype_t dtype, weft_comm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_H */

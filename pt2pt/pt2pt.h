@@ -1,0 +1,63 @@
+/*
+ * Point-to-point interface: an ops table chosen once when a communicator is
+ * created. ucx/ (real, between processes) comes with the multi-process issue;
+ * loop/ connects ranks that are threads of one process.
+ *
+ * Contract:
+ *  - `ep` is the transport's per-communicator-rank context; only the thread
+ *    that drives this rank calls these functions (no locking needed by the
+ *    caller). Requests belong to that context.
+ *  - isend/irecv never block. A message matches a receive with the same
+ *    source rank and the same 64-bit tag; two messages with the same source
+ *    and tag match receives in the order they were sent (MPI's
+ *    non-overtaking rule). The sizes must be equal: a mismatch completes
+ *    the receive with WEFT_ERR_MISMATCH.
+ *  - test returns the request's status once it is done (*done_p = 1) and
+ *    frees the request; a request that is not done stays valid.
+ *  - cancel withdraws a request that is not done and frees it: after it
+ *    returns the transport never touches the request's buffer again.
+ *  - progress moves messages and returns the number of events handled.
+ *  - idle_wait blocks up to max_ns when nothing can progress (it may return
+ *    earlier); busy transports may just yield the CPU.
+ */
+#ifndef WEFT_PT2PT_H
+#define WEFT_PT2PT_H
+
+#include "device/device.h"
+
+typedef struct weft_p2p_req weft_p2p_req_t; /* transport-defined */
+
+typedef struct weft_pt2pt_ops {
+    const char *name;
+    weft_status_t (*isend)(void *ep, int peer, const void *buf, size_t bytes,
+                           weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p);
+    weft_status_t (*irecv)(void *ep, int peer, void *buf, size_t bytes, weft_memtype_t memtype,
+                           uint64_t tag, weft_p2p_req_t **req_p);
+    weft_status_t (*test)(void *ep, weft_p2p_req_t *req, int *done_p);
+    void (*cancel)(void *ep, weft_p2p_req_t *req);
+    int (*progress)(void *ep);
+    void (*idle_wait)(void *ep, uint64_t max_ns);
+    /* frees the context; pending requests must have been completed or cancelled */
+    void (*ep_release)(void *ep);
+} weft_pt2pt_ops_t;
+
+/*
+ * Tags of collective traffic: (communicator id, operation sequence number,
+ * message slot within the operation). The source rank is matched by the
+ * transport. Slots are numbered by each algorithm so that sender and
+ * receiver agree without negotiation.
+ */
+#define WEFT_TAG_COMM_BITS 16
+#define WEFT_TAG_SEQ_BITS 24
+#define WEFT_TAG_SLOT_BITS 24
+#define WEFT_TAG_MAX_SLOT ((1u << WEFT_TAG_SLOT_BITS) - 1)
+
+static inline uint64_t weft__tag_make(uint32_t comm_id, uint32_t seq, uint32_t slot)
+{
+    return ((uint64_t)(comm_id & ((1u << WEFT_TAG_COMM_BITS) - 1))
+            << (WEFT_TAG_SEQ_BITS + WEFT_TAG_SLOT_BITS)) |
+           ((uint64_t)(seq & ((1u << WEFT_TAG_SEQ_BITS) - 1)) << WEFT_TAG_SLOT_BITS) |
+           (slot & WEFT_TAG_MAX_SLOT);
+}
+
+#endif /* WEFT_PT2PT_H */

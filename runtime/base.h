@@ -1,0 +1,69 @@
+/*
+ * Internal conventions shared by every module: error reporting, logging,
+ * check macros, time. No weft logic lives here.
+ *
+ * Errors: a failure is reported once, where it is first detected, with
+ * weft__error(), which records the thread-local message returned by
+ * weft_last_error() and logs it at debug level. Callers propagate the
+ * status unchanged.
+ */
+#ifndef WEFT_RUNTIME_BASE_H
+#define WEFT_RUNTIME_BASE_H
+
+#include <weft.h>
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define WEFT_EXPORT __attribute__((visibility("default")))
+#define WEFT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define WEFT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Record status and message for weft_last_error(); returns status. */
+weft_status_t weft__error(weft_status_t status, const char *fmt, ...) WEFT_PRINTF(2, 3);
+/* Forget the last error of this thread (used at API entry). */
+void weft__error_clear(void);
+
+/*
+ * Evaluate expr (a weft_status_t expression); on failure store it in the
+ * variable `status` and jump to label. Never returns by itself.
+ */
+#define WEFT_CHECK_GOTO(expr, label)                                                               \
+    do {                                                                                           \
+        status = (expr);                                                                           \
+        if (WEFT_UNLIKELY(status < 0)) {                                                           \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+typedef enum {
+    WEFT_LOG_ERROR,
+    WEFT_LOG_WARN,
+    WEFT_LOG_INFO,
+    WEFT_LOG_DEBUG,
+    WEFT_LOG_TRACE
+} weft_log_level_t;
+
+extern weft_log_level_t weft__log_level;
+
+void weft__log_write(weft_log_level_t level, const char *file, int line, const char *fmt, ...)
+    WEFT_PRINTF(4, 5);
+/* The rank printed in this thread's log lines (-1: unknown). */
+void weft__log_set_rank(int rank);
+
+#define weft__log(level, ...)                                                                      \
+    do {                                                                                           \
+        if (WEFT_UNLIKELY((level) <= weft__log_level)) {                                           \
+            weft__log_write((level), __FILE__, __LINE__, __VA_ARGS__);                             \
+        }                                                                                          \
+    } while (0)
+#define weft__log_error(...) weft__log(WEFT_LOG_ERROR, __VA_ARGS__)
+#define weft__log_warn(...) weft__log(WEFT_LOG_WARN, __VA_ARGS__)
+#define weft__log_info(...) weft__log(WEFT_LOG_INFO, __VA_ARGS__)
+#define weft__log_debug(...) weft__log(WEFT_LOG_DEBUG, __VA_ARGS__)
+#define weft__log_trace(...) weft__log(WEFT_LOG_TRACE, __VA_ARGS__)
+
+/* Monotonic clock in nanoseconds. */
+uint64_t weft__time_ns(void);
+
+#endif /* WEFT_RUNTIME_BASE_H */

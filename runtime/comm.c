@@ -1,0 +1,121 @@
+/* Communicator objects: creation, checks, destruction with tombstones. */
+#include "runtime/comm.h"
+#include "runtime/config.h"
+#include "runtime/init.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+static pthread_mutex_t tombstone_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct weft_comm *tombstones;
+
+weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,
+                                void *p2p_ep, const weft_bootstrap_ops_t *boot, void *boot_ctx,
+                                weft_comm_t *comm_p)
+{
+    struct weft_comm *comm = calloc(1, sizeof(*comm));
+
+    if (comm == NULL) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a communicator");
+    }
+    comm->magic = WEFT_COMM_MAGIC;
+    comm->rank = rank;
+    comm->size = size;
+    comm->id = id;
+    comm->p2p = p2p;
+    comm->p2p_ep = p2p_ep;
+    comm->boot = boot;
+    comm->boot_ctx = boot_ctx;
+    weft__log_set_rank(rank);
+    *comm_p = comm;
+    return WEFT_OK;
+}
+
+weft_status_t weft__comm_check(weft_comm_t comm, const char *what)
+{
+    if (comm == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s is NULL", what);
+    }
+    if (comm->magic == WEFT_COMM_DESTROYED) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s was destroyed", what);
+    }
+    if (comm->magic != WEFT_COMM_MAGIC) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s is not a weft communicator", what);
+    }
+    return WEFT_OK;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t comm, int *rank)
+{
+    weft_status_t status = weft__comm_check(comm, "comm");
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (rank == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "rank is NULL");
+    }
+    *rank = comm->rank;
+    return WEFT_OK;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t comm, int *size)
+{
+    weft_status_t status = weft__comm_check(comm, "comm");
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (size == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "size is NULL");
+    }
+    *size = comm->size;
+    return WEFT_OK;
+}
+
+/*
+ * The handle stays allocated as a tombstone until weft_finalize so that a
+ * later call with it is reported as "destroyed" instead of reading freed
+ * memory.
+ */
+WEFT_EXPORT weft_status_t weft_comm_destroy(weft_comm_t comm)
+{
+    weft_status_t status = weft__comm_check(comm, "comm");
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    comm->p2p->ep_release(comm->p2p_ep);
+    comm->boot->release(comm->boot_ctx);
+    comm->p2p_ep = NULL;
+    comm->boot_ctx = NULL;
+    comm->magic = WEFT_COMM_DESTROYED;
+    pthread_mutex_lock(&tombstone_lock);
+    comm->next_destroyed = tombstones;
+    tombstones = comm;
+    pthread_mutex_unlock(&tombstone_lock);
+    return WEFT_OK;
+}
+
+void weft__comm_release_tombstones(void)
+{
+    pthread_mutex_lock(&tombstone_lock);
+    while (tombstones != NULL) {
+        struct weft_comm *next = tombstones->next_destroyed;
+
+        free(tombstones);
+        tombstones = next;
+    }
+    pthread_mutex_unlock(&tombstone_lock);
+}
+
+uint64_t weft__deadline_ns(void)
+{
+    double t = weft__runtime_config.timeout;
+
+    if (isinf(t) || t > 1e9) {
+        return UINT64_MAX;
+    }
+    return weft__time_ns() + (uint64_t)(t * 1e9);
+}

@@ -1,0 +1,40 @@
+/*
+ * Communicators: a group of ranks with the transport, bootstrap and device
+ * tables chosen once at creation. A communicator is driven by one thread at
+ * a time.
+ */
+#ifndef WEFT_RUNTIME_COMM_H
+#define WEFT_RUNTIME_COMM_H
+
+#include "bootstrap/bootstrap.h"
+#include "pt2pt/pt2pt.h"
+
+#define WEFT_COMM_MAGIC 0x77656674u      /* "weft" */
+#define WEFT_COMM_DESTROYED 0x64656164u /* "dead" */
+
+struct weft_comm {
+    uint32_t magic;
+    int rank;
+    int size;
+    uint32_t id;  /* agreed by every member; part of every tag */
+    uint32_t seq; /* next operation sequence number */
+    const weft_pt2pt_ops_t *p2p;
+    void *p2p_ep;
+    const weft_bootstrap_ops_t *boot;
+    void *boot_ctx;
+    struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
+};
+
+/* Takes ownership of ep and boot_ctx (released by weft_comm_destroy). */
+weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,
+                                void *p2p_ep, const weft_bootstrap_ops_t *boot, void *boot_ctx,
+                                weft_comm_t *comm_p);
+/* WEFT_OK when comm is a live communicator; otherwise an error naming `what`. */
+weft_status_t weft__comm_check(weft_comm_t comm, const char *what);
+/* Free destroyed communicators' tombstones (weft_finalize). */
+void weft__comm_release_tombstones(void);
+
+/* Deadline for a wait starting now, from WEFT_TIMEOUT. */
+uint64_t weft__deadline_ns(void);
+
+#endif /* WEFT_RUNTIME_COMM_H */

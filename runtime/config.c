@@ -1,0 +1,348 @@
+/* Configuration registry: parsing, loading and dumping of every module's table. */
+#include "runtime/config.h"
+
+#include "coll/coll.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+weft_runtime_config_t weft__runtime_config;
+
+static const weft_config_entry_t runtime_entries[] = {
+    {"LOG_LEVEL", "warn", "log verbosity: error, warn, info, debug or trace",
+     weft__config_parse_log_level, offsetof(weft_runtime_config_t, log_level)},
+    {"TIMEOUT", "300",
+     "deadline in seconds of every blocking wait (a collective, a bootstrap exchange); "
+     "on expiry the call returns WEFT_ERR_TIMEOUT and logs what it waited for; inf disables it",
+     weft__config_parse_double, offsetof(weft_runtime_config_t, timeout)},
+    {"TUNE", "",
+     "algorithm overrides, comma separated collective:lo-hi:algorithm rules with sizes in "
+     "bytes (k, m, g suffixes; hi may be inf), e.g. "
+     "allreduce:0-4k:recursive_doubling,allreduce:4k-inf:ring",
+     weft__config_parse_string, offsetof(weft_runtime_config_t, tune)},
+};
+
+static const char *runtime_values[sizeof(runtime_entries) / sizeof(runtime_entries[0])];
+
+static weft_config_table_t runtime_table = {
+    "runtime", runtime_entries, sizeof(runtime_entries) / sizeof(runtime_entries[0]),
+    &weft__runtime_config, runtime_values};
+
+/* Every module's table, in the order weft_info -c prints them. */
+static weft_config_table_t *const tables[] = {&runtime_table, &weft__coll_config_table};
+
+#define NUM_TABLES (sizeof(tables) / sizeof(tables[0]))
+
+weft_status_t weft__parse_size(const char *text, int allow_inf, size_t *size_p)
+{
+    char *end;
+    unsigned long long v;
+    unsigned long long mult = 1;
+
+    if (allow_inf && strcasecmp(text, "inf") == 0) {
+        *size_p = SIZE_MAX;
+        return WEFT_OK;
+    }
+    if (!isdigit((unsigned char)text[0])) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "'%s' is not a size (expected e.g. 4096, 4k, 1m)",
+                           text);
+    }
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    switch (tolower((unsigned char)*end)) {
+    case 'k':
+        mult = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+        mult = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+        mult = 1ull << 30;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (tolower((unsigned char)*end) == 'b') {
+        end++;
+    }
+    if (errno != 0 || *end != '\0' || (v != 0 && mult > SIZE_MAX / v)) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "'%s' is not a size (expected e.g. 4096, 4k, 1m)",
+                           text);
+    }
+    *size_p = (size_t)(v * mult);
+    return WEFT_OK;
+}
+
+weft_status_t weft__config_parse_size(const char *text, void *dst)
+{
+    return weft__parse_size(text, 0, (size_t *)dst);
+}
+
+weft_status_t weft__config_parse_int(const char *text, void *dst)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(text, &end, 0);
+    if (errno != 0 || end == text || *end != '\0' || v < INT_MIN || v > INT_MAX) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "'%s' is not an integer", text);
+    }
+    *(int *)dst = (int)v;
+    return WEFT_OK;
+}
+
+weft_status_t weft__config_parse_double(const char *text, void *dst)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || isnan(v) || v <= 0) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "'%s' is not a positive number", text);
+    }
+    *(double *)dst = v;
+    return WEFT_OK;
+}
+
+weft_status_t weft__config_parse_bool(const char *text, void *dst)
+{
+    static const char *const yes[] = {"1", "yes", "on", "true"};
+    static const char *const no[] = {"0", "no", "off", "false"};
+
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(text, yes[i]) == 0) {
+            *(int *)dst = 1;
+            return WEFT_OK;
+        }
+        if (strcasecmp(text, no[i]) == 0) {
+            *(int *)dst = 0;
+            return WEFT_OK;
+        }
+    }
+    return weft__error(WEFT_ERR_INVALID_ARG, "'%s' is not a boolean (expected yes or no)", text);
+}
+
+weft_status_t weft__config_parse_string(const char *text, void *dst)
+{
+    char *copy = strdup(text);
+
+    if (copy == NULL) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "cannot copy configuration string");
+    }
+    free(*(char **)dst);
+    *(char **)dst = copy;
+    return WEFT_OK;
+}
+
+weft_status_t weft__config_parse_log_level(const char *text, void *dst)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug", "trace"};
+
+    for (int i = 0; i < 5; i++) {
+        if (strcasecmp(text, names[i]) == 0) {
+            *(int *)dst = i;
+            return WEFT_OK;
+        }
+    }
+    return weft__error(WEFT_ERR_INVALID_ARG,
+                       "'%s' is not a log level (expected error, warn, info, debug or trace)",
+                       text);
+}
+
+/* Values from WEFT_CONFIG_FILE: a malloc'ed array of "NAME=value" strings. */
+typedef struct file_values {
+    char **names;
+    char **values;
+    size_t count;
+} file_values_t;
+
+static void file_values_free(file_values_t *fv)
+{
+    for (size_t i = 0; i < fv->count; i++) {
+        free(fv->names[i]);
+        free(fv->values[i]);
+    }
+    free(fv->names);
+    free(fv->values);
+}
+
+static char *trim(char *s)
+{
+    char *e;
+
+    while (isspace((unsigned char)*s)) {
+        s++;
+    }
+    e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) {
+        *--e = '\0';
+    }
+    return s;
+}
+
+static weft_status_t file_values_read(const char *path, file_values_t *fv)
+{
+    char line[4096];
+    int lineno = 0;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_CONFIG_FILE '%s' cannot be opened: %s",
+                           path, strerror(errno));
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *s, *eq, *name, *value;
+        char **nn, **nv;
+
+        lineno++;
+        s = trim(line);
+        if (*s == '\0' || *s == '#') {
+            continue;
+        }
+        eq = strchr(s, '=');
+        if (eq == NULL) {
+            fclose(f);
+            return weft__error(WEFT_ERR_INVALID_ARG, "%s:%d: expected NAME = value", path,
+                               lineno);
+        }
+        *eq = '\0';
+        name = trim(s);
+        value = trim(eq + 1);
+        if (strncmp(name, "WEFT_", 5) == 0) {
+            name += 5;
+        }
+        nn = realloc(fv->names, (fv->count + 1) * sizeof(*nn));
+        if (nn != NULL) {
+            fv->names = nn;
+        }
+        nv = realloc(fv->values, (fv->count + 1) * sizeof(*nv));
+        if (nv != NULL) {
+            fv->values = nv;
+        }
+        if (nn == NULL || nv == NULL) {
+            fclose(f);
+            return weft__error(WEFT_ERR_NO_MEMORY, "reading %s", path);
+        }
+        fv->names[fv->count] = strdup(name);
+        fv->values[fv->count] = strdup(value);
+        fv->count++;
+        if (fv->names[fv->count - 1] == NULL || fv->values[fv->count - 1] == NULL) {
+            fclose(f);
+            return weft__error(WEFT_ERR_NO_MEMORY, "reading %s", path);
+        }
+    }
+    fclose(f);
+    return WEFT_OK;
+}
+
+static int entry_known(const char *name)
+{
+    for (size_t t = 0; t < NUM_TABLES; t++) {
+        for (size_t i = 0; i < tables[t]->count; i++) {
+            if (strcmp(tables[t]->entries[i].name, name) == 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+weft_status_t weft__config_load(void)
+{
+    file_values_t fv = {0};
+    const char *path = getenv("WEFT_CONFIG_FILE");
+    weft_status_t status = WEFT_OK;
+
+    if (path != NULL && *path != '\0') {
+        WEFT_CHECK_GOTO(file_values_read(path, &fv), out);
+        for (size_t i = 0; i < fv.count; i++) {
+            if (!entry_known(fv.names[i])) {
+                status = weft__error(WEFT_ERR_INVALID_ARG, "%s: unknown variable WEFT_%s", path,
+                                     fv.names[i]);
+                goto out;
+            }
+        }
+    }
+    for (size_t t = 0; t < NUM_TABLES; t++) {
+        weft_config_table_t *tab = tables[t];
+
+        for (size_t i = 0; i < tab->count; i++) {
+            const weft_config_entry_t *e = &tab->entries[i];
+            char envname[128];
+            const char *value = e->default_value;
+            const char *source = "default";
+
+            for (size_t k = 0; k < fv.count; k++) {
+                if (strcmp(fv.names[k], e->name) == 0) {
+                    value = fv.values[k];
+                    source = path;
+                }
+            }
+            snprintf(envname, sizeof(envname), "WEFT_%s", e->name);
+            if (getenv(envname) != NULL) {
+                value = getenv(envname);
+                source = "environment";
+            }
+            status = e->parse(value, (char *)tab->fields + e->offset);
+            if (status != WEFT_OK) {
+                char detail[256];
+
+                snprintf(detail, sizeof(detail), "%s", weft_last_error());
+                status = weft__error(status, "%s (from %s): %s", envname, source, detail);
+                goto out;
+            }
+            free((void *)tab->values[i]);
+            tab->values[i] = strdup(value);
+            if (tab->values[i] == NULL) {
+                status = weft__error(WEFT_ERR_NO_MEMORY, "cannot copy configuration value");
+                goto out;
+            }
+        }
+    }
+    weft__log_level = (weft_log_level_t)weft__runtime_config.log_level;
+out:
+    file_values_free(&fv);
+    if (status != WEFT_OK) {
+        weft__config_release();
+    }
+    return status;
+}
+
+void weft__config_release(void)
+{
+    free(weft__runtime_config.tune);
+    weft__runtime_config.tune = NULL;
+    for (size_t t = 0; t < NUM_TABLES; t++) {
+        for (size_t i = 0; i < tables[t]->count; i++) {
+            free((void *)tables[t]->values[i]);
+            tables[t]->values[i] = NULL;
+        }
+    }
+}
+
+void weft__config_dump(FILE *stream)
+{
+    for (size_t t = 0; t < NUM_TABLES; t++) {
+        const weft_config_table_t *tab = tables[t];
+
+        fprintf(stream, "# module %s\n", tab->module);
+        for (size_t i = 0; i < tab->count; i++) {
+            const weft_config_entry_t *e = &tab->entries[i];
+
+            fprintf(stream, "#\n# %s\n# default: '%s'\nWEFT_%s=%s\n", e->help, e->default_value,
+                    e->name, tab->values[i] ? tab->values[i] : e->default_value);
+        }
+        fprintf(stream, "\n");
+    }
+}

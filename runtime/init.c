@@ -1,0 +1,65 @@
+/*
+ * weft_init / weft_finalize: reference counted under one lock. The first
+ * weft_init reads the configuration and the tuning rules; the last
+ * weft_finalize releases them and the tombstones of destroyed communicators.
+ */
+#include "runtime/init.h"
+
+#include "coll/coll.h"
+#include "runtime/comm.h"
+#include "runtime/config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int init_count;
+
+WEFT_EXPORT weft_status_t weft_init(void)
+{
+    weft_status_t status = WEFT_OK;
+
+    weft__error_clear();
+    pthread_mutex_lock(&init_lock);
+    if (atomic_load(&init_count) == 0) {
+        status = weft__config_load();
+        if (status == WEFT_OK) {
+            status = weft__coll_tune_load(weft__runtime_config.tune);
+            if (status != WEFT_OK) {
+                weft__config_release();
+            }
+        }
+    }
+    if (status == WEFT_OK) {
+        atomic_fetch_add(&init_count, 1);
+    }
+    pthread_mutex_unlock(&init_lock);
+    if (status != WEFT_OK) {
+        weft__log_error("weft_init: %s", weft_last_error());
+    }
+    return status;
+}
+
+WEFT_EXPORT weft_status_t weft_finalize(void)
+{
+    weft_status_t status = WEFT_OK;
+
+    pthread_mutex_lock(&init_lock);
+    if (atomic_load(&init_count) == 0) {
+        status = weft__error(WEFT_ERR_NOT_INITIALIZED, "weft_finalize without weft_init");
+    } else if (atomic_fetch_sub(&init_count, 1) == 1) {
+        weft__coll_tune_release();
+        weft__config_release();
+        weft__comm_release_tombstones();
+    }
+    pthread_mutex_unlock(&init_lock);
+    return status;
+}
+
+weft_status_t weft__check_initialized(const char *call)
+{
+    if (atomic_load(&init_count) == 0) {
+        return weft__error(WEFT_ERR_NOT_INITIALIZED, "%s called before weft_init", call);
+    }
+    return WEFT_OK;
+}

@@ -1,0 +1,106 @@
+/* In-process worlds: loop transport + thread bootstrap, one thread per rank. */
+#include "runtime/thread_world.h"
+
+#include "runtime/comm.h"
+#include "runtime/init.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+typedef struct rank_thread {
+    pthread_t thread;
+    weft_comm_t comm;
+    weft_thread_rank_fn fn;
+    void *arg;
+} rank_thread_t;
+
+static void *rank_main(void *arg)
+{
+    rank_thread_t *t = arg;
+
+    weft__log_set_rank(t->comm->rank);
+    t->fn(t->comm, t->comm->rank, t->arg);
+    return NULL;
+}
+
+weft_status_t weft__thread_world_comm(weft_loop_world_t *lw, weft_thread_boot_world_t *bw,
+                                      int rank, int size, weft_comm_t *comm_p)
+{
+    void *ep = NULL, *boot = NULL;
+    weft_status_t status;
+
+    WEFT_CHECK_GOTO(weft__loop_ep_create(lw, rank, &ep), err);
+    WEFT_CHECK_GOTO(weft__thread_boot_ctx_create(bw, rank, &boot), err_release_ep);
+    WEFT_CHECK_GOTO(weft__comm_create(rank, size, 0, &weft__loop_ops, ep, &weft__thread_boot_ops,
+                                      boot, comm_p),
+                    err_release_boot);
+    return WEFT_OK;
+
+err_release_boot:
+    weft__thread_boot_ops.release(boot);
+err_release_ep:
+    weft__loop_ops.ep_release(ep);
+err:
+    return status;
+}
+
+weft_status_t weft__thread_world_run(const weft_thread_world_opts_t *opts, weft_thread_rank_fn fn,
+                                     void *arg)
+{
+    weft_loop_opts_t lopts = {opts->nranks, opts->seed, opts->max_delay_ns};
+    weft_loop_world_t *lw;
+    weft_thread_boot_world_t *bw;
+    rank_thread_t *threads;
+    weft_status_t status;
+    int made = 0, started = 0;
+
+    WEFT_CHECK_GOTO(weft__check_initialized("weft__thread_world_run"), err);
+    WEFT_CHECK_GOTO(weft__loop_world_create(&lopts, &lw), err);
+    WEFT_CHECK_GOTO(weft__thread_boot_world_create(opts->nranks, &bw), err_release_loop);
+    threads = calloc((size_t)opts->nranks, sizeof(*threads));
+    if (threads == NULL) {
+        status = weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %d rank threads", opts->nranks);
+        goto err_release_boot;
+    }
+    for (; made < opts->nranks; made++) {
+        WEFT_CHECK_GOTO(weft__thread_world_comm(lw, bw, made, opts->nranks, &threads[made].comm),
+                        err_destroy_comms);
+        threads[made].fn = fn;
+        threads[made].arg = arg;
+    }
+    for (; started < opts->nranks; started++) {
+        pthread_attr_t attr;
+        int rc;
+
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1 << 20);
+        rc = pthread_create(&threads[started].thread, &attr, rank_main, &threads[started]);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            /* ranks already running would wait for the missing ones until
+             * their deadline; report the failure after they give up */
+            status = weft__error(WEFT_ERR_NO_MEMORY, "cannot start rank thread %d of %d",
+                                 started, opts->nranks);
+            break;
+        }
+    }
+    for (int r = 0; r < started; r++) {
+        pthread_join(threads[r].thread, NULL);
+    }
+    if (started < opts->nranks) {
+        goto err_destroy_comms;
+    }
+    status = WEFT_OK;
+
+err_destroy_comms:
+    for (int r = 0; r < made; r++) {
+        weft_comm_destroy(threads[r].comm);
+    }
+    free(threads);
+err_release_boot:
+    weft__thread_boot_world_release(bw);
+err_release_loop:
+    weft__loop_world_release(lw);
+err:
+    return status;
+}

@@ -1,0 +1,620 @@
+/*
+ * Every algorithm x rank counts 1..64 and 128 x counts {0, 1, p-1, p+1,
+ * large odd} x in place / out of place x several dtypes and ops, on
+ * in-process ranks whose messages land in a seeded random order.
+ *
+ * Inputs are deterministic per (rank, element, case); expected results are
+ * computed independently here, in arithmetic whose result does not depend on
+ * the order of reduction (integers modulo 2^n, floats holding small
+ * integers), so any correct algorithm must match exactly. One combination
+ * uses inexact float data: it is compared with a tolerance against a double
+ * reference, and allreduce results must be bitwise equal on every rank.
+ */
+#include <criterion/criterion.h>
+
+#include "coll/coll.h"
+#include "runtime/thread_world.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64 /* bytes after each buffer that must stay untouched */
+#define GUARD_BYTE 0xa5
+
+typedef struct combo {
+    weft_dtype_t dtype;
+    weft_op_t op;
+    int inexact; /* float data with rounding: tolerance + cross-rank bitwise check */
+} combo_t;
+
+static const combo_t combos[] = {
+    {WEFT_FLOAT32, WEFT_SUM, 0},  {WEFT_INT64, WEFT_SUM, 0},    {WEFT_INT32, WEFT_PROD, 0},
+    {WEFT_UINT8, WEFT_BXOR, 0},   {WEFT_INT8, WEFT_MAX, 0},     {WEFT_FLOAT64, WEFT_MIN, 0},
+    {WEFT_FLOAT16, WEFT_SUM, 0},  {WEFT_BFLOAT16, WEFT_MAX, 0}, {WEFT_FLOAT32, WEFT_AVG, 0},
+    {WEFT_INT32, WEFT_AVG, 0},    {WEFT_UINT32, WEFT_BAND, 0},  {WEFT_UINT64, WEFT_LOR, 0},
+    {WEFT_FLOAT32, WEFT_SUM, 1},
+};
+#define NCOMBOS ((int)(sizeof(combos) / sizeof(combos[0])))
+
+/* in-place variants: 0 out of place, 1 WEFT_IN_PLACE, 2 NCCL-style offset */
+typedef struct tcase {
+    weft_coll_kind_t kind;
+    size_t count;
+    int combo;
+    int inplace;
+} tcase_t;
+
+typedef struct shared {
+    weft_coll_kind_t kind;
+    tcase_t *cases;
+    int ncases;
+    int nranks;
+    pthread_barrier_t barrier;
+    unsigned char **results; /* per rank: copy of its result, for bitwise checks */
+    unsigned char *expected; /* the whole expected vector, computed by all ranks together */
+    double *approx;          /* double-precision reference of inexact sums */
+    atomic_int failures;
+    atomic_long checked;
+    pthread_mutex_t lock;
+    char first_failure[512];
+} shared_t;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint64_t hash3(int rank, size_t i, int c)
+{
+    return mix(((uint64_t)rank << 40) ^ ((uint64_t)i << 8) ^ (uint64_t)c ^ 0x1234567ull);
+}
+
+/* float -> binary16 for small integers only (exact), written independently
+ * of the library's conversion */
+static uint16_t small_int_to_half(int v)
+{
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    int a = v < 0 ? -v : v, e = 0;
+
+    if (a == 0) {
+        return sign;
+    }
+    while ((a >> e) > 1) {
+        e++;
+    }
+    /* a = 1.m * 2^e, 10 mantissa bits; exact for a < 2048 */
+    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | (uint16_t)((a << (10 - e)) & 0x3ff));
+}
+
+static uint16_t float_to_bf16_exact(float f)
+{
+    uint32_t u;
+
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+/* Input element i of rank r, written into dst (one element). */
+static void gen(const combo_t *c, int ci, int r, size_t i, void *dst)
+{
+    uint64_t h = hash3(r, i, ci);
+
+    switch (c->dtype) {
+    case WEFT_FLOAT32: {
+        float v = c->inexact ? (float)((double)(h % 2000001) - 1e6) * 1e-6f
+                             : (float)(h % 17) * 0.5f;
+        memcpy(dst, &v, 4);
+        break;
+    }
+    case WEFT_FLOAT64: {
+        double v = (double)(h % 2001) - 1000.0;
+        memcpy(dst, &v, 8);
+        break;
+    }
+    case WEFT_FLOAT16: {
+        uint16_t v = small_int_to_half((int)(h % 5));
+        memcpy(dst, &v, 2);
+        break;
+    }
+    case WEFT_BFLOAT16: {
+        uint16_t v = float_to_bf16_exact((float)((int)(h % 200) - 100));
+        memcpy(dst, &v, 2);
+        break;
+    }
+    case WEFT_INT8:
+    case WEFT_UINT8:
+        *(uint8_t *)dst = (uint8_t)h;
+        break;
+    case WEFT_INT32:
+    case WEFT_UINT32: {
+        uint32_t v = (uint32_t)h;
+        if (c->op == WEFT_PROD) {
+            v |= 1;
+        } else if (c->op == WEFT_AVG) {
+            v = (uint32_t)((int32_t)(h % 2001) - 1000);
+        } else if (c->op == WEFT_BAND) {
+            v |= 0xf0f0f00fu;
+        }
+        memcpy(dst, &v, 4);
+        break;
+    }
+    case WEFT_INT64:
+    case WEFT_UINT64: {
+        uint64_t v = c->op == WEFT_LOR ? (h % 7 == 0) : h;
+        memcpy(dst, &v, 8);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Expected element i of the reduction over ranks 0..p-1 (order-free). */
+static void expect(const combo_t *c, int ci, int p, size_t i, void *dst, double *approx)
+{
+    unsigned char e[8];
+
+    *approx = 0;
+    switch (c->dtype) {
+    case WEFT_FLOAT32: {
+        double acc = 0;
+        float v;
+        for (int r = 0; r < p; r++) {
+            gen(c, ci, r, i, e);
+            memcpy(&v, e, 4);
+            acc += v;
+        }
+        v = (float)acc;
+        if (c->op == WEFT_AVG) {
+            v = v / (float)p;
+        }
+        *approx = acc;
+        memcpy(dst, &v, 4);
+        break;
+    }
+    case WEFT_FLOAT64: {
+        double m = INFINITY, v;
+        for (int r = 0; r < p; r++) {
+            gen(c, ci, r, i, e);
+            memcpy(&v, e, 8);
+            m = v < m ? v : m;
+        }
+        memcpy(dst, &m, 8);
+        break;
+    }
+    case WEFT_FLOAT16: {
+        int acc = 0;
+        for (int r = 0; r < p; r++) {
+            acc += (int)(hash3(r, i, ci) % 5);
+        }
+        uint16_t v = small_int_to_half(acc);
+        memcpy(dst, &v, 2);
+        break;
+    }
+    case WEFT_BFLOAT16: {
+        int m = -1000;
+        for (int r = 0; r < p; r++) {
+            int v = (int)(hash3(r, i, ci) % 200) - 100;
+            m = v > m ? v : m;
+        }
+        uint16_t v = float_to_bf16_exact((float)m);
+        memcpy(dst, &v, 2);
+        break;
+    }
+    case WEFT_UINT8: { /* BXOR */
+        uint8_t acc = 0;
+        for (int r = 0; r < p; r++) {
+            gen(c, ci, r, i, e);
+            acc ^= e[0];
+        }
+        *(uint8_t *)dst = acc;
+        break;
+    }
+    case WEFT_INT8: { /* MAX */
+        int8_t m = INT8_MIN;
+        for (int r = 0; r < p; r++) {
+            gen(c, ci, r, i, e);
+            m = (int8_t)e[0] > m ? (int8_t)e[0] : m;
+        }
+        *(int8_t *)dst = m;
+        break;
+    }
+    case WEFT_INT32:
+    case WEFT_UINT32: {
+        uint32_t acc = c->op == WEFT_PROD ? 1 : c->op == WEFT_BAND ? 0xffffffffu : 0;
+        int64_t sum = 0;
+        for (int r = 0; r < p; r++) {
+            uint32_t v;
+            gen(c, ci, r, i, e);
+            memcpy(&v, e, 4);
+            if (c->op == WEFT_PROD) {
+                acc *= v;
+            } else if (c->op == WEFT_BAND) {
+                acc &= v;
+            } else {
+                sum += (int32_t)v;
+            }
+        }
+        if (c->op == WEFT_AVG) {
+            acc = (uint32_t)(int32_t)(sum / p);
+        }
+        memcpy(dst, &acc, 4);
+        break;
+    }
+    case WEFT_INT64:
+    case WEFT_UINT64: {
+        uint64_t acc = 0;
+        for (int r = 0; r < p; r++) {
+            uint64_t v;
+            gen(c, ci, r, i, e);
+            memcpy(&v, e, 8);
+            acc = c->op == WEFT_LOR ? (acc || v) : acc + v;
+        }
+        memcpy(dst, &acc, 8);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(shared_t *sh, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (atomic_fetch_add(&sh->failures, 1) == 0) {
+        pthread_mutex_lock(&sh->lock);
+        va_start(ap, fmt);
+        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
+        va_end(ap);
+        pthread_mutex_unlock(&sh->lock);
+    }
+}
+
+static const char *variant_name(int v)
+{
+    return v == 0 ? "out-of-place" : v == 1 ? "WEFT_IN_PLACE" : "nccl-in-place";
+}
+
+static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc)
+{
+    const int p = sh->nranks, ci = tc->combo;
+    const combo_t *c = &combos[ci];
+    const size_t es = weft_dtype_size(c->dtype), n = tc->count;
+    size_t in_elems, out_elems;
+    unsigned char *in, *out, *in_copy;
+    const void *sendbuf;
+    void *recvbuf;
+    unsigned char *result; /* where this rank's result is */
+    size_t res_elems, res_first; /* result elements, index of the first in the global vector */
+    weft_status_t status;
+
+    switch (tc->kind) {
+    case WEFT_COLL_ALLREDUCE:
+        in_elems = n;
+        out_elems = n;
+        break;
+    case WEFT_COLL_REDUCE_SCATTER:
+        in_elems = n * (size_t)p;
+        out_elems = tc->inplace ? in_elems : n;
+        break;
+    default:
+        in_elems = n;
+        out_elems = n * (size_t)p;
+        break;
+    }
+    status = WEFT_ERR_INTERNAL;
+    in = malloc(in_elems * es + GUARD);
+    out = malloc(out_elems * es + GUARD);
+    in_copy = malloc(in_elems * es + 1);
+    if (in == NULL || out == NULL || in_copy == NULL) {
+        fprintf(stderr, "test out of memory\n");
+        abort();
+    }
+    for (size_t i = 0; i < in_elems; i++) {
+        gen(c, ci, rank, i, in + i * es);
+    }
+    memset(in + in_elems * es, GUARD_BYTE, GUARD);
+    memset(out, 0x5a, out_elems * es);
+    memset(out + out_elems * es, GUARD_BYTE, GUARD);
+    memcpy(in_copy, in, in_elems * es);
+
+    /* every rank computes a slice of the expected global vector */
+    {
+        size_t total = tc->kind == WEFT_COLL_ALLREDUCE ? n : n * (size_t)p;
+        size_t lo = weft__block_start(total, p, rank), hi = lo + weft__block_count(total, p, rank);
+
+        for (size_t gi = lo; gi < hi; gi++) {
+            if (tc->kind == WEFT_COLL_ALLGATHER) {
+                gen(c, ci, (int)(gi / n), gi % n, sh->expected + gi * es);
+            } else {
+                expect(c, ci, p, gi, sh->expected + gi * es, &sh->approx[gi]);
+            }
+        }
+    }
+    pthread_barrier_wait(&sh->barrier);
+
+    /* lay the input out as the in-place convention requires */
+    sendbuf = in;
+    recvbuf = out;
+    if (tc->inplace) {
+        switch (tc->kind) {
+        case WEFT_COLL_ALLREDUCE:
+            memcpy(out, in, n * es);
+            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out;
+            break;
+        case WEFT_COLL_REDUCE_SCATTER:
+            if (tc->inplace == 1) {
+                memcpy(out, in, in_elems * es);
+                sendbuf = WEFT_IN_PLACE;
+            } else {
+                recvbuf = in + (size_t)rank * n * es;
+            }
+            break;
+        default:
+            memcpy(out + (size_t)rank * n * es, in, n * es);
+            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + (size_t)rank * n * es;
+            break;
+        }
+    }
+
+    switch (tc->kind) {
+    case WEFT_COLL_ALLREDUCE:
+        status = weft_allreduce(sendbuf, recvbuf, n, c->dtype, c->op, comm);
+        result = recvbuf;
+        res_elems = n;
+        res_first = 0;
+        break;
+    case WEFT_COLL_REDUCE_SCATTER:
+        status = weft_reduce_scatter(sendbuf, recvbuf, n, c->dtype, c->op, comm);
+        result = recvbuf;
+        res_elems = n;
+        res_first = (size_t)rank * n;
+        break;
+    default:
+        status = weft_allgather(sendbuf, recvbuf, n, c->dtype, comm);
+        result = recvbuf;
+        res_elems = n * (size_t)p;
+        res_first = 0;
+        break;
+    }
+    if (status != WEFT_OK) {
+        fail(sh, "%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(tc->kind), p,
+             n, weft_dtype_name(c->dtype), weft_op_name(c->op), variant_name(tc->inplace), rank,
+             weft_status_string(status), weft_last_error());
+        goto done;
+    }
+    for (size_t k = 0; k < res_elems; k++) {
+        size_t gi = res_first + k;
+        const unsigned char *want = sh->expected + gi * es;
+        double approx = sh->approx[gi];
+
+        if (c->inexact && tc->kind != WEFT_COLL_ALLGATHER) {
+            float got;
+            memcpy(&got, result + k * es, 4);
+            if (fabs((double)got - approx) > 1e-5 * p + 1e-6 * fabs(approx)) {
+                fail(sh, "%s p=%d count=%zu inexact float32 sum %s rank %d: element %zu = %.9g, "
+                         "want %.9g", weft__coll_kind_name(tc->kind), p, n,
+                     variant_name(tc->inplace), rank, gi, (double)got, approx);
+                goto done;
+            }
+        } else if (memcmp(result + k * es, want, es) != 0) {
+            fail(sh, "%s p=%d count=%zu %s %s %s rank %d: element %zu differs from the reference",
+                 weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype),
+                 weft_op_name(c->op), variant_name(tc->inplace), rank, gi);
+            goto done;
+        }
+    }
+    /* nothing outside the result may change */
+    for (int g = 0; g < GUARD; g++) {
+        if (in[in_elems * es + (size_t)g] != GUARD_BYTE ||
+            out[out_elems * es + (size_t)g] != GUARD_BYTE) {
+            fail(sh, "%s p=%d count=%zu %s rank %d: wrote past the end of a buffer",
+                 weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank);
+            goto done;
+        }
+    }
+    if (tc->inplace == 0 && memcmp(in, in_copy, in_elems * es) != 0) {
+        fail(sh, "%s p=%d count=%zu %s rank %d: sendbuf was modified",
+             weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype), rank);
+        goto done;
+    }
+    atomic_fetch_add(&sh->checked, 1);
+    if (tc->kind == WEFT_COLL_ALLREDUCE && c->inexact) {
+        memcpy(sh->results[rank], result, n * es);
+    }
+done:
+    pthread_barrier_wait(&sh->barrier);
+    /* allreduce: every rank ends with the same bits */
+    if (rank == 0 && tc->kind == WEFT_COLL_ALLREDUCE && c->inexact && status == WEFT_OK) {
+        for (int r = 1; r < p; r++) {
+            if (memcmp(sh->results[0], sh->results[r], n * es) != 0) {
+                fail(sh, "allreduce p=%d count=%zu inexact float32 sum %s: rank %d's result "
+                         "is not bitwise equal to rank 0's", p, n, variant_name(tc->inplace), r);
+                break;
+            }
+        }
+    }
+    pthread_barrier_wait(&sh->barrier);
+    free(in);
+    free(out);
+    free(in_copy);
+}
+
+static void rank_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+
+    for (int i = 0; i < sh->ncases; i++) {
+        run_case(sh, comm, rank, &sh->cases[i]);
+    }
+}
+
+typedef struct matrix_stats {
+    long collectives; /* (case, seed) pairs run */
+    long rank_results;
+    int rank_counts;
+} matrix_stats_t;
+
+/* Run every case for one rank count and seed. */
+static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t delay_ns,
+                      tcase_t *cases, int ncases, matrix_stats_t *st)
+{
+    shared_t sh = {.kind = kind, .cases = cases, .ncases = ncases, .nranks = p};
+    weft_thread_world_opts_t opts = {.nranks = p, .seed = seed, .max_delay_ns = delay_ns};
+    size_t maxres = 0;
+    weft_status_t status;
+
+    for (int i = 0; i < ncases; i++) {
+        size_t b = cases[i].count * 8;
+        maxres = b > maxres ? b : maxres;
+    }
+    sh.expected = malloc(maxres * (size_t)p + 1);
+    sh.approx = calloc(maxres / 8 * (size_t)p + 1, sizeof(double));
+    cr_assert(sh.expected != NULL && sh.approx != NULL);
+    sh.results = calloc((size_t)p, sizeof(*sh.results));
+    cr_assert_not_null(sh.results);
+    for (int r = 0; r < p; r++) {
+        sh.results[r] = malloc(maxres + 1);
+        cr_assert_not_null(sh.results[r]);
+    }
+    pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
+    pthread_mutex_init(&sh.lock, NULL);
+    status = weft__thread_world_run(&opts, rank_body, &sh);
+    cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+    cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
+                 atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
+    cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
+                 "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
+                 (long)ncases * p);
+    st->collectives += ncases;
+    st->rank_results += atomic_load(&sh.checked);
+    pthread_barrier_destroy(&sh.barrier);
+    pthread_mutex_destroy(&sh.lock);
+    for (int r = 0; r < p; r++) {
+        free(sh.results[r]);
+    }
+    free(sh.results);
+    free(sh.expected);
+    free(sh.approx);
+}
+
+/*
+ * The matrix for one algorithm: p = 1..64 and 128; for each p the five
+ * counts, each in-place variant, and combinations rotating through the
+ * dtype/op list so every combination meets every count class; seeds vary
+ * the landing order (one seed adds random delays at small p).
+ */
+static void run_matrix(weft_coll_kind_t kind, const char *algo)
+{
+    char rule[128];
+    matrix_stats_t st = {0};
+    const uint64_t seeds[] = {1, 0x5eed};
+    int nvariants = kind == WEFT_COLL_ALLREDUCE ? 2 : 3;
+
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
+    cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
+    /* small fragments so that large counts pipeline several per block */
+    weft__coll_config.ring_frag_size = 1024;
+
+    for (int p = 1; p <= 128; p = p < 64 ? p + 1 : 128) {
+        size_t large = kind == WEFT_COLL_ALLREDUCE ? 8191 : ((size_t)(32768 / p) | 1);
+        size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p + 1, large};
+        int ncounts = p == 128 ? 1 : 5; /* p = 128: one size */
+        tcase_t cases[5 * 3 * 4];
+        int ncases = 0;
+
+        if (p == 128) {
+            counts[0] = (size_t)p + 1;
+        }
+        for (int k = 0; k < ncounts; k++) {
+            for (int v = 0; v < nvariants; v++) {
+                /* two combinations per (count, variant), rotating with p */
+                for (int j = 0; j < 2; j++) {
+                    int ci = (p * 5 + k * 3 + v * 2 + j * 7) % NCOMBOS;
+                    cases[ncases++] = (tcase_t){kind, counts[k], ci, v};
+                }
+            }
+        }
+        for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
+            uint64_t delay = si == 1 && p <= 8 ? 20000 : 0;
+            run_world(kind, p, seeds[si], delay, cases, ncases, &st);
+        }
+        st.rank_counts++;
+        if (p == 128) {
+            break;
+        }
+    }
+    cr_log_info("%s/%s: %d rank counts (1..64, 128), %ld collectives, %ld rank results checked",
+                weft__coll_kind_name(kind), algo, st.rank_counts, st.collectives,
+                st.rank_results);
+    fprintf(stderr, "matrix %s/%s: %d rank counts (1..64, 128), %ld collectives, %ld rank "
+                    "results checked\n",
+            weft__coll_kind_name(kind), algo, st.rank_counts, st.collectives, st.rank_results);
+    weft_finalize();
+}
+
+Test(matrix, allreduce_recursive_doubling, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_ALLREDUCE, "recursive_doubling");
+}
+
+Test(matrix, allreduce_rabenseifner, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_ALLREDUCE, "rabenseifner");
+}
+
+Test(matrix, allreduce_ring, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_ALLREDUCE, "ring");
+}
+
+Test(matrix, reduce_scatter_ring, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_REDUCE_SCATTER, "ring");
+}
+
+Test(matrix, allgather_ring, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_ALLGATHER, "ring");
+}
+
+/* Every combination on every algorithm at a few rank counts, with the
+ * default selection (no WEFT_TUNE) choosing by size. */
+Test(matrix, default_selection_all_combos, .timeout = 600)
+{
+    matrix_stats_t st = {0};
+    const int ps[] = {2, 3, 5, 8, 13};
+
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    for (size_t pi = 0; pi < sizeof(ps) / sizeof(ps[0]); pi++) {
+        for (int kind = 0; kind < WEFT_COLL_KIND_COUNT; kind++) {
+            tcase_t cases[NCOMBOS * 3];
+            int ncases = 0;
+
+            for (int ci = 0; ci < NCOMBOS; ci++) {
+                /* sizes that cross the default thresholds: small, medium, large */
+                cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind, 7, ci, 0};
+                cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind, 3001, ci, 1};
+                cases[ncases++] =
+                    (tcase_t){(weft_coll_kind_t)kind, kind == WEFT_COLL_ALLREDUCE ? 600001 : 40001,
+                              ci, 0};
+            }
+            run_world((weft_coll_kind_t)kind, ps[pi], 7, 0, cases, ncases, &st);
+        }
+    }
+    cr_log_info("default selection: %ld collectives checked", st.collectives);
+    weft_finalize();
+}
