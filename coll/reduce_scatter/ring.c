@@ -103,6 +103,9 @@ void weft__ring_reduce_scatter_phase(weft_sched_t *s, const weft_ring_t *ring, c
             if (step > 0) {
                 /* send what the previous step produced */
                 weft__sched_dep(s, reduce_ids[id - nfrag], send);
+                /* reductions of a fragment run in step order: the last one may
+                 * write where an earlier one read its input (MPI in place) */
+                weft__sched_dep(s, reduce_ids[id - nfrag], reduce_ids[id]);
                 /* scratch accumulator of this parity is free once sent */
                 if (work == NULL) {
                     weft__sched_dep(s, send_ids[id - nfrag], reduce_ids[id]);

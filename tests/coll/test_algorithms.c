@@ -527,7 +527,7 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
     snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
     cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
     /* small fragments so that large counts pipeline several per block */
-    weft__coll_config.ring_frag_size = 1024;
+    weft__coll_config.ring_frag_size = 2048;
 
     for (int p = 1; p <= 128; p = p < 64 ? p + 1 : 128) {
         size_t large = kind == WEFT_COLL_ALLREDUCE ? 8191 : ((size_t)(32768 / p) | 1);
