@@ -12,6 +12,14 @@
  *    overlap is undefined. Half types (FLOAT16, BFLOAT16) are widened to
  *    float, combined, and rounded once to nearest even. WEFT_AVG combines as
  *    a sum; the caller divides once at the end with avg_finalize.
+ *  - inputs combine in index order, ((s0 op s1) op s2) ..., wherever dst
+ *    points, so results are bit-identical in place or not; every table must
+ *    follow the same rules: float MIN/MAX give NaN if an input is NaN and
+ *    order -0 below +0 (the same bits whatever the operand order); narrowing
+ *    a NaN to a half type keeps it a quiet NaN with its sign.
+ *  - one input is a plain copy (LAND/LOR/LXOR do not normalise it to 0/1,
+ *    as a one-rank MPI reduction does not).
+ *  - avg_finalize of half types divides in float and rounds to the half type.
  *  - the caller has validated dtype/op (weft__op_valid_for_dtype).
  *  - every function is thread-safe.
  */

@@ -1,0 +1,106 @@
+/*
+ * Conversions between float and the two 16-bit float formats, in portable C (no _Float16, no
+ * intrinsics), so that every compiler and CPU gives the same bits:
+ *  - FLOAT16, IEEE 754 binary16: 1 sign, 5 exponent, 10 mantissa bits;
+ *  - BFLOAT16, the upper half of a binary32: 1 sign, 8 exponent, 7 mantissa bits.
+ *
+ * Widening is exact, subnormal halves included. Narrowing rounds to nearest, ties to even; gives
+ * subnormal results where they are the nearest value; overflows to +/-inf; keeps inf; keeps a
+ * NaN a NaN: quiet, with its sign and the top of its payload (as x86 F16C and Arm do), so a NaN
+ * whose payload lies only in the dropped bits cannot turn into inf.
+ *
+ * Every function computes all cases and picks one with bit masks, without branches, so loops
+ * over arrays vectorize. (With ?: gcc moves the float operation of the subnormal case into a
+ * branch, because it may raise a floating-point exception, and then gives up on the loop.) The
+ * FLOAT16 subnormal cases use one float addition or subtraction, which is exact or rounds to
+ * nearest even under the default rounding mode: C starts programs in it and weft never changes
+ * it. Flush-to-zero and denormals-are-zero modes leave the results alone: the only float
+ * subnormal that can reach that addition is an input far below the smallest FLOAT16 subnormal,
+ * which rounds to zero either way.
+ *
+ * Pure functions: thread-safe.
+ */
+#ifndef WEFT_DEVICE_HOST_HALF_H
+#define WEFT_DEVICE_HOST_HALF_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t weft__float_bits(float f)
+{
+    uint32_t bits;
+
+    memcpy(&bits, &f, sizeof(bits));
+    return bits;
+}
+
+static inline float weft__float_from_bits(uint32_t bits)
+{
+    float f;
+
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+/* cond (0 or 1) ? a : b */
+static inline uint32_t weft__select32(uint32_t cond, uint32_t a, uint32_t b)
+{
+    uint32_t mask = 0u - cond;
+
+    return (a & mask) | (b & ~mask);
+}
+
+static inline float weft__f16_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    /* exponent and mantissa moved to their float positions */
+    uint32_t body = (uint32_t)(h & 0x7fffu) << 13;
+    uint32_t exponent = body & 0x0f800000u;
+    uint32_t normal = body + ((uint32_t)(127 - 15) << 23);
+    /* inf and NaN: the all-ones exponent, the payload kept */
+    uint32_t special = body | 0x7f800000u;
+    /* subnormal m * 2^-24, computed as (1 + m / 1024) * 2^-14 - 2^-14, which is exact */
+    float subnormal = weft__float_from_bits(body + ((uint32_t)(127 - 14) << 23)) - 0x1p-14f;
+    uint32_t bits = weft__select32(exponent == 0, weft__float_bits(subnormal), normal);
+
+    bits = weft__select32(exponent == 0x0f800000u, special, bits);
+    return weft__float_from_bits(sign | bits);
+}
+
+static inline uint16_t weft__float_to_f16(float f)
+{
+    uint32_t bits = weft__float_bits(f);
+    uint32_t sign = (bits >> 16) & 0x8000u;
+    uint32_t abs = bits & 0x7fffffffu;
+    /* normal result: rebias the exponent, then round the 13 dropped bits to nearest even by
+     * adding just under half of the last kept bit, plus one when that bit is odd; a carry out
+     * of the mantissa correctly bumps the exponent, up to inf */
+    uint32_t normal = (abs - ((uint32_t)(127 - 15) << 23) + 0x0fffu + ((abs >> 13) & 1u)) >> 13;
+    /* subnormal result: in 0.5 + |f| the last float mantissa bit is worth 2^-24, the FLOAT16
+     * subnormal step, so the float addition itself rounds |f| to that grid, ties to even */
+    uint32_t subnormal = weft__float_bits(weft__float_from_bits(abs) + 0.5f) - 0x3f000000u;
+    uint32_t nan = 0x7e00u | ((abs >> 13) & 0x3ffu);
+    uint32_t half = weft__select32(abs < 0x38800000u, subnormal, normal); /* below 2^-14 */
+
+    half = weft__select32(abs >= 0x47800000u, 0x7c00u, half); /* 65536 and above, inf too */
+    half = weft__select32(abs > 0x7f800000u, nan, half);
+    return (uint16_t)(sign | half);
+}
+
+static inline float weft__bf16_to_float(uint16_t h)
+{
+    return weft__float_from_bits((uint32_t)h << 16);
+}
+
+static inline uint16_t weft__float_to_bf16(float f)
+{
+    uint32_t bits = weft__float_bits(f);
+    /* same rounding as the FLOAT16 normal case; bfloat16 shares the float exponent range, so
+     * subnormals and the overflow to inf come out of the same carry */
+    uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    uint32_t nan = (bits >> 16) | 0x0040u;
+
+    return (uint16_t)weft__select32((bits & 0x7fffffffu) > 0x7f800000u, nan, rounded);
+}
+
+#endif /* WEFT_DEVICE_HOST_HALF_H */

@@ -1,0 +1,28 @@
+/*
+ * The host device table's reductions, kept in reduce.c. They have exactly the signatures of the
+ * reduce and avg_finalize members of weft_device_ops_t and follow the contract in
+ * device/device.h; in addition they check what they can cheaply (nsrcs >= 1, an op defined for
+ * the dtype, divisor != 0) and return WEFT_ERR_INVALID_ARG through weft__error() otherwise,
+ * leaving dst untouched.
+ *
+ * Both run on the calling thread and have finished when they return; they keep no state and
+ * allocate nothing, so any number of threads may call them at once on disjoint buffers.
+ */
+#ifndef WEFT_DEVICE_HOST_HOST_H
+#define WEFT_DEVICE_HOST_HOST_H
+
+#include "device/device.h"
+
+/*
+ * dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[nsrcs - 1][i], combined in that order whichever
+ * input dst aliases, so float results do not depend on which rank reduces in place. One input is
+ * a copy.
+ */
+weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, size_t count,
+                                weft_dtype_t dtype, weft_op_t op);
+
+/* buf[i] /= divisor: integers truncate toward zero, floats divide in their own precision, half
+ * types divide in float and round once to nearest even. */
+weft_status_t weft__host_avg_finalize(void *buf, size_t count, weft_dtype_t dtype, size_t divisor);
+
+#endif /* WEFT_DEVICE_HOST_HOST_H */

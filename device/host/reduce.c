@@ -1,0 +1,378 @@
+/*
+ * Host reductions: dst = srcs[0] op srcs[1] op ... op srcs[n - 1], element-wise, for every dtype
+ * and op that weft__op_valid_for_dtype() accepts.
+ *
+ * Cost: this is the gamma term of the collectives' alpha-beta-gamma models. One pass moves
+ * (n + 1) * count * size bytes for (n - 1) * count ops, so the loops must run at memory
+ * bandwidth. Each (dtype, op) gets two restrict-qualified loops that the compiler vectorizes:
+ *     binary      d[i] = a[i] op b[i]
+ *     accumulate  d[i] = d[i] op b[i]
+ * and n inputs are reduced one block of dst at a time, so that the block stays in L1 while the
+ * inputs stream through once:
+ *
+ *              |<- block ->|<- block ->|
+ *     srcs[0]  |...........|...........|...   d = srcs[0] op srcs[1]      (binary)
+ *     srcs[1]  |...........|...........|...   d = d op srcs[2]            (accumulate, d in L1)
+ *     srcs[2]  |...........|...........|...   ...
+ *     dst      |###########|...........|...   then the next block
+ *
+ * Order: inputs are combined in index order, ((s0 op s1) op s2) ..., whichever input dst
+ * aliases, because float sums and products round differently in another order and every rank
+ * must get the same bits. When dst is a later input, its block is saved before being written.
+ *
+ * Integers: SUM, PROD and the bitwise and logical ops run on the unsigned type of the same
+ * width, which gives two's complement wrap-around without signed-overflow UB; only MIN and MAX
+ * look at the sign. Half types widen each block of every input to a float buffer on the stack,
+ * combine there with the float kernels, and round once into dst.
+ */
+#include "device/host/host.h"
+#include "device/host/half.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Bytes of dst per block: well inside L1d (32-48 KiB), leaving room for the input lines. */
+#define BLOCK_BYTES 16384
+/* Elements per block of the half types: two float buffers of this size sit on the stack. */
+#define HALF_BLOCK 2048
+
+typedef struct {
+    void (*binary)(void *restrict d, const void *restrict a, const void *restrict b, size_t n);
+    void (*accumulate)(void *restrict d, const void *restrict b, size_t n);
+} kernel_t;
+
+typedef struct {
+    void (*widen)(float *restrict out, const uint16_t *restrict in, size_t n);
+    void (*narrow)(uint16_t *restrict out, const float *restrict in, size_t n);
+} half_format_t;
+
+#define OP_SUM(a, b) ((a) + (b))
+#define OP_PROD(a, b) ((a) * (b))
+#define OP_MIN(a, b) ((b) < (a) ? (b) : (a))
+#define OP_MAX(a, b) ((a) < (b) ? (b) : (a))
+#define OP_BAND(a, b) ((a) & (b))
+#define OP_BOR(a, b) ((a) | (b))
+#define OP_BXOR(a, b) ((a) ^ (b))
+#define OP_LAND(a, b) (((a) != 0) & ((b) != 0))
+#define OP_LOR(a, b) (((a) != 0) | ((b) != 0))
+#define OP_LXOR(a, b) (((a) != 0) ^ ((b) != 0))
+
+/*
+ * Float MIN and MAX give the same bits whichever operand comes first, since ranks combine in
+ * different orders: a NaN wins (of two NaNs, the larger bit pattern), and -0 is below +0 (two
+ * equal floats other than -0 and +0 have the same bits). Written as selects over quiet
+ * comparisons (isless, isunordered) so that the loops vectorize.
+ */
+#define FLOAT_MINMAX(T, U)                                                                         \
+    static inline U T##_bits(T x)                                                                  \
+    {                                                                                              \
+        U bits;                                                                                    \
+                                                                                                   \
+        memcpy(&bits, &x, sizeof(bits));                                                           \
+        return bits;                                                                               \
+    }                                                                                              \
+    /* at least one of a and b is a NaN */                                                         \
+    static inline T T##_nan(T a, T b)                                                              \
+    {                                                                                              \
+        return isnan(b) && (!isnan(a) || T##_bits(b) > T##_bits(a)) ? b : a;                       \
+    }                                                                                              \
+    static inline T T##_min(T a, T b)                                                              \
+    {                                                                                              \
+        T min = a == b ? (signbit(a) ? a : b) : isless(b, a) ? b : a;                              \
+                                                                                                   \
+        return isunordered(a, b) ? T##_nan(a, b) : min;                                            \
+    }                                                                                              \
+    static inline T T##_max(T a, T b)                                                              \
+    {                                                                                              \
+        T max = a == b ? (signbit(a) ? b : a) : isless(a, b) ? b : a;                              \
+                                                                                                   \
+        return isunordered(a, b) ? T##_nan(a, b) : max;                                            \
+    }
+
+FLOAT_MINMAX(float, uint32_t)
+FLOAT_MINMAX(double, uint64_t)
+
+/* The binary and accumulate loops of one (type, op), and the kernel_t `name` holding them. */
+#define KERNEL(name, T, OP)                                                                        \
+    static void name##_binary(void *restrict dv, const void *restrict av, const void *restrict bv, \
+                              size_t n)                                                            \
+    {                                                                                              \
+        T *restrict d = dv;                                                                        \
+        const T *restrict a = av;                                                                  \
+        const T *restrict b = bv;                                                                  \
+                                                                                                   \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            d[i] = (T)OP(a[i], b[i]);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    static void name##_accumulate(void *restrict dv, const void *restrict bv, size_t n)            \
+    {                                                                                              \
+        T *restrict d = dv;                                                                        \
+        const T *restrict b = bv;                                                                  \
+                                                                                                   \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            d[i] = (T)OP(d[i], b[i]);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    static const kernel_t name = {.binary = name##_binary, .accumulate = name##_accumulate};
+
+#define UNSIGNED_KERNELS(sfx, T)                                                                   \
+    KERNEL(sum_##sfx, T, OP_SUM)                                                                   \
+    KERNEL(prod_##sfx, T, OP_PROD)                                                                 \
+    KERNEL(band_##sfx, T, OP_BAND)                                                                 \
+    KERNEL(bor_##sfx, T, OP_BOR)                                                                   \
+    KERNEL(bxor_##sfx, T, OP_BXOR)                                                                 \
+    KERNEL(land_##sfx, T, OP_LAND)                                                                 \
+    KERNEL(lor_##sfx, T, OP_LOR)                                                                   \
+    KERNEL(lxor_##sfx, T, OP_LXOR)
+
+#define MINMAX_KERNELS(sfx, T, MIN, MAX)                                                           \
+    KERNEL(min_##sfx, T, MIN)                                                                      \
+    KERNEL(max_##sfx, T, MAX)
+
+UNSIGNED_KERNELS(u8, uint8_t)
+UNSIGNED_KERNELS(u32, uint32_t)
+UNSIGNED_KERNELS(u64, uint64_t)
+MINMAX_KERNELS(i8, int8_t, OP_MIN, OP_MAX)
+MINMAX_KERNELS(u8, uint8_t, OP_MIN, OP_MAX)
+MINMAX_KERNELS(i32, int32_t, OP_MIN, OP_MAX)
+MINMAX_KERNELS(u32, uint32_t, OP_MIN, OP_MAX)
+MINMAX_KERNELS(i64, int64_t, OP_MIN, OP_MAX)
+MINMAX_KERNELS(u64, uint64_t, OP_MIN, OP_MAX)
+MINMAX_KERNELS(f32, float, float_min, float_max)
+MINMAX_KERNELS(f64, double, double_min, double_max)
+KERNEL(sum_f32, float, OP_SUM)
+KERNEL(prod_f32, float, OP_PROD)
+KERNEL(sum_f64, double, OP_SUM)
+KERNEL(prod_f64, double, OP_PROD)
+
+/* AVG combines as SUM; the caller divides once at the end (avg_finalize). */
+#define INT_ROW(s, u)                                                                              \
+    {                                                                                              \
+        [WEFT_SUM] = &sum_##u, [WEFT_PROD] = &prod_##u, [WEFT_MIN] = &min_##s,                     \
+        [WEFT_MAX] = &max_##s, [WEFT_AVG] = &sum_##u, [WEFT_BAND] = &band_##u,                     \
+        [WEFT_BOR] = &bor_##u, [WEFT_BXOR] = &bxor_##u, [WEFT_LAND] = &land_##u,                   \
+        [WEFT_LOR] = &lor_##u, [WEFT_LXOR] = &lxor_##u,                                            \
+    }
+#define FLOAT_ROW(f)                                                                               \
+    {                                                                                              \
+        [WEFT_SUM] = &sum_##f, [WEFT_PROD] = &prod_##f, [WEFT_MIN] = &min_##f,                     \
+        [WEFT_MAX] = &max_##f, [WEFT_AVG] = &sum_##f,                                              \
+    }
+
+/* NULL where the op is not defined for the dtype. Half types run the float kernels on widened
+ * blocks. */
+static const kernel_t *const kernels[WEFT_DTYPE_COUNT][WEFT_OP_COUNT] = {
+    [WEFT_INT8] = INT_ROW(i8, u8),    [WEFT_UINT8] = INT_ROW(u8, u8),
+    [WEFT_INT32] = INT_ROW(i32, u32), [WEFT_UINT32] = INT_ROW(u32, u32),
+    [WEFT_INT64] = INT_ROW(i64, u64), [WEFT_UINT64] = INT_ROW(u64, u64),
+    [WEFT_FLOAT16] = FLOAT_ROW(f32),  [WEFT_BFLOAT16] = FLOAT_ROW(f32),
+    [WEFT_FLOAT32] = FLOAT_ROW(f32),  [WEFT_FLOAT64] = FLOAT_ROW(f64),
+};
+
+#define HALF_FORMAT(name, to_float, from_float)                                                    \
+    static void name##_widen(float *restrict out, const uint16_t *restrict in, size_t n)           \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            out[i] = to_float(in[i]);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    static void name##_narrow(uint16_t *restrict out, const float *restrict in, size_t n)          \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            out[i] = from_float(in[i]);                                                            \
+        }                                                                                          \
+    }                                                                                              \
+    static const half_format_t name = {.widen = name##_widen, .narrow = name##_narrow};
+
+HALF_FORMAT(f16_format, weft__f16_to_float, weft__float_to_f16)
+HALF_FORMAT(bf16_format, weft__bf16_to_float, weft__float_to_bf16)
+
+static size_t min_size(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The block at byte offset `at` of input src, read from the saved copy when src is dst. */
+static const void *block_input(const void *src, const void *dst, const void *saved, size_t at)
+{
+    return src == dst ? saved : (const char *)src + at;
+}
+
+static void reduce_full(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
+                        size_t count, size_t size)
+{
+    _Alignas(64) unsigned char saved[BLOCK_BYTES];
+    size_t block = BLOCK_BYTES / size;
+    int dst_is_later_input = 0;
+
+    for (int j = 1; j < nsrcs; j++) {
+        dst_is_later_input |= srcs[j] == dst;
+    }
+    for (size_t off = 0; off < count; off += block) {
+        size_t len = min_size(block, count - off);
+        size_t at = off * size;
+        char *d = (char *)dst + at;
+        int j = 1;
+
+        if (dst_is_later_input) {
+            memcpy(saved, d, len * size);
+        }
+        /* when dst is srcs[0] and no other input, d already holds the first operand */
+        if (srcs[0] != dst || dst_is_later_input) {
+            k->binary(d, block_input(srcs[0], dst, saved, at), block_input(srcs[1], dst, saved, at),
+                      len);
+            j = 2;
+        }
+        for (; j < nsrcs; j++) {
+            k->accumulate(d, block_input(srcs[j], dst, saved, at), len);
+        }
+    }
+}
+
+/* All inputs of a block are read before its dst is written, so any aliasing is safe here. */
+static void reduce_half(const kernel_t *k, const half_format_t *format, uint16_t *dst,
+                        const void *const *srcs, int nsrcs, size_t count)
+{
+    float acc[HALF_BLOCK];
+    float in[HALF_BLOCK];
+
+    for (size_t off = 0; off < count; off += HALF_BLOCK) {
+        size_t len = min_size(HALF_BLOCK, count - off);
+
+        format->widen(acc, (const uint16_t *)srcs[0] + off, len);
+        for (int j = 1; j < nsrcs; j++) {
+            format->widen(in, (const uint16_t *)srcs[j] + off, len);
+            k->accumulate(acc, in, len);
+        }
+        format->narrow(dst + off, acc, len);
+    }
+}
+
+weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, size_t count,
+                                weft_dtype_t dtype, weft_op_t op)
+{
+    const kernel_t *k = NULL;
+
+    if ((unsigned)dtype < WEFT_DTYPE_COUNT && (unsigned)op < WEFT_OP_COUNT) {
+        k = kernels[dtype][op];
+    }
+    if (k == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "host reduce: op %s is not defined for dtype %s",
+                           weft_op_name(op), weft_dtype_name(dtype));
+    }
+    if (nsrcs < 1) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "host reduce: %d inputs, at least 1 needed",
+                           nsrcs);
+    }
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    if (nsrcs == 1) {
+        if (dst != srcs[0]) {
+            memcpy(dst, srcs[0], count * weft_dtype_size(dtype));
+        }
+        return WEFT_OK;
+    }
+    switch (dtype) {
+    case WEFT_FLOAT16:
+        reduce_half(k, &f16_format, dst, srcs, nsrcs, count);
+        break;
+    case WEFT_BFLOAT16:
+        reduce_half(k, &bf16_format, dst, srcs, nsrcs, count);
+        break;
+    default:
+        reduce_full(k, dst, srcs, nsrcs, count, weft_dtype_size(dtype));
+        break;
+    }
+    return WEFT_OK;
+}
+
+/* Truncates toward zero like C division. Only INT64_MIN has a nonzero quotient by a divisor
+ * beyond INT64_MAX, which cannot be converted to int64_t. */
+static int64_t divide_signed(int64_t x, size_t divisor)
+{
+    if (divisor <= INT64_MAX) {
+        return x / (int64_t)divisor;
+    }
+    return x == INT64_MIN && divisor == (size_t)INT64_MAX + 1 ? -1 : 0;
+}
+
+#define SIGNED_QUOTIENT(x, divisor) divide_signed((x), (divisor))
+#define UNSIGNED_QUOTIENT(x, divisor) ((x) / (divisor))
+#define FLOAT_QUOTIENT(x, divisor) ((x) / (float)(divisor))
+#define DOUBLE_QUOTIENT(x, divisor) ((x) / (double)(divisor))
+
+#define DIVIDE(name, T, QUOTIENT)                                                                  \
+    static void name(void *buf, size_t count, size_t divisor)                                      \
+    {                                                                                              \
+        T *p = buf;                                                                                \
+                                                                                                   \
+        for (size_t i = 0; i < count; i++) {                                                       \
+            p[i] = (T)QUOTIENT(p[i], divisor);                                                     \
+        }                                                                                          \
+    }
+
+DIVIDE(divide_i8, int8_t, SIGNED_QUOTIENT)
+DIVIDE(divide_u8, uint8_t, UNSIGNED_QUOTIENT)
+DIVIDE(divide_i32, int32_t, SIGNED_QUOTIENT)
+DIVIDE(divide_u32, uint32_t, UNSIGNED_QUOTIENT)
+DIVIDE(divide_i64, int64_t, SIGNED_QUOTIENT)
+DIVIDE(divide_u64, uint64_t, UNSIGNED_QUOTIENT)
+DIVIDE(divide_f32, float, FLOAT_QUOTIENT)
+DIVIDE(divide_f64, double, DOUBLE_QUOTIENT)
+
+static void divide_half(const half_format_t *format, uint16_t *buf, size_t count, size_t divisor)
+{
+    float tmp[HALF_BLOCK];
+
+    for (size_t off = 0; off < count; off += HALF_BLOCK) {
+        size_t len = min_size(HALF_BLOCK, count - off);
+
+        format->widen(tmp, buf + off, len);
+        divide_f32(tmp, len, divisor);
+        format->narrow(buf + off, tmp, len);
+    }
+}
+
+weft_status_t weft__host_avg_finalize(void *buf, size_t count, weft_dtype_t dtype, size_t divisor)
+{
+    if (divisor == 0) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "host avg_finalize: divisor 0");
+    }
+    switch (dtype) {
+    case WEFT_INT8:
+        divide_i8(buf, count, divisor);
+        break;
+    case WEFT_UINT8:
+        divide_u8(buf, count, divisor);
+        break;
+    case WEFT_INT32:
+        divide_i32(buf, count, divisor);
+        break;
+    case WEFT_UINT32:
+        divide_u32(buf, count, divisor);
+        break;
+    case WEFT_INT64:
+        divide_i64(buf, count, divisor);
+        break;
+    case WEFT_UINT64:
+        divide_u64(buf, count, divisor);
+        break;
+    case WEFT_FLOAT16:
+        divide_half(&f16_format, buf, count, divisor);
+        break;
+    case WEFT_BFLOAT16:
+        divide_half(&bf16_format, buf, count, divisor);
+        break;
+    case WEFT_FLOAT32:
+        divide_f32(buf, count, divisor);
+        break;
+    case WEFT_FLOAT64:
+        divide_f64(buf, count, divisor);
+        break;
+    default:
+        return weft__error(WEFT_ERR_INVALID_ARG, "host avg_finalize: unknown dtype %d", (int)dtype);
+    }
+    return WEFT_OK;
+}

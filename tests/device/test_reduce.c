@@ -1,0 +1,1170 @@
+/*
+ * Host reductions against independent scalar references: every dtype x valid op x input count x
+ * element count x aliasing of dst; then rounding, wrap-around, NaN and signed-zero edge cases by
+ * exact bit pattern; avg_finalize; argument checks; the host ops table.
+ *
+ * The references share no code with device/host: integers go through 64-bit arithmetic and are
+ * truncated at the end; half types are decoded from their bit fields with ldexp, combined in
+ * float, and rounded by searching the ordered patterns for the nearest one. The conversions in
+ * half.h are checked directly, exhaustively for widening and around every rounding midpoint for
+ * narrowing.
+ */
+#include "device/device.h"
+#include "device/host/half.h"
+#include "device/host/host.h"
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SRCS 7
+/* bytes after the last element that must stay untouched */
+#define GUARD 64
+/* expected value of an edge case that may be any NaN (0xffff is a NaN in both half formats) */
+#define ANY_NAN 0xffffu
+
+static int is_float(weft_dtype_t dtype)
+{
+    return dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16 || dtype == WEFT_FLOAT32 ||
+           dtype == WEFT_FLOAT64;
+}
+
+static int is_signed_int(weft_dtype_t dtype)
+{
+    return dtype == WEFT_INT8 || dtype == WEFT_INT32 || dtype == WEFT_INT64;
+}
+
+static int is_half(weft_dtype_t dtype)
+{
+    return dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16;
+}
+
+/* One element as raw bits, zero-extended; and back, truncated to the element size. */
+static uint64_t load_bits(weft_dtype_t dtype, const void *p)
+{
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
+
+    switch (weft_dtype_size(dtype)) {
+    case 1:
+        memcpy(&u8, p, 1);
+        return u8;
+    case 2:
+        memcpy(&u16, p, 2);
+        return u16;
+    case 4:
+        memcpy(&u32, p, 4);
+        return u32;
+    default:
+        memcpy(&u64, p, 8);
+        return u64;
+    }
+}
+
+static void store_bits(weft_dtype_t dtype, void *p, uint64_t bits)
+{
+    uint8_t u8 = (uint8_t)bits;
+    uint16_t u16 = (uint16_t)bits;
+    uint32_t u32 = (uint32_t)bits;
+
+    switch (weft_dtype_size(dtype)) {
+    case 1:
+        memcpy(p, &u8, 1);
+        break;
+    case 2:
+        memcpy(p, &u16, 2);
+        break;
+    case 4:
+        memcpy(p, &u32, 4);
+        break;
+    default:
+        memcpy(p, &bits, 8);
+        break;
+    }
+}
+
+static int is_nan_bits(weft_dtype_t dtype, uint64_t bits)
+{
+    switch (dtype) {
+    case WEFT_FLOAT16:
+        return (bits & 0x7fff) > 0x7c00;
+    case WEFT_BFLOAT16:
+        return (bits & 0x7fff) > 0x7f80;
+    case WEFT_FLOAT32:
+        return (bits & 0x7fffffffu) > 0x7f800000u;
+    case WEFT_FLOAT64:
+        return (bits & 0x7fffffffffffffffu) > 0x7ff0000000000000u;
+    default:
+        return 0;
+    }
+}
+
+static float f32_of(uint32_t bits)
+{
+    float f;
+
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static uint32_t bits_of_f32(float f)
+{
+    uint32_t bits;
+
+    memcpy(&bits, &f, sizeof(bits));
+    return bits;
+}
+
+static double f64_of(uint64_t bits)
+{
+    double d;
+
+    memcpy(&d, &bits, sizeof(d));
+    return d;
+}
+
+static uint64_t bits_of_f64(double d)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &d, sizeof(bits));
+    return bits;
+}
+
+/* ---- reference half-precision formats, from their definitions ---- */
+
+static double ref_f16_value(uint16_t h)
+{
+    int exponent = (h >> 10) & 0x1f;
+    int mantissa = h & 0x3ff;
+    double v;
+
+    if (exponent == 0x1f) {
+        v = mantissa ? NAN : INFINITY;
+    } else if (exponent == 0) {
+        v = ldexp(mantissa, -24);
+    } else {
+        v = ldexp(1024 + mantissa, exponent - 25);
+    }
+    return h & 0x8000 ? -v : v;
+}
+
+static double ref_bf16_value(uint16_t h)
+{
+    int exponent = (h >> 7) & 0xff;
+    int mantissa = h & 0x7f;
+    double v;
+
+    if (exponent == 0xff) {
+        v = mantissa ? NAN : INFINITY;
+    } else if (exponent == 0) {
+        v = ldexp(mantissa, -133);
+    } else {
+        v = ldexp(128 + mantissa, exponent - 134);
+    }
+    return h & 0x8000 ? -v : v;
+}
+
+static double ref_half_value(weft_dtype_t dtype, unsigned h)
+{
+    return dtype == WEFT_FLOAT16 ? ref_f16_value((uint16_t)h) : ref_bf16_value((uint16_t)h);
+}
+
+/*
+ * The pattern nearest to x (not a NaN), ties to the even pattern. Positive patterns are ordered
+ * like their values; past the largest finite one the next step would be `beyond` (2^16 and
+ * 2^128), which decides where inf starts.
+ */
+static uint16_t ref_half_round(weft_dtype_t dtype, double x)
+{
+    unsigned inf = dtype == WEFT_FLOAT16 ? 0x7c00 : 0x7f80;
+    double beyond = dtype == WEFT_FLOAT16 ? 65536.0 : ldexp(1.0, 128);
+    unsigned sign = signbit(x) ? 0x8000 : 0;
+    double a = fabs(x);
+    unsigned lo = 0;
+    unsigned hi = inf - 1;
+    double below;
+    double above;
+
+    if (a >= beyond) {
+        return (uint16_t)(sign | inf);
+    }
+    while (lo < hi) {
+        unsigned mid = (lo + hi + 1) / 2;
+
+        if (ref_half_value(dtype, mid) <= a) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    below = a - ref_half_value(dtype, lo);
+    above = (lo + 1 == inf ? beyond : ref_half_value(dtype, lo + 1)) - a;
+    if (above < below || (above == below && lo % 2 == 1)) {
+        lo++;
+    }
+    return (uint16_t)(sign | lo);
+}
+
+/* ---- reference reduction ---- */
+
+static double ref_min(double a, double b)
+{
+    if (isnan(a) || isnan(b)) {
+        return NAN;
+    }
+    if (a == 0 && b == 0) {
+        return signbit(a) || signbit(b) ? -0.0 : 0.0;
+    }
+    return fmin(a, b);
+}
+
+static double ref_max(double a, double b)
+{
+    if (isnan(a) || isnan(b)) {
+        return NAN;
+    }
+    if (a == 0 && b == 0) {
+        return signbit(a) && signbit(b) ? -0.0 : 0.0;
+    }
+    return fmax(a, b);
+}
+
+static uint64_t ref_int_op(weft_op_t op, int is_signed, uint64_t a, uint64_t b)
+{
+    int less = is_signed ? (int64_t)a < (int64_t)b : a < b;
+
+    switch (op) {
+    case WEFT_SUM:
+    case WEFT_AVG:
+        return a + b;
+    case WEFT_PROD:
+        return a * b;
+    case WEFT_MIN:
+        return less ? a : b;
+    case WEFT_MAX:
+        return less ? b : a;
+    case WEFT_BAND:
+        return a & b;
+    case WEFT_BOR:
+        return a | b;
+    case WEFT_BXOR:
+        return a ^ b;
+    case WEFT_LAND:
+        return a != 0 && b != 0;
+    case WEFT_LOR:
+        return a != 0 || b != 0;
+    default:
+        return (a != 0) != (b != 0);
+    }
+}
+
+static float ref_f32_op(weft_op_t op, float a, float b)
+{
+    switch (op) {
+    case WEFT_PROD:
+        return a * b;
+    case WEFT_MIN:
+        return (float)ref_min(a, b);
+    case WEFT_MAX:
+        return (float)ref_max(a, b);
+    default:
+        return a + b;
+    }
+}
+
+static double ref_f64_op(weft_op_t op, double a, double b)
+{
+    switch (op) {
+    case WEFT_PROD:
+        return a * b;
+    case WEFT_MIN:
+        return ref_min(a, b);
+    case WEFT_MAX:
+        return ref_max(a, b);
+    default:
+        return a + b;
+    }
+}
+
+/* Element i of in[0] op in[1] op ... in index order; one input is a copy. */
+static uint64_t ref_element(weft_dtype_t dtype, weft_op_t op, unsigned char *const *in, int n,
+                            size_t i)
+{
+    size_t size = weft_dtype_size(dtype);
+    uint64_t bits = load_bits(dtype, in[0] + i * size);
+
+    if (n == 1) {
+        return bits;
+    }
+    if (is_half(dtype)) {
+        float acc = (float)ref_half_value(dtype, (unsigned)bits);
+
+        for (int j = 1; j < n; j++) {
+            unsigned h = (unsigned)load_bits(dtype, in[j] + i * size);
+
+            acc = ref_f32_op(op, acc, (float)ref_half_value(dtype, h));
+        }
+        return isnan(acc) ? ANY_NAN : ref_half_round(dtype, acc);
+    }
+    if (dtype == WEFT_FLOAT32) {
+        float acc = f32_of((uint32_t)bits);
+
+        for (int j = 1; j < n; j++) {
+            acc = ref_f32_op(op, acc, f32_of((uint32_t)load_bits(dtype, in[j] + i * size)));
+        }
+        return bits_of_f32(acc);
+    }
+    if (dtype == WEFT_FLOAT64) {
+        double acc = f64_of(bits);
+
+        for (int j = 1; j < n; j++) {
+            acc = ref_f64_op(op, acc, f64_of(load_bits(dtype, in[j] + i * size)));
+        }
+        return bits_of_f64(acc);
+    }
+    /* integers: sign-extend the signed types, combine in 64 bits, truncate when stored */
+    {
+        int shift = 64 - 8 * (int)size;
+        uint64_t acc = bits;
+
+        if (is_signed_int(dtype)) {
+            acc = (uint64_t)((int64_t)(bits << shift) >> shift);
+        }
+        for (int j = 1; j < n; j++) {
+            uint64_t x = load_bits(dtype, in[j] + i * size);
+
+            if (is_signed_int(dtype)) {
+                x = (uint64_t)((int64_t)(x << shift) >> shift);
+            }
+            acc = ref_int_op(op, is_signed_int(dtype), acc, x);
+        }
+        return acc & (shift == 0 ? UINT64_MAX : (UINT64_C(1) << (64 - shift)) - 1);
+    }
+}
+
+/* ---- test data ---- */
+
+static uint64_t next_random(uint64_t *state)
+{
+    /* splitmix64 */
+    uint64_t z = (*state += 0x9e3779b97f4a7c15u);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/*
+ * Integers: a quarter zeros (so the logical ops see both truth values), the rest any bits.
+ * Floats: mostly values of moderate magnitude with random mantissas (so sums round), and one in
+ * sixteen an arbitrary bit pattern: NaN, inf, subnormal, huge.
+ */
+static uint64_t random_element(weft_dtype_t dtype, uint64_t *state)
+{
+    uint64_t r = next_random(state);
+    uint64_t sign = (r >> 8) & 1;
+    uint64_t wild = r % 16 == 0;
+    uint64_t e = (r >> 9) % 9; /* exponent offset, -4 .. 4 */
+
+    switch (dtype) {
+    case WEFT_FLOAT16:
+        return wild ? r >> 48 : sign << 15 | (15 + e - 4) << 10 | (r >> 20 & 0x3ff);
+    case WEFT_BFLOAT16:
+        return wild ? r >> 48 : sign << 15 | (127 + e - 4) << 7 | (r >> 20 & 0x7f);
+    case WEFT_FLOAT32:
+        return wild ? r >> 32 : sign << 31 | (127 + 2 * e - 8) << 23 | (r >> 20 & 0x7fffff);
+    case WEFT_FLOAT64:
+        return wild ? r : sign << 63 | (1023 + 2 * e - 8) << 52 | (r >> 12 & 0xfffffffffffffu);
+    default:
+        return r % 4 == 0 ? 0 : r >> 16;
+    }
+}
+
+static void fill(weft_dtype_t dtype, unsigned char *buf, size_t count, uint64_t seed)
+{
+    size_t size = weft_dtype_size(dtype);
+
+    for (size_t i = 0; i < count; i++) {
+        store_bits(dtype, buf + i * size, random_element(dtype, &seed));
+    }
+}
+
+/* ---- every dtype x op against the reference ---- */
+
+enum { DST_DISTINCT = -1 }; /* otherwise the index of the input that dst is */
+
+typedef struct {
+    weft_dtype_t dtype;
+    weft_op_t op;
+} combo_t;
+
+static void check_case(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count, int dst_src)
+{
+    size_t size = weft_dtype_size(dtype);
+    size_t bytes = count * size;
+    unsigned char *in[MAX_SRCS];
+    unsigned char *orig[MAX_SRCS];
+    const void *srcs[MAX_SRCS];
+    unsigned char *own = malloc(bytes + GUARD);
+    unsigned char *dst = dst_src == DST_DISTINCT ? own : NULL;
+    unsigned char dst_guard[GUARD];
+    uint64_t *expect = malloc(count * sizeof(*expect) + 1);
+    char label[160];
+    weft_status_t status;
+    size_t bad = count;
+    uint64_t bad_got = 0;
+
+    snprintf(label, sizeof(label), "%s %s, %d inputs, count %zu, dst ", weft_dtype_name(dtype),
+             weft_op_name(op), nsrcs, count);
+    if (dst_src == DST_DISTINCT) {
+        strcat(label, "distinct");
+    } else {
+        snprintf(label + strlen(label), sizeof(label) - strlen(label), "= srcs[%d]", dst_src);
+    }
+    cr_assert(own != NULL && expect != NULL);
+    memset(own, 0xa5, bytes + GUARD);
+    for (int j = 0; j < nsrcs; j++) {
+        in[j] = malloc(bytes + GUARD);
+        orig[j] = malloc(bytes + GUARD);
+        cr_assert(in[j] != NULL && orig[j] != NULL);
+        fill(dtype, in[j], count, (uint64_t)dtype << 40 | (uint64_t)op << 32 | (uint64_t)j);
+        memset(in[j] + bytes, 0x5a, GUARD);
+        memcpy(orig[j], in[j], bytes + GUARD);
+        srcs[j] = in[j];
+        if (j == dst_src) {
+            dst = in[j];
+        }
+    }
+    memcpy(dst_guard, dst + bytes, GUARD);
+    for (size_t i = 0; i < count; i++) {
+        expect[i] = ref_element(dtype, op, in, nsrcs, i);
+    }
+
+    status = weft__device_host_ops.reduce(dst, srcs, nsrcs, count, dtype, op);
+
+    cr_assert_eq(status, WEFT_OK, "%s: %s", label, weft_last_error());
+    for (size_t i = 0; i < count && bad == count; i++) {
+        uint64_t got = load_bits(dtype, dst + i * size);
+        int nan_ok = nsrcs > 1 && is_nan_bits(dtype, expect[i]) && is_nan_bits(dtype, got);
+
+        if (got != expect[i] && !nan_ok) {
+            bad = i;
+            bad_got = got;
+        }
+    }
+    cr_assert(bad == count, "%s: element %zu is 0x%llx, expected 0x%llx", label, bad,
+              (unsigned long long)bad_got, (unsigned long long)(bad < count ? expect[bad] : 0));
+    cr_assert(memcmp(dst + bytes, dst_guard, GUARD) == 0, "%s: wrote past count", label);
+    for (int j = 0; j < nsrcs; j++) {
+        cr_assert(in[j] == dst || memcmp(in[j], orig[j], bytes + GUARD) == 0,
+                  "%s: input %d was modified", label, j);
+    }
+    for (int j = 0; j < nsrcs; j++) {
+        free(in[j]);
+        free(orig[j]);
+    }
+    free(expect);
+    free(own);
+}
+
+ParameterizedTestParameters(reduce, matches_reference)
+{
+    static combo_t combos[WEFT_DTYPE_COUNT * WEFT_OP_COUNT];
+    size_t n = 0;
+
+    for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
+        for (int o = 0; o < WEFT_OP_COUNT; o++) {
+            int arithmetic =
+                o == WEFT_SUM || o == WEFT_PROD || o == WEFT_MIN || o == WEFT_MAX || o == WEFT_AVG;
+
+            if (arithmetic || !is_float((weft_dtype_t)d)) {
+                combos[n++] = (combo_t){.dtype = (weft_dtype_t)d, .op = (weft_op_t)o};
+            }
+        }
+    }
+    return cr_make_param_array(combo_t, combos, n);
+}
+
+ParameterizedTest(combo_t *c, reduce, matches_reference)
+{
+    static const int nsrcs_list[] = {1, 2, 3, 7};
+    static const size_t counts[] = {0, 1, 17, 1000, 100003};
+
+    for (size_t a = 0; a < sizeof(nsrcs_list) / sizeof(nsrcs_list[0]); a++) {
+        for (size_t b = 0; b < sizeof(counts) / sizeof(counts[0]); b++) {
+            int nsrcs = nsrcs_list[a];
+
+            check_case(c->dtype, c->op, nsrcs, counts[b], DST_DISTINCT);
+            for (int k = 0; k < 3 && k < nsrcs; k++) {
+                check_case(c->dtype, c->op, nsrcs, counts[b], k);
+            }
+        }
+    }
+}
+
+Test(reduce, same_buffer_given_twice)
+{
+    enum { COUNT = 10007 };
+    float *a = malloc(COUNT * sizeof(*a));
+    float *b = malloc(COUNT * sizeof(*b));
+    float *a0 = malloc(COUNT * sizeof(*a0));
+    float *b0 = malloc(COUNT * sizeof(*b0));
+    const void *aab[] = {a, a, b};
+    const void *abb[] = {a, b, b};
+
+    cr_assert(a && b && a0 && b0);
+    fill(WEFT_FLOAT32, (unsigned char *)a0, COUNT, 1);
+    fill(WEFT_FLOAT32, (unsigned char *)b0, COUNT, 2);
+
+    memcpy(a, a0, COUNT * sizeof(*a));
+    memcpy(b, b0, COUNT * sizeof(*b));
+    cr_assert_eq(weft__host_reduce(a, aab, 3, COUNT, WEFT_FLOAT32, WEFT_SUM), WEFT_OK);
+    for (size_t i = 0; i < COUNT; i++) {
+        float expect = a0[i] + a0[i] + b0[i];
+
+        if (!(bits_of_f32(a[i]) == bits_of_f32(expect) || (isnan(a[i]) && isnan(expect)))) {
+            cr_assert_fail("dst = srcs[0] = srcs[1]: element %zu is %a, expected %a", i,
+                           (double)a[i], (double)expect);
+        }
+    }
+
+    memcpy(a, a0, COUNT * sizeof(*a));
+    memcpy(b, b0, COUNT * sizeof(*b));
+    cr_assert_eq(weft__host_reduce(b, abb, 3, COUNT, WEFT_FLOAT32, WEFT_SUM), WEFT_OK);
+    for (size_t i = 0; i < COUNT; i++) {
+        float expect = a0[i] + b0[i] + b0[i];
+
+        if (!(bits_of_f32(b[i]) == bits_of_f32(expect) || (isnan(b[i]) && isnan(expect)))) {
+            cr_assert_fail("dst = srcs[1] = srcs[2]: element %zu is %a, expected %a", i,
+                           (double)b[i], (double)expect);
+        }
+    }
+    cr_assert(memcmp(a, a0, COUNT * sizeof(*a)) == 0, "srcs[0] was modified");
+    free(a);
+    free(b);
+    free(a0);
+    free(b0);
+}
+
+/* ---- edge cases by bit pattern ---- */
+
+/* The result of reducing one element of each input, as bits. */
+static uint64_t reduce_one(weft_dtype_t dtype, weft_op_t op, const uint64_t *in, int n)
+{
+    unsigned char buf[MAX_SRCS][8];
+    unsigned char out[8];
+    const void *srcs[MAX_SRCS];
+
+    for (int j = 0; j < n; j++) {
+        store_bits(dtype, buf[j], in[j]);
+        srcs[j] = buf[j];
+    }
+    cr_assert_eq(weft__host_reduce(out, srcs, n, 1, dtype, op), WEFT_OK, "%s", weft_last_error());
+    return load_bits(dtype, out);
+}
+
+typedef struct {
+    weft_op_t op;
+    int n;
+    uint64_t in[3];
+    uint64_t expect; /* ANY_NAN for the half types: any NaN */
+} edge_t;
+
+static void check_edges(weft_dtype_t dtype, const edge_t *cases, size_t ncases)
+{
+    for (size_t c = 0; c < ncases; c++) {
+        const edge_t *e = &cases[c];
+        uint64_t got = reduce_one(dtype, e->op, e->in, e->n);
+
+        if (e->expect == ANY_NAN && is_half(dtype)) {
+            cr_assert(is_nan_bits(dtype, got), "%s case %zu: 0x%llx is not a NaN",
+                      weft_dtype_name(dtype), c, (unsigned long long)got);
+        } else {
+            cr_assert_eq(got, e->expect, "%s case %zu: got 0x%llx, expected 0x%llx",
+                         weft_dtype_name(dtype), c, (unsigned long long)got,
+                         (unsigned long long)e->expect);
+        }
+    }
+}
+
+Test(reduce, float16_rounding_edges)
+{
+    static const edge_t cases[] = {
+        /* 1 + 2^-11 is halfway between 1 and 1 + 2^-10: to even, 1 */
+        {WEFT_SUM, 2, {0x3c00, 0x1000}, 0x3c00},
+        /* 1 + 3 * 2^-11 is halfway between 1 + 2^-10 and 1 + 2^-9: to even, 1 + 2^-9 */
+        {WEFT_SUM, 2, {0x3c00, 0x1600}, 0x3c02},
+        /* rounded once, not per input: 1 + 2^-11 + 2^-11 = 1 + 2^-10 exactly */
+        {WEFT_SUM, 3, {0x3c00, 0x1000, 0x1000}, 0x3c01},
+        /* subnormals: smallest, largest, carrying into the smallest normal */
+        {WEFT_SUM, 2, {0x0001, 0x0001}, 0x0002},
+        {WEFT_SUM, 2, {0x03ff, 0x0001}, 0x0400},
+        {WEFT_SUM, 2, {0x0200, 0x0200}, 0x0400},
+        {WEFT_SUM, 2, {0x0400, 0x8001}, 0x03ff},
+        /* 2^-25 is halfway between 0 and 2^-24: to even, 0; 3 * 2^-25: to 2 * 2^-24 */
+        {WEFT_PROD, 2, {0x0001, 0x3800}, 0x0000},
+        {WEFT_PROD, 2, {0x0003, 0x3800}, 0x0002},
+        {WEFT_PROD, 2, {0x0001, 0xb800}, 0x8000},
+        {WEFT_PROD, 2, {0x0001, 0x3a00}, 0x0001},
+        /* the largest finite value, 65504; 65520 and above round to inf */
+        {WEFT_SUM, 2, {0x7bff, 0x4800}, 0x7bff},
+        {WEFT_SUM, 2, {0x7bff, 0x4c00}, 0x7c00},
+        {WEFT_SUM, 2, {0xfbff, 0xcc00}, 0xfc00},
+        {WEFT_SUM, 2, {0x7bff, 0x7bff}, 0x7c00},
+        {WEFT_PROD, 2, {0x7bff, 0x4000}, 0x7c00},
+        /* the running sum is a float, so 65504 + 65504 - 65504 does not overflow */
+        {WEFT_SUM, 3, {0x7bff, 0x7bff, 0xfbff}, 0x7bff},
+        /* inf and NaN */
+        {WEFT_SUM, 2, {0x7c00, 0x3c00}, 0x7c00},
+        {WEFT_SUM, 2, {0x7c00, 0xfc00}, ANY_NAN},
+        {WEFT_PROD, 2, {0x7c00, 0x0000}, ANY_NAN},
+        {WEFT_SUM, 2, {0x7e00, 0x3c00}, ANY_NAN},
+        {WEFT_SUM, 2, {0x3c00, 0x7c01}, ANY_NAN},
+        {WEFT_PROD, 2, {0xfe00, 0x0000}, ANY_NAN},
+        {WEFT_MAX, 2, {0x7bff, 0x7e00}, ANY_NAN},
+        {WEFT_MIN, 2, {0x7c01, 0xfc00}, ANY_NAN},
+        /* signed zeros */
+        {WEFT_SUM, 2, {0x8000, 0x8000}, 0x8000},
+        {WEFT_SUM, 2, {0x8000, 0x0000}, 0x0000},
+        {WEFT_SUM, 2, {0x3c00, 0xbc00}, 0x0000},
+        {WEFT_MIN, 2, {0x0000, 0x8000}, 0x8000},
+        {WEFT_MAX, 2, {0x8000, 0x0000}, 0x0000},
+        {WEFT_MIN, 3, {0x3c00, 0x8001, 0x0001}, 0x8001},
+        {WEFT_MAX, 3, {0xfc00, 0xbc00, 0xfbff}, 0xbc00},
+    };
+
+    check_edges(WEFT_FLOAT16, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+Test(reduce, bfloat16_rounding_edges)
+{
+    static const edge_t cases[] = {
+        /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even, 1 */
+        {WEFT_SUM, 2, {0x3f80, 0x3b80}, 0x3f80},
+        /* 1 + 3 * 2^-8: to even, 1 + 2^-6 */
+        {WEFT_SUM, 2, {0x3f80, 0x3c40}, 0x3f82},
+        /* rounded once: 1 + 2^-8 + 2^-8 = 1 + 2^-7 */
+        {WEFT_SUM, 3, {0x3f80, 0x3b80, 0x3b80}, 0x3f81},
+        /* the largest finite value plus half its last step: to even, inf */
+        {WEFT_SUM, 2, {0x7f7f, 0x7b00}, 0x7f80},
+        {WEFT_SUM, 2, {0x7f7f, 0x7a80}, 0x7f7f},
+        {WEFT_SUM, 2, {0x7f7f, 0x7f7f}, 0x7f80},
+        {WEFT_SUM, 2, {0xff7f, 0xff7f}, 0xff80},
+        {WEFT_PROD, 2, {0x7f7f, 0x4000}, 0x7f80},
+        /* subnormals */
+        {WEFT_SUM, 2, {0x0001, 0x0001}, 0x0002},
+        {WEFT_SUM, 2, {0x007f, 0x0001}, 0x0080},
+        {WEFT_SUM, 2, {0x0080, 0x8001}, 0x007f},
+        {WEFT_PROD, 2, {0x0001, 0x3f00}, 0x0000},
+        {WEFT_PROD, 2, {0x0003, 0x3f00}, 0x0002},
+        {WEFT_PROD, 2, {0x0001, 0xbf00}, 0x8000},
+        /* inf and NaN */
+        {WEFT_SUM, 2, {0x7f80, 0x3f80}, 0x7f80},
+        {WEFT_SUM, 2, {0x7f80, 0xff80}, ANY_NAN},
+        {WEFT_SUM, 2, {0x7fc1, 0x3f80}, ANY_NAN},
+        {WEFT_SUM, 2, {0x3f80, 0x7f81}, ANY_NAN},
+        {WEFT_PROD, 2, {0xff80, 0x0000}, ANY_NAN},
+        {WEFT_MIN, 2, {0x3f80, 0xffc0}, ANY_NAN},
+        /* signed zeros */
+        {WEFT_SUM, 2, {0x8000, 0x8000}, 0x8000},
+        {WEFT_SUM, 2, {0x8000, 0x0000}, 0x0000},
+        {WEFT_MIN, 2, {0x0000, 0x8000}, 0x8000},
+        {WEFT_MAX, 2, {0x8000, 0x0000}, 0x0000},
+    };
+
+    check_edges(WEFT_BFLOAT16, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+Test(reduce, integers_wrap_around)
+{
+    static const struct {
+        weft_dtype_t dtype;
+        edge_t e;
+    } cases[] = {
+        {WEFT_INT8, {WEFT_SUM, 2, {127, 1}, 0x80}},            /* 127 + 1 = -128 */
+        {WEFT_INT8, {WEFT_SUM, 2, {0x80, 0xff}, 0x7f}},        /* -128 - 1 = 127 */
+        {WEFT_INT8, {WEFT_PROD, 2, {16, 16}, 0}},              /* 256 */
+        {WEFT_INT8, {WEFT_PROD, 2, {0x80, 0xff}, 0x80}},       /* -128 * -1 */
+        {WEFT_INT8, {WEFT_PROD, 3, {0xfd, 0xfd, 0xfd}, 0xe5}}, /* (-3)^3 = -27 */
+        {WEFT_INT8, {WEFT_PROD, 3, {0x7f, 0x7f, 0x7f}, 0x7f}}, /* 2048383 mod 256 */
+        {WEFT_UINT8, {WEFT_SUM, 2, {255, 1}, 0}},              /* 256 */
+        {WEFT_UINT8, {WEFT_SUM, 3, {200, 100, 50}, 94}},       /* 350 - 256 */
+        {WEFT_UINT8, {WEFT_PROD, 2, {16, 17}, 16}},            /* 272 - 256 */
+        {WEFT_UINT8, {WEFT_PROD, 3, {255, 255, 255}, 255}},    /* (-1)^3 mod 256 */
+        {WEFT_INT32, {WEFT_SUM, 2, {0x7fffffff, 1}, 0x80000000}},
+        {WEFT_UINT32, {WEFT_PROD, 2, {0x10000, 0x10001}, 0x10000}},
+        {WEFT_INT64, {WEFT_SUM, 2, {0x7fffffffffffffff, 1}, 0x8000000000000000}},
+        {WEFT_INT64, {WEFT_PROD, 2, {0x8000000000000000, UINT64_MAX}, 0x8000000000000000}},
+        {WEFT_UINT64, {WEFT_SUM, 2, {UINT64_MAX, 2}, 1}},
+        {WEFT_UINT64, {WEFT_PROD, 2, {0x100000000, 0x100000000}, 0}},
+        /* MIN and MAX see the sign */
+        {WEFT_INT8, {WEFT_MIN, 2, {0x80, 0x7f}, 0x80}},
+        {WEFT_UINT8, {WEFT_MIN, 2, {0x80, 0x7f}, 0x7f}},
+        {WEFT_INT32, {WEFT_MAX, 2, {0xffffffff, 0}, 0}},
+        {WEFT_UINT32, {WEFT_MAX, 2, {0xffffffff, 0}, 0xffffffff}},
+        {WEFT_INT64, {WEFT_MIN, 2, {1, 0x8000000000000000}, 0x8000000000000000}},
+        {WEFT_UINT64, {WEFT_MIN, 2, {1, 0x8000000000000000}, 1}},
+    };
+
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        check_edges(cases[c].dtype, &cases[c].e, 1);
+    }
+}
+
+Test(reduce, logical_ops_give_zero_or_one)
+{
+    static const struct {
+        weft_dtype_t dtype;
+        edge_t e;
+    } cases[] = {
+        {WEFT_UINT8, {WEFT_LAND, 2, {5, 3}, 1}},
+        {WEFT_UINT8, {WEFT_LAND, 2, {5, 0}, 0}},
+        {WEFT_UINT8, {WEFT_LOR, 2, {0, 0}, 0}},
+        {WEFT_UINT8, {WEFT_LOR, 2, {0, 200}, 1}},
+        {WEFT_UINT8, {WEFT_LXOR, 2, {5, 3}, 0}},
+        {WEFT_UINT8, {WEFT_LXOR, 2, {5, 0}, 1}},
+        {WEFT_UINT8, {WEFT_LXOR, 3, {1, 2, 4}, 1}},
+        {WEFT_INT8, {WEFT_LAND, 3, {0x80, 0xff, 2}, 1}},
+        {WEFT_INT8, {WEFT_LOR, 3, {0, 0, 0x80}, 1}},
+        {WEFT_INT32, {WEFT_LAND, 2, {0xffffffff, 0x100}, 1}},
+        {WEFT_UINT32, {WEFT_LOR, 2, {0x80000000, 0}, 1}},
+        {WEFT_INT64, {WEFT_LXOR, 3, {0xfffffffffffffffb, 0, 7}, 0}},
+        {WEFT_UINT64, {WEFT_LAND, 2, {0x100000000, 0x8000000000000000}, 1}},
+        {WEFT_UINT64, {WEFT_LXOR, 2, {0x100000000, 0}, 1}},
+        /* bitwise ops keep all bits */
+        {WEFT_UINT8, {WEFT_BAND, 3, {0xf3, 0x3f, 0xfe}, 0x32}},
+        {WEFT_INT32, {WEFT_BOR, 2, {0x80000000, 1}, 0x80000001}},
+        {WEFT_UINT64,
+         {WEFT_BXOR, 3, {0xff00ff00ff00ff00, 0x0ff00ff00ff00ff0, 1}, 0xf0f0f0f0f0f0f0f1}},
+    };
+
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        check_edges(cases[c].dtype, &cases[c].e, 1);
+    }
+}
+
+/*
+ * MIN and MAX over every pair and triple of special values, in every order: the same bits, a NaN
+ * when any input is one, -0 below +0.
+ */
+static void check_minmax_commutes(weft_dtype_t dtype, const uint64_t *v, size_t nv)
+{
+    static const weft_op_t ops[] = {WEFT_MIN, WEFT_MAX};
+    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                    {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+    for (size_t o = 0; o < 2; o++) {
+        for (size_t a = 0; a < nv; a++) {
+            for (size_t b = 0; b < nv; b++) {
+                uint64_t ab[] = {v[a], v[b]};
+                uint64_t ba[] = {v[b], v[a]};
+                uint64_t r = reduce_one(dtype, ops[o], ab, 2);
+                int any_nan = is_nan_bits(dtype, v[a]) || is_nan_bits(dtype, v[b]);
+
+                cr_assert_eq(r, reduce_one(dtype, ops[o], ba, 2),
+                             "%s %s(0x%llx, 0x%llx) depends on the order", weft_dtype_name(dtype),
+                             weft_op_name(ops[o]), (unsigned long long)v[a],
+                             (unsigned long long)v[b]);
+                cr_assert_eq(is_nan_bits(dtype, r), any_nan, "%s %s(0x%llx, 0x%llx) = 0x%llx",
+                             weft_dtype_name(dtype), weft_op_name(ops[o]), (unsigned long long)v[a],
+                             (unsigned long long)v[b], (unsigned long long)r);
+                if (!any_nan) {
+                    cr_assert(r == v[a] || r == v[b], "%s %s(0x%llx, 0x%llx) = 0x%llx",
+                              weft_dtype_name(dtype), weft_op_name(ops[o]),
+                              (unsigned long long)v[a], (unsigned long long)v[b],
+                              (unsigned long long)r);
+                }
+                for (size_t c = 0; c < nv; c++) {
+                    uint64_t abc[] = {v[a], v[b], v[c]};
+                    uint64_t first = 0;
+
+                    for (int p = 0; p < 6; p++) {
+                        uint64_t in[] = {abc[perms[p][0]], abc[perms[p][1]], abc[perms[p][2]]};
+                        uint64_t got = reduce_one(dtype, ops[o], in, 3);
+
+                        first = p == 0 ? got : first;
+                        cr_assert_eq(got, first, "%s %s of 0x%llx 0x%llx 0x%llx: order matters",
+                                     weft_dtype_name(dtype), weft_op_name(ops[o]),
+                                     (unsigned long long)v[a], (unsigned long long)v[b],
+                                     (unsigned long long)v[c]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+Test(reduce, float_minmax_commute_bitwise)
+{
+    /* +0 -0 1 -1 inf -inf qNaN -qNaN qNaN+payload sNaN subnormal max */
+    static const uint64_t f16[] = {0x0000, 0x8000, 0x3c00, 0xbc00, 0x7c00, 0xfc00,
+                                   0x7e00, 0xfe00, 0x7e01, 0x7c01, 0x0001, 0x7bff};
+    static const uint64_t bf16[] = {0x0000, 0x8000, 0x3f80, 0xbf80, 0x7f80, 0xff80,
+                                    0x7fc0, 0xffc0, 0x7fc1, 0x7f81, 0x0001, 0x7f7f};
+    static const uint64_t f32[] = {0x00000000, 0x80000000, 0x3f800000, 0xbf800000,
+                                   0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000,
+                                   0x7fc00001, 0x7f800001, 0x00000001, 0x7f7fffff};
+    static const uint64_t f64[] = {0x0000000000000000, 0x8000000000000000, 0x3ff0000000000000,
+                                   0xbff0000000000000, 0x7ff0000000000000, 0xfff0000000000000,
+                                   0x7ff8000000000000, 0xfff8000000000000, 0x7ff8000000000001,
+                                   0x7ff0000000000001, 0x0000000000000001, 0x7fefffffffffffff};
+
+    check_minmax_commutes(WEFT_FLOAT16, f16, 12);
+    check_minmax_commutes(WEFT_BFLOAT16, bf16, 12);
+    check_minmax_commutes(WEFT_FLOAT32, f32, 12);
+    check_minmax_commutes(WEFT_FLOAT64, f64, 12);
+
+    /* the signed zeros exactly */
+    cr_assert_eq(reduce_one(WEFT_FLOAT32, WEFT_MIN, (uint64_t[]){0, 0x80000000}, 2), 0x80000000);
+    cr_assert_eq(reduce_one(WEFT_FLOAT32, WEFT_MAX, (uint64_t[]){0x80000000, 0}, 2), 0);
+    cr_assert_eq(reduce_one(WEFT_FLOAT64, WEFT_MIN, (uint64_t[]){0, 0x8000000000000000}, 2),
+                 0x8000000000000000);
+    cr_assert_eq(reduce_one(WEFT_FLOAT64, WEFT_MAX, (uint64_t[]){0x8000000000000000, 0}, 2), 0);
+}
+
+/* ---- the conversions of half.h ---- */
+
+Test(half, float16_widen_exhaustive)
+{
+    for (uint32_t h = 0; h <= 0xffff; h++) {
+        float f = weft__f16_to_float((uint16_t)h);
+        uint32_t bits = bits_of_f32(f);
+        double expect = ref_f16_value((uint16_t)h);
+
+        cr_assert_eq(bits >> 31, h >> 15, "0x%04x: sign lost", h);
+        if (isnan(expect)) {
+            cr_assert(isnan(f) && (bits & 0x7fffff) == (h & 0x3ff) << 13,
+                      "0x%04x: 0x%08x is not the same NaN", h, bits);
+        } else {
+            cr_assert((double)f == expect, "0x%04x: %a, expected %a", h, (double)f, expect);
+        }
+    }
+}
+
+Test(half, bfloat16_widen_exhaustive)
+{
+    for (uint32_t h = 0; h <= 0xffff; h++) {
+        float f = weft__bf16_to_float((uint16_t)h);
+        double expect = ref_bf16_value((uint16_t)h);
+
+        cr_assert_eq(bits_of_f32(f), h << 16, "0x%04x: 0x%08x", h, bits_of_f32(f));
+        cr_assert(isnan(expect) ? isnan(f) : (double)f == expect, "0x%04x: %a, expected %a", h,
+                  (double)f, expect);
+    }
+}
+
+/*
+ * Every pair of neighbouring finite halves p, p + 1 (the last with inf above), both signs: p
+ * itself, the midpoint (to the even one), and the floats just below and above the midpoint.
+ */
+static void check_narrow_midpoints(weft_dtype_t dtype, uint16_t (*narrow)(float))
+{
+    unsigned inf = dtype == WEFT_FLOAT16 ? 0x7c00 : 0x7f80;
+    double beyond = dtype == WEFT_FLOAT16 ? 65536.0 : ldexp(1.0, 128);
+
+    for (unsigned p = 0; p < inf; p++) {
+        double lo = ref_half_value(dtype, p);
+        double hi = p + 1 == inf ? beyond : ref_half_value(dtype, p + 1);
+        float mid = (float)((lo + hi) / 2);
+
+        cr_assert_eq((double)mid, (lo + hi) / 2, "0x%04x: midpoint is not a float", p);
+        for (unsigned sign = 0; sign <= 0x8000; sign += 0x8000) {
+            float s = sign ? -1.0f : 1.0f;
+            unsigned even = p % 2 == 0 ? p : p + 1;
+
+            cr_assert_eq(narrow(s * (float)lo), sign | p, "0x%04x", sign | p);
+            cr_assert_eq(narrow(s * mid), sign | even, "midpoint above 0x%04x", sign | p);
+            cr_assert_eq(narrow(s * nextafterf(mid, 0)), sign | p, "below midpoint of 0x%04x",
+                         sign | p);
+            cr_assert_eq(narrow(s * nextafterf(mid, INFINITY)), sign | (p + 1),
+                         "above midpoint of 0x%04x", sign | p);
+        }
+    }
+}
+
+Test(half, float16_narrow_midpoints)
+{
+    check_narrow_midpoints(WEFT_FLOAT16, weft__float_to_f16);
+}
+
+Test(half, bfloat16_narrow_midpoints)
+{
+    check_narrow_midpoints(WEFT_BFLOAT16, weft__float_to_bf16);
+}
+
+Test(half, narrow_special_patterns)
+{
+    static const struct {
+        uint32_t f;
+        uint16_t f16;
+        uint16_t bf16;
+    } cases[] = {
+        {0x3f800000, 0x3c00, 0x3f80}, /* 1 */
+        {0x3f801000, 0x3c00, 0x3f80}, /* 1 + 2^-11: FLOAT16 tie to even */
+        {0x3f803000, 0x3c02, 0x3f80}, /* 1 + 3 * 2^-11 */
+        {0x3f801001, 0x3c01, 0x3f80}, /* just above the tie */
+        {0x3f808000, 0x3c04, 0x3f80}, /* 1 + 2^-8: BFLOAT16 tie to even */
+        {0x3f818000, 0x3c0c, 0x3f82}, /* 1 + 3 * 2^-8 */
+        {0x477fe000, 0x7bff, 0x4780}, /* 65504 */
+        {0x477fefff, 0x7bff, 0x4780}, /* just under 65520 */
+        {0x477ff000, 0x7c00, 0x4780}, /* 65520: tie at the top, to inf */
+        {0x47800000, 0x7c00, 0x4780}, /* 65536 */
+        {0x7f7f7fff, 0x7c00, 0x7f7f}, /* under the BFLOAT16 tie at the top */
+        {0x7f7f8000, 0x7c00, 0x7f80}, /* BFLOAT16 tie at the top, to inf */
+        {0x7f7fffff, 0x7c00, 0x7f80}, /* FLT_MAX */
+        {0xff7fffff, 0xfc00, 0xff80}, /* -FLT_MAX */
+        {0x7f800000, 0x7c00, 0x7f80}, /* inf */
+        {0xff800000, 0xfc00, 0xff80}, /* -inf */
+        {0x33800000, 0x0001, 0x3380}, /* 2^-24, the smallest FLOAT16 subnormal */
+        {0x33000000, 0x0000, 0x3300}, /* 2^-25: tie, to even 0 */
+        {0x33000001, 0x0001, 0x3300}, /* just above */
+        {0x33c00000, 0x0002, 0x33c0}, /* 3 * 2^-25: tie, to even 2 */
+        {0x387fc000, 0x03ff, 0x3880}, /* the largest FLOAT16 subnormal */
+        {0x387fe000, 0x0400, 0x3880}, /* tie between it and the smallest normal */
+        {0x38800000, 0x0400, 0x3880}, /* 2^-14 */
+        {0x00010000, 0x0000, 0x0001}, /* the smallest BFLOAT16 subnormal */
+        {0x00008000, 0x0000, 0x0000}, /* tie, to even 0 */
+        {0x00018000, 0x0000, 0x0002}, /* tie, to even 2 */
+        {0x007f8000, 0x0000, 0x0080}, /* tie, carries into the smallest normal */
+        {0x00000001, 0x0000, 0x0000}, /* the smallest float */
+        {0x80000001, 0x8000, 0x8000},
+        {0x00000000, 0x0000, 0x0000},
+        {0x80000000, 0x8000, 0x8000},
+        /* NaN: quiet, signed, the top of the payload; never inf */
+        {0x7fc00000, 0x7e00, 0x7fc0},
+        {0xffc00000, 0xfe00, 0xffc0},
+        {0x7f800001, 0x7e00, 0x7fc0}, /* payload only in the dropped bits */
+        {0xff800001, 0xfe00, 0xffc0},
+        {0x7fa00000, 0x7f00, 0x7fe0}, /* signalling, payload kept, made quiet */
+        {0x7fffffff, 0x7fff, 0x7fff},
+    };
+
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        float f = f32_of(cases[c].f);
+
+        cr_assert_eq(weft__float_to_f16(f), cases[c].f16, "0x%08x to float16: 0x%04x", cases[c].f,
+                     weft__float_to_f16(f));
+        cr_assert_eq(weft__float_to_bf16(f), cases[c].bf16, "0x%08x to bfloat16: 0x%04x",
+                     cases[c].f, weft__float_to_bf16(f));
+    }
+}
+
+/* ---- avg_finalize ---- */
+
+Test(avg_finalize, integers_truncate_toward_zero)
+{
+    int8_t i8[] = {-7, 7, -128, 127, -1, 0, -2};
+    const int8_t i8_expect[] = {-3, 3, -64, 63, 0, 0, -1};
+    uint8_t u8[] = {255, 1, 6};
+    const uint8_t u8_expect[] = {127, 0, 3};
+    int32_t i32[] = {-7, -9, INT32_MIN, INT32_MAX};
+    const int32_t i32_expect[] = {-1, -2, -536870912, 536870911};
+    uint32_t u32[] = {UINT32_MAX, 3};
+    const uint32_t u32_expect[] = {1073741823, 0};
+    int64_t i64[] = {INT64_MIN, -10, 10, INT64_MAX};
+    const int64_t i64_expect[] = {-3074457345618258602, -3, 3, 3074457345618258602};
+    uint64_t u64[] = {UINT64_MAX, 5};
+    const uint64_t u64_expect[] = {6148914691236517205u, 1};
+    /* a divisor beyond INT64_MAX: only INT64_MIN is not below it in magnitude */
+    int64_t big[] = {INT64_MIN, INT64_MAX, -1};
+    const int64_t big_expect[] = {-1, 0, 0};
+
+    cr_assert_eq(weft__host_avg_finalize(i8, 7, WEFT_INT8, 2), WEFT_OK);
+    cr_assert_arr_eq(i8, i8_expect, sizeof(i8));
+    cr_assert_eq(weft__host_avg_finalize(u8, 3, WEFT_UINT8, 2), WEFT_OK);
+    cr_assert_arr_eq(u8, u8_expect, sizeof(u8));
+    cr_assert_eq(weft__host_avg_finalize(i32, 4, WEFT_INT32, 4), WEFT_OK);
+    cr_assert_arr_eq(i32, i32_expect, sizeof(i32));
+    cr_assert_eq(weft__host_avg_finalize(u32, 2, WEFT_UINT32, 4), WEFT_OK);
+    cr_assert_arr_eq(u32, u32_expect, sizeof(u32));
+    cr_assert_eq(weft__host_avg_finalize(i64, 4, WEFT_INT64, 3), WEFT_OK);
+    cr_assert_arr_eq(i64, i64_expect, sizeof(i64));
+    cr_assert_eq(weft__host_avg_finalize(u64, 2, WEFT_UINT64, 3), WEFT_OK);
+    cr_assert_arr_eq(u64, u64_expect, sizeof(u64));
+    cr_assert_eq(weft__host_avg_finalize(big, 3, WEFT_INT64, (size_t)1 << 63), WEFT_OK);
+    cr_assert_arr_eq(big, big_expect, sizeof(big));
+}
+
+Test(avg_finalize, floats_divide_in_their_precision)
+{
+    float f32[] = {1.0f, -1.0f, 10.0f, -0.0f, INFINITY};
+    double f64[] = {1.0, -1.0, 10.0, -0.0, -INFINITY};
+    uint16_t f16[] = {0x3c00, 0xc900, 0x7bff, 0x0001, 0x0003, 0x7c00};
+    uint16_t bf16[] = {0x3f80, 0xc120, 0x0001, 0xff80};
+    const uint32_t f32_expect[] = {0x3eaaaaab, 0xbeaaaaab, 0x40555555, 0x80000000, 0x7f800000};
+    const uint64_t f64_expect[] = {0x3fd5555555555555, 0xbfd5555555555555, 0x400aaaaaaaaaaaab,
+                                   0x8000000000000000, 0xfff0000000000000};
+
+    cr_assert_eq(weft__host_avg_finalize(f32, 5, WEFT_FLOAT32, 3), WEFT_OK);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(bits_of_f32(f32[i]), f32_expect[i], "float32 %d: %a", i, (double)f32[i]);
+    }
+    cr_assert_eq(weft__host_avg_finalize(f64, 5, WEFT_FLOAT64, 3), WEFT_OK);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(bits_of_f64(f64[i]), f64_expect[i], "float64 %d: %a", i, f64[i]);
+    }
+
+    /* halves: float(x) / 3 in float, rounded once */
+    {
+        const uint16_t orig16[] = {0x3c00, 0xc900, 0x7bff, 0x0001, 0x0003, 0x7c00};
+        const uint16_t orig_bf[] = {0x3f80, 0xc120, 0x0001, 0xff80};
+
+        cr_assert_eq(weft__host_avg_finalize(f16, 6, WEFT_FLOAT16, 3), WEFT_OK);
+        for (int i = 0; i < 6; i++) {
+            float q = (float)ref_f16_value(orig16[i]) / 3.0f;
+
+            cr_assert_eq(f16[i], ref_half_round(WEFT_FLOAT16, q), "float16 %d: 0x%04x", i, f16[i]);
+        }
+        cr_assert_eq(f16[0], 0x3555);
+        cr_assert_eq(f16[3], 0x0000); /* 2^-24 / 3 */
+        cr_assert_eq(f16[4], 0x0001); /* 3 * 2^-24 / 3 */
+        cr_assert_eq(f16[5], 0x7c00);
+        cr_assert_eq(weft__host_avg_finalize(bf16, 4, WEFT_BFLOAT16, 3), WEFT_OK);
+        for (int i = 0; i < 4; i++) {
+            float q = (float)ref_bf16_value(orig_bf[i]) / 3.0f;
+
+            cr_assert_eq(bf16[i], ref_half_round(WEFT_BFLOAT16, q), "bfloat16 %d: 0x%04x", i,
+                         bf16[i]);
+        }
+        cr_assert_eq(bf16[0], 0x3eab);
+    }
+}
+
+Test(avg_finalize, after_avg_reduce)
+{
+    int32_t a[] = {1, -7, 100};
+    int32_t b[] = {2, 0, 101};
+    int32_t c[] = {4, 0, 102};
+    const void *srcs[] = {a, b, c};
+    int32_t out[3];
+    const int32_t expect[] = {2, -2, 101};
+
+    cr_assert_eq(weft__host_reduce(out, srcs, 3, 3, WEFT_INT32, WEFT_AVG), WEFT_OK);
+    cr_assert_eq(weft__host_avg_finalize(out, 3, WEFT_INT32, 3), WEFT_OK);
+    cr_assert_arr_eq(out, expect, sizeof(out));
+}
+
+Test(avg_finalize, rejects_divisor_zero)
+{
+    float f[] = {1.0f, 2.0f};
+    int32_t i[] = {7, -7};
+
+    cr_assert_eq(weft__host_avg_finalize(f, 2, WEFT_FLOAT32, 0), WEFT_ERR_INVALID_ARG);
+    cr_assert(strstr(weft_last_error(), "divisor") != NULL, "%s", weft_last_error());
+    cr_assert(f[0] == 1.0f && f[1] == 2.0f);
+    cr_assert_eq(weft__host_avg_finalize(i, 2, WEFT_INT32, 0), WEFT_ERR_INVALID_ARG);
+    cr_assert(i[0] == 7 && i[1] == -7);
+    cr_assert_eq(weft__host_avg_finalize(i, 0, WEFT_INT32, 0), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft__host_avg_finalize(i, 2, WEFT_DTYPE_COUNT, 2), WEFT_ERR_INVALID_ARG);
+    cr_assert(i[0] == 7 && i[1] == -7);
+}
+
+/* ---- argument checks ---- */
+
+Test(reduce, bitwise_ops_on_floats_rejected)
+{
+    static const weft_dtype_t dtypes[] = {WEFT_FLOAT16, WEFT_BFLOAT16, WEFT_FLOAT32, WEFT_FLOAT64};
+    static const weft_op_t ops[] = {WEFT_BAND, WEFT_BOR, WEFT_BXOR, WEFT_LAND, WEFT_LOR, WEFT_LXOR};
+    double a[4] = {1, 2, 3, 4};
+    double b[4] = {5, 6, 7, 8};
+    const void *srcs[] = {a, b};
+
+    for (size_t d = 0; d < 4; d++) {
+        for (size_t o = 0; o < 6; o++) {
+            unsigned char dst[sizeof(a)];
+            unsigned char untouched[sizeof(a)];
+
+            memset(dst, 0x5a, sizeof(dst));
+            memset(untouched, 0x5a, sizeof(untouched));
+            weft__error_clear();
+            cr_assert_eq(weft__host_reduce(dst, srcs, 2, 2, dtypes[d], ops[o]),
+                         WEFT_ERR_INVALID_ARG);
+            cr_assert_arr_eq(dst, untouched, sizeof(dst), "%s %s wrote dst",
+                             weft_dtype_name(dtypes[d]), weft_op_name(ops[o]));
+            cr_assert(strstr(weft_last_error(), weft_op_name(ops[o])) != NULL &&
+                          strstr(weft_last_error(), weft_dtype_name(dtypes[d])) != NULL,
+                      "message does not name op and dtype: %s", weft_last_error());
+            /* in place too: the input that dst is stays as it was */
+            srcs[0] = dst;
+            cr_assert_eq(weft__host_reduce(dst, srcs, 2, 2, dtypes[d], ops[o]),
+                         WEFT_ERR_INVALID_ARG);
+            cr_assert_arr_eq(dst, untouched, sizeof(dst));
+            srcs[0] = a;
+        }
+    }
+}
+
+Test(reduce, accepts_exactly_the_valid_combinations)
+{
+    uint64_t a = 3;
+    uint64_t b = 5;
+    uint64_t out;
+    const void *srcs[] = {&a, &b};
+
+    for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
+        for (int o = 0; o < WEFT_OP_COUNT; o++) {
+            weft_status_t expect = weft__op_valid_for_dtype((weft_op_t)o, (weft_dtype_t)d)
+                                       ? WEFT_OK
+                                       : WEFT_ERR_INVALID_ARG;
+
+            cr_assert_eq(weft__host_reduce(&out, srcs, 2, 1, (weft_dtype_t)d, (weft_op_t)o), expect,
+                         "%s %s", weft_dtype_name((weft_dtype_t)d), weft_op_name((weft_op_t)o));
+        }
+    }
+    cr_assert_eq(weft__host_reduce(&out, srcs, 2, 1, WEFT_DTYPE_COUNT, WEFT_SUM),
+                 WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft__host_reduce(&out, srcs, 2, 1, WEFT_INT32, WEFT_OP_COUNT),
+                 WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft__host_reduce(&out, srcs, 0, 1, WEFT_INT32, WEFT_SUM), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft__host_reduce(&out, srcs, -1, 1, WEFT_INT32, WEFT_SUM), WEFT_ERR_INVALID_ARG);
+    cr_assert(strstr(weft_last_error(), "-1 inputs") != NULL, "%s", weft_last_error());
+}
+
+/* ---- the host table ---- */
+
+Test(host, ops_table)
+{
+    const weft_device_ops_t *ops = &weft__device_host_ops;
+    void *p = NULL;
+    void *q = NULL;
+    unsigned char pattern[1000];
+
+    cr_assert_str_eq(ops->name, "host");
+    cr_assert_eq(ops->memtype, WEFT_MEMTYPE_HOST);
+    cr_assert(ops->reduce == weft__host_reduce);
+    cr_assert(ops->avg_finalize == weft__host_avg_finalize);
+    cr_assert(weft__device_query(pattern) == ops);
+
+    cr_assert_eq(ops->alloc(sizeof(pattern), &p), WEFT_OK);
+    cr_assert_eq(ops->alloc(3, &q), WEFT_OK);
+    cr_assert((uintptr_t)p % 64 == 0 && (uintptr_t)q % 64 == 0, "%p %p not 64-byte aligned", p, q);
+    cr_assert_eq(ops->owns(p), 1);
+    cr_assert_eq(ops->owns(pattern), 1);
+    for (size_t i = 0; i < sizeof(pattern); i++) {
+        pattern[i] = (unsigned char)(i * 7);
+    }
+    cr_assert_eq(ops->copy(p, pattern, sizeof(pattern)), WEFT_OK);
+    cr_assert_arr_eq(p, pattern, sizeof(pattern));
+    cr_assert_eq(ops->copy(p, p, sizeof(pattern)), WEFT_OK);
+    cr_assert_arr_eq(p, pattern, sizeof(pattern));
+    cr_assert_eq(ops->copy(q, pattern, 0), WEFT_OK);
+    ops->free(p);
+    ops->free(q);
+    ops->free(NULL);
+}
+
+Test(host, alloc_failure_is_no_memory)
+{
+    void *p = &p;
+
+    cr_assert_eq(weft__device_host_ops.alloc(SIZE_MAX - 4096, &p), WEFT_ERR_NO_MEMORY);
+    cr_assert(p == &p, "out-parameter written on failure");
+    cr_assert(strstr(weft_last_error(), "host alloc") != NULL, "%s", weft_last_error());
+}

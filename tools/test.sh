@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The whole test suite: build if needed, run `make check`, print every
+# suite's summary and end with one line "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+bash tools/build.sh || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+make -j"$(nproc)" check >make-check.out 2>&1
+make_rc=$?
+grep -E '^(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR):' make-check.out || cat make-check.out
+
+passed=0 failed=0 skipped=0
+for trs in $(find tests -name '*.trs' | sort); do
+    log=${trs%.trs}.log
+    result=$(sed -n 's/^:test-result: //p' "$trs")
+    synth=$(grep -a 'Synthesis: Tested:' "$log" | tail -n 1)
+    if [ -n "$synth" ]; then
+        # Criterion: count its own tests; a crash counts as a failure
+        p=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$synth")
+        f=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$synth")
+        c=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$synth")
+        passed=$((passed + p)); failed=$((failed + f + c))
+        echo "${log%.log}: $synth"
+        if [ "$result" != PASS ] && [ $((f + c)) -eq 0 ]; then failed=$((failed + 1)); fi
+    else
+        case "$result" in
+            PASS) passed=$((passed + 1)) ;;
+            SKIP) skipped=$((skipped + 1)) ;;
+            *) failed=$((failed + 1)) ;;
+        esac
+        echo "${log%.log}: $result"
+    fi
+    if [ "$result" != PASS ] && [ "$result" != SKIP ]; then
+        echo "----- ${log} -----"; tail -n 40 "$log"; echo "-----"
+    fi
+done
+echo
+grep -h '^matrix ' tests/coll/*.log 2>/dev/null
+echo "suite time: $(( $(date +%s) - start )) s"
+if [ $make_rc -ne 0 ] && [ $failed -eq 0 ]; then
+    tail -n 30 make-check.out
+    failed=1
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]
