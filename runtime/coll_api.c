@@ -19,6 +19,7 @@ typedef struct buf_check {
     weft_dtype_t dtype;
     weft_op_t op;
     int has_op;
+    int per_rank; /* buffers hold size * count elements (not allreduce) */
     weft_comm_t comm;
 } buf_check_t;
 
@@ -61,10 +62,10 @@ static weft_status_t check_common(const buf_check_t *c, size_t *esize_p, int *si
                                c->call, weft_op_name(c->op), weft_dtype_name(c->dtype));
         }
     }
-    if (c->count > SIZE_MAX / esize / (size_t)c->comm->size) {
-        return weft__error(WEFT_ERR_INVALID_ARG,
-                           "%s: count %zu of %s overflows the buffer size for %d ranks", c->call,
-                           c->count, weft_dtype_name(c->dtype), c->comm->size);
+    if (c->count > SIZE_MAX / esize / (c->per_rank ? (size_t)c->comm->size : 1)) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: count %zu of %s overflows the buffer size%s",
+                           c->call, c->count, weft_dtype_name(c->dtype),
+                           c->per_rank ? " for this many ranks" : "");
     }
     if (c->count > 0 && c->recvbuf == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", c->call,
@@ -112,7 +113,7 @@ static weft_status_t run(weft_coll_kind_t kind, const buf_check_t *c, const void
 WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
 {
-    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, comm};
+    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm};
     size_t esize;
     int size;
     weft_status_t status;
@@ -135,7 +136,7 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
                                               size_t recvcount, weft_dtype_t dtype, weft_op_t op,
                                               weft_comm_t comm)
 {
-    buf_check_t c = {"weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, comm};
+    buf_check_t c = {"weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm};
     size_t esize, bytes;
     int size;
     weft_status_t status;
@@ -161,7 +162,7 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
 WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                          weft_dtype_t dtype, weft_comm_t comm)
 {
-    buf_check_t c = {"weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, comm};
+    buf_check_t c = {"weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm};
     size_t esize, bytes;
     int size;
     weft_status_t status;

@@ -27,7 +27,6 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
     comm->p2p_ep = p2p_ep;
     comm->boot = boot;
     comm->boot_ctx = boot_ctx;
-    weft__log_set_rank(rank);
     *comm_p = comm;
     return WEFT_OK;
 }
