@@ -11,6 +11,10 @@ void weft__ring_init(weft_ring_t *ring, const weft_coll_args_t *a, size_t total)
         frag_elems = 1;
     }
     nfrag = (max_block + frag_elems - 1) / frag_elems;
+    /* both phases together must fit the message slots of one operation */
+    if (a->size > 1 && nfrag > WEFT_TAG_MAX_SLOT / (2 * (size_t)(a->size - 1))) {
+        nfrag = WEFT_TAG_MAX_SLOT / (2 * (size_t)(a->size - 1));
+    }
     ring->rank = a->rank;
     ring->size = a->size;
     ring->total = total;

@@ -43,21 +43,25 @@ typedef struct weft_pt2pt_ops {
 
 /*
  * Tags of collective traffic: (communicator id, operation sequence number,
- * message slot within the operation). The source rank is matched by the
- * transport. Slots are numbered by each algorithm so that sender and
- * receiver agree without negotiation.
+ * message slot within the operation) in the upper 48 bits. The low 16 bits
+ * are zero here: a transport whose matching has no source field (UCX) puts
+ * the source rank there. Slots are numbered by each algorithm so that sender
+ * and receiver agree without negotiation; sequence numbers wrap, which is
+ * harmless while fewer than 2^16 operations of one communicator are in flight.
  */
 #define WEFT_TAG_COMM_BITS 16
-#define WEFT_TAG_SEQ_BITS 24
-#define WEFT_TAG_SLOT_BITS 24
+#define WEFT_TAG_SEQ_BITS 16
+#define WEFT_TAG_SLOT_BITS 16
+#define WEFT_TAG_SRC_BITS 16
 #define WEFT_TAG_MAX_SLOT ((1u << WEFT_TAG_SLOT_BITS) - 1)
 
 static inline uint64_t weft__tag_make(uint32_t comm_id, uint32_t seq, uint32_t slot)
 {
     return ((uint64_t)(comm_id & ((1u << WEFT_TAG_COMM_BITS) - 1))
-            << (WEFT_TAG_SEQ_BITS + WEFT_TAG_SLOT_BITS)) |
-           ((uint64_t)(seq & ((1u << WEFT_TAG_SEQ_BITS) - 1)) << WEFT_TAG_SLOT_BITS) |
-           (slot & WEFT_TAG_MAX_SLOT);
+            << (WEFT_TAG_SEQ_BITS + WEFT_TAG_SLOT_BITS + WEFT_TAG_SRC_BITS)) |
+           ((uint64_t)(seq & ((1u << WEFT_TAG_SEQ_BITS) - 1))
+            << (WEFT_TAG_SLOT_BITS + WEFT_TAG_SRC_BITS)) |
+           ((uint64_t)(slot & WEFT_TAG_MAX_SLOT) << WEFT_TAG_SRC_BITS);
 }
 
 #endif /* WEFT_PT2PT_H */

@@ -11,7 +11,7 @@
 
 #include "coll/coll.h"
 
-#define WEFT_FOLD_OUT_SLOT 0xffffffu
+#define WEFT_FOLD_OUT_SLOT WEFT_TAG_MAX_SLOT
 
 typedef struct weft_fold {
     int rank;
