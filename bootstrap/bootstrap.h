@@ -21,6 +21,10 @@ typedef struct weft_bootstrap_ops {
                                uint64_t deadline_ns);
     weft_status_t (*barrier)(void *ctx, uint64_t deadline_ns);
     void (*release)(void *ctx);
+    /* A rank whose process is known to have died, or -1. Must not block (it
+     * is polled by waiting collectives). NULL when the launcher handles
+     * failures itself (mpirun tears the job down). */
+    int (*failed_rank)(void *ctx);
 } weft_bootstrap_ops_t;
 
 #endif /* WEFT_BOOTSTRAP_H */

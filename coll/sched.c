@@ -507,6 +507,18 @@ weft_status_t weft__sched_run(weft_sched_t *s)
         if (++idle < 64) {
             continue;
         }
+        status = weft__comm_health(s->comm);
+        if (status != WEFT_OK) {
+            char detail[256];
+
+            snprintf(detail, sizeof(detail), "%s", weft_last_error());
+            cancel_active(s);
+            s->status = weft__error(status, "%s seq %u (%s, count %zu): %s", s->desc.coll, s->seq,
+                                    s->desc.algo, s->desc.count, detail);
+            weft__log(status == WEFT_ERR_ABORTED ? WEFT_LOG_INFO : WEFT_LOG_ERROR, "%s",
+                      weft_last_error());
+            return s->status;
+        }
         if (weft__time_ns() >= deadline) {
             status = report_timeout(s, (double)(weft__time_ns() - start) / 1e9);
             cancel_active(s);

@@ -191,8 +191,11 @@ weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
     };
     const weft_device_ops_t *dev = weft__device_query(args->dst);
     weft_sched_t *s;
-    weft_status_t status = weft__sched_create(comm, &desc, dev, &s);
+    weft_status_t status = weft__comm_health(comm);
 
+    if (status == WEFT_OK) {
+        status = weft__sched_create(comm, &desc, dev, &s);
+    }
     if (status != WEFT_OK) {
         return status;
     }

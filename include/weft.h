@@ -80,6 +80,15 @@ typedef enum {
 
 typedef struct weft_comm *weft_comm_t;
 
+/* Names a job for weft_comm_init_rank: the bootstrap root's address and a
+ * random 128-bit job token. Plain bytes: copy it to every rank. */
+#define WEFT_UNIQUE_ID_BYTES 128
+typedef struct weft_unique_id {
+    unsigned char internal[WEFT_UNIQUE_ID_BYTES];
+} weft_unique_id_t;
+/* Length of the text form made by weft_unique_id_to_string, without the NUL. */
+#define WEFT_UNIQUE_ID_STRLEN (2 * WEFT_UNIQUE_ID_BYTES)
+
 /* Pass as sendbuf to request an in-place operation (like MPI_IN_PLACE). */
 #define WEFT_IN_PLACE ((const void *)(intptr_t)-1)
 
@@ -96,10 +105,33 @@ size_t weft_dtype_size(weft_dtype_t dtype);
 const char *weft_dtype_name(weft_dtype_t dtype);
 const char *weft_op_name(weft_op_t op);
 
-/* Communicators. weft_comm_world gives a one-rank communicator until the
- * multi-process bootstrap exists. A destroyed communicator handle stays
- * recognisable until weft_finalize: using it returns WEFT_ERR_INVALID_ARG. */
+/*
+ * Communicators. A destroyed communicator handle stays recognisable until
+ * weft_finalize: using it returns WEFT_ERR_INVALID_ARG.
+ *
+ * weft_comm_world: every process of the job, found through PMIx when the
+ * process was launched by mpirun or srun; else through a unique id given in
+ * the environment (WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS); else a
+ * communicator of this process alone. Collective over the job.
+ *
+ * weft_get_unique_id starts the bootstrap root in the calling process, which
+ * must then join the job with weft_comm_init_rank (normally as rank 0) and
+ * stay alive while the job runs. Every rank calls weft_comm_init_rank with
+ * the same id and nranks and its own rank.
+ *
+ * weft_comm_abort may be called from any thread: every pending and later
+ * operation on comm returns WEFT_ERR_ABORTED promptly. The communicator
+ * must still be destroyed.
+ */
 weft_status_t weft_comm_world(weft_comm_t *comm);
+weft_status_t weft_get_unique_id(weft_unique_id_t *id);
+weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
+                                  weft_comm_t *comm);
+weft_status_t weft_comm_abort(weft_comm_t comm);
+/* Hex text form of an id (for environments and files); buf needs
+ * WEFT_UNIQUE_ID_STRLEN + 1 bytes. */
+weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, char *buf, size_t len);
+weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id);
 weft_status_t weft_comm_rank(weft_comm_t comm, int *rank);
 weft_status_t weft_comm_size(weft_comm_t comm, int *size);
 weft_status_t weft_comm_destroy(weft_comm_t comm);

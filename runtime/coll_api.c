@@ -6,7 +6,6 @@
 #include "coll/coll.h"
 #include "runtime/init.h"
 
-#include "runtime/thread_world.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -182,29 +181,4 @@ WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, siz
         return overlap_error(&c);
     }
     return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize);
-}
-
-/* One-rank communicator until the multi-process bootstrap exists. */
-WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
-{
-    weft_loop_opts_t lopts = {.nranks = 1};
-    weft_loop_world_t *lw;
-    weft_thread_boot_world_t *bw;
-    weft_status_t status;
-
-    weft__error_clear();
-    WEFT_CHECK_GOTO(weft__check_initialized("weft_comm_world"), err);
-    if (comm == NULL) {
-        status = weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_world: comm is NULL");
-        goto err;
-    }
-    WEFT_CHECK_GOTO(weft__loop_world_create(&lopts, &lw), err);
-    WEFT_CHECK_GOTO(weft__thread_boot_world_create(1, &bw), err_release_loop);
-    status = weft__thread_world_comm(lw, bw, 0, 1, comm);
-    /* on success the communicator holds both worlds */
-    weft__thread_boot_world_release(bw);
-err_release_loop:
-    weft__loop_world_release(lw);
-err:
-    return status;
 }

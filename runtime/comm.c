@@ -109,6 +109,31 @@ void weft__comm_release_tombstones(void)
     pthread_mutex_unlock(&tombstone_lock);
 }
 
+weft_status_t weft__comm_health(weft_comm_t comm)
+{
+    int failed;
+
+    if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
+        return weft__error(WEFT_ERR_ABORTED, "communicator aborted by weft_comm_abort");
+    }
+    if (comm->boot->failed_rank != NULL && (failed = comm->boot->failed_rank(comm->boot_ctx)) >= 0) {
+        return weft__error(WEFT_ERR_PEER_FAILED, "rank %d failed (its process is gone)", failed);
+    }
+    return WEFT_OK;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_abort(weft_comm_t comm)
+{
+    weft_status_t status = weft__comm_check(comm, "weft_comm_abort: comm");
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    atomic_store(&comm->aborted, 1);
+    weft__log_info("communicator %u aborted", comm->id);
+    return WEFT_OK;
+}
+
 uint64_t weft__deadline_ns(void)
 {
     double t = weft__runtime_config.timeout;

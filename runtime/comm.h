@@ -9,6 +9,8 @@
 #include "bootstrap/bootstrap.h"
 #include "pt2pt/pt2pt.h"
 
+#include <stdatomic.h>
+
 #define WEFT_COMM_MAGIC 0x77656674u      /* "weft" */
 #define WEFT_COMM_DESTROYED 0x64656164u /* "dead" */
 
@@ -22,6 +24,7 @@ struct weft_comm {
     void *p2p_ep;
     const weft_bootstrap_ops_t *boot;
     void *boot_ctx;
+    atomic_int aborted;               /* set by weft_comm_abort, from any thread */
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
 };
 
@@ -33,6 +36,10 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
 weft_status_t weft__comm_check(weft_comm_t comm, const char *what);
 /* Free destroyed communicators' tombstones (weft_finalize). */
 void weft__comm_release_tombstones(void);
+
+/* WEFT_ERR_ABORTED or WEFT_ERR_PEER_FAILED (with the message) when comm can
+ * no longer complete operations; WEFT_OK otherwise. Cheap: polled by waits. */
+weft_status_t weft__comm_health(weft_comm_t comm);
 
 /* Deadline for a wait starting now, from WEFT_TIMEOUT. */
 uint64_t weft__deadline_ns(void);

@@ -26,6 +26,18 @@ static const weft_config_entry_t runtime_entries[] = {
      "bytes (k, m, g suffixes; hi may be inf), e.g. "
      "allreduce:0-4k:recursive_doubling,allreduce:4k-inf:ring",
      weft__config_parse_string, offsetof(weft_runtime_config_t, tune)},
+    {"BOOTSTRAP_ADDR", "",
+     "address or interface weft_get_unique_id listens on; empty: the first up non-loopback "
+     "IPv4 interface, else 127.0.0.1",
+     weft__config_parse_string, offsetof(weft_runtime_config_t, bootstrap_addr)},
+    {"UNIQUE_ID", "",
+     "weft_comm_world outside mpirun/srun: the job's unique id in text form "
+     "(weft_unique_id_to_string), with WEFT_RANK and WEFT_NRANKS",
+     weft__config_parse_string, offsetof(weft_runtime_config_t, unique_id)},
+    {"RANK", "-1", "this process's rank, with WEFT_UNIQUE_ID", weft__config_parse_int,
+     offsetof(weft_runtime_config_t, rank)},
+    {"NRANKS", "-1", "the job's number of ranks, with WEFT_UNIQUE_ID", weft__config_parse_int,
+     offsetof(weft_runtime_config_t, nranks)},
 };
 
 static const char *runtime_values[sizeof(runtime_entries) / sizeof(runtime_entries[0])];
@@ -322,7 +334,11 @@ out:
 void weft__config_release(void)
 {
     free(weft__runtime_config.tune);
+    free(weft__runtime_config.bootstrap_addr);
+    free(weft__runtime_config.unique_id);
     weft__runtime_config.tune = NULL;
+    weft__runtime_config.bootstrap_addr = NULL;
+    weft__runtime_config.unique_id = NULL;
     for (size_t t = 0; t < NUM_TABLES; t++) {
         for (size_t i = 0; i < tables[t]->count; i++) {
             free((void *)tables[t]->values[i]);

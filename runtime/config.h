@@ -52,6 +52,10 @@ typedef struct weft_runtime_config {
     int log_level;          /* weft_log_level_t */
     double timeout;         /* seconds; every wait's deadline */
     char *tune;             /* WEFT_TUNE rules, parsed by coll/select */
+    char *bootstrap_addr;   /* where weft_get_unique_id listens ("" = automatic) */
+    char *unique_id;        /* weft_comm_world: job id in text form ("" = none) */
+    int rank;               /* weft_comm_world with unique_id: this process's rank */
+    int nranks;             /* weft_comm_world with unique_id: the job's size */
 } weft_runtime_config_t;
 
 extern weft_runtime_config_t weft__runtime_config;

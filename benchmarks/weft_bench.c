@@ -1,0 +1,490 @@
+/*
+ * weft_bench: collective benchmark launched by mpirun (or srun).
+ *
+ *   mpirun -np 4 weft_bench [options] allreduce|allgather|reduce_scatter
+ *
+ *   -b BYTES  smallest message (default 8)      -e BYTES  largest (default 64m)
+ *   -f N      size multiplication factor (2)    -n N      timed iterations (20)
+ *   -w N      warm-up iterations (5)            -d DTYPE  float32 (default), float64,
+ *             int32, int64, int8, uint8, uint32, uint64, float16, bfloat16
+ *   -o OP     sum (default), prod, min, max, avg, band, bor, bxor, land, lor, lxor
+ *   --algo NAME   force weft's algorithm (sets WEFT_TUNE for this collective)
+ *   --check       validate every iteration's result (outside the timed region)
+ *   --in-place    in-place operation (WEFT_IN_PLACE and MPI_IN_PLACE)
+ *   --format osu|nccl|csv   output columns (default osu)
+ *   --vs-mpi      time the MPI library's own collective on the same buffers,
+ *                 alternating with weft, and print both times and weft/MPI
+ *
+ * Sizes are the bytes of one rank's vector (allreduce), one rank's
+ * contribution (allgather) or one rank's result block (reduce_scatter), as
+ * in the OSU micro-benchmarks. Times are the mean per iteration of the
+ * slowest rank.
+ */
+#include <weft.h>
+
+#include <mpi.h>
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER } coll_t;
+typedef enum { FORMAT_OSU, FORMAT_NCCL, FORMAT_CSV } format_t;
+
+typedef struct options {
+    coll_t coll;
+    size_t min_bytes, max_bytes;
+    int factor, iters, warmup;
+    weft_dtype_t dtype;
+    weft_op_t op;
+    const char *algo;
+    int check, vs_mpi, in_place;
+    format_t format;
+} options_t;
+
+static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter"};
+
+static int rank, nranks;
+
+static void die(const char *fmt, const char *arg)
+{
+    if (rank == 0) {
+        fprintf(stderr, "weft_bench: ");
+        fprintf(stderr, fmt, arg);
+        fprintf(stderr, "\n");
+    }
+    MPI_Finalize();
+    exit(2);
+}
+
+static size_t parse_bytes(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || end == s) {
+        die("'%s' is not a size", s);
+    }
+    return (size_t)v;
+}
+
+static MPI_Datatype mpi_dtype(weft_dtype_t d)
+{
+    switch (d) {
+    case WEFT_INT8: return MPI_INT8_T;
+    case WEFT_UINT8: return MPI_UINT8_T;
+    case WEFT_INT32: return MPI_INT32_T;
+    case WEFT_UINT32: return MPI_UINT32_T;
+    case WEFT_INT64: return MPI_INT64_T;
+    case WEFT_UINT64: return MPI_UINT64_T;
+    case WEFT_FLOAT32: return MPI_FLOAT;
+    case WEFT_FLOAT64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL; /* half types: MPI has none */
+    }
+}
+
+static MPI_Op mpi_op(weft_op_t o)
+{
+    switch (o) {
+    case WEFT_SUM: return MPI_SUM;
+    case WEFT_PROD: return MPI_PROD;
+    case WEFT_MIN: return MPI_MIN;
+    case WEFT_MAX: return MPI_MAX;
+    case WEFT_BAND: return MPI_BAND;
+    case WEFT_BOR: return MPI_BOR;
+    case WEFT_BXOR: return MPI_BXOR;
+    case WEFT_LAND: return MPI_LAND;
+    case WEFT_LOR: return MPI_LOR;
+    case WEFT_LXOR: return MPI_LXOR;
+    default: return MPI_OP_NULL; /* avg */
+    }
+}
+
+/* Small integers: exact in every dtype, so checks compare bit for bit. */
+static int64_t value(int r, size_t i, int iter)
+{
+    return (int64_t)((r * 7 + (int)(i % 13) + iter * 3) % 5);
+}
+
+static void store(weft_dtype_t d, void *buf, size_t i, int64_t v)
+{
+    switch (d) {
+    case WEFT_INT8: case WEFT_UINT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case WEFT_INT32: case WEFT_UINT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case WEFT_INT64: case WEFT_UINT64: ((int64_t *)buf)[i] = v; break;
+    case WEFT_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case WEFT_FLOAT64: ((double *)buf)[i] = (double)v; break;
+    case WEFT_BFLOAT16: {
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
+        break;
+    }
+    case WEFT_FLOAT16: { /* exact for |v| < 2048 */
+        uint16_t h = 0, s = v < 0 ? 0x8000 : 0;
+        int64_t a = v < 0 ? -v : v;
+        int e = 0;
+        if (a != 0) {
+            while ((a >> e) > 1) {
+                e++;
+            }
+            h = (uint16_t)(((e + 15) << 10) | ((a << (10 - e)) & 0x3ff));
+        }
+        ((uint16_t *)buf)[i] = (uint16_t)(s | h);
+        break;
+    }
+    default: break;
+    }
+}
+
+static int64_t reduce_ref(weft_op_t op, int64_t acc, int64_t v, int first)
+{
+    if (first) {
+        return v;
+    }
+    switch (op) {
+    case WEFT_SUM: case WEFT_AVG: return acc + v;
+    case WEFT_PROD: return acc * v;
+    case WEFT_MIN: return v < acc ? v : acc;
+    case WEFT_MAX: return v > acc ? v : acc;
+    case WEFT_BAND: return acc & v;
+    case WEFT_BOR: return acc | v;
+    case WEFT_BXOR: return acc ^ v;
+    case WEFT_LAND: return acc && v;
+    case WEFT_LOR: return acc || v;
+    case WEFT_LXOR: return !acc != !v;
+    default: return acc;
+    }
+}
+
+/* Expected element gi of the result (global index for allgather / reduce_scatter). */
+static void expected(const options_t *o, size_t gi, size_t count, int iter, void *out)
+{
+    if (o->coll == COLL_ALLGATHER) {
+        store(o->dtype, out, 0, value((int)(gi / count), gi % count, iter));
+        return;
+    }
+    int64_t acc = 0;
+    for (int r = 0; r < nranks; r++) {
+        acc = reduce_ref(o->op, acc, value(r, gi, iter), r == 0);
+    }
+    if (o->op == WEFT_AVG) {
+        double avg = (double)acc / nranks;
+        if (o->dtype == WEFT_FLOAT32) {
+            float f = (float)acc / (float)nranks;
+            memcpy(out, &f, 4);
+            return;
+        }
+        if (o->dtype == WEFT_FLOAT64) {
+            memcpy(out, &avg, 8);
+            return;
+        }
+        acc = acc / nranks;
+    }
+    store(o->dtype, out, 0, acc);
+}
+
+typedef struct bufs {
+    void *send, *recv;
+    size_t send_count, recv_count, count; /* count: the collective's count argument */
+} bufs_t;
+
+/* In place, the input lives in recv: allreduce the vector, allgather this
+ * rank's slot, reduce_scatter the whole input (recv is then send-sized). */
+static void fill(const options_t *o, bufs_t *b, int iter)
+{
+    size_t es = weft_dtype_size(o->dtype);
+
+    memset(b->recv, 0, (o->in_place && o->coll == COLL_REDUCE_SCATTER ? b->send_count
+                                                                        : b->recv_count) * es);
+    for (size_t i = 0; i < b->send_count; i++) {
+        store(o->dtype, b->send, i, value(rank, i, iter));
+    }
+    if (o->in_place) {
+        size_t off = o->coll == COLL_ALLGATHER ? (size_t)rank * b->count * es : 0;
+        memcpy((char *)b->recv + off, b->send, b->send_count * es);
+    }
+}
+
+static long check(const options_t *o, const bufs_t *b, int iter)
+{
+    size_t es = weft_dtype_size(o->dtype);
+    unsigned char want[8];
+    long wrong = 0;
+
+    for (size_t i = 0; i < b->recv_count; i++) {
+        size_t gi = o->coll == COLL_REDUCE_SCATTER ? (size_t)rank * b->count + i : i;
+        expected(o, gi, b->count, iter, want);
+        wrong += memcmp((char *)b->recv + i * es, want, es) != 0;
+    }
+    return wrong;
+}
+
+static weft_status_t run_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
+{
+    const void *send = o->in_place ? WEFT_IN_PLACE : b->send;
+
+    switch (o->coll) {
+    case COLL_ALLREDUCE:
+        return weft_allreduce(send, b->recv, b->count, o->dtype, o->op, comm);
+    case COLL_ALLGATHER:
+        return weft_allgather(send, b->recv, b->count, o->dtype, comm);
+    default:
+        return weft_reduce_scatter(send, b->recv, b->count, o->dtype, o->op, comm);
+    }
+}
+
+static int run_mpi(const options_t *o, bufs_t *b)
+{
+    MPI_Datatype dt = mpi_dtype(o->dtype);
+    const void *send = o->in_place ? MPI_IN_PLACE : b->send;
+
+    switch (o->coll) {
+    case COLL_ALLREDUCE:
+        return MPI_Allreduce(send, b->recv, (int)b->count, dt, mpi_op(o->op), MPI_COMM_WORLD);
+    case COLL_ALLGATHER:
+        return MPI_Allgather(send, (int)b->count, dt, b->recv, (int)b->count, dt,
+                             MPI_COMM_WORLD);
+    default:
+        return MPI_Reduce_scatter_block(send, b->recv, (int)b->count, dt, mpi_op(o->op),
+                                        MPI_COMM_WORLD);
+    }
+}
+
+static double bus_factor(coll_t c)
+{
+    return c == COLL_ALLREDUCE ? 2.0 * (nranks - 1) / nranks : (double)(nranks - 1) / nranks;
+}
+
+static void parse(int argc, char **argv, options_t *o)
+{
+    static const struct option longopts[] = {
+        {"algo", required_argument, NULL, 'A'}, {"check", no_argument, NULL, 'C'},
+        {"format", required_argument, NULL, 'F'}, {"vs-mpi", no_argument, NULL, 'V'},
+        {"in-place", no_argument, NULL, 'I'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+
+    *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, 20, 5, WEFT_FLOAT32, WEFT_SUM, NULL,
+                     0, 0, 0, FORMAT_OSU};
+    while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b': o->min_bytes = parse_bytes(optarg); break;
+        case 'e': o->max_bytes = parse_bytes(optarg); break;
+        case 'f': o->factor = atoi(optarg); break;
+        case 'n': o->iters = atoi(optarg); break;
+        case 'w': o->warmup = atoi(optarg); break;
+        case 'd': {
+            int d;
+            for (d = 0; d < WEFT_DTYPE_COUNT && strcmp(weft_dtype_name(d), optarg); d++) {
+            }
+            if (d == WEFT_DTYPE_COUNT) {
+                die("unknown dtype '%s'", optarg);
+            }
+            o->dtype = (weft_dtype_t)d;
+            break;
+        }
+        case 'o': {
+            int p;
+            for (p = 0; p < WEFT_OP_COUNT && strcmp(weft_op_name(p), optarg); p++) {
+            }
+            if (p == WEFT_OP_COUNT) {
+                die("unknown op '%s'", optarg);
+            }
+            o->op = (weft_op_t)p;
+            break;
+        }
+        case 'A': o->algo = optarg; break;
+        case 'C': o->check = 1; break;
+        case 'V': o->vs_mpi = 1; break;
+        case 'I': o->in_place = 1; break;
+        case 'F':
+            o->format = !strcmp(optarg, "osu")    ? FORMAT_OSU
+                        : !strcmp(optarg, "nccl") ? FORMAT_NCCL
+                        : !strcmp(optarg, "csv")  ? FORMAT_CSV
+                                                  : (die("unknown format '%s'", optarg), 0);
+            break;
+        default:
+            die("%s", "usage: weft_bench [-b bytes] [-e bytes] [-f factor] [-n iters] "
+                      "[-w warmup] [-d dtype] [-o op] [--algo name] [--check] "
+                      "[--format osu|nccl|csv] [--vs-mpi] allreduce|allgather|reduce_scatter");
+        }
+    }
+    if (optind < argc) {
+        int k;
+        for (k = 0; k < 3 && strcmp(coll_names[k], argv[optind]); k++) {
+        }
+        if (k == 3) {
+            die("unknown collective '%s'", argv[optind]);
+        }
+        o->coll = (coll_t)k;
+    }
+    if (o->factor < 2 || o->iters < 1 || o->warmup < 0 || o->min_bytes > o->max_bytes) {
+        die("%s", "bad -f/-n/-w/-b/-e");
+    }
+    if (o->vs_mpi && (mpi_dtype(o->dtype) == MPI_DATATYPE_NULL || mpi_op(o->op) == MPI_OP_NULL)) {
+        die("--vs-mpi: MPI has no equivalent of this dtype/op (%s)", "float16, bfloat16, avg");
+    }
+}
+
+static void header(const options_t *o)
+{
+    if (rank != 0) {
+        return;
+    }
+    printf("# weft_bench %s: %d ranks, dtype %s, op %s, %d iterations, %d warm-up%s%s%s\n",
+           coll_names[o->coll], nranks, weft_dtype_name(o->dtype), weft_op_name(o->op), o->iters,
+           o->warmup, o->in_place ? ", in place" : "", o->algo ? ", algorithm " : "",
+           o->algo ? o->algo : "");
+    switch (o->format) {
+    case FORMAT_OSU:
+        printf("# %-12s %16s%s\n", "Size", "Avg Latency(us)",
+               o->vs_mpi ? "   MPI Latency(us)   weft/MPI" : "");
+        break;
+    case FORMAT_NCCL:
+        printf("# %10s %12s %8s %6s %10s %8s %8s %6s%s\n", "size", "count", "type", "redop",
+               "time(us)", "algbw", "busbw", "#wrong",
+               o->vs_mpi ? "   mpi_time(us) mpi_busbw weft/mpi" : "");
+        break;
+    case FORMAT_CSV:
+        printf("collective,ranks,bytes,count,dtype,op,weft_us,algbw_gbs,busbw_gbs,wrong%s\n",
+               o->vs_mpi ? ",mpi_us,mpi_busbw_gbs,ratio" : "");
+        break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    options_t o;
+    weft_comm_t comm;
+    int wsize = 0, failed = 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    parse(argc, argv, &o);
+    if (o.algo != NULL) {
+        char rule[128];
+        snprintf(rule, sizeof(rule), "%s:0-inf:%s", coll_names[o.coll], o.algo);
+        setenv("WEFT_TUNE", rule, 1);
+    }
+    if (weft_init() != WEFT_OK || weft_comm_world(&comm) != WEFT_OK ||
+        weft_comm_size(comm, &wsize) != WEFT_OK) {
+        fprintf(stderr, "weft_bench rank %d: %s\n", rank, weft_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (wsize != nranks) {
+        fprintf(stderr, "weft_bench: weft sees %d ranks, MPI %d\n", wsize, nranks);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    header(&o);
+    size_t es = weft_dtype_size(o.dtype);
+    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (size_t)o.factor) {
+        bufs_t b;
+        double t_weft = 0, t_mpi = 0, t;
+        long wrong = 0;
+
+        b.count = bytes / es;
+        b.send_count = o.coll == COLL_REDUCE_SCATTER ? b.count * (size_t)nranks : b.count;
+        b.recv_count = o.coll == COLL_ALLGATHER ? b.count * (size_t)nranks : b.count;
+        b.send = malloc(b.send_count * es + 1);
+        b.recv = malloc((o.in_place && o.coll == COLL_REDUCE_SCATTER ? b.send_count : b.recv_count) *
+                            es + 1);
+        if (b.send == NULL || b.recv == NULL) {
+            fprintf(stderr, "weft_bench: out of memory at %zu bytes\n", bytes);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        for (int it = -o.warmup; it < o.iters; it++) {
+            weft_status_t status;
+
+            fill(&o, &b, it);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t = MPI_Wtime();
+            status = run_weft(&o, &b, comm);
+            t = MPI_Wtime() - t;
+            if (status != WEFT_OK) {
+                fprintf(stderr, "weft_bench rank %d: %s\n", rank, weft_last_error());
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            if (it >= 0) {
+                t_weft += t;
+                if (o.check) {
+                    wrong += check(&o, &b, it);
+                }
+            }
+            if (o.vs_mpi) {
+                fill(&o, &b, it);
+                MPI_Barrier(MPI_COMM_WORLD);
+                t = MPI_Wtime();
+                run_mpi(&o, &b);
+                t = MPI_Wtime() - t;
+                if (it >= 0) {
+                    t_mpi += t;
+                }
+            }
+        }
+        free(b.send);
+        free(b.recv);
+        /* the slowest rank's mean; wrong elements summed over ranks */
+        double tw, tm;
+        long wrong_all;
+        MPI_Reduce(&t_weft, &tw, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&t_mpi, &tm, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            double us = tw / o.iters * 1e6, mus = tm / o.iters * 1e6;
+            size_t total = o.coll == COLL_ALLREDUCE ? bytes : bytes * (size_t)nranks;
+            double algbw = us > 0 ? (double)total / us / 1e3 : 0; /* GB/s */
+            double busbw = algbw * bus_factor(o.coll);
+            double mbusbw = mus > 0 ? (double)total / mus / 1e3 * bus_factor(o.coll) : 0;
+
+            failed |= wrong_all != 0;
+            switch (o.format) {
+            case FORMAT_OSU:
+                printf("%-14zu %16.2f", bytes, us);
+                if (o.vs_mpi) {
+                    printf(" %17.2f %10.2f", mus, us / mus);
+                }
+                if (o.check) {
+                    printf("   %s", wrong_all ? "WRONG" : "ok");
+                }
+                printf("\n");
+                break;
+            case FORMAT_NCCL:
+                printf("  %10zu %12zu %8s %6s %10.1f %8.2f %8.2f %6ld", total, total / es,
+                       weft_dtype_name(o.dtype),
+                       o.coll == COLL_ALLGATHER ? "none" : weft_op_name(o.op), us, algbw, busbw,
+                       o.check ? wrong_all : -1L);
+                if (o.vs_mpi) {
+                    printf(" %14.1f %9.2f %8.2f", mus, mbusbw, us / mus);
+                }
+                printf("\n");
+                break;
+            case FORMAT_CSV:
+                printf("%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%ld", coll_names[o.coll], nranks, bytes,
+                       b.count, weft_dtype_name(o.dtype), weft_op_name(o.op), us, algbw, busbw,
+                       o.check ? wrong_all : -1L);
+                if (o.vs_mpi) {
+                    printf(",%.3f,%.4f,%.4f", mus, mbusbw, us / mus);
+                }
+                printf("\n");
+                break;
+            }
+            fflush(stdout);
+        }
+    }
+    weft_comm_destroy(comm);
+    weft_finalize();
+    MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return failed;
+}

@@ -1,0 +1,75 @@
+/*
+ * UCX transport: ranks in different processes (or on different hosts)
+ * exchange tagged messages through UCP.
+ *
+ * One UCP context and one worker per process, shared by every communicator
+ * (created by the first weft__ucx_context_get, destroyed by the last put).
+ * Each communicator gets an endpoint table (weft__ucx_ep_create) built from
+ * the worker addresses its ranks exchanged through the bootstrap. UCP
+ * endpoints are created lazily, on the first send to or receive from a
+ * peer, and are cached per process by address: communicators that share a
+ * peer share its endpoint, so MPI's non-overtaking order holds across them.
+ *
+ * Matching: UCP tags have no source field, so the sender puts its rank in the
+ * low WEFT_TAG_SRC_BITS of the weft tag (which must be zero on entry) and the
+ * receiver matches tag | source with a full mask. Communicators are therefore
+ * limited to 2^16 ranks.
+ *
+ * Failure: endpoints use UCP_ERR_HANDLING_MODE_PEER. When UCX reports a peer
+ * as failed (keepalive, connection reset), every pending and later send to
+ * it and receive from it completes with WEFT_ERR_PEER_FAILED, in every
+ * communicator; other peers are unaffected. Because the endpoint is created
+ * on the first receive too, a peer that we only receive from is monitored as
+ * well. Unless the user set them, the context enables keepalive every
+ * WEFT_UCX_KEEPALIVE_INTERVAL and lets the shared-memory transports claim
+ * peer-failure support (UCX_MM_ERROR_HANDLING), which UCX 1.13 leaves off:
+ * without it an endpoint with error handling falls back from shared memory
+ * to TCP over loopback.
+ *
+ * Threading: the context serializes every UCP call behind one mutex (the
+ * worker runs in UCS_THREAD_MODE_SERIALIZED), so communicators sharing it
+ * may be driven by different threads; one endpoint table and its requests
+ * still belong to one thread at a time (pt2pt.h). idle_wait sleeps outside
+ * the lock.
+ *
+ * Fork: create the context after fork; a context does not survive into a
+ * child process.
+ */
+#ifndef WEFT_PT2PT_UCX_H
+#define WEFT_PT2PT_UCX_H
+
+#include "pt2pt/pt2pt.h"
+
+/* Keepalive round applied unless UCX_KEEPALIVE_INTERVAL is set: a dead peer
+ * on shared memory is noticed within about two rounds. */
+#define WEFT_UCX_KEEPALIVE_INTERVAL "1s"
+
+typedef struct weft_ucx_context weft_ucx_context_t;
+
+extern const weft_pt2pt_ops_t weft__ucx_ops;
+
+/* Take a reference on the process's context, creating it (UCP context,
+ * worker, address) on first use. Thread-safe. */
+weft_status_t weft__ucx_context_get(weft_ucx_context_t **ctx_p);
+/* Drop a reference; the last one closes every endpoint (flushing what was
+ * sent, within a bounded time) and destroys the worker and the context. */
+void weft__ucx_context_put(weft_ucx_context_t *ctx);
+
+/* This worker's address, to publish through the bootstrap. Owned by the
+ * context; valid until its last put. */
+weft_status_t weft__ucx_worker_address(weft_ucx_context_t *ctx, const void **addr_p,
+                                       size_t *len_p);
+
+/*
+ * The endpoint table of one communicator, for weft__ucx_ops (released with
+ * ops.ep_release). `rank` is this process's rank among `size`; rank r's worker
+ * address is addr_lens[r] bytes at (const char *)addrs + r * addr_stride. The
+ * addresses are copied. Takes its own reference on ctx. Connects nothing.
+ */
+weft_status_t weft__ucx_ep_create(weft_ucx_context_t *ctx, int rank, int size, const void *addrs,
+                                  size_t addr_stride, const size_t *addr_lens, void **ep_p);
+
+/* UCP endpoints this process has created (one per distinct peer reached). */
+size_t weft__ucx_context_num_eps(weft_ucx_context_t *ctx);
+
+#endif /* WEFT_PT2PT_UCX_H */

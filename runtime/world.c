@@ -1,0 +1,236 @@
+/*
+ * Communicators between processes: weft_comm_world (PMIx, else a unique id
+ * from the environment, else this process alone), weft_get_unique_id and
+ * weft_comm_init_rank. Every rank publishes its UCX worker address through
+ * the bootstrap; the UCX endpoint table connects lazily from those.
+ */
+#include "runtime/comm.h"
+#include "runtime/config.h"
+#include "runtime/init.h"
+#include "runtime/thread_world.h"
+
+#include "bootstrap/pmix/pmix.h"
+#include "bootstrap/tcp/tcp.h"
+#include "pt2pt/ucx/ucx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(weft_unique_id_t) == sizeof(weft_tcp_id_t),
+               "the public unique id carries a TCP bootstrap id");
+
+/* Exchange worker addresses and build the communicator (takes boot_ctx). */
+static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
+                                         int rank, int size, weft_comm_t *comm_p)
+{
+    uint64_t deadline = weft__deadline_ns();
+    weft_ucx_context_t *ucx = NULL;
+    const void *addr;
+    size_t len, maxlen = 0;
+    uint64_t mylen, *lens = NULL;
+    size_t *alens = NULL;
+    unsigned char *blob = NULL, *addrs = NULL;
+    void *ep = NULL;
+    weft_status_t status;
+
+    WEFT_CHECK_GOTO(weft__ucx_context_get(&ucx), err_release_boot);
+    WEFT_CHECK_GOTO(weft__ucx_worker_address(ucx, &addr, &len), err_put);
+    lens = calloc((size_t)size, sizeof(*lens));
+    alens = calloc((size_t)size, sizeof(*alens));
+    if (lens == NULL || alens == NULL) {
+        status = weft__error(WEFT_ERR_NO_MEMORY, "address table of %d ranks", size);
+        goto err_free;
+    }
+    mylen = len;
+    WEFT_CHECK_GOTO(boot->allgather(boot_ctx, &mylen, lens, sizeof(mylen), deadline), err_free);
+    for (int r = 0; r < size; r++) {
+        alens[r] = (size_t)lens[r];
+        maxlen = alens[r] > maxlen ? alens[r] : maxlen;
+    }
+    blob = calloc(1, maxlen);
+    addrs = calloc((size_t)size, maxlen);
+    if (blob == NULL || addrs == NULL) {
+        status = weft__error(WEFT_ERR_NO_MEMORY, "address table of %d ranks", size);
+        goto err_free;
+    }
+    memcpy(blob, addr, len);
+    WEFT_CHECK_GOTO(boot->allgather(boot_ctx, blob, addrs, maxlen, deadline), err_free);
+    WEFT_CHECK_GOTO(weft__ucx_ep_create(ucx, rank, size, addrs, maxlen, alens, &ep), err_free);
+    WEFT_CHECK_GOTO(weft__comm_create(rank, size, 0, &weft__ucx_ops, ep, boot, boot_ctx, comm_p),
+                    err_release_ep);
+    weft__log_set_rank(rank);
+    weft__log_info("communicator of %d ranks over %s bootstrap and ucx", size, boot->name);
+    free(lens);
+    free(alens);
+    free(blob);
+    free(addrs);
+    weft__ucx_context_put(ucx); /* the endpoint table holds its own reference */
+    return WEFT_OK;
+
+err_release_ep:
+    weft__ucx_ops.ep_release(ep);
+err_free:
+    free(lens);
+    free(alens);
+    free(blob);
+    free(addrs);
+err_put:
+    weft__ucx_context_put(ucx);
+err_release_boot:
+    boot->release(boot_ctx);
+    return status;
+}
+
+static weft_status_t comm_from_id(int nranks, const weft_tcp_id_t *id, int rank,
+                                  weft_comm_t *comm_p)
+{
+    void *ctx;
+    weft_status_t status = weft__tcp_boot_create(id, nranks, rank, weft__deadline_ns(), &ctx);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    return comm_from_bootstrap(&weft__tcp_boot_ops, ctx, rank, nranks, comm_p);
+}
+
+static weft_status_t comm_singleton(weft_comm_t *comm_p)
+{
+    weft_loop_opts_t lopts = {.nranks = 1};
+    weft_loop_world_t *lw;
+    weft_thread_boot_world_t *bw;
+    weft_status_t status;
+
+    WEFT_CHECK_GOTO(weft__loop_world_create(&lopts, &lw), err);
+    WEFT_CHECK_GOTO(weft__thread_boot_world_create(1, &bw), err_release_loop);
+    status = weft__thread_world_comm(lw, bw, 0, 1, comm_p);
+    /* on success the communicator holds both worlds */
+    weft__thread_boot_world_release(bw);
+err_release_loop:
+    weft__loop_world_release(lw);
+err:
+    return status;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
+{
+    const weft_runtime_config_t *cfg = &weft__runtime_config;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = weft__check_initialized("weft_comm_world");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (comm == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_world: comm is NULL");
+    }
+    if (weft__pmix_launched()) {
+        void *ctx;
+        int rank, size;
+
+        status = weft__pmix_boot_create(&ctx, &rank, &size);
+        if (status != WEFT_OK) {
+            return status;
+        }
+        return comm_from_bootstrap(&weft__pmix_boot_ops, ctx, rank, size, comm);
+    }
+    if (cfg->unique_id[0] != '\0') {
+        weft_tcp_id_t id;
+
+        status = weft__tcp_id_from_string(cfg->unique_id, &id);
+        if (status != WEFT_OK) {
+            return weft__error(status, "weft_comm_world: WEFT_UNIQUE_ID is not a unique id");
+        }
+        if (cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks) {
+            return weft__error(WEFT_ERR_INVALID_ARG,
+                               "weft_comm_world: WEFT_UNIQUE_ID needs WEFT_RANK in "
+                               "[0, WEFT_NRANKS) (got rank %d of %d)",
+                               cfg->rank, cfg->nranks);
+        }
+        return comm_from_id(cfg->nranks, &id, cfg->rank, comm);
+    }
+    return comm_singleton(comm);
+}
+
+WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id)
+{
+    const char *addr = weft__runtime_config.bootstrap_addr;
+    weft_tcp_id_t tid;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = weft__check_initialized("weft_get_unique_id");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (id == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_get_unique_id: id is NULL");
+    }
+    status = weft__tcp_id_create(addr != NULL && addr[0] != '\0' ? addr : NULL, &tid);
+    if (status == WEFT_OK) {
+        memcpy(id->internal, tid.bytes, sizeof(id->internal));
+    }
+    return status;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
+                                              weft_comm_t *comm)
+{
+    weft_tcp_id_t tid;
+    char text[WEFT_TCP_ID_STRLEN + 1];
+    weft_status_t status;
+
+    weft__error_clear();
+    status = weft__check_initialized("weft_comm_init_rank");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (id == NULL || comm == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_init_rank: %s is NULL",
+                           id == NULL ? "id" : "comm");
+    }
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_comm_init_rank: rank %d is not in [0, nranks = %d)", rank,
+                           nranks);
+    }
+    memcpy(tid.bytes, id->internal, sizeof(tid.bytes));
+    /* validate the id's header the same way a text id is validated */
+    status = weft__tcp_id_to_string(&tid, text, sizeof(text));
+    if (status == WEFT_OK) {
+        status = weft__tcp_id_from_string(text, &tid);
+    }
+    if (status != WEFT_OK) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_init_rank: id is not a unique id");
+    }
+    return comm_from_id(nranks, &tid, rank, comm);
+}
+
+WEFT_EXPORT weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, char *buf,
+                                                   size_t len)
+{
+    weft_tcp_id_t tid;
+
+    if (id == NULL || buf == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_unique_id_to_string: %s is NULL",
+                           id == NULL ? "id" : "buf");
+    }
+    memcpy(tid.bytes, id->internal, sizeof(tid.bytes));
+    return weft__tcp_id_to_string(&tid, buf, len);
+}
+
+WEFT_EXPORT weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id)
+{
+    weft_tcp_id_t tid;
+    weft_status_t status;
+
+    if (text == NULL || id == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_unique_id_from_string: %s is NULL",
+                           text == NULL ? "text" : "id");
+    }
+    status = weft__tcp_id_from_string(text, &tid);
+    if (status == WEFT_OK) {
+        memcpy(id->internal, tid.bytes, sizeof(id->internal));
+    }
+    return status;
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# weft's collectives between real processes: weft_bench --check under
+# mpirun -np 1..4 (PMIx bootstrap, UCX transport), every algorithm forced
+# through --algo, sizes from one element to 64 MiB, odd counts, in place and
+# out of place; then the same over UCX_TLS=tcp. Every run has a deadline;
+# a run that overstays it is killed with all its ranks.
+set -u
+: "${top_builddir:?run through make check}"
+bench="$top_builddir/benchmarks/weft_bench"
+if [ ! -x "$bench" ] || ! command -v mpirun >/dev/null; then
+    echo "SKIP: weft_bench or mpirun not available"
+    exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+export WEFT_TIMEOUT=60
+mpirun_opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+runs=0 failures=0
+
+cleanup() { pkill -KILL -f "$bench" 2>/dev/null; }
+trap cleanup EXIT
+
+run() { # np, label, weft_bench arguments...
+    local np=$1 label=$2 out rc
+    shift 2
+    runs=$((runs + 1))
+    out=$(timeout -k 5 180 mpirun -np "$np" "${mpirun_opts[@]}" "$bench" -n 2 -w 1 --check "$@" 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ] || grep -q WRONG <<<"$out"; then
+        failures=$((failures + 1))
+        echo "FAIL ($label) np=$np $* (exit $rc)"
+        tail -n 15 <<<"$out"
+        cleanup
+    fi
+}
+
+for tls in default tcp; do
+    if [ $tls = tcp ]; then export UCX_TLS=tcp; else unset UCX_TLS; fi
+    for np in 1 2 3 4; do
+        for spec in allreduce:recursive_doubling allreduce:rabenseifner allreduce:ring \
+                    reduce_scatter:ring allgather:ring; do
+            coll=${spec%%:*} algo=${spec#*:}
+            label="$tls $coll/$algo"
+            big=64m
+            [ $coll != allreduce ] && big=16m # per-rank block: the whole buffer is np times it
+            [ $tls = tcp ] && big=4m
+            run $np "$label" --algo $algo -d float32 -o sum -b 4 -e $big -f 4096 $coll
+            run $np "$label odd" --algo $algo -d uint8 -o bxor -b 1 -e 59049 -f 243 --in-place $coll
+            [ $coll = allgather ] || run $np "$label int64 max" --algo $algo -d int64 -o max \
+                -b 8 -e 8008 -f 1001 --in-place $coll
+        done
+    done
+done
+echo "$runs mpirun jobs, $failures failed"
+[ $failures -eq 0 ] && echo "PASS" || exit 1
