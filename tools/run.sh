@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The main job: build if needed, then run weft's collectives among 8
-# in-process ranks and print algorithm, size, time and correctness.
+# The main job: build if needed, then launch 4 ranks with mpirun running
+# weft_bench allreduce, every result checked, timed against the MPI
+# library's own MPI_Allreduce on the same buffers (weft/MPI ratio).
+# Extra arguments go to weft_bench (e.g. -e 1m, allgather, --format nccl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh
-exec ./benchmarks/weft_thread_bench -r "${WEFT_RANKS:-8}" "$@"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+exec mpirun -np "${WEFT_RANKS:-4}" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
+    ./benchmarks/weft_bench --check --vs-mpi -b 8 -e 64m -f 8 -n 10 "$@" allreduce
