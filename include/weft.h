@@ -128,6 +128,16 @@ weft_status_t weft_get_unique_id(weft_unique_id_t *id);
 weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
                                   weft_comm_t *comm);
 weft_status_t weft_comm_abort(weft_comm_t comm);
+/*
+ * weft_comm_split: collective over comm; ranks with the same color form a
+ * new communicator, ordered by key then by rank in comm. A negative color
+ * joins none (*out is set to NULL). weft_comm_dup: the same ranks in the
+ * same order, with separate message matching. The new communicator shares
+ * comm's transport: drive comm and the communicators made from it from one
+ * thread at a time. Each must be destroyed; destroying comm first is safe.
+ */
+weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out);
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out);
 /* Hex text form of an id (for environments and files); buf needs
  * WEFT_UNIQUE_ID_STRLEN + 1 bytes. */
 weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, char *buf, size_t len);

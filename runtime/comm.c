@@ -27,6 +27,7 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
     comm->p2p_ep = p2p_ep;
     comm->boot = boot;
     comm->boot_ctx = boot_ctx;
+    atomic_init(&comm->refs, 1);
     *comm_p = comm;
     return WEFT_OK;
 }
@@ -73,10 +74,27 @@ WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t comm, int *size)
     return WEFT_OK;
 }
 
+void weft__comm_get(weft_comm_t comm)
+{
+    atomic_fetch_add(&comm->refs, 1);
+}
+
+void weft__comm_put(weft_comm_t comm)
+{
+    if (atomic_fetch_sub(&comm->refs, 1) != 1) {
+        return;
+    }
+    comm->p2p->ep_release(comm->p2p_ep);
+    comm->boot->release(comm->boot_ctx);
+    comm->p2p_ep = NULL;
+    comm->boot_ctx = NULL;
+}
+
 /*
  * The handle stays allocated as a tombstone until weft_finalize so that a
  * later call with it is reported as "destroyed" instead of reading freed
- * memory.
+ * memory. Its transport is released now, or when the last communicator
+ * split from it is destroyed.
  */
 WEFT_EXPORT weft_status_t weft_comm_destroy(weft_comm_t comm)
 {
@@ -85,26 +103,30 @@ WEFT_EXPORT weft_status_t weft_comm_destroy(weft_comm_t comm)
     if (status != WEFT_OK) {
         return status;
     }
-    comm->p2p->ep_release(comm->p2p_ep);
-    comm->boot->release(comm->boot_ctx);
-    comm->p2p_ep = NULL;
-    comm->boot_ctx = NULL;
     comm->magic = WEFT_COMM_DESTROYED;
     pthread_mutex_lock(&tombstone_lock);
     comm->next_destroyed = tombstones;
     tombstones = comm;
     pthread_mutex_unlock(&tombstone_lock);
+    weft__comm_put(comm);
     return WEFT_OK;
 }
 
 void weft__comm_release_tombstones(void)
 {
     pthread_mutex_lock(&tombstone_lock);
-    while (tombstones != NULL) {
-        struct weft_comm *next = tombstones->next_destroyed;
+    struct weft_comm **p = &tombstones;
 
-        free(tombstones);
-        tombstones = next;
+    while (*p != NULL) {
+        struct weft_comm *c = *p;
+
+        if (atomic_load(&c->refs) > 0) {
+            /* a child communicator was never destroyed: keep what it uses */
+            p = &c->next_destroyed;
+            continue;
+        }
+        *p = c->next_destroyed;
+        free(c);
     }
     pthread_mutex_unlock(&tombstone_lock);
 }

@@ -25,6 +25,7 @@ struct weft_comm {
     const weft_bootstrap_ops_t *boot;
     void *boot_ctx;
     atomic_int aborted;               /* set by weft_comm_abort, from any thread */
+    atomic_int refs;                  /* the handle's, plus one per child communicator */
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
 };
 
@@ -34,6 +35,10 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
                                 weft_comm_t *comm_p);
 /* WEFT_OK when comm is a live communicator; otherwise an error naming `what`. */
 weft_status_t weft__comm_check(weft_comm_t comm, const char *what);
+/* References held by communicators split or duplicated from comm: its
+ * transport and bootstrap stay alive until the last one is dropped. */
+void weft__comm_get(weft_comm_t comm);
+void weft__comm_put(weft_comm_t comm);
 /* Free destroyed communicators' tombstones (weft_finalize). */
 void weft__comm_release_tombstones(void);
 

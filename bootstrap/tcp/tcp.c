@@ -66,7 +66,7 @@
 #define MS_NS 1000000ull
 #define SEC_NS 1000000000ull
 #define NEVER UINT64_MAX
-#define HANDSHAKE_NS (10 * SEC_NS)  /* an unregistered connection must register by then */
+#define HANDSHAKE_NS (10 * SEC_NS) /* an unregistered connection must register by then */
 #define REPORT_AFTER_NS (50 * MS_NS)
 #define REPORT_EVERY_NS (100 * MS_NS)
 #define ABORT_LINGER_NS (2 * SEC_NS) /* after an abort, ranks close at once */
@@ -242,9 +242,13 @@ static weft_status_t id_decode(const weft_tcp_id_t *id, struct sockaddr_storage 
     if (get16(p + 8) == 0) {
         return weft__error(WEFT_ERR_INVALID_ARG, "tcp bootstrap id: port 0");
     }
-    for (int i = 48; i < WEFT_TCP_ID_BYTES; i++) {
-        if (p[i] != 0) {
-            return weft__error(WEFT_ERR_INVALID_ARG, "tcp bootstrap id: nonzero padding");
+    for (int i = 0; i < WEFT_TCP_ID_BYTES; i++) {
+        int reserved = i == 7 || i == 10 || i == 11 || i >= 48 ||
+                       (family == ID_FAMILY_IPV4 && ((i >= 12 && i < 16) || (i >= 20 && i < 32)));
+
+        if (reserved && p[i] != 0) {
+            return weft__error(WEFT_ERR_INVALID_ARG,
+                               "tcp bootstrap id: reserved byte %d is not zero", i);
         }
     }
     if (ss != NULL) {
@@ -558,6 +562,7 @@ enum { RANK_ABSENT, RANK_LIVE, RANK_RELEASED, RANK_FAILED };
 
 typedef struct root {
     struct root *next; /* in the registry */
+    pid_t pid;         /* a forked child inherits the registry, not the thread */
     unsigned char token[TOKEN_BYTES];
     char name[NAME_MAX_CHARS];
     int listen_fd, wake_fd;
@@ -595,8 +600,8 @@ typedef struct root {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static root_t *registry;
 
-static out_buf_t *out_new(const root_t *root, unsigned type, int rank, uint32_t seq,
-                          const void *p1, size_t l1, const void *p2, size_t l2)
+static out_buf_t *out_new(const root_t *root, unsigned type, int rank, uint32_t seq, const void *p1,
+                          size_t l1, const void *p2, size_t l2)
 {
     out_buf_t *b = malloc(sizeof(*b) + HDR_BYTES + l1 + l2);
 
@@ -641,8 +646,7 @@ static void conn_drop(conn_t *c)
     c->body = NULL;
 }
 
-static void root_abort(root_t *root, weft_status_t status, const char *fmt, ...)
-    WEFT_PRINTF(3, 4);
+static void root_abort(root_t *root, weft_status_t status, const char *fmt, ...) WEFT_PRINTF(3, 4);
 static void conn_lost(root_t *root, conn_t *c, const char *why);
 
 /* Queue b (NULL: allocation failed) on c, taking a reference. */
@@ -741,8 +745,7 @@ static void root_abort(root_t *root, weft_status_t status, const char *fmt, ...)
     weft__log_error("tcp bootstrap root %s: aborting the job: %s", root->name, root->abort_msg);
     put32(st, (uint32_t)status);
     root_broadcast(root,
-                   out_new(root, MSG_ABORT, -1, 0, st, 4, root->abort_msg,
-                           strlen(root->abort_msg)),
+                   out_new(root, MSG_ABORT, -1, 0, st, 4, root->abort_msg, strlen(root->abort_msg)),
                    NULL);
     if (root->host_seen_left && root->linger_deadline_ns > weft__time_ns() + ABORT_LINGER_NS) {
         root->linger_deadline_ns = weft__time_ns() + ABORT_LINGER_NS;
@@ -781,8 +784,8 @@ static void conn_lost(root_t *root, conn_t *c, const char *why)
     if (c->rank >= 0 && root->state[c->rank] == RANK_LIVE && root->by_rank[c->rank] == c) {
         rank_failed(root, c->rank, why);
     } else if (c->closing == 0) {
-        weft__log_debug("tcp bootstrap root %s: connection from %s ended: %s", root->name,
-                        c->name, why);
+        weft__log_debug("tcp bootstrap root %s: connection from %s ended: %s", root->name, c->name,
+                        why);
     }
     conn_drop(c);
 }
@@ -840,7 +843,7 @@ static void root_hello(root_t *root, conn_t *c)
         reply_abort(root, c, root->abort_status, root->abort_msg);
         return;
     }
-    if (nranks < 1 || rank < 0 || rank >= nranks) {
+    if (nranks < 1 || nranks > WEFT_TCP_MAX_RANKS || rank < 0 || rank >= nranks) {
         snprintf(msg, sizeof(msg), "rank %d of %d ranks (pid %u on %s) is out of range", rank,
                  nranks, c->pid, c->host);
         weft__log_warn("tcp bootstrap root %s: %s", root->name, msg);
@@ -884,9 +887,9 @@ static void root_hello(root_t *root, conn_t *c)
     }
     if (root->state[rank] != RANK_ABSENT) {
         other = root->by_rank[rank];
-        snprintf(msg, sizeof(msg), "rank %d registered twice: pid %u on %s, and pid %u on %s",
-                 rank, other != NULL ? other->pid : 0, other != NULL ? other->host : "?",
-                 c->pid, c->host);
+        snprintf(msg, sizeof(msg), "rank %d registered twice: pid %u on %s, and pid %u on %s", rank,
+                 other != NULL ? other->pid : 0, other != NULL ? other->host : "?", c->pid,
+                 c->host);
         reply_abort(root, c, WEFT_ERR_BOOTSTRAP, msg);
         root_abort(root, WEFT_ERR_BOOTSTRAP, "%s", msg);
         return;
@@ -912,14 +915,16 @@ static void root_collective(root_t *root, conn_t *c)
         return; /* the rank has the abort notice, or will read it before a result */
     }
     if (!root->welcomed || c->f.seq != root->seq + 1) {
-        root_abort(root, WEFT_ERR_BOOTSTRAP, "rank %d sent %s #%u while the job was at op #%u",
-                   r, what, c->f.seq, root->seq + 1);
+        root_abort(root, WEFT_ERR_BOOTSTRAP, "rank %d sent %s #%u while the job was at op #%u", r,
+                   what, c->f.seq, root->seq + 1);
         return;
     }
     if (root->op_type == 0) {
         if ((uint64_t)root->nranks * c->f.len > WEFT_TCP_MAX_PAYLOAD) {
-            root_abort(root, WEFT_ERR_BOOTSTRAP, "rank %d: allgather of %d x %llu bytes is over "
-                       "the 64 MiB limit", r, root->nranks, (unsigned long long)c->f.len);
+            root_abort(root, WEFT_ERR_BOOTSTRAP,
+                       "rank %d: allgather of %d x %llu bytes is over "
+                       "the 64 MiB limit",
+                       r, root->nranks, (unsigned long long)c->f.len);
             return;
         }
         root->op_buf = malloc((size_t)(root->nranks * c->f.len) + 1);
@@ -976,8 +981,8 @@ static void root_release(root_t *root, conn_t *c)
  * cannot complete, and the others learn why rather than that it vanished. */
 static void root_giveup(root_t *root, conn_t *c)
 {
-    root_abort(root, wire_status(get32(c->body)), "rank %d (pid %u on %s) gave up: %.*s", c->rank, c->pid, c->host,
-               (int)(c->f.len - 4), (const char *)c->body + 4);
+    root_abort(root, wire_status(get32(c->body)), "rank %d (pid %u on %s) gave up: %.*s", c->rank,
+               c->pid, c->host, (int)(c->f.len - 4), (const char *)c->body + 4);
     root->state[c->rank] = RANK_RELEASED;
     root->by_rank[c->rank] = NULL;
     conn_drop(c);
@@ -1111,8 +1116,8 @@ static void root_accept(root_t *root, uint64_t now)
     for (;;) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        int fd = accept4(root->listen_fd, (struct sockaddr *)&ss, &sl,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd =
+            accept4(root->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         conn_t *c;
 
         if (fd < 0) {
@@ -1253,8 +1258,8 @@ static void *root_main(void *arg)
     for (;;) {
         uint64_t now = weft__time_ns();
         uint64_t next = root_sweep(root, now);
-        int waiting = !root->aborted && ((!root->welcomed && root->registered > 0) ||
-                                         root->op_type != 0);
+        int waiting =
+            !root->aborted && ((!root->welcomed && root->registered > 0) || root->op_type != 0);
         int npfd = root->nconns + 2, n;
 
         if (waiting && root->report_dirty) {
@@ -1360,6 +1365,7 @@ weft_status_t weft__tcp_id_create(const char *bind_addr, weft_tcp_id_t *id)
     if (root == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "tcp bootstrap: cannot allocate the root");
     }
+    root->pid = getpid();
     root->host_rank = -1;
     root->conns_cap = 8;
     root->conns = calloc((size_t)root->conns_cap, sizeof(*root->conns));
@@ -1372,8 +1378,8 @@ weft_status_t weft__tcp_id_create(const char *bind_addr, weft_tcp_id_t *id)
         ssize_t n = getrandom(root->token + got, (size_t)(TOKEN_BYTES - got), 0);
 
         if (n < 0 && errno != EINTR) {
-            status = weft__error(WEFT_ERR_BOOTSTRAP, "tcp bootstrap: getrandom: %s",
-                                 strerror(errno));
+            status =
+                weft__error(WEFT_ERR_BOOTSTRAP, "tcp bootstrap: getrandom: %s", strerror(errno));
             goto err_free_root;
         }
         got += n > 0 ? n : 0;
@@ -1385,8 +1391,8 @@ weft_status_t weft__tcp_id_create(const char *bind_addr, weft_tcp_id_t *id)
     }
     sa_name((struct sockaddr *)&ss, root->name, sizeof(root->name));
     if (bind(root->listen_fd, (struct sockaddr *)&ss,
-             ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                      : sizeof(struct sockaddr_in)) != 0 ||
+             ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) !=
+            0 ||
         listen(root->listen_fd, SOMAXCONN) != 0 ||
         getsockname(root->listen_fd, (struct sockaddr *)&ss, &sl) != 0) {
         status = weft__error(WEFT_ERR_BOOTSTRAP, "tcp bootstrap: cannot listen on %s: %s",
@@ -1431,7 +1437,7 @@ static root_t *root_attach(const unsigned char *token, int rank)
 
     pthread_mutex_lock(&registry_lock);
     for (root = registry; root != NULL; root = root->next) {
-        if (token_equal(root->token, token) && !root->host_left) {
+        if (root->pid == getpid() && token_equal(root->token, token) && !root->host_left) {
             root->local_refs++;
             if (root->host_rank < 0) {
                 root->host_rank = rank;
@@ -1669,8 +1675,8 @@ static void *reader_main(void *arg)
         if (ctx->releasing) {
             used = r != 0 ? -1 : 0;
         } else if (truncated || r < 0) {
-            ctx_set_err(ctx, WEFT_ERR_BOOTSTRAP, "connection to the root at %s: %s",
-                        ctx->root_name, truncated ? "message truncated" : strerror(err));
+            ctx_set_err(ctx, WEFT_ERR_BOOTSTRAP, "connection to the root at %s: %s", ctx->root_name,
+                        truncated ? "message truncated" : strerror(err));
             used = -1;
         } else if (r == 1 && ctx->welcomed) {
             ctx_set_failed(ctx, ctx->root_rank);
@@ -1682,8 +1688,8 @@ static void *reader_main(void *arg)
                         ctx->root_name);
             used = -1;
         } else if (why != NULL) {
-            weft__log_error("tcp bootstrap: bad message from the root at %s: %s",
-                            ctx->root_name, why);
+            weft__log_error("tcp bootstrap: bad message from the root at %s: %s", ctx->root_name,
+                            why);
             ctx_set_err(ctx, WEFT_ERR_BOOTSTRAP, "bad message from the root at %s: %s",
                         ctx->root_name, why);
             used = -1;
@@ -1757,8 +1763,8 @@ static void ctx_missing(const tcp_ctx_t *ctx, uint32_t seq, char *buf, size_t le
         return;
     }
     absent = total - (int)ctx->report_arrived;
-    off = (size_t)snprintf(buf, len, "%u of %d arrived; missing rank%s", ctx->report_arrived,
-                           total, absent > 1 ? "s" : "");
+    off = (size_t)snprintf(buf, len, "%u of %d arrived; missing rank%s", ctx->report_arrived, total,
+                           absent > 1 ? "s" : "");
     for (uint32_t i = 0; i < ctx->report_listed && off < len; i++) {
         off += (size_t)snprintf(buf + off, len - off, "%s %u", i > 0 ? "," : "",
                                 ctx->report_missing[i]);
@@ -1768,8 +1774,8 @@ static void ctx_missing(const tcp_ctx_t *ctx, uint32_t seq, char *buf, size_t le
     }
 }
 
-static weft_status_t ctx_connect(tcp_ctx_t *ctx, const struct sockaddr_storage *ss,
-                                 socklen_t sl, uint64_t deadline_ns)
+static weft_status_t ctx_connect(tcp_ctx_t *ctx, const struct sockaddr_storage *ss, socklen_t sl,
+                                 uint64_t deadline_ns)
 {
     uint64_t backoff_ns = 10 * MS_NS;
     int err = ETIMEDOUT;
@@ -1783,9 +1789,8 @@ static weft_status_t ctx_connect(tcp_ctx_t *ctx, const struct sockaddr_storage *
             return weft__error(WEFT_ERR_BOOTSTRAP, "tcp bootstrap: socket: %s", strerror(errno));
         }
         err = 0;
-        if (connect(fd, (const struct sockaddr *)ss, sl) != 0 && errno != EINPROGRESS) {
-            err = errno;
-        } else if (errno == EINPROGRESS) {
+        if (connect(fd, (const struct sockaddr *)ss, sl) != 0 && (err = errno) == EINPROGRESS) {
+            err = 0;
             r = wait_fd(fd, POLLOUT, deadline_ns);
             if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
                 err = errno;
@@ -1834,8 +1839,7 @@ static const char *last_error_text(weft_status_t status)
     const char *msg = weft_last_error();
     size_t n = strlen(weft_status_string(status));
 
-    return strncmp(msg, weft_status_string(status), n) == 0 && msg[n] == ':' ? msg + n + 2
-                                                                              : msg;
+    return strncmp(msg, weft_status_string(status), n) == 0 && msg[n] == ':' ? msg + n + 2 : msg;
 }
 
 /* Register and wait for every rank; on failure tell the root why this rank
@@ -1888,7 +1892,8 @@ weft_status_t weft__tcp_boot_create(const weft_tcp_id_t *id, int nranks, int ran
     weft_status_t status;
     tcp_ctx_t *ctx;
 
-    if (id == NULL || ctx_p == NULL || nranks < 1 || rank < 0 || rank >= nranks) {
+    if (id == NULL || ctx_p == NULL || nranks < 1 || nranks > WEFT_TCP_MAX_RANKS || rank < 0 ||
+        rank >= nranks) {
         return weft__error(WEFT_ERR_INVALID_ARG, "tcp bootstrap: rank %d of %d ranks%s", rank,
                            nranks, id == NULL || ctx_p == NULL ? ", NULL argument" : "");
     }
@@ -1916,8 +1921,7 @@ weft_status_t weft__tcp_boot_create(const weft_tcp_id_t *id, int nranks, int ran
         goto err_detach;
     }
     WEFT_CHECK_GOTO(ctx_register(ctx, deadline_ns), err_close);
-    weft__log_debug("tcp bootstrap: rank %d of %d joined through %s", rank, nranks,
-                    ctx->root_name);
+    weft__log_debug("tcp bootstrap: rank %d of %d joined through %s", rank, nranks, ctx->root_name);
     *ctx_p = ctx;
     return WEFT_OK;
 
@@ -1982,9 +1986,8 @@ static weft_status_t tcp_collective(tcp_ctx_t *ctx, unsigned type, const void *b
                     r == -1 ? "failed" : "timed out");
     } else if (status == WEFT_OK && ctx->result_len != total) {
         status = weft__error(WEFT_ERR_BOOTSTRAP,
-                             "tcp bootstrap: %s #%u: the root sent %llu bytes, expected %llu",
-                             what, seq, (unsigned long long)ctx->result_len,
-                             (unsigned long long)total);
+                             "tcp bootstrap: %s #%u: the root sent %llu bytes, expected %llu", what,
+                             seq, (unsigned long long)ctx->result_len, (unsigned long long)total);
         ctx_set_err(ctx, WEFT_ERR_BOOTSTRAP, "unusable after a bad result");
     } else if (status == WEFT_OK && total > 0) {
         memcpy(out, ctx->result, total);
@@ -2041,4 +2044,5 @@ const weft_bootstrap_ops_t weft__tcp_boot_ops = {
     .allgather = tcp_allgather,
     .barrier = tcp_barrier,
     .release = tcp_release,
+    .failed_rank = weft__tcp_boot_failed_rank,
 };

@@ -24,6 +24,19 @@
  *    7  u8  0                  8  u16 root port     10  u16 0
  *   12  u32 IPv6 scope id     16  16 bytes root address (IPv4: first 4)
  *   32  16 bytes job token    48  zero up to 128
+ *
+ * Wire format: every message is a 40-byte header, then len payload bytes.
+ *    0  u32 magic "WFTF"       4  u16 version (1)    6  u16 type
+ *    8  i32 rank              12  u32 op sequence   16  u64 len
+ *   24  16 bytes job token
+ * Types (rank -> root): 1 HELLO {u32 nranks, u32 pid, 64 bytes host name},
+ * 3 ALLGATHER {blob}, 4 BARRIER {}, 9 RELEASE {}, 8 ABORT {i32 status,
+ * text} (a rank gives up registering). (root -> rank): 2 WELCOME {u32
+ * nranks, i32 rank of the root's process}, 5 RESULT {nranks blobs}, 6
+ * PENDING {u32 arrived, u32 k, k x u32 missing rank}, 7 FAILED {} (rank:
+ * the failed one), 8 ABORT {i32 status, text}. Payloads are capped at
+ * WEFT_TCP_MAX_PAYLOAD; a message that breaks these rules ends the
+ * connection (a stranger's) or the job (a rank's, or the root's).
  */
 #ifndef WEFT_BOOTSTRAP_TCP_H
 #define WEFT_BOOTSTRAP_TCP_H
@@ -35,6 +48,8 @@
 #define WEFT_TCP_ID_STRLEN (2 * WEFT_TCP_ID_BYTES)
 /* Largest payload of one message, so the largest allgather result. */
 #define WEFT_TCP_MAX_PAYLOAD (64u << 20)
+/* Most ranks in one job. */
+#define WEFT_TCP_MAX_RANKS (1 << 20)
 /* How long the root waits for the other ranks to release once every context
  * of its own process has been released. */
 #define WEFT_TCP_LINGER_S 30
@@ -64,11 +79,12 @@ weft_status_t weft__tcp_boot_create(const weft_tcp_id_t *id, int nranks, int ran
                                     uint64_t deadline_ns, void **ctx_p);
 
 /*
- * A rank of the job whose process failed (its connection to the root closed
- * without a release), or -1. Never blocks: one atomic load. If the root's
- * process fails, this returns the rank of the context the root's process
- * registered first (the id creator, rank 0 by convention). The first failure
- * seen is reported; it does not change afterwards.
+ * Also weft__tcp_boot_ops.failed_rank. A rank of the job whose process
+ * failed (its connection to the root closed without a release), or -1. Never
+ * blocks: one atomic load. If the root's process fails, this returns the
+ * rank that process registered first (the id creator, rank 0 by convention;
+ * 0 if the creator registered no rank). The first failure seen is reported;
+ * it does not change afterwards.
  */
 int weft__tcp_boot_failed_rank(void *ctx);
 

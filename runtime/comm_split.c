@@ -1,0 +1,261 @@
+/*
+ * weft_comm_split and weft_comm_dup.
+ *
+ * A child communicator talks through its parent's transport endpoint: its
+ * ops translate child ranks into parent ranks and pass everything else
+ * through. Messages never cross-match between parent and child because every
+ * tag carries the communicator id, which the members agree on during the
+ * split: each process proposes the next id it has never used, and the
+ * members of a color take the largest proposal among them, so the id is
+ * new to every member. The child holds a reference on its parent, so
+ * destroying the parent first is safe. Parent and children share one
+ * endpoint: drive them from one thread at a time.
+ */
+#include "coll/coll.h"
+#include "runtime/init.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* Ids 0..: world communicators use 0; children take ids from here. */
+static atomic_uint next_comm_id = 1;
+
+typedef struct map_ep {
+    weft_comm_t parent;
+    int size;
+    int map[]; /* child rank -> parent rank */
+} map_ep_t;
+
+static weft_status_t map_isend(void *ep_, int peer, const void *buf, size_t bytes,
+                               weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p)
+{
+    map_ep_t *ep = ep_;
+
+    if (peer < 0 || peer >= ep->size) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "send to rank %d of %d", peer, ep->size);
+    }
+    return ep->parent->p2p->isend(ep->parent->p2p_ep, ep->map[peer], buf, bytes, memtype, tag,
+                                  req_p);
+}
+
+static weft_status_t map_irecv(void *ep_, int peer, void *buf, size_t bytes,
+                               weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p)
+{
+    map_ep_t *ep = ep_;
+
+    if (peer < 0 || peer >= ep->size) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "receive from rank %d of %d", peer, ep->size);
+    }
+    return ep->parent->p2p->irecv(ep->parent->p2p_ep, ep->map[peer], buf, bytes, memtype, tag,
+                                  req_p);
+}
+
+static weft_status_t map_test(void *ep_, weft_p2p_req_t *req, int *done_p)
+{
+    map_ep_t *ep = ep_;
+
+    return ep->parent->p2p->test(ep->parent->p2p_ep, req, done_p);
+}
+
+static void map_cancel(void *ep_, weft_p2p_req_t *req)
+{
+    map_ep_t *ep = ep_;
+
+    ep->parent->p2p->cancel(ep->parent->p2p_ep, req);
+}
+
+static int map_progress(void *ep_)
+{
+    map_ep_t *ep = ep_;
+
+    return ep->parent->p2p->progress(ep->parent->p2p_ep);
+}
+
+static void map_idle_wait(void *ep_, uint64_t max_ns)
+{
+    map_ep_t *ep = ep_;
+
+    ep->parent->p2p->idle_wait(ep->parent->p2p_ep, max_ns);
+}
+
+static void map_ep_release(void *ep_)
+{
+    map_ep_t *ep = ep_;
+
+    weft__comm_put(ep->parent);
+    free(ep);
+}
+
+static const weft_pt2pt_ops_t map_ops = {
+    .name = "split",
+    .isend = map_isend,
+    .irecv = map_irecv,
+    .test = map_test,
+    .cancel = map_cancel,
+    .progress = map_progress,
+    .idle_wait = map_idle_wait,
+    .ep_release = map_ep_release,
+};
+
+/* The child's bootstrap: its own collectives, and the parent's liveness. */
+typedef struct child_boot {
+    weft_comm_t self;
+    map_ep_t *ep;
+} child_boot_t;
+
+static weft_status_t child_allgather(void *ctx_, const void *blob, void *blobs, size_t bytes,
+                                     uint64_t deadline_ns)
+{
+    child_boot_t *ctx = ctx_;
+
+    (void)deadline_ns; /* the collective has WEFT_TIMEOUT itself */
+    return weft_allgather(blob, blobs, bytes, WEFT_UINT8, ctx->self);
+}
+
+static weft_status_t child_barrier(void *ctx_, uint64_t deadline_ns)
+{
+    child_boot_t *ctx = ctx_;
+    unsigned char one = 1;
+
+    (void)deadline_ns;
+    return weft_allreduce(WEFT_IN_PLACE, &one, 1, WEFT_UINT8, WEFT_MAX, ctx->self);
+}
+
+static void child_release(void *ctx)
+{
+    free(ctx);
+}
+
+static int child_failed_rank(void *ctx_)
+{
+    child_boot_t *ctx = ctx_;
+    weft_comm_t parent = ctx->ep->parent;
+    int failed;
+
+    if (parent->boot->failed_rank == NULL ||
+        (failed = parent->boot->failed_rank(parent->boot_ctx)) < 0) {
+        return -1;
+    }
+    for (int r = 0; r < ctx->ep->size; r++) {
+        if (ctx->ep->map[r] == failed) {
+            return r;
+        }
+    }
+    return -1;
+}
+
+static const weft_bootstrap_ops_t child_boot_ops = {
+    .name = "split",
+    .allgather = child_allgather,
+    .barrier = child_barrier,
+    .release = child_release,
+    .failed_rank = child_failed_rank,
+};
+
+typedef struct member {
+    int64_t key;
+    int rank;
+} member_t;
+
+static int member_cmp(const void *a, const void *b)
+{
+    const member_t *x = a, *y = b;
+
+    if (x->key != y->key) {
+        return x->key < y->key ? -1 : 1;
+    }
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out)
+{
+    int64_t mine[3], *all;
+    member_t *members;
+    map_ep_t *ep;
+    child_boot_t *boot;
+    int n = 0, newrank = -1;
+    uint32_t id = 0;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = weft__check_initialized("weft_comm_split");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = weft__comm_check(comm, "weft_comm_split: comm");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (out == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_split: out is NULL");
+    }
+    all = malloc(sizeof(int64_t) * 3 * (size_t)comm->size);
+    members = malloc(sizeof(member_t) * (size_t)comm->size);
+    if (all == NULL || members == NULL) {
+        free(all);
+        free(members);
+        return weft__error(WEFT_ERR_NO_MEMORY, "weft_comm_split of %d ranks", comm->size);
+    }
+    mine[0] = color;
+    mine[1] = key;
+    mine[2] = atomic_load(&next_comm_id);
+    status = weft_allgather(mine, all, 3, WEFT_INT64, comm);
+    if (status != WEFT_OK || color < 0) {
+        free(all);
+        free(members);
+        if (status == WEFT_OK) {
+            *out = NULL; /* not a member of any new communicator */
+        }
+        return status;
+    }
+    for (int r = 0; r < comm->size; r++) {
+        if (all[3 * r] == color) {
+            members[n].key = all[3 * r + 1];
+            members[n].rank = r;
+            id = (uint32_t)all[3 * r + 2] > id ? (uint32_t)all[3 * r + 2] : id;
+            n++;
+        }
+    }
+    free(all);
+    qsort(members, (size_t)n, sizeof(*members), member_cmp);
+    /* never hand out this id again in this process */
+    for (unsigned cur = atomic_load(&next_comm_id);
+         cur <= id && !atomic_compare_exchange_weak(&next_comm_id, &cur, id + 1);) {
+    }
+    ep = malloc(sizeof(*ep) + sizeof(int) * (size_t)n);
+    boot = calloc(1, sizeof(*boot));
+    if (ep == NULL || boot == NULL) {
+        free(ep);
+        free(boot);
+        free(members);
+        return weft__error(WEFT_ERR_NO_MEMORY, "weft_comm_split of %d ranks", comm->size);
+    }
+    ep->parent = comm;
+    ep->size = n;
+    for (int i = 0; i < n; i++) {
+        ep->map[i] = members[i].rank;
+        newrank = members[i].rank == comm->rank ? i : newrank;
+    }
+    free(members);
+    boot->ep = ep;
+    weft__comm_get(comm);
+    status = weft__comm_create(newrank, n, id, &map_ops, ep, &child_boot_ops, boot, out);
+    if (status != WEFT_OK) {
+        map_ep_release(ep);
+        child_release(boot);
+        return status;
+    }
+    boot->self = *out;
+    weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
+    return WEFT_OK;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out)
+{
+    weft_status_t status = weft__comm_check(comm, "weft_comm_dup: comm");
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    return weft_comm_split(comm, 0, comm->rank, out);
+}
