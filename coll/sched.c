@@ -6,6 +6,8 @@
  */
 #include "coll/sched.h"
 
+#include "coll/coll.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +36,8 @@ typedef struct edge {
 } edge_t;
 
 typedef struct scratch {
-    struct scratch *next;
-    max_align_t data[];
+    void *buf;
+    size_t cap;
 } scratch_t;
 
 struct weft_sched {
@@ -55,22 +57,57 @@ struct weft_sched {
     int nedges;
     int cap_edges;
     int *succ;
+    int cap_succ;
 
     int *ready; /* stack of task indices */
     int nready;
     int *active; /* posted send/recv */
     int nactive;
+    int cap_index; /* of ready and active */
     int ndone;
 
-    scratch_t *scratch;
+    scratch_t *scratch; /* blocks kept across reuse; the first nscratch are in use */
+    int nscratch;
+    int cap_scratch;
 };
+
+/*
+ * A communicator keeps its last finished schedule (arrays, scratch blocks)
+ * for the next operation, so that a small collective allocates nothing.
+ */
+static void sched_free(weft_sched_t *s)
+{
+    for (int i = 0; i < s->cap_scratch; i++) {
+        free(s->scratch[i].buf);
+    }
+    free(s->scratch);
+    free(s->tasks);
+    free(s->edges);
+    free(s->succ);
+    free(s->ready);
+    free(s->active);
+    free(s);
+}
+
+void weft__sched_cache_release(weft_comm_t comm)
+{
+    if (comm->sched_cache != NULL) {
+        sched_free(comm->sched_cache);
+        comm->sched_cache = NULL;
+    }
+}
 
 weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p)
 {
-    weft_sched_t *s = calloc(1, sizeof(*s));
+    weft_sched_t *s = comm->sched_cache;
 
-    if (s == NULL) {
+    if (s != NULL) {
+        comm->sched_cache = NULL;
+        s->started = 0;
+        s->ntasks = s->nedges = s->nready = s->nactive = s->ndone = s->nscratch = 0;
+        s->step = 0;
+    } else if ((s = calloc(1, sizeof(*s))) == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a schedule");
     }
     s->comm = comm;
@@ -108,18 +145,11 @@ void weft__sched_destroy(weft_sched_t *s)
         return;
     }
     cancel_active(s);
-    while (s->scratch != NULL) {
-        scratch_t *next = s->scratch->next;
-
-        free(s->scratch);
-        s->scratch = next;
+    if (s->comm->sched_cache == NULL) {
+        s->comm->sched_cache = s;
+        return;
     }
-    free(s->tasks);
-    free(s->edges);
-    free(s->succ);
-    free(s->ready);
-    free(s->active);
-    free(s);
+    sched_free(s);
 }
 
 void weft__sched_step(weft_sched_t *s, const char *phase, int step)
@@ -272,15 +302,34 @@ void *weft__sched_scratch(weft_sched_t *s, size_t bytes)
     if (s->status != WEFT_OK) {
         return NULL;
     }
-    sc = malloc(sizeof(*sc) + (bytes ? bytes : 1));
-    if (sc == NULL) {
-        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
-                                        bytes));
-        return NULL;
+    if (s->nscratch == s->cap_scratch) {
+        scratch_t *p = realloc(s->scratch, (size_t)(s->cap_scratch + 4) * sizeof(*p));
+
+        if (p == NULL) {
+            weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot track scratch memory"));
+            return NULL;
+        }
+        for (int i = s->cap_scratch; i < s->cap_scratch + 4; i++) {
+            p[i].buf = NULL;
+            p[i].cap = 0;
+        }
+        s->scratch = p;
+        s->cap_scratch += 4;
     }
-    sc->next = s->scratch;
-    s->scratch = sc;
-    return sc->data;
+    sc = &s->scratch[s->nscratch];
+    if (sc->cap < bytes || sc->buf == NULL) {
+        free(sc->buf);
+        sc->cap = 0;
+        sc->buf = malloc(bytes ? bytes : 1);
+        if (sc->buf == NULL) {
+            weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY,
+                                            "cannot allocate %zu bytes of scratch", bytes));
+            return NULL;
+        }
+        sc->cap = bytes;
+    }
+    s->nscratch++;
+    return sc->buf;
 }
 
 size_t weft__sched_num_tasks(const weft_sched_t *s)
@@ -293,10 +342,19 @@ weft_status_t weft__sched_start(weft_sched_t *s)
     if (s->status != WEFT_OK) {
         return s->status;
     }
-    s->succ = malloc((size_t)(s->nedges ? s->nedges : 1) * sizeof(int));
-    s->ready = malloc((size_t)(s->ntasks ? s->ntasks : 1) * sizeof(int));
-    s->active = malloc((size_t)(s->ntasks ? s->ntasks : 1) * sizeof(int));
-    if (s->succ == NULL || s->ready == NULL || s->active == NULL) {
+    if (s->nedges > s->cap_succ) {
+        free(s->succ);
+        s->succ = malloc((size_t)s->nedges * sizeof(int));
+        s->cap_succ = s->succ != NULL ? s->nedges : 0;
+    }
+    if (s->ntasks > s->cap_index) {
+        free(s->ready);
+        free(s->active);
+        s->ready = malloc((size_t)s->ntasks * sizeof(int));
+        s->active = malloc((size_t)s->ntasks * sizeof(int));
+        s->cap_index = s->ready != NULL && s->active != NULL ? s->ntasks : 0;
+    }
+    if (s->cap_succ < s->nedges || s->cap_index < s->ntasks) {
         return weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot start a schedule"));
     }
     for (int e = 0; e < s->nedges; e++) {
@@ -487,6 +545,7 @@ weft_status_t weft__sched_run(weft_sched_t *s)
     weft_status_t status = weft__sched_start(s);
     uint64_t start = weft__time_ns();
     uint64_t deadline = weft__deadline_ns();
+    uint64_t spin_ns = (uint64_t)weft__coll_config.spin_us * 1000, idle_since = 0;
     int idle = 0;
     int done = 0;
 
@@ -504,8 +563,11 @@ weft_status_t weft__sched_run(weft_sched_t *s)
             idle = 0;
             continue;
         }
-        if (++idle < 64) {
+        if (++idle % 64 != 0) {
             continue;
+        }
+        if (idle == 64) {
+            idle_since = weft__time_ns();
         }
         status = weft__comm_health(s->comm);
         if (status != WEFT_OK) {
@@ -525,6 +587,10 @@ weft_status_t weft__sched_run(weft_sched_t *s)
             s->status = status;
             return status;
         }
-        s->comm->p2p->idle_wait(s->comm->p2p_ep, 1000000);
+        /* busy-poll a while (lowest latency), then let the transport sleep
+         * until something arrives (oversubscribed ranks need the CPU) */
+        if (weft__time_ns() - idle_since >= spin_ns) {
+            s->comm->p2p->idle_wait(s->comm->p2p_ep, 1000000);
+        }
     }
 }

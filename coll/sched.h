@@ -39,7 +39,11 @@ typedef struct weft_sched weft_sched_t;
  * schedules for one communicator in the same order). */
 weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p);
+/* Cancels what is outstanding; the communicator may keep the memory for its
+ * next schedule. */
 void weft__sched_destroy(weft_sched_t *s);
+/* Free the schedule a communicator keeps (when the communicator goes). */
+void weft__sched_cache_release(weft_comm_t comm);
 
 /* Diagnostic label of the tasks added from now on ("step" of the algorithm). */
 void weft__sched_step(weft_sched_t *s, const char *phase, int step);

@@ -16,6 +16,10 @@ static const weft_config_entry_t coll_entries[] = {
      "bytes per fragment in ring algorithms: fragments of a block move and reduce "
      "independently, so smaller fragments overlap more but cost more messages",
      weft__config_parse_size, offsetof(weft_coll_config_t, ring_frag_size)},
+    {"SPIN_US", "50",
+     "microseconds a waiting collective busy-polls before it lets the transport sleep until a "
+     "message arrives; 0 sleeps at once (best when ranks outnumber cores)",
+     weft__config_parse_int, offsetof(weft_coll_config_t, spin_us)},
 };
 
 static const char *coll_values[sizeof(coll_entries) / sizeof(coll_entries[0])];

@@ -1,5 +1,6 @@
 /* Communicator objects: creation, checks, destruction with tombstones. */
 #include "runtime/comm.h"
+#include "coll/sched.h"
 #include "runtime/config.h"
 #include "runtime/init.h"
 
@@ -84,6 +85,7 @@ void weft__comm_put(weft_comm_t comm)
     if (atomic_fetch_sub(&comm->refs, 1) != 1) {
         return;
     }
+    weft__sched_cache_release(comm);
     comm->p2p->ep_release(comm->p2p_ep);
     comm->boot->release(comm->boot_ctx);
     comm->p2p_ep = NULL;
