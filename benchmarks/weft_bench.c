@@ -4,8 +4,9 @@
  *   mpirun -np 4 weft_bench [options] allreduce|allgather|reduce_scatter
  *
  *   -b BYTES  smallest message (default 8)      -e BYTES  largest (default 64m)
- *   -f N      size multiplication factor (2)    -n N      timed iterations (20)
- *   -w N      warm-up iterations (5)            -d DTYPE  float32 (default), float64,
+ *   -f N      size multiplication factor (2)    -n N      timed iterations (default:
+ *             1000 up to 64 KiB, 100 up to 4 MiB, 20 above, as OSU does for small/large)
+ *   -w N      warm-up iterations (default n/10) -d DTYPE  float32 (default), float64,
  *             int32, int64, int8, uint8, uint32, uint64, float16, bfloat16
  *   -o OP     sum (default), prod, min, max, avg, band, bor, bxor, land, lor, lxor
  *   --algo NAME   force weft's algorithm (sets WEFT_TUNE for this collective)
@@ -274,7 +275,7 @@ static void parse(int argc, char **argv, options_t *o)
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
 
-    *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, 20, 5, WEFT_FLOAT32, WEFT_SUM, NULL,
+    *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, -1, -1, WEFT_FLOAT32, WEFT_SUM, NULL,
                      0, 0, 0, FORMAT_OSU};
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -328,8 +329,9 @@ static void parse(int argc, char **argv, options_t *o)
         }
         o->coll = (coll_t)k;
     }
-    if (o->factor < 2 || o->iters < 1 || o->warmup < 0 || o->min_bytes > o->max_bytes) {
-        die("%s", "bad -f/-n/-w/-b/-e");
+    if (o->factor < 2 || o->iters == 0 || o->iters < -1 || o->warmup < -1 ||
+        o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
+        die("%s", "bad -f/-n/-w/-b/-e (-b must be at least 1 byte)");
     }
     if (o->vs_mpi && (mpi_dtype(o->dtype) == MPI_DATATYPE_NULL || mpi_op(o->op) == MPI_OP_NULL)) {
         die("--vs-mpi: MPI has no equivalent of this dtype/op (%s)", "float16, bfloat16, avg");
@@ -341,9 +343,9 @@ static void header(const options_t *o)
     if (rank != 0) {
         return;
     }
-    printf("# weft_bench %s: %d ranks, dtype %s, op %s, %d iterations, %d warm-up%s%s%s\n",
-           coll_names[o->coll], nranks, weft_dtype_name(o->dtype), weft_op_name(o->op), o->iters,
-           o->warmup, o->in_place ? ", in place" : "", o->algo ? ", algorithm " : "",
+    printf("# weft_bench %s: %d ranks, dtype %s, op %s, iterations %s, warm-up %s%s%s%s\n",
+           coll_names[o->coll], nranks, weft_dtype_name(o->dtype), weft_op_name(o->op),
+           o->iters < 0 ? "by size" : "as given", o->warmup < 0 ? "n/10" : "as given", o->in_place ? ", in place" : "", o->algo ? ", algorithm " : "",
            o->algo ? o->algo : "");
     switch (o->format) {
     case FORMAT_OSU:
@@ -389,6 +391,8 @@ int main(int argc, char **argv)
     header(&o);
     size_t es = weft_dtype_size(o.dtype);
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (size_t)o.factor) {
+        int iters = o.iters > 0 ? o.iters : bytes <= (64u << 10) ? 1000 : bytes <= (4u << 20) ? 100 : 20;
+        int warmup = o.warmup >= 0 ? o.warmup : iters / 10;
         bufs_t b;
         double t_weft = 0, t_mpi = 0, t;
         long wrong = 0;
@@ -403,7 +407,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "weft_bench: out of memory at %zu bytes\n", bytes);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        for (int it = -o.warmup; it < o.iters; it++) {
+        for (int it = -warmup; it < iters; it++) {
             weft_status_t status;
 
             fill(&o, &b, it);
@@ -441,7 +445,7 @@ int main(int argc, char **argv)
         MPI_Reduce(&t_mpi, &tm, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) {
-            double us = tw / o.iters * 1e6, mus = tm / o.iters * 1e6;
+            double us = tw / iters * 1e6, mus = tm / iters * 1e6;
             size_t total = o.coll == COLL_ALLREDUCE ? bytes : bytes * (size_t)nranks;
             double algbw = us > 0 ? (double)total / us / 1e3 : 0; /* GB/s */
             double busbw = algbw * bus_factor(o.coll);

@@ -15,16 +15,24 @@
  * receiver matches tag | source with a full mask. Communicators are therefore
  * limited to 2^16 ranks.
  *
- * Failure: endpoints use UCP_ERR_HANDLING_MODE_PEER. When UCX reports a peer
- * as failed (keepalive, connection reset), every pending and later send to
- * it and receive from it completes with WEFT_ERR_PEER_FAILED, in every
- * communicator; other peers are unaffected. Because the endpoint is created
- * on the first receive too, a peer that we only receive from is monitored as
- * well. Unless the user set them, the context enables keepalive every
- * WEFT_UCX_KEEPALIVE_INTERVAL and lets the shared-memory transports claim
- * peer-failure support (UCX_MM_ERROR_HANDLING), which UCX 1.13 leaves off:
- * without it an endpoint with error handling falls back from shared memory
- * to TCP over loopback.
+ * Failure: endpoints use UCP_ERR_HANDLING_MODE_PEER. When a peer is found
+ * dead, every pending and later send to it and receive from it completes
+ * with WEFT_ERR_PEER_FAILED, in every communicator; other peers are
+ * unaffected. It is found by UCX (connection reset, keepalive) and, for
+ * peers on this host, by a look into /proc every 0.5 s while requests with
+ * them are outstanding (UCX 1.13 misses a peer that dies before answering
+ * the wireup of its first rendezvous). UCX watches a peer only through an
+ * endpoint, so the first receive creates one too. Unless the user set them,
+ * the context enables keepalive every WEFT_UCX_KEEPALIVE_INTERVAL and lets
+ * the shared-memory transports claim peer-failure support
+ * (UCX_MM_ERROR_HANDLING=y), which UCX 1.13 leaves off: without it endpoints
+ * with error handling use TCP over loopback instead of shared memory.
+ *
+ * Cancel: UCX cannot withdraw a send, nor a receive already matched to a
+ * message in flight. cancel waits for them (one bounded wait, about 1 s, for
+ * a burst of cancels), then closes the connection to the peer to take the
+ * request back: from then on that peer is unusable (WEFT_ERR_TRANSPORT). A
+ * receive that is not matched yet is withdrawn at once.
  *
  * Threading: the context serializes every UCP call behind one mutex (the
  * worker runs in UCS_THREAD_MODE_SERIALIZED), so communicators sharing it
@@ -40,8 +48,8 @@
 
 #include "pt2pt/pt2pt.h"
 
-/* Keepalive round applied unless UCX_KEEPALIVE_INTERVAL is set: a dead peer
- * on shared memory is noticed within about two rounds. */
+/* Keepalive round applied unless UCX_KEEPALIVE_INTERVAL is set (UCX's default
+ * is 20 s): UCX notices a dead peer on shared memory within one round. */
 #define WEFT_UCX_KEEPALIVE_INTERVAL "1s"
 
 typedef struct weft_ucx_context weft_ucx_context_t;
@@ -55,10 +63,10 @@ weft_status_t weft__ucx_context_get(weft_ucx_context_t **ctx_p);
  * sent, within a bounded time) and destroys the worker and the context. */
 void weft__ucx_context_put(weft_ucx_context_t *ctx);
 
-/* This worker's address, to publish through the bootstrap. Owned by the
- * context; valid until its last put. */
-weft_status_t weft__ucx_worker_address(weft_ucx_context_t *ctx, const void **addr_p,
-                                       size_t *len_p);
+/* This process's address (its identity, then the UCP worker address), to
+ * publish through the bootstrap. Owned by the context; valid until its last
+ * put. */
+weft_status_t weft__ucx_worker_address(weft_ucx_context_t *ctx, const void **addr_p, size_t *len_p);
 
 /*
  * The endpoint table of one communicator, for weft__ucx_ops (released with

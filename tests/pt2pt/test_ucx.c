@@ -1,0 +1,1000 @@
+/*
+ * The UCX transport (pt2pt/ucx) between real processes.
+ *
+ * Each test forks 2-4 children, the ranks. A child creates its own UCX
+ * context after fork (optionally with UCX_TLS=tcp), publishes its worker
+ * address in an anonymous shared mapping created before fork, meets the
+ * others at a barrier in that mapping, builds its endpoint table and runs a
+ * scenario. Children never use Criterion: a failed check writes its message
+ * to the mapping and exits, and the parent asserts on exit statuses and
+ * messages. Children die with the parent (PR_SET_PDEATHSIG) and the parent
+ * kills every child still running when it gives up, so nothing survives a
+ * failed or timed-out test.
+ *
+ * Every test runs twice: with UCX's default transports (shared memory here)
+ * and with UCX_TLS=tcp.
+ */
+#include <criterion/criterion.h>
+
+#include "pt2pt/ucx/ucx.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 4
+#define ADDR_MAX 4096
+#define MiB (1024 * 1024)
+#define WAIT_NS 20000000000ull     /* any single wait of a child */
+#define CHILDREN_NS 40000000000ull /* the whole test, as seen by the parent */
+#define DETECT_LIMIT_S 30.0
+
+static const weft_pt2pt_ops_t *const ops = &weft__ucx_ops;
+
+typedef struct shared {
+    atomic_int arrived;
+    atomic_int generation;
+    atomic_int quorum; /* ranks that still take part in barriers */
+    atomic_int failed;
+    int nranks;
+    pid_t pids[MAX_RANKS];
+    int killed[MAX_RANKS];
+    double detect_s; /* peer-failure detection, measured by the survivor */
+    size_t addr_len[MAX_RANKS];
+    unsigned char addr[MAX_RANKS][ADDR_MAX];
+    char error[MAX_RANKS][512];
+} shared_t;
+
+typedef struct rank {
+    shared_t *sh;
+    int rank;
+    int nranks;
+    weft_ucx_context_t *ctx;
+    void *ep;
+} rank_t;
+
+typedef void (*scenario_fn)(rank_t *r);
+
+/* ------------------------------------------------------------ child side */
+
+static void child_fail(rank_t *r, int line, const char *fmt, ...) WEFT_PRINTF(3, 4);
+
+static void child_fail(rank_t *r, int line, const char *fmt, ...)
+{
+    char *msg = r->sh->error[r->rank];
+    va_list ap;
+    int n = snprintf(msg, sizeof(r->sh->error[0]), "rank %d, line %d: ", r->rank, line);
+
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof(r->sh->error[0]) - (size_t)n, fmt, ap);
+    va_end(ap);
+    atomic_store(&r->sh->failed, 1);
+    _exit(1);
+}
+
+#define CHECK(r, cond, ...)                                                                        \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            child_fail((r), __LINE__, __VA_ARGS__);                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Leave quietly when a sibling failed: the parent reports its message. */
+static void bail_if_sibling_failed(rank_t *r)
+{
+    if (atomic_load(&r->sh->failed)) {
+        _exit(2);
+    }
+}
+
+/* Barrier of the ranks in the quorum; progresses the transport while waiting
+ * (a rendezvous may need the waiting side). */
+static void barrier(rank_t *r)
+{
+    shared_t *sh = r->sh;
+    int gen = atomic_load(&sh->generation);
+    uint64_t deadline = weft__time_ns() + WAIT_NS;
+
+    if (atomic_fetch_add(&sh->arrived, 1) + 1 == atomic_load(&sh->quorum)) {
+        atomic_store(&sh->arrived, 0);
+        atomic_fetch_add(&sh->generation, 1);
+        return;
+    }
+    while (atomic_load(&sh->generation) == gen) {
+        bail_if_sibling_failed(r);
+        CHECK(r, weft__time_ns() < deadline, "barrier timed out");
+        if (r->ep != NULL) {
+            ops->progress(r->ep);
+        }
+        usleep(50);
+    }
+}
+
+/* Progress until every request is done (freed, set to NULL); statuses to st. */
+static void wait_all(rank_t *r, void *ep, weft_p2p_req_t **reqs, weft_status_t *st, int n)
+{
+    uint64_t deadline = weft__time_ns() + WAIT_NS;
+    int left = 0;
+    int idle = 0;
+
+    for (int i = 0; i < n; i++) {
+        left += reqs[i] != NULL;
+    }
+    while (left > 0) {
+        int events = ops->progress(ep);
+
+        for (int i = 0; i < n; i++) {
+            int done = 0;
+            weft_status_t s;
+
+            if (reqs[i] == NULL) {
+                continue;
+            }
+            s = ops->test(ep, reqs[i], &done);
+            if (done) {
+                reqs[i] = NULL;
+                st[i] = s;
+                left--;
+                events++;
+            }
+        }
+        if (left == 0) {
+            break;
+        }
+        bail_if_sibling_failed(r);
+        CHECK(r, weft__time_ns() < deadline, "%d of %d requests never completed", left, n);
+        idle = events > 0 ? 0 : idle + 1;
+        if (idle > 16) {
+            ops->idle_wait(ep, 1000000);
+        }
+    }
+}
+
+static weft_status_t wait_one(rank_t *r, void *ep, weft_p2p_req_t *req)
+{
+    weft_status_t st = WEFT_ERR_INTERNAL;
+
+    wait_all(r, ep, &req, &st, 1);
+    return st;
+}
+
+static weft_p2p_req_t *post_send(rank_t *r, void *ep, int peer, uint64_t tag, const void *buf,
+                                 size_t bytes)
+{
+    weft_p2p_req_t *req = NULL;
+    weft_status_t st = ops->isend(ep, peer, buf, bytes, WEFT_MEMTYPE_HOST, tag, &req);
+
+    CHECK(r, st == WEFT_OK && req != NULL, "isend to %d (%zu bytes): %s", peer, bytes,
+          weft_last_error());
+    return req;
+}
+
+static weft_p2p_req_t *post_recv(rank_t *r, void *ep, int peer, uint64_t tag, void *buf,
+                                 size_t bytes)
+{
+    weft_p2p_req_t *req = NULL;
+    weft_status_t st = ops->irecv(ep, peer, buf, bytes, WEFT_MEMTYPE_HOST, tag, &req);
+
+    CHECK(r, st == WEFT_OK && req != NULL, "irecv from %d (%zu bytes): %s", peer, bytes,
+          weft_last_error());
+    return req;
+}
+
+static void send_ok(rank_t *r, void *ep, int peer, uint64_t tag, const void *buf, size_t bytes)
+{
+    weft_status_t st = wait_one(r, ep, post_send(r, ep, peer, tag, buf, bytes));
+
+    CHECK(r, st == WEFT_OK, "send of %zu bytes to %d: %s", bytes, peer, weft_last_error());
+}
+
+static void recv_ok(rank_t *r, void *ep, int peer, uint64_t tag, void *buf, size_t bytes)
+{
+    weft_status_t st = wait_one(r, ep, post_recv(r, ep, peer, tag, buf, bytes));
+
+    CHECK(r, st == WEFT_OK, "receive of %zu bytes from %d: %s", bytes, peer, weft_last_error());
+}
+
+/* Deterministic bytes for (seed, index). */
+static void fill(unsigned char *buf, size_t bytes, uint64_t seed)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+
+    for (size_t i = 0; i < bytes; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        buf[i] = (unsigned char)s;
+    }
+}
+
+/* Index of the first byte that differs from fill(seed), or SIZE_MAX. */
+static size_t first_diff(const unsigned char *buf, size_t bytes, uint64_t seed)
+{
+    unsigned char *want = malloc(bytes ? bytes : 1);
+    size_t at = SIZE_MAX;
+
+    fill(want, bytes, seed);
+    for (size_t i = 0; i < bytes; i++) {
+        if (buf[i] != want[i]) {
+            at = i;
+            break;
+        }
+    }
+    free(want);
+    return at;
+}
+
+static void *xmalloc(rank_t *r, size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+
+    CHECK(r, p != NULL, "cannot allocate %zu bytes", bytes);
+    return p;
+}
+
+static void child_main(shared_t *sh, int rank, const char *tls, scenario_fn fn, pid_t parent)
+{
+    rank_t r = {.sh = sh, .rank = rank, .nranks = sh->nranks};
+    const void *addr;
+    size_t len;
+    weft_status_t st;
+
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
+        _exit(3);
+    }
+    if (tls != NULL) {
+        setenv("UCX_TLS", tls, 1);
+    }
+    st = weft__ucx_context_get(&r.ctx);
+    CHECK(&r, st == WEFT_OK, "context: %s", weft_last_error());
+    st = weft__ucx_worker_address(r.ctx, &addr, &len);
+    CHECK(&r, st == WEFT_OK && len > 0 && len <= ADDR_MAX, "worker address of %zu bytes: %s", len,
+          weft_last_error());
+    memcpy(sh->addr[rank], addr, len);
+    sh->addr_len[rank] = len;
+    barrier(&r);
+    st = weft__ucx_ep_create(r.ctx, rank, r.nranks, sh->addr, ADDR_MAX, sh->addr_len, &r.ep);
+    CHECK(&r, st == WEFT_OK, "endpoint table: %s", weft_last_error());
+    fn(&r);
+    barrier(&r); /* nobody tears down while a peer may still need it */
+    ops->ep_release(r.ep);
+    weft__ucx_context_put(r.ctx);
+    _exit(0);
+}
+
+/* ------------------------------------------------------------ parent side */
+
+/* Fork nranks children running fn with UCX_TLS=tls (NULL: UCX's default),
+ * wait for them, and assert that each exited cleanly or was killed by the
+ * scenario. Returns the mapping (unmap with ranks_done). */
+static shared_t *run_ranks(int nranks, const char *tls, scenario_fn fn)
+{
+    shared_t *sh =
+        mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t parent = getpid();
+    pid_t pids[MAX_RANKS];
+    int status[MAX_RANKS];
+    int running = 0;
+    uint64_t deadline = weft__time_ns() + CHILDREN_NS;
+
+    cr_assert_neq(sh, MAP_FAILED);
+    cr_assert_leq(nranks, MAX_RANKS);
+    memset(sh, 0, sizeof(*sh));
+    atomic_init(&sh->quorum, nranks);
+    sh->nranks = nranks;
+    fflush(NULL);
+    for (int r = 0; r < nranks; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            child_main(sh, r, tls, fn, parent);
+        }
+        if (pids[r] < 0) {
+            for (int k = 0; k < r; k++) {
+                kill(pids[k], SIGKILL);
+                waitpid(pids[k], NULL, 0);
+            }
+            cr_assert_fail("fork failed");
+        }
+        sh->pids[r] = pids[r];
+        running++;
+    }
+    while (running > 0) {
+        for (int r = 0; r < nranks; r++) {
+            if (pids[r] > 0 && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
+                pids[r] = 0;
+                running--;
+            }
+        }
+        if (running > 0 && weft__time_ns() > deadline) {
+            for (int r = 0; r < nranks; r++) {
+                if (pids[r] > 0) {
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], &status[r], 0);
+                    pids[r] = 0;
+                }
+            }
+            cr_assert_fail("ranks still running after %.0f s (tls %s): %s %s %s %s",
+                           CHILDREN_NS / 1e9, tls ? tls : "default", sh->error[0], sh->error[1],
+                           sh->error[2], sh->error[3]);
+        }
+        usleep(1000);
+    }
+    for (int r = 0; r < nranks; r++) {
+        if (sh->error[r][0] != '\0') {
+            cr_log_error("%s", sh->error[r]);
+        }
+    }
+    for (int r = 0; r < nranks; r++) {
+        if (sh->killed[r]) {
+            cr_assert(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL,
+                      "rank %d should have been killed", r);
+            continue;
+        }
+        cr_assert(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0, "rank %d (tls %s) %s %d: %s",
+                  r, tls ? tls : "default", WIFEXITED(status[r]) ? "exited with" : "died of signal",
+                  WIFEXITED(status[r]) ? WEXITSTATUS(status[r]) : WTERMSIG(status[r]),
+                  sh->error[r][0] ? sh->error[r] : "(see the errors logged above)");
+    }
+    return sh;
+}
+
+static void ranks_done(shared_t *sh)
+{
+    munmap(sh, sizeof(*sh));
+}
+
+static void run(int nranks, const char *tls, scenario_fn fn)
+{
+    ranks_done(run_ranks(nranks, tls, fn));
+}
+
+/* ------------------------------------------------------------ scenarios */
+
+static uint64_t tag(uint32_t comm, uint32_t seq, uint32_t slot)
+{
+    return weft__tag_make(comm, seq, slot);
+}
+
+/* Ping-pong of 0, 1, 4 KiB + 1 and 8 MiB bytes (eager and rendezvous paths),
+ * then a message of each rank to itself. */
+static void sc_pingpong(rank_t *r)
+{
+    static const size_t sizes[] = {0, 1, 4097, 8 * MiB};
+    int peer = 1 - r->rank;
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        unsigned char *buf = xmalloc(r, n);
+
+        for (uint32_t it = 0; it < 3; it++) {
+            uint64_t ping = 1000 + k * 10 + it, pong = 2000 + k * 10 + it;
+            size_t at;
+
+            if (r->rank == 0) {
+                fill(buf, n, ping);
+                send_ok(r, r->ep, peer, tag(1, it, (uint32_t)k), buf, n);
+                memset(buf, 0, n);
+                recv_ok(r, r->ep, peer, tag(1, it, 100 + (uint32_t)k), buf, n);
+                at = first_diff(buf, n, pong);
+                CHECK(r, at == SIZE_MAX, "pong of %zu bytes differs at byte %zu", n, at);
+            } else {
+                memset(buf, 0, n);
+                recv_ok(r, r->ep, peer, tag(1, it, (uint32_t)k), buf, n);
+                at = first_diff(buf, n, ping);
+                CHECK(r, at == SIZE_MAX, "ping of %zu bytes differs at byte %zu", n, at);
+                fill(buf, n, pong);
+                send_ok(r, r->ep, peer, tag(1, it, 100 + (uint32_t)k), buf, n);
+            }
+        }
+        free(buf);
+    }
+    /* and to itself */
+    {
+        unsigned char out[4097], in[4097];
+        weft_p2p_req_t *rr = post_recv(r, r->ep, r->rank, tag(1, 7, 7), in, sizeof(in));
+
+        fill(out, sizeof(out), 77 + (uint64_t)r->rank);
+        send_ok(r, r->ep, r->rank, tag(1, 7, 7), out, sizeof(out));
+        CHECK(r, wait_one(r, r->ep, rr) == WEFT_OK, "receive from itself: %s", weft_last_error());
+        CHECK(r, memcmp(in, out, sizeof(in)) == 0, "message to itself corrupted");
+    }
+}
+
+Test(ucx, pingpong_default, .timeout = 50)
+{
+    run(2, NULL, sc_pingpong);
+}
+
+Test(ucx, pingpong_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_pingpong);
+}
+
+/* 100 messages with distinct tags, all sent before any receive is posted,
+ * received in reverse order. Sizes cross the eager/rendezvous thresholds. */
+enum { NMSG = 100 };
+
+static size_t reverse_size(int i)
+{
+    return i % 25 == 0 ? 100000 : 8 + (size_t)i * 97;
+}
+
+static void sc_reverse(rank_t *r)
+{
+    unsigned char *bufs[NMSG];
+    weft_p2p_req_t *reqs[NMSG];
+    weft_status_t st[NMSG];
+
+    for (int i = 0; i < NMSG; i++) {
+        bufs[i] = xmalloc(r, reverse_size(i));
+    }
+    if (r->rank == 0) {
+        for (int i = 0; i < NMSG; i++) {
+            fill(bufs[i], reverse_size(i), 7000 + (uint64_t)i);
+            reqs[i] = post_send(r, r->ep, 1, tag(3, 9, (uint32_t)i), bufs[i], reverse_size(i));
+        }
+        barrier(r);
+        wait_all(r, r->ep, reqs, st, NMSG);
+        for (int i = 0; i < NMSG; i++) {
+            CHECK(r, st[i] == WEFT_OK, "send %d: %s", i, weft_status_string(st[i]));
+        }
+    } else {
+        barrier(r); /* the eager messages are waiting, unexpected */
+        for (int i = NMSG - 1; i >= 0; i--) {
+            memset(bufs[i], 0, reverse_size(i));
+            reqs[i] = post_recv(r, r->ep, 0, tag(3, 9, (uint32_t)i), bufs[i], reverse_size(i));
+        }
+        wait_all(r, r->ep, reqs, st, NMSG);
+        for (int i = 0; i < NMSG; i++) {
+            size_t at = first_diff(bufs[i], reverse_size(i), 7000 + (uint64_t)i);
+
+            CHECK(r, st[i] == WEFT_OK, "receive %d: %s", i, weft_status_string(st[i]));
+            CHECK(r, at == SIZE_MAX, "message %d (%zu bytes) differs at byte %zu", i,
+                  reverse_size(i), at);
+        }
+    }
+    for (int i = 0; i < NMSG; i++) {
+        free(bufs[i]);
+    }
+}
+
+Test(ucx, distinct_tags_reverse_order_default, .timeout = 50)
+{
+    run(2, NULL, sc_reverse);
+}
+
+Test(ucx, distinct_tags_reverse_order_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_reverse);
+}
+
+/* Same source and tag: receive k gets message k (non-overtaking), for
+ * receives posted before and after the messages arrive, eager and
+ * rendezvous mixed. */
+enum { NSAME = 64 };
+
+static size_t same_size(int k)
+{
+    return k % 4 == 3 ? 40000 : 16;
+}
+
+static void sc_same_tag(rank_t *r)
+{
+    unsigned char *bufs[NSAME];
+    weft_p2p_req_t *reqs[NSAME];
+    weft_status_t st[NSAME];
+
+    for (int k = 0; k < NSAME; k++) {
+        bufs[k] = xmalloc(r, same_size(k));
+        memset(bufs[k], 0, same_size(k));
+    }
+    if (r->rank == 0) {
+        barrier(r);
+        for (int k = 0; k < NSAME; k++) {
+            fill(bufs[k], same_size(k), 500 + (uint64_t)k);
+            reqs[k] = post_send(r, r->ep, 1, tag(4, 1, 1), bufs[k], same_size(k));
+        }
+        wait_all(r, r->ep, reqs, st, NSAME);
+        for (int k = 0; k < NSAME; k++) {
+            CHECK(r, st[k] == WEFT_OK, "send %d: %s", k, weft_status_string(st[k]));
+        }
+    } else {
+        for (int k = 0; k < NSAME / 2; k++) {
+            reqs[k] = post_recv(r, r->ep, 0, tag(4, 1, 1), bufs[k], same_size(k));
+        }
+        barrier(r);
+        usleep(20000); /* let the second half arrive unexpected */
+        ops->progress(r->ep);
+        for (int k = NSAME / 2; k < NSAME; k++) {
+            reqs[k] = post_recv(r, r->ep, 0, tag(4, 1, 1), bufs[k], same_size(k));
+        }
+        wait_all(r, r->ep, reqs, st, NSAME);
+        for (int k = 0; k < NSAME; k++) {
+            size_t at = first_diff(bufs[k], same_size(k), 500 + (uint64_t)k);
+
+            CHECK(r, st[k] == WEFT_OK, "receive %d: %s", k, weft_status_string(st[k]));
+            CHECK(r, at == SIZE_MAX, "receive %d did not get message %d (differs at %zu)", k, k,
+                  at);
+        }
+    }
+    for (int k = 0; k < NSAME; k++) {
+        free(bufs[k]);
+    }
+}
+
+Test(ucx, same_tag_in_order_default, .timeout = 50)
+{
+    run(2, NULL, sc_same_tag);
+}
+
+Test(ucx, same_tag_in_order_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_same_tag);
+}
+
+/* Two endpoint tables in each process: A (comm 1) with the ranks in process
+ * order, B (comm 2) with them reversed, like a split. Messages of B sent
+ * first do not match A's receives posted first, and both tables share the
+ * one UCP endpoint to the other process. */
+static void sc_two_tables(rank_t *r)
+{
+    shared_t *sh = r->sh;
+    unsigned char addrs[2][ADDR_MAX];
+    size_t lens[2] = {sh->addr_len[1], sh->addr_len[0]};
+    int brank = 1 - r->rank; /* this process's rank in B */
+    uint64_t a = 0, b = 0, va = 0xaaaa0001, vb = 0xbbbb0002;
+    weft_p2p_req_t *ra, *rb, *sa, *sb;
+    weft_status_t st;
+    void *epb;
+
+    memcpy(addrs[0], sh->addr[1], ADDR_MAX);
+    memcpy(addrs[1], sh->addr[0], ADDR_MAX);
+    st = weft__ucx_ep_create(r->ctx, brank, 2, addrs, ADDR_MAX, lens, &epb);
+    CHECK(r, st == WEFT_OK, "table B: %s", weft_last_error());
+    if (r->rank == 0) {
+        /* process 1 is rank 1 in A and rank 0 in B */
+        sb = post_send(r, epb, 0, tag(2, 0, 0), &vb, sizeof(vb));
+        sa = post_send(r, r->ep, 1, tag(1, 0, 0), &va, sizeof(va));
+        CHECK(r, wait_one(r, epb, sb) == WEFT_OK, "send on B: %s", weft_last_error());
+        CHECK(r, wait_one(r, r->ep, sa) == WEFT_OK, "send on A: %s", weft_last_error());
+    } else {
+        /* process 0 is rank 0 in A and rank 1 in B */
+        ra = post_recv(r, r->ep, 0, tag(1, 0, 0), &a, sizeof(a));
+        rb = post_recv(r, epb, 1, tag(2, 0, 0), &b, sizeof(b));
+        CHECK(r, wait_one(r, r->ep, ra) == WEFT_OK, "receive on A: %s", weft_last_error());
+        CHECK(r, wait_one(r, epb, rb) == WEFT_OK, "receive on B: %s", weft_last_error());
+        CHECK(r, a == va && b == vb, "A got %#llx, B got %#llx", (unsigned long long)a,
+              (unsigned long long)b);
+    }
+    CHECK(r, weft__ucx_context_num_eps(r->ctx) == 1, "%zu UCP endpoints for one peer",
+          weft__ucx_context_num_eps(r->ctx));
+    barrier(r);
+    ops->ep_release(epb);
+}
+
+Test(ucx, two_tables_do_not_cross_match_default, .timeout = 50)
+{
+    run(2, NULL, sc_two_tables);
+}
+
+Test(ucx, two_tables_do_not_cross_match_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_two_tables);
+}
+
+/* A receive of another size than the message completes with MISMATCH, for
+ * larger and smaller messages, eager and rendezvous; the next message on the
+ * same pair still arrives intact. */
+static void sc_mismatch(rank_t *r)
+{
+    static const size_t sent[] = {100, 50, 64 * 1024, 16 * 1024};
+    static const size_t posted[] = {50, 100, 32 * 1024, 64 * 1024};
+    enum { N = sizeof(sent) / sizeof(sent[0]) };
+    unsigned char *bufs[N];
+    weft_p2p_req_t *reqs[N];
+    weft_status_t st[N];
+    uint64_t v = 0;
+
+    for (int i = 0; i < N; i++) {
+        bufs[i] = xmalloc(r, sent[i] > posted[i] ? sent[i] : posted[i]);
+    }
+    if (r->rank == 0) {
+        for (int i = 0; i < N; i++) {
+            fill(bufs[i], sent[i], 300 + (uint64_t)i);
+            reqs[i] = post_send(r, r->ep, 1, tag(5, 0, (uint32_t)i), bufs[i], sent[i]);
+        }
+        wait_all(r, r->ep, reqs, st, N);
+        v = 0x1234567890abcdefull;
+        send_ok(r, r->ep, 1, tag(5, 0, 99), &v, sizeof(v));
+    } else {
+        for (int i = 0; i < N; i++) {
+            reqs[i] = post_recv(r, r->ep, 0, tag(5, 0, (uint32_t)i), bufs[i], posted[i]);
+        }
+        wait_all(r, r->ep, reqs, st, N);
+        for (int i = 0; i < N; i++) {
+            CHECK(r, st[i] == WEFT_ERR_MISMATCH,
+                  "message of %zu bytes into a receive of %zu: %s, want mismatch", sent[i],
+                  posted[i], weft_status_string(st[i]));
+        }
+        recv_ok(r, r->ep, 0, tag(5, 0, 99), &v, sizeof(v));
+        CHECK(r, v == 0x1234567890abcdefull, "after the mismatches got %#llx",
+              (unsigned long long)v);
+    }
+    for (int i = 0; i < N; i++) {
+        free(bufs[i]);
+    }
+}
+
+Test(ucx, size_mismatch_default, .timeout = 50)
+{
+    run(2, NULL, sc_mismatch);
+}
+
+Test(ucx, size_mismatch_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_mismatch);
+}
+
+/* A cancelled receive never writes its buffer and matches nothing: the
+ * messages sent after the cancel go to the receives posted after it. */
+static void sc_cancel(rank_t *r)
+{
+    enum { BIG = 1 * MiB, SMALL = 64 };
+    unsigned char *big = xmalloc(r, BIG), *small = xmalloc(r, SMALL);
+
+    if (r->rank == 0) {
+        barrier(r); /* the receives were posted and cancelled */
+        fill(small, SMALL, 41);
+        fill(big, BIG, 42);
+        send_ok(r, r->ep, 1, tag(6, 0, 1), small, SMALL);
+        send_ok(r, r->ep, 1, tag(6, 0, 2), big, BIG);
+        barrier(r);
+    } else {
+        unsigned char *old_small = xmalloc(r, SMALL), *old_big = xmalloc(r, BIG);
+        weft_p2p_req_t *rs, *rb;
+        uint64_t t;
+
+        memset(old_small, 0xab, SMALL);
+        memset(old_big, 0xcd, BIG);
+        rs = post_recv(r, r->ep, 0, tag(6, 0, 1), old_small, SMALL);
+        rb = post_recv(r, r->ep, 0, tag(6, 0, 2), old_big, BIG);
+        ops->progress(r->ep);
+        t = weft__time_ns();
+        ops->cancel(r->ep, rs);
+        ops->cancel(r->ep, rb);
+        CHECK(r, weft__time_ns() - t < 100000000ull, "cancelling unmatched receives took %.3f s",
+              (double)(weft__time_ns() - t) / 1e9);
+        barrier(r);
+        recv_ok(r, r->ep, 0, tag(6, 0, 1), small, SMALL);
+        recv_ok(r, r->ep, 0, tag(6, 0, 2), big, BIG);
+        barrier(r);
+        CHECK(r, first_diff(small, SMALL, 41) == SIZE_MAX, "small message corrupted");
+        CHECK(r, first_diff(big, BIG, 42) == SIZE_MAX, "big message corrupted");
+        for (size_t i = 0; i < SMALL; i++) {
+            CHECK(r, old_small[i] == 0xab, "cancelled buffer written at byte %zu", i);
+        }
+        for (size_t i = 0; i < BIG; i++) {
+            CHECK(r, old_big[i] == 0xcd, "cancelled 1 MiB buffer written at byte %zu", i);
+        }
+        free(old_small);
+        free(old_big);
+    }
+    free(big);
+    free(small);
+}
+
+Test(ucx, cancel_posted_receive_default, .timeout = 50)
+{
+    run(2, NULL, sc_cancel);
+}
+
+Test(ucx, cancel_posted_receive_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_cancel);
+}
+
+/* A send nobody receives cannot be withdrawn by UCX: cancel waits a bounded
+ * time, then closes the connection, which purges the send. The buffer is
+ * freed right after the cancel, and the receive posted for it later gets no
+ * data; later sends report the closed connection. */
+static void sc_cancel_send(rank_t *r)
+{
+    enum { BIG = 8 * MiB };
+
+    if (r->rank == 0) {
+        unsigned char *big = xmalloc(r, BIG);
+        weft_p2p_req_t *rb;
+        weft_status_t st;
+        uint64_t v = 1, t;
+
+        fill(big, BIG, 5);
+        rb = post_send(r, r->ep, 1, tag(9, 0, 1), big, BIG);
+        ops->progress(r->ep);
+        t = weft__time_ns();
+        ops->cancel(r->ep, rb);
+        t = weft__time_ns() - t;
+        free(big); /* an 8 MiB block goes back to the kernel: a late read would fault */
+        CHECK(r, t < 3000000000ull, "cancelling a pending send took %.3f s", (double)t / 1e9);
+        st = wait_one(r, r->ep, post_send(r, r->ep, 1, tag(9, 0, 2), &v, sizeof(v)));
+        CHECK(r, st == WEFT_ERR_TRANSPORT, "send after the withdrawal: %s, want transport error",
+              weft_status_string(st));
+        barrier(r);
+        barrier(r);
+    } else {
+        unsigned char *big = xmalloc(r, BIG);
+        weft_p2p_req_t *rb;
+        uint64_t until;
+        int done = 0;
+        weft_status_t st = WEFT_INPROGRESS;
+
+        memset(big, 0x5a, BIG);
+        barrier(r); /* the send was cancelled */
+        rb = post_recv(r, r->ep, 0, tag(9, 0, 1), big, BIG);
+        until = weft__time_ns() + 300000000ull;
+        while (!done && weft__time_ns() < until) {
+            ops->progress(r->ep);
+            st = ops->test(r->ep, rb, &done);
+        }
+        CHECK(r, st != WEFT_OK, "the cancelled send was delivered");
+        if (!done) {
+            ops->cancel(r->ep, rb);
+        }
+        for (size_t i = 0; i < BIG; i++) {
+            CHECK(r, big[i] == 0x5a, "data of the cancelled send arrived at byte %zu", i);
+        }
+        barrier(r);
+        free(big);
+    }
+}
+
+Test(ucx, cancel_pending_send_default, .timeout = 50)
+{
+    run(2, NULL, sc_cancel_send);
+}
+
+Test(ucx, cancel_pending_send_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_cancel_send);
+}
+
+/* Four ranks on two cores, every pair exchanging 256 KiB both ways, five
+ * rounds: needs idle_wait to give the CPU away rather than spin. */
+static void sc_alltoall(rank_t *r)
+{
+    enum { BYTES = 256 * 1024, ROUNDS = 5 };
+    int n = r->nranks;
+    unsigned char *sbuf[MAX_RANKS], *rbuf[MAX_RANKS];
+    weft_p2p_req_t *reqs[2 * MAX_RANKS];
+    weft_status_t st[2 * MAX_RANKS];
+
+    for (int p = 0; p < n; p++) {
+        sbuf[p] = xmalloc(r, BYTES);
+        rbuf[p] = xmalloc(r, BYTES);
+    }
+    for (uint32_t round = 0; round < ROUNDS; round++) {
+        int k = 0;
+
+        for (int p = 0; p < n; p++) {
+            if (p == r->rank) {
+                continue;
+            }
+            memset(rbuf[p], 0, BYTES);
+            reqs[k++] = post_recv(r, r->ep, p, tag(7, round, 0), rbuf[p], BYTES);
+        }
+        for (int p = 0; p < n; p++) {
+            if (p == r->rank) {
+                continue;
+            }
+            fill(sbuf[p], BYTES, round * 100 + (uint64_t)r->rank * 10 + (uint64_t)p);
+            reqs[k++] = post_send(r, r->ep, p, tag(7, round, 0), sbuf[p], BYTES);
+        }
+        wait_all(r, r->ep, reqs, st, k);
+        for (int i = 0; i < k; i++) {
+            CHECK(r, st[i] == WEFT_OK, "round %u request %d: %s", round, i,
+                  weft_status_string(st[i]));
+        }
+        for (int p = 0; p < n; p++) {
+            size_t at;
+
+            if (p == r->rank) {
+                continue;
+            }
+            at = first_diff(rbuf[p], BYTES, round * 100 + (uint64_t)p * 10 + (uint64_t)r->rank);
+            CHECK(r, at == SIZE_MAX, "round %u: data from %d differs at byte %zu", round, p, at);
+        }
+    }
+    for (int p = 0; p < n; p++) {
+        free(sbuf[p]);
+        free(rbuf[p]);
+    }
+}
+
+Test(ucx, four_ranks_alltoall_default, .timeout = 50)
+{
+    run(4, NULL, sc_alltoall);
+}
+
+Test(ucx, four_ranks_alltoall_tcp, .timeout = 50)
+{
+    run(4, "tcp", sc_alltoall);
+}
+
+/*
+ * A peer SIGKILLed mid-run. Rank 0 (survivor) has a receive from rank 1
+ * (victim) pending, and an 8 MiB send to it that the victim never receives,
+ * when it kills the victim. Both must complete with PEER_FAILED in bounded
+ * time, and so must a send and a receive posted afterwards; rank 2
+ * (bystander) still exchanges messages with rank 0.
+ *
+ * recv_only: before the kill, rank 0 has only ever received from the victim
+ * (it is monitored through the endpoint its receive created); otherwise the
+ * two exchanged messages both ways.
+ */
+static void peer_killed(rank_t *r, int recv_only)
+{
+    enum { VICTIM = 1, BYSTANDER = 2, BIG = 8 * MiB };
+    uint64_t v = 0, w = 0;
+
+    if (r->rank == VICTIM) {
+        v = 77;
+        send_ok(r, r->ep, 0, tag(8, 0, 0), &v, sizeof(v));
+        if (!recv_only) {
+            recv_ok(r, r->ep, 0, tag(8, 0, 1), &v, sizeof(v));
+        }
+        barrier(r);
+        for (;;) {
+            pause(); /* until killed */
+        }
+    }
+    if (r->rank == BYSTANDER) {
+        barrier(r);
+        recv_ok(r, r->ep, 0, tag(8, 1, 0), &v, sizeof(v));
+        CHECK(r, v == 99, "bystander got %llu", (unsigned long long)v);
+        v = 100;
+        send_ok(r, r->ep, 0, tag(8, 1, 1), &v, sizeof(v));
+        return;
+    }
+
+    /* the survivor */
+    {
+        unsigned char *big = xmalloc(r, BIG);
+        weft_p2p_req_t *pending[2];
+        weft_status_t st[2];
+        uint64_t t0;
+        double detect;
+
+        recv_ok(r, r->ep, VICTIM, tag(8, 0, 0), &v, sizeof(v));
+        CHECK(r, v == 77, "got %llu from the victim", (unsigned long long)v);
+        if (!recv_only) {
+            send_ok(r, r->ep, VICTIM, tag(8, 0, 1), &v, sizeof(v));
+        }
+        barrier(r);
+        pending[0] = post_recv(r, r->ep, VICTIM, tag(8, 2, 0), &w, sizeof(w));
+        pending[1] = recv_only ? NULL : post_send(r, r->ep, VICTIM, tag(8, 2, 1), big, BIG);
+        ops->progress(r->ep);
+
+        atomic_fetch_sub(&r->sh->quorum, 1);
+        r->sh->killed[VICTIM] = 1;
+        t0 = weft__time_ns();
+        CHECK(r, kill(r->sh->pids[VICTIM], SIGKILL) == 0, "cannot kill the victim");
+
+        wait_all(r, r->ep, pending, st, recv_only ? 1 : 2);
+        detect = (double)(weft__time_ns() - t0) / 1e9;
+        r->sh->detect_s = detect;
+        CHECK(r, st[0] == WEFT_ERR_PEER_FAILED, "pending receive: %s, want peer failed",
+              weft_status_string(st[0]));
+        CHECK(r, recv_only || st[1] == WEFT_ERR_PEER_FAILED, "pending send: %s, want peer failed",
+              weft_status_string(st[1]));
+        CHECK(r, detect < DETECT_LIMIT_S, "detection took %.1f s", detect);
+
+        st[0] = wait_one(r, r->ep, post_send(r, r->ep, VICTIM, tag(8, 3, 0), &v, sizeof(v)));
+        CHECK(r, st[0] == WEFT_ERR_PEER_FAILED, "later send: %s, want peer failed",
+              weft_status_string(st[0]));
+        CHECK(r, strstr(weft_last_error(), "rank 1") != NULL, "the error does not name rank 1: %s",
+              weft_last_error());
+        st[0] = wait_one(r, r->ep, post_recv(r, r->ep, VICTIM, tag(8, 3, 1), &w, sizeof(w)));
+        CHECK(r, st[0] == WEFT_ERR_PEER_FAILED, "later receive: %s, want peer failed",
+              weft_status_string(st[0]));
+
+        v = 99;
+        send_ok(r, r->ep, BYSTANDER, tag(8, 1, 0), &v, sizeof(v));
+        recv_ok(r, r->ep, BYSTANDER, tag(8, 1, 1), &v, sizeof(v));
+        CHECK(r, v == 100, "survivor got %llu from the bystander", (unsigned long long)v);
+        free(big);
+    }
+}
+
+static void sc_peer_killed(rank_t *r)
+{
+    peer_killed(r, 0);
+}
+
+static void sc_peer_killed_recv_only(rank_t *r)
+{
+    peer_killed(r, 1);
+}
+
+/* The peer dies before this rank ever contacted it: the first send and
+ * receive with it complete with PEER_FAILED. */
+static void sc_dead_before_contact(rank_t *r)
+{
+    enum { VICTIM = 1, BYSTANDER = 2 };
+    weft_p2p_req_t *reqs[2];
+    weft_status_t st[2];
+    uint64_t v = 1, w = 0, t0;
+
+    if (r->rank == VICTIM) {
+        barrier(r);
+        for (;;) {
+            pause(); /* until killed */
+        }
+    }
+    if (r->rank == BYSTANDER) {
+        barrier(r);
+        return;
+    }
+    barrier(r);
+    atomic_fetch_sub(&r->sh->quorum, 1);
+    r->sh->killed[VICTIM] = 1;
+    t0 = weft__time_ns();
+    CHECK(r, kill(r->sh->pids[VICTIM], SIGKILL) == 0, "cannot kill the victim");
+    usleep(100000);
+    reqs[0] = post_recv(r, r->ep, VICTIM, tag(10, 0, 0), &w, sizeof(w));
+    reqs[1] = post_send(r, r->ep, VICTIM, tag(10, 0, 1), &v, sizeof(v));
+    wait_all(r, r->ep, reqs, st, 2);
+    r->sh->detect_s = (double)(weft__time_ns() - t0) / 1e9;
+    CHECK(r, st[0] == WEFT_ERR_PEER_FAILED && st[1] == WEFT_ERR_PEER_FAILED,
+          "receive: %s, send: %s, want peer failed", weft_status_string(st[0]),
+          weft_status_string(st[1]));
+}
+
+static void run_killed(const char *tls, scenario_fn fn, const char *what)
+{
+    shared_t *sh = run_ranks(3, tls, fn);
+    double detect = sh->detect_s;
+
+    ranks_done(sh);
+    printf("ucx (%s transports): %s detected after %.3f s\n", tls ? tls : "default", what, detect);
+    fflush(stdout);
+    cr_assert_gt(detect, 0.0);
+    cr_assert_lt(detect, DETECT_LIMIT_S);
+}
+
+Test(ucx, peer_killed_default, .timeout = 50)
+{
+    run_killed(NULL, sc_peer_killed, "SIGKILLed peer");
+}
+
+Test(ucx, peer_killed_tcp, .timeout = 50)
+{
+    run_killed("tcp", sc_peer_killed, "SIGKILLed peer");
+}
+
+Test(ucx, peer_killed_receive_only_default, .timeout = 50)
+{
+    run_killed(NULL, sc_peer_killed_recv_only, "SIGKILLed receive-only peer");
+}
+
+Test(ucx, peer_killed_receive_only_tcp, .timeout = 50)
+{
+    run_killed("tcp", sc_peer_killed_recv_only, "SIGKILLed receive-only peer");
+}
+
+Test(ucx, peer_dead_before_contact_default, .timeout = 50)
+{
+    run_killed(NULL, sc_dead_before_contact, "peer dead before first contact");
+}
+
+Test(ucx, peer_dead_before_contact_tcp, .timeout = 50)
+{
+    run_killed("tcp", sc_dead_before_contact, "peer dead before first contact");
+}
