@@ -39,10 +39,9 @@ static weft_status_t check_common(const buf_check_t *c, size_t *esize_p, int *si
     if (status != WEFT_OK) {
         return status;
     }
-    snprintf(what, sizeof(what), "%s: comm", c->call);
-    status = weft__comm_check(c->comm, what);
-    if (status != WEFT_OK) {
-        return status;
+    if (c->comm == NULL || c->comm->magic != WEFT_COMM_MAGIC) {
+        snprintf(what, sizeof(what), "%s: comm", c->call);
+        return weft__comm_check(c->comm, what);
     }
     esize = weft_dtype_size(c->dtype);
     if (esize == 0) {
