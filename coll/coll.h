@@ -80,7 +80,8 @@ static inline size_t weft__block_count(size_t count, int nblocks, int i)
 /* The collective module's settings. */
 typedef struct weft_coll_config {
     size_t ring_frag_size; /* bytes per pipelined fragment of ring algorithms */
-    int spin_us;           /* busy-polling before a waiting rank sleeps */
+    int spin_us;           /* busy-polling before a waiting rank yields its core */
+    int yield_us;          /* polling with sched_yield before it sleeps */
 } weft_coll_config_t;
 
 extern weft_coll_config_t weft__coll_config;

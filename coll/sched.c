@@ -8,6 +8,7 @@
 
 #include "coll/coll.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -545,7 +546,9 @@ weft_status_t weft__sched_run(weft_sched_t *s)
     weft_status_t status = weft__sched_start(s);
     uint64_t start = weft__time_ns();
     uint64_t deadline = weft__deadline_ns();
-    uint64_t spin_ns = (uint64_t)weft__coll_config.spin_us * 1000, idle_since = 0;
+    uint64_t spin_ns = s->comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
+    uint64_t yield_ns = s->comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
+    uint64_t idle_since = 0, idle_ns = 0;
     int idle = 0;
     int done = 0;
 
@@ -563,11 +566,22 @@ weft_status_t weft__sched_run(weft_sched_t *s)
             idle = 0;
             continue;
         }
-        if (++idle % 64 != 0) {
+        /* Waiting, in three stages: busy-poll (lowest latency while every
+         * rank has a core), then poll but yield the core between polls (a
+         * rank sharing it runs at once), then let the transport sleep until
+         * a message arrives. Ranks that outnumber the cores skip the first;
+         * transports that wake a sleeper promptly skip the second. While
+         * busy-polling, the clock and the health checks run every 64 polls. */
+        if (++idle < 64) {
             continue;
         }
         if (idle == 64) {
             idle_since = weft__time_ns();
+            idle_ns = 0;
+        } else if (idle_ns < spin_ns && idle % 64 != 0) {
+            continue;
+        } else {
+            idle_ns = weft__time_ns() - idle_since;
         }
         status = weft__comm_health(s->comm);
         if (status != WEFT_OK) {
@@ -587,10 +601,10 @@ weft_status_t weft__sched_run(weft_sched_t *s)
             s->status = status;
             return status;
         }
-        /* busy-poll a while (lowest latency), then let the transport sleep
-         * until something arrives (oversubscribed ranks need the CPU) */
-        if (weft__time_ns() - idle_since >= spin_ns) {
+        if (idle_ns >= spin_ns + yield_ns) {
             s->comm->p2p->idle_wait(s->comm->p2p_ep, 1000000);
+        } else if (idle_ns >= spin_ns) {
+            sched_yield();
         }
     }
 }

@@ -17,9 +17,13 @@ static const weft_config_entry_t coll_entries[] = {
      "independently, so smaller fragments overlap more but cost more messages",
      weft__config_parse_size, offsetof(weft_coll_config_t, ring_frag_size)},
     {"SPIN_US", "50",
-     "microseconds a waiting collective busy-polls before it lets the transport sleep until a "
-     "message arrives; 0 sleeps at once (best when ranks outnumber cores)",
+     "microseconds a waiting collective busy-polls before it starts yielding its core between "
+     "polls (skipped when this host runs more ranks of the communicator than it has cores)",
      weft__config_parse_int, offsetof(weft_coll_config_t, spin_us)},
+    {"YIELD_US", "2000",
+     "microseconds a waiting collective then polls with sched_yield before it lets the "
+     "transport sleep until a message arrives",
+     weft__config_parse_int, offsetof(weft_coll_config_t, yield_us)},
 };
 
 static const char *coll_values[sizeof(coll_entries) / sizeof(coll_entries[0])];

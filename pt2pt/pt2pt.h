@@ -29,6 +29,9 @@ typedef struct weft_p2p_req weft_p2p_req_t; /* transport-defined */
 
 typedef struct weft_pt2pt_ops {
     const char *name;
+    /* 1 when idle_wait returns as soon as a message arrives: waiting ranks
+     * then sleep in it at once instead of first polling with sched_yield */
+    int prompt_wakeup;
     weft_status_t (*isend)(void *ep, int peer, const void *buf, size_t bytes,
                            weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p);
     weft_status_t (*irecv)(void *ep, int peer, void *buf, size_t bytes, weft_memtype_t memtype,

@@ -6,6 +6,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stdlib.h>
 
 static pthread_mutex_t tombstone_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -156,6 +158,16 @@ WEFT_EXPORT weft_status_t weft_comm_abort(weft_comm_t comm)
     atomic_store(&comm->aborted, 1);
     weft__log_info("communicator %u aborted", comm->id);
     return WEFT_OK;
+}
+
+int weft__usable_cores(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        return CPU_COUNT(&set);
+    }
+    return (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 uint64_t weft__deadline_ns(void)

@@ -27,6 +27,7 @@ struct weft_comm {
     atomic_int aborted;               /* set by weft_comm_abort, from any thread */
     atomic_int refs;                  /* the handle's, plus one per child communicator */
     struct weft_sched *sched_cache;   /* last finished schedule, reused (coll/sched.c) */
+    int oversubscribed;               /* more ranks on this host than cores: yield, never spin */
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
 };
 
@@ -46,6 +47,9 @@ void weft__comm_release_tombstones(void);
 /* WEFT_ERR_ABORTED or WEFT_ERR_PEER_FAILED (with the message) when comm can
  * no longer complete operations; WEFT_OK otherwise. Cheap: polled by waits. */
 weft_status_t weft__comm_health(weft_comm_t comm);
+
+/* Cores this process may run on (its affinity mask). */
+int weft__usable_cores(void);
 
 /* Deadline for a wait starting now, from WEFT_TIMEOUT. */
 uint64_t weft__deadline_ns(void);

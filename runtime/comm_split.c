@@ -86,8 +86,22 @@ static void map_ep_release(void *ep_)
     free(ep);
 }
 
+/* Two tables that differ only in prompt_wakeup, which follows the parent's. */
 static const weft_pt2pt_ops_t map_ops = {
     .name = "split",
+    .prompt_wakeup = 0,
+    .isend = map_isend,
+    .irecv = map_irecv,
+    .test = map_test,
+    .cancel = map_cancel,
+    .progress = map_progress,
+    .idle_wait = map_idle_wait,
+    .ep_release = map_ep_release,
+};
+
+static const weft_pt2pt_ops_t map_ops_prompt = {
+    .name = "split",
+    .prompt_wakeup = 1,
     .isend = map_isend,
     .irecv = map_irecv,
     .test = map_test,
@@ -239,13 +253,15 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     free(members);
     boot->ep = ep;
     weft__comm_get(comm);
-    status = weft__comm_create(newrank, n, id, &map_ops, ep, &child_boot_ops, boot, out);
+    status = weft__comm_create(newrank, n, id, comm->p2p->prompt_wakeup ? &map_ops_prompt : &map_ops,
+                               ep, &child_boot_ops, boot, out);
     if (status != WEFT_OK) {
         map_ep_release(ep);
         child_release(boot);
         return status;
     }
     boot->self = *out;
+    (*out)->oversubscribed = comm->oversubscribed;
     weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
     return WEFT_OK;
 }

@@ -34,6 +34,8 @@ weft_status_t weft__thread_world_comm(weft_loop_world_t *lw, weft_thread_boot_wo
     WEFT_CHECK_GOTO(weft__comm_create(rank, size, 0, &weft__loop_ops, ep, &weft__thread_boot_ops,
                                       boot, comm_p),
                     err_release_boot);
+    /* every rank is a thread of this process */
+    (*comm_p)->oversubscribed = size > weft__usable_cores();
     return WEFT_OK;
 
 err_release_boot:

@@ -13,11 +13,38 @@
 #include "bootstrap/tcp/tcp.h"
 #include "pt2pt/ucx/ucx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 _Static_assert(sizeof(weft_unique_id_t) == sizeof(weft_tcp_id_t),
                "the public unique id carries a TCP bootstrap id");
+
+/* This node's identity: hostname and boot id, hashed (FNV-1a). */
+static uint64_t node_id(void)
+{
+    char buf[256 + 64] = "";
+    uint64_t h = 0xcbf29ce484222325ull;
+    FILE *f;
+
+    gethostname(buf, 256);
+    buf[255] = '\0';
+    f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        size_t n = strlen(buf);
+
+        if (fgets(buf + n, (int)(sizeof(buf) - n), f) == NULL) {
+            buf[n] = '\0';
+        }
+        fclose(f);
+    }
+    for (const char *c = buf; *c; c++) {
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    }
+    return h;
+}
+
 
 /* Exchange worker addresses and build the communicator (takes boot_ctx). */
 static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
@@ -27,7 +54,8 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     weft_ucx_context_t *ucx = NULL;
     const void *addr;
     size_t len, maxlen = 0;
-    uint64_t mylen, *lens = NULL;
+    int local = 0;
+    uint64_t mine[2], *lens = NULL; /* per rank: address length, node id */
     size_t *alens = NULL;
     unsigned char *blob = NULL, *addrs = NULL;
     void *ep = NULL;
@@ -35,17 +63,19 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
 
     WEFT_CHECK_GOTO(weft__ucx_context_get(&ucx), err_release_boot);
     WEFT_CHECK_GOTO(weft__ucx_worker_address(ucx, &addr, &len), err_put);
-    lens = calloc((size_t)size, sizeof(*lens));
+    lens = calloc((size_t)size, 2 * sizeof(*lens));
     alens = calloc((size_t)size, sizeof(*alens));
     if (lens == NULL || alens == NULL) {
         status = weft__error(WEFT_ERR_NO_MEMORY, "address table of %d ranks", size);
         goto err_free;
     }
-    mylen = len;
-    WEFT_CHECK_GOTO(boot->allgather(boot_ctx, &mylen, lens, sizeof(mylen), deadline), err_free);
+    mine[0] = len;
+    mine[1] = node_id();
+    WEFT_CHECK_GOTO(boot->allgather(boot_ctx, mine, lens, sizeof(mine), deadline), err_free);
     for (int r = 0; r < size; r++) {
-        alens[r] = (size_t)lens[r];
+        alens[r] = (size_t)lens[2 * r];
         maxlen = alens[r] > maxlen ? alens[r] : maxlen;
+        local += lens[2 * r + 1] == mine[1];
     }
     blob = calloc(1, maxlen);
     addrs = calloc((size_t)size, maxlen);
@@ -58,8 +88,10 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     WEFT_CHECK_GOTO(weft__ucx_ep_create(ucx, rank, size, addrs, maxlen, alens, &ep), err_free);
     WEFT_CHECK_GOTO(weft__comm_create(rank, size, 0, &weft__ucx_ops, ep, boot, boot_ctx, comm_p),
                     err_release_ep);
+    (*comm_p)->oversubscribed = local > weft__usable_cores();
     weft__log_set_rank(rank);
-    weft__log_info("communicator of %d ranks over %s bootstrap and ucx", size, boot->name);
+    weft__log_info("communicator of %d ranks over %s bootstrap and ucx; %d on this node%s", size,
+                   boot->name, local, (*comm_p)->oversubscribed ? ", more than its cores" : "");
     free(lens);
     free(alens);
     free(blob);

@@ -387,6 +387,7 @@ static void loop_idle_wait(void *ep_, uint64_t max_ns)
 
 const weft_pt2pt_ops_t weft__loop_ops = {
     .name = "loop",
+    .prompt_wakeup = 1,
     .isend = loop_isend,
     .irecv = loop_irecv,
     .test = loop_test,
