@@ -16,6 +16,15 @@ typedef enum {
     WEFT_COLL_ALLREDUCE,
     WEFT_COLL_REDUCE_SCATTER,
     WEFT_COLL_ALLGATHER,
+    WEFT_COLL_BCAST,
+    WEFT_COLL_REDUCE,
+    WEFT_COLL_GATHER,
+    WEFT_COLL_SCATTER,
+    WEFT_COLL_ALLTOALL,
+    WEFT_COLL_BARRIER,
+    WEFT_COLL_ALLGATHERV,
+    WEFT_COLL_ALLTOALLV,
+    WEFT_COLL_REDUCE_SCATTER_V,
     WEFT_COLL_KIND_COUNT
 } weft_coll_kind_t;
 
@@ -26,6 +35,25 @@ typedef enum {
  *    (dst may be src's own slot rank * count, or src itself).
  *  - allgather: dst holds size * count elements; this rank's contribution is
  *    at src (src == dst + rank * count in place).
+ *  - bcast: dst holds count elements on every rank (src == dst); root's are
+ *    the input.
+ *  - reduce: src holds count elements; dst (count elements) is written on
+ *    root only (NULL elsewhere); src == dst at root in place.
+ *  - gather: src holds count elements; dst (size * count) on root only;
+ *    src == dst + root * count at root in place.
+ *  - scatter: src (size * count) on root only; dst holds count elements;
+ *    dst == src + root * count at root in place.
+ *  - alltoall: src and dst hold size * count elements, block r for rank r;
+ *    src == dst in place (the algorithm must stage the input itself).
+ *  - barrier: no buffers, count 0.
+ *  - allgatherv: src holds counts[rank] elements, dst receives rank r's at
+ *    dst + displs[r]; src == dst + displs[rank] in place. count: unused.
+ *  - alltoallv: block r of src is scounts[r] elements at src + sdispls[r],
+ *    block r of dst counts[r] elements at dst + displs[r]; src == dst in place.
+ *  - reduce_scatter_v: src holds the sum of counts, block r (counts[r]
+ *    elements) at the sum of the counts before it; dst receives counts[rank];
+ *    src == dst in place (result at the front).
+ * Arrays have size entries, in elements.
  */
 typedef struct weft_coll_args {
     weft_coll_kind_t kind;
@@ -37,6 +65,11 @@ typedef struct weft_coll_args {
     size_t esize; /* bytes per element */
     int rank;
     int size;
+    int root;
+    const size_t *counts;  /* v variants: receive counts */
+    const size_t *displs;  /* v variants: receive displacements (NULL for reduce_scatter_v) */
+    const size_t *scounts; /* alltoallv: send counts */
+    const size_t *sdispls; /* alltoallv: send displacements */
 } weft_coll_args_t;
 
 typedef weft_status_t (*weft_coll_build_fn)(weft_sched_t *s, const weft_coll_args_t *args);
@@ -49,9 +82,15 @@ typedef struct weft_coll_algo {
 
 const char *weft__coll_kind_name(weft_coll_kind_t kind);
 
+/* Algorithm tables of groups of collectives, each ended by an entry whose
+ * name is NULL (coll/algos_*.c). */
+extern const weft_coll_algo_t weft__coll_algos_rooted[];
+extern const weft_coll_algo_t weft__coll_algos_exchange[];
+
 /* The algorithm for kind at `bytes` (the whole vector of one rank: allreduce
  * count, reduce_scatter size*count, allgather size*count elements): the
- * first WEFT_TUNE rule that matches, else the default table. */
+ * first WEFT_TUNE rule that matches, else the default table. NULL when no
+ * algorithm of that kind is registered. */
 const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks);
 /* The algorithm of that name, or NULL. */
 const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name);

@@ -44,6 +44,15 @@ static const char *const kind_names[WEFT_COLL_KIND_COUNT] = {
     [WEFT_COLL_ALLREDUCE] = "allreduce",
     [WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter",
     [WEFT_COLL_ALLGATHER] = "allgather",
+    [WEFT_COLL_BCAST] = "bcast",
+    [WEFT_COLL_REDUCE] = "reduce",
+    [WEFT_COLL_GATHER] = "gather",
+    [WEFT_COLL_SCATTER] = "scatter",
+    [WEFT_COLL_ALLTOALL] = "alltoall",
+    [WEFT_COLL_BARRIER] = "barrier",
+    [WEFT_COLL_ALLGATHERV] = "allgatherv",
+    [WEFT_COLL_ALLTOALLV] = "alltoallv",
+    [WEFT_COLL_REDUCE_SCATTER_V] = "reduce_scatter_v",
 };
 
 typedef struct tune_rule {
@@ -63,36 +72,97 @@ const char *weft__coll_kind_name(weft_coll_kind_t kind)
 
 const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
 {
+    static const weft_coll_algo_t *const groups[] = {weft__coll_algos_rooted,
+                                                       weft__coll_algos_exchange};
+
     for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
         if (algos[i].kind == kind && strcmp(algos[i].name, name) == 0) {
             return &algos[i];
         }
     }
+    for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+        for (const weft_coll_algo_t *a = groups[g]; a->name != NULL; a++) {
+            if (a->kind == kind && strcmp(a->name, name) == 0) {
+                return a;
+            }
+        }
+    }
     return NULL;
+}
+
+/* The first registered algorithm of kind (a fallback when the preferred one
+ * is not built in). */
+static const weft_coll_algo_t *find_any(weft_coll_kind_t kind)
+{
+    static const weft_coll_algo_t *const groups[] = {weft__coll_algos_rooted,
+                                                       weft__coll_algos_exchange};
+
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+        if (algos[i].kind == kind) {
+            return &algos[i];
+        }
+    }
+    for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+        for (const weft_coll_algo_t *a = groups[g]; a->name != NULL; a++) {
+            if (a->kind == kind) {
+                return a;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The default choice by size (the cost model replaces these thresholds). */
+static const char *default_algo(weft_coll_kind_t kind, size_t bytes, int nranks)
+{
+    int pow2 = (nranks & (nranks - 1)) == 0;
+
+    switch (kind) {
+    case WEFT_COLL_ALLREDUCE:
+        /* whole-vector exchanges win while latency dominates; halving-doubling
+         * needs 2 log p messages, ring 2(p-1), for the same bandwidth */
+        if (bytes < 8192) {
+            return "recursive_doubling";
+        }
+        return bytes < ((size_t)4 << 20) || nranks > 16 ? "rabenseifner" : "ring";
+    case WEFT_COLL_ALLGATHER:
+        if (bytes < 65536) {
+            return pow2 ? "recursive_doubling" : "bruck";
+        }
+        return "ring";
+    case WEFT_COLL_REDUCE_SCATTER:
+        return bytes < 65536 && pow2 ? "recursive_halving" : "ring";
+    case WEFT_COLL_BCAST:
+        return bytes < 65536 || nranks <= 2 ? "binomial" : "scatter_allgather";
+    case WEFT_COLL_REDUCE:
+        return bytes < 65536 || nranks <= 2 ? "binomial" : "reduce_scatter_gather";
+    case WEFT_COLL_ALLTOALL:
+        return bytes / (size_t)(nranks > 0 ? nranks : 1) < 1024 && nranks > 2 ? "bruck"
+                                                                                : "pairwise";
+    case WEFT_COLL_BARRIER:
+        return "dissemination";
+    case WEFT_COLL_GATHER:
+    case WEFT_COLL_SCATTER:
+        return "binomial";
+    case WEFT_COLL_ALLTOALLV:
+        return "pairwise";
+    default:
+        return "ring";
+    }
 }
 
 const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks)
 {
+    const weft_coll_algo_t *algo;
+
     for (size_t i = 0; i < nrules; i++) {
         if (rules[i].kind == kind && bytes >= rules[i].lo &&
             (bytes < rules[i].hi || rules[i].hi == SIZE_MAX)) {
             return rules[i].algo;
         }
     }
-    switch (kind) {
-    case WEFT_COLL_ALLREDUCE:
-        /* whole-vector exchanges win while latency dominates; halving-doubling
-         * needs 2 log p messages, ring 2(p-1), for the same bandwidth */
-        if (bytes < 8192) {
-            return weft__coll_find(kind, "recursive_doubling");
-        }
-        if (bytes < ((size_t)4 << 20) || nranks > 16) {
-            return weft__coll_find(kind, "rabenseifner");
-        }
-        return weft__coll_find(kind, "ring");
-    default:
-        return weft__coll_find(kind, "ring");
-    }
+    algo = weft__coll_find(kind, default_algo(kind, bytes, nranks));
+    return algo != NULL ? algo : find_any(kind);
 }
 
 void weft__coll_tune_release(void)
@@ -185,22 +255,50 @@ weft_status_t weft__coll_tune_load(const char *text)
     return status;
 }
 
+/* Bytes that select an algorithm: one rank's whole vector. */
+static size_t selection_bytes(const weft_coll_args_t *a)
+{
+    size_t n = 0;
+
+    switch (a->kind) {
+    case WEFT_COLL_ALLREDUCE:
+    case WEFT_COLL_BCAST:
+    case WEFT_COLL_REDUCE:
+        return a->count * a->esize;
+    case WEFT_COLL_BARRIER:
+        return 0;
+    case WEFT_COLL_ALLGATHERV:
+    case WEFT_COLL_ALLTOALLV:
+    case WEFT_COLL_REDUCE_SCATTER_V:
+        for (int r = 0; r < a->size; r++) {
+            n += a->counts[r];
+        }
+        return n * a->esize;
+    default:
+        return a->count * a->esize * (size_t)a->size;
+    }
+}
+
 weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
 {
-    size_t bytes = args->count * args->esize *
-                   (args->kind == WEFT_COLL_ALLREDUCE ? 1 : (size_t)args->size);
-    const weft_coll_algo_t *algo = weft__coll_select(args->kind, bytes, args->size);
+    const weft_coll_algo_t *algo =
+        weft__coll_select(args->kind, selection_bytes(args), args->size);
     weft_op_desc_t desc = {
         .coll = kind_names[args->kind],
-        .algo = algo->name,
         .count = args->count,
         .dtype = args->dtype,
         .op = args->op,
     };
-    const weft_device_ops_t *dev = weft__device_query(args->dst);
+    const weft_device_ops_t *dev =
+        weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
     weft_sched_t *s;
     weft_status_t status = weft__comm_health(comm);
 
+    if (algo == NULL) {
+        return weft__error(WEFT_ERR_UNSUPPORTED, "%s: no algorithm is built in",
+                           kind_names[args->kind]);
+    }
+    desc.algo = algo->name;
     if (status == WEFT_OK) {
         status = weft__sched_create(comm, &desc, dev, &s);
     }
@@ -212,8 +310,20 @@ weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
         status = weft__sched_run(s);
     }
     weft__sched_destroy(s);
-    if (status == WEFT_OK && args->op == WEFT_AVG && args->kind != WEFT_COLL_ALLGATHER) {
-        status = dev->avg_finalize(args->dst, args->count, args->dtype, (size_t)args->size);
+    if (status == WEFT_OK && args->op == WEFT_AVG && args->dst != NULL) {
+        switch (args->kind) {
+        case WEFT_COLL_ALLREDUCE:
+        case WEFT_COLL_REDUCE_SCATTER:
+        case WEFT_COLL_REDUCE:
+            status = dev->avg_finalize(args->dst, args->count, args->dtype, (size_t)args->size);
+            break;
+        case WEFT_COLL_REDUCE_SCATTER_V:
+            status = dev->avg_finalize(args->dst, args->counts[args->rank], args->dtype,
+                                       (size_t)args->size);
+            break;
+        default:
+            break;
+        }
     }
     return status;
 }

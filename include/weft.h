@@ -165,6 +165,41 @@ weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t rec
 weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                              weft_dtype_t dtype, weft_comm_t comm);
 
+/*
+ * Rooted collectives. Buffers marked "root" are read or written on root
+ * only (they may be NULL elsewhere). In place on root: reduce with
+ * WEFT_IN_PLACE or sendbuf == recvbuf; gather with WEFT_IN_PLACE or
+ * sendbuf == recvbuf + root * sendcount (root's block is already there);
+ * scatter with recvbuf == sendbuf + root * recvcount (root's block stays).
+ */
+weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype, int root, weft_comm_t comm);
+weft_status_t weft_reduce(const void *sendbuf, void *recvbuf /* root */, size_t count,
+                          weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm);
+weft_status_t weft_gather(const void *sendbuf, void *recvbuf /* root */, size_t sendcount,
+                          weft_dtype_t dtype, int root, weft_comm_t comm);
+weft_status_t weft_scatter(const void *sendbuf /* root */, void *recvbuf, size_t recvcount,
+                           weft_dtype_t dtype, int root, weft_comm_t comm);
+/* Block r of sendbuf (count elements) goes to rank r; WEFT_IN_PLACE or
+ * sendbuf == recvbuf exchanges recvbuf in place. */
+weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                            weft_dtype_t dtype, weft_comm_t comm);
+weft_status_t weft_barrier(weft_comm_t comm);
+/* Per-rank counts and displacements, in elements, one entry per rank. In
+ * place: allgatherv with WEFT_IN_PLACE (this rank's block already at
+ * recvbuf + displs[rank]); alltoallv with WEFT_IN_PLACE (sendcounts and
+ * sdispls ignored: recvcounts/rdispls describe both); reduce_scatter_v with
+ * WEFT_IN_PLACE (the input, blocks packed in rank order, is in recvbuf and
+ * the result is written to its front). */
+weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                              const size_t *recvcounts, const size_t *displs,
+                              weft_dtype_t dtype, weft_comm_t comm);
+weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                             const size_t *sdispls, const size_t *recvcounts,
+                             const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm);
+weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
+                                    const size_t *recvcounts, weft_dtype_t dtype, weft_op_t op,
+                                    weft_comm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

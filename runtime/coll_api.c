@@ -20,6 +20,8 @@ typedef struct buf_check {
     int has_op;
     int per_rank; /* buffers hold size * count elements (not allreduce) */
     weft_comm_t comm;
+    int no_send;  /* sendbuf not read on this rank (rooted collectives) */
+    int no_recv;  /* recvbuf not written on this rank */
 } buf_check_t;
 
 static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
@@ -65,11 +67,11 @@ static weft_status_t check_common(const buf_check_t *c, size_t *esize_p, int *si
                            c->call, c->count, weft_dtype_name(c->dtype),
                            c->per_rank ? " for this many ranks" : "");
     }
-    if (c->count > 0 && c->recvbuf == NULL) {
+    if (c->count > 0 && !c->no_recv && c->recvbuf == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", c->call,
                            c->count);
     }
-    if (c->count > 0 && c->sendbuf == NULL) {
+    if (c->count > 0 && !c->no_send && c->sendbuf == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG,
                            "%s: sendbuf is NULL with count %zu (use WEFT_IN_PLACE for in place)",
                            c->call, c->count);
@@ -87,8 +89,9 @@ static weft_status_t overlap_error(const buf_check_t *c)
                        c->call);
 }
 
-static weft_status_t run(weft_coll_kind_t kind, const buf_check_t *c, const void *src, void *dst,
-                         size_t esize)
+static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const void *src,
+                              void *dst, size_t esize, int root, const size_t *counts,
+                              const size_t *displs, const size_t *scounts, const size_t *sdispls)
 {
     weft_coll_args_t args = {
         .kind = kind,
@@ -100,18 +103,38 @@ static weft_status_t run(weft_coll_kind_t kind, const buf_check_t *c, const void
         .esize = esize,
         .rank = c->comm->rank,
         .size = c->comm->size,
+        .root = root,
+        .counts = counts,
+        .displs = displs,
+        .scounts = scounts,
+        .sdispls = sdispls,
     };
 
+    return weft__coll_run(c->comm, &args);
+}
+
+static weft_status_t run(weft_coll_kind_t kind, const buf_check_t *c, const void *src, void *dst,
+                         size_t esize)
+{
     if (c->count == 0) {
         return WEFT_OK;
     }
-    return weft__coll_run(c->comm, &args);
+    return run_args(kind, c, src, dst, esize, 0, NULL, NULL, NULL, NULL);
+}
+
+static weft_status_t check_root(const buf_check_t *c, int root)
+{
+    if (root < 0 || root >= c->comm->size) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank comm",
+                           c->call, root, c->comm->size);
+    }
+    return WEFT_OK;
 }
 
 WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
 {
-    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm};
+    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, 0};
     size_t esize;
     int size;
     weft_status_t status;
@@ -134,7 +157,7 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
                                               size_t recvcount, weft_dtype_t dtype, weft_op_t op,
                                               weft_comm_t comm)
 {
-    buf_check_t c = {"weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm};
+    buf_check_t c = {"weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, 0, 0};
     size_t esize, bytes;
     int size;
     weft_status_t status;
@@ -160,7 +183,7 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
 WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                          weft_dtype_t dtype, weft_comm_t comm)
 {
-    buf_check_t c = {"weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm};
+    buf_check_t c = {"weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize, bytes;
     int size;
     weft_status_t status;
@@ -180,4 +203,300 @@ WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, siz
         return overlap_error(&c);
     }
     return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize);
+}
+
+/* comm is valid when this runs (check_common passed or is about to). */
+static int rank_of(weft_comm_t comm)
+{
+    return comm != NULL && comm->magic == WEFT_COMM_MAGIC ? comm->rank : -1;
+}
+
+WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype, int root,
+                                     weft_comm_t comm)
+{
+    buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
+    size_t esize;
+    int size;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status == WEFT_OK) {
+        status = check_root(&c, root);
+    }
+    if (status != WEFT_OK || count == 0) {
+        return status;
+    }
+    return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      weft_dtype_t dtype, weft_op_t op, int root,
+                                      weft_comm_t comm)
+{
+    int is_root = rank_of(comm) == root;
+    buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, !is_root};
+    size_t esize;
+    int size;
+    weft_status_t status;
+    const void *src = sendbuf;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status == WEFT_OK) {
+        status = check_root(&c, root);
+    }
+    if (status != WEFT_OK || count == 0) {
+        return status;
+    }
+    if (is_root && (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf)) {
+        src = recvbuf;
+    } else if (sendbuf == WEFT_IN_PLACE) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_reduce: WEFT_IN_PLACE as sendbuf is for the root only");
+    } else if (is_root && overlaps(sendbuf, count * esize, recvbuf, count * esize)) {
+        return overlap_error(&c);
+    }
+    return run_args(WEFT_COLL_REDUCE, &c, src, is_root ? recvbuf : NULL, esize, root, NULL, NULL,
+                    NULL, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      weft_dtype_t dtype, int root, weft_comm_t comm)
+{
+    int is_root = rank_of(comm) == root;
+    buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm,
+                     0, !is_root};
+    size_t esize, bytes;
+    int size;
+    weft_status_t status;
+    const void *src = sendbuf;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status == WEFT_OK) {
+        status = check_root(&c, root);
+    }
+    if (status != WEFT_OK || sendcount == 0) {
+        return status;
+    }
+    bytes = sendcount * esize;
+    if (is_root && (sendbuf == WEFT_IN_PLACE ||
+                    sendbuf == (const char *)recvbuf + (size_t)root * bytes)) {
+        src = (const char *)recvbuf + (size_t)root * bytes;
+    } else if (sendbuf == WEFT_IN_PLACE) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_gather: WEFT_IN_PLACE as sendbuf is for the root only");
+    } else if (is_root && overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)size)) {
+        return overlap_error(&c);
+    }
+    return run_args(WEFT_COLL_GATHER, &c, src, is_root ? recvbuf : NULL, esize, root, NULL, NULL,
+                    NULL, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       weft_dtype_t dtype, int root, weft_comm_t comm)
+{
+    int is_root = rank_of(comm) == root;
+    buf_check_t c = {"weft_scatter", sendbuf, recvbuf, recvcount, dtype, WEFT_SUM, 0, 1, comm,
+                     !is_root, 0};
+    size_t esize, bytes;
+    int size;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status == WEFT_OK) {
+        status = check_root(&c, root);
+    }
+    if (status != WEFT_OK || recvcount == 0) {
+        return status;
+    }
+    bytes = recvcount * esize;
+    if (is_root && recvbuf != (const char *)sendbuf + (size_t)root * bytes &&
+        overlaps(sendbuf, bytes * (size_t)size, recvbuf, bytes)) {
+        return overlap_error(&c);
+    }
+    return run_args(WEFT_COLL_SCATTER, &c, is_root ? sendbuf : NULL, recvbuf, esize, root, NULL,
+                    NULL, NULL, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                        weft_dtype_t dtype, weft_comm_t comm)
+{
+    buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
+    size_t esize;
+    int size;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
+        return run(WEFT_COLL_ALLTOALL, &c, recvbuf, recvbuf, esize);
+    }
+    if (overlaps(sendbuf, count * esize * (size_t)size, recvbuf, count * esize * (size_t)size)) {
+        return overlap_error(&c);
+    }
+    return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize);
+}
+
+WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
+{
+    buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0, comm, 1, 1};
+    size_t esize;
+    int size;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    return run_args(WEFT_COLL_BARRIER, &c, NULL, NULL, esize, 0, NULL, NULL, NULL, NULL);
+}
+
+/* Per-rank count and displacement arrays: present, and every block inside a
+ * buffer whose size fits size_t. *total_p: the extent in elements. */
+static weft_status_t check_vector(const buf_check_t *c, const char *cname, const size_t *counts,
+                                  const char *dname, const size_t *displs, size_t esize,
+                                  size_t *total_p)
+{
+    size_t extent = 0, sum = 0;
+
+    if (counts == NULL || (dname != NULL && displs == NULL)) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", c->call,
+                           counts == NULL ? cname : dname);
+    }
+    for (int r = 0; r < c->comm->size; r++) {
+        size_t start = displs != NULL ? displs[r] : sum;
+
+        if (counts[r] > SIZE_MAX / esize || start > SIZE_MAX / esize - counts[r]) {
+            return weft__error(WEFT_ERR_INVALID_ARG, "%s: %s[%d] + %s[%d] overflows", c->call,
+                               cname, r, dname != NULL ? dname : "offset", r);
+        }
+        sum += counts[r];
+        extent = start + counts[r] > extent ? start + counts[r] : extent;
+    }
+    *total_p = extent;
+    return WEFT_OK;
+}
+
+WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                          const size_t *recvcounts, const size_t *displs,
+                                          weft_dtype_t dtype, weft_comm_t comm)
+{
+    buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
+    size_t esize, total;
+    int size;
+    weft_status_t status;
+    const void *src = sendbuf;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status == WEFT_OK) {
+        status = check_vector(&c, "recvcounts", recvcounts, "displs", displs, esize, &total);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (recvcounts[comm->rank] != sendcount) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_allgatherv: sendcount %zu differs from recvcounts[%d] = %zu",
+                           sendcount, comm->rank, recvcounts[comm->rank]);
+    }
+    if (total > 0 && recvbuf == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_allgatherv: recvbuf is NULL");
+    }
+    if (sendcount > 0 && sendbuf == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_allgatherv: sendbuf is NULL");
+    }
+    if (sendbuf == WEFT_IN_PLACE) {
+        src = (const char *)recvbuf + displs[comm->rank] * esize;
+    } else if (sendbuf != (const char *)recvbuf + displs[comm->rank] * esize &&
+               overlaps(sendbuf, sendcount * esize, recvbuf, total * esize)) {
+        return overlap_error(&c);
+    }
+    if (total == 0) {
+        return WEFT_OK;
+    }
+    c.count = sendcount;
+    return run_args(WEFT_COLL_ALLGATHERV, &c, src, recvbuf, esize, 0, recvcounts, displs, NULL,
+                    NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
+                                         const size_t *sendcounts, const size_t *sdispls,
+                                         const size_t *recvcounts, const size_t *rdispls,
+                                         weft_dtype_t dtype, weft_comm_t comm)
+{
+    buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
+    size_t esize, stotal = 0, rtotal;
+    int size;
+    weft_status_t status;
+    int in_place = sendbuf == WEFT_IN_PLACE;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status == WEFT_OK) {
+        status = check_vector(&c, "recvcounts", recvcounts, "rdispls", rdispls, esize, &rtotal);
+    }
+    if (status == WEFT_OK && !in_place) {
+        status = check_vector(&c, "sendcounts", sendcounts, "sdispls", sdispls, esize, &stotal);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (in_place) {
+        sendbuf = recvbuf;
+        sendcounts = recvcounts;
+        sdispls = rdispls;
+        stotal = rtotal;
+    }
+    if ((rtotal > 0 && recvbuf == NULL) || (stotal > 0 && sendbuf == NULL)) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_alltoallv: %s is NULL",
+                           recvbuf == NULL ? "recvbuf" : "sendbuf");
+    }
+    if (!in_place && overlaps(sendbuf, stotal * esize, recvbuf, rtotal * esize)) {
+        return overlap_error(&c);
+    }
+    /* runs even when this rank moves nothing: its peers' schedules expect it */
+    return run_args(WEFT_COLL_ALLTOALLV, &c, sendbuf, recvbuf, esize, 0, recvcounts, rdispls,
+                    sendcounts, sdispls);
+}
+
+WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
+                                                const size_t *recvcounts, weft_dtype_t dtype,
+                                                weft_op_t op, weft_comm_t comm)
+{
+    buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, 0, 0};
+    size_t esize, total;
+    int size;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = check_common(&c, &esize, &size);
+    if (status == WEFT_OK) {
+        status = check_vector(&c, "recvcounts", recvcounts, NULL, NULL, esize, &total);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (total == 0) {
+        return WEFT_OK;
+    }
+    if (recvbuf == NULL || sendbuf == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_reduce_scatter_v: %s is NULL",
+                           recvbuf == NULL ? "recvbuf" : "sendbuf");
+    }
+    if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
+        sendbuf = recvbuf;
+    } else if (overlaps(sendbuf, total * esize, recvbuf, recvcounts[comm->rank] * esize)) {
+        return overlap_error(&c);
+    }
+    c.count = recvcounts[comm->rank];
+    return run_args(WEFT_COLL_REDUCE_SCATTER_V, &c, sendbuf, recvbuf, esize, 0, recvcounts, NULL,
+                    NULL, NULL);
 }
