@@ -131,16 +131,29 @@ static weft_status_t check_root(const buf_check_t *c, int root)
     return WEFT_OK;
 }
 
+/* Every entry point starts here: forget the last error, check what all
+ * collectives share, and the root when there is one (root NULL: none). */
+static weft_status_t enter(const buf_check_t *c, const int *root, size_t *esize_p)
+{
+    int size;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = check_common(c, esize_p, &size);
+    if (status == WEFT_OK && root != NULL) {
+        status = check_root(c, *root);
+    }
+    return status;
+}
+
 WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
 {
     buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, 0};
     size_t esize;
-    int size;
     weft_status_t status;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status != WEFT_OK) {
         return status;
     }
@@ -159,11 +172,9 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
 {
     buf_check_t c = {"weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, 0, 0};
     size_t esize, bytes;
-    int size;
     weft_status_t status;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status != WEFT_OK) {
         return status;
     }
@@ -174,7 +185,7 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
     if ((const char *)recvbuf == (const char *)sendbuf + (size_t)comm->rank * bytes) {
         return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize);
     }
-    if (overlaps(sendbuf, bytes * (size_t)size, recvbuf, bytes)) {
+    if (overlaps(sendbuf, bytes * (size_t)comm->size, recvbuf, bytes)) {
         return overlap_error(&c);
     }
     return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize);
@@ -185,12 +196,10 @@ WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, siz
 {
     buf_check_t c = {"weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize, bytes;
-    int size;
     weft_status_t status;
     char *own;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status != WEFT_OK) {
         return status;
     }
@@ -199,7 +208,7 @@ WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, siz
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf || sendbuf == own) {
         return run(WEFT_COLL_ALLGATHER, &c, own, recvbuf, esize);
     }
-    if (overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)size)) {
+    if (overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)comm->size)) {
         return overlap_error(&c);
     }
     return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize);
@@ -216,14 +225,9 @@ WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype
 {
     buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize;
-    int size;
     weft_status_t status;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
-    if (status == WEFT_OK) {
-        status = check_root(&c, root);
-    }
+    status = enter(&c, &root, &esize);
     if (status != WEFT_OK || count == 0) {
         return status;
     }
@@ -237,15 +241,10 @@ WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, !is_root};
     size_t esize;
-    int size;
     weft_status_t status;
     const void *src = sendbuf;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
-    if (status == WEFT_OK) {
-        status = check_root(&c, root);
-    }
+    status = enter(&c, &root, &esize);
     if (status != WEFT_OK || count == 0) {
         return status;
     }
@@ -268,15 +267,10 @@ WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t
     buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm,
                      0, !is_root};
     size_t esize, bytes;
-    int size;
     weft_status_t status;
     const void *src = sendbuf;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
-    if (status == WEFT_OK) {
-        status = check_root(&c, root);
-    }
+    status = enter(&c, &root, &esize);
     if (status != WEFT_OK || sendcount == 0) {
         return status;
     }
@@ -287,7 +281,7 @@ WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t
     } else if (sendbuf == WEFT_IN_PLACE) {
         return weft__error(WEFT_ERR_INVALID_ARG,
                            "weft_gather: WEFT_IN_PLACE as sendbuf is for the root only");
-    } else if (is_root && overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)size)) {
+    } else if (is_root && overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)comm->size)) {
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_GATHER, &c, src, is_root ? recvbuf : NULL, esize, root, NULL, NULL,
@@ -301,20 +295,15 @@ WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_
     buf_check_t c = {"weft_scatter", sendbuf, recvbuf, recvcount, dtype, WEFT_SUM, 0, 1, comm,
                      !is_root, 0};
     size_t esize, bytes;
-    int size;
     weft_status_t status;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
-    if (status == WEFT_OK) {
-        status = check_root(&c, root);
-    }
+    status = enter(&c, &root, &esize);
     if (status != WEFT_OK || recvcount == 0) {
         return status;
     }
     bytes = recvcount * esize;
     if (is_root && recvbuf != (const char *)sendbuf + (size_t)root * bytes &&
-        overlaps(sendbuf, bytes * (size_t)size, recvbuf, bytes)) {
+        overlaps(sendbuf, bytes * (size_t)comm->size, recvbuf, bytes)) {
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_SCATTER, &c, is_root ? sendbuf : NULL, recvbuf, esize, root, NULL,
@@ -326,18 +315,16 @@ WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size
 {
     buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize;
-    int size;
     weft_status_t status;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status != WEFT_OK) {
         return status;
     }
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
         return run(WEFT_COLL_ALLTOALL, &c, recvbuf, recvbuf, esize);
     }
-    if (overlaps(sendbuf, count * esize * (size_t)size, recvbuf, count * esize * (size_t)size)) {
+    if (overlaps(sendbuf, count * esize * (size_t)comm->size, recvbuf, count * esize * (size_t)comm->size)) {
         return overlap_error(&c);
     }
     return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize);
@@ -347,11 +334,9 @@ WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
 {
     buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0, comm, 1, 1};
     size_t esize;
-    int size;
     weft_status_t status;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status != WEFT_OK) {
         return status;
     }
@@ -390,12 +375,10 @@ WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, si
 {
     buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, total;
-    int size;
     weft_status_t status;
     const void *src = sendbuf;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status == WEFT_OK) {
         status = check_vector(&c, "recvcounts", recvcounts, "displs", displs, esize, &total);
     }
@@ -434,12 +417,10 @@ WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
 {
     buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, stotal = 0, rtotal;
-    int size;
     weft_status_t status;
     int in_place = sendbuf == WEFT_IN_PLACE;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status == WEFT_OK) {
         status = check_vector(&c, "recvcounts", recvcounts, "rdispls", rdispls, esize, &rtotal);
     }
@@ -473,11 +454,9 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvb
 {
     buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, 0, 0};
     size_t esize, total;
-    int size;
     weft_status_t status;
 
-    weft__error_clear();
-    status = check_common(&c, &esize, &size);
+    status = enter(&c, NULL, &esize);
     if (status == WEFT_OK) {
         status = check_vector(&c, "recvcounts", recvcounts, NULL, NULL, esize, &total);
     }

@@ -21,6 +21,7 @@
 static atomic_uint next_comm_id = 1;
 
 typedef struct map_ep {
+    weft_pt2pt_ops_t ops; /* map_ops, waking up as the parent's transport does */
     weft_comm_t parent;
     int size;
     int map[]; /* child rank -> parent rank */
@@ -86,22 +87,9 @@ static void map_ep_release(void *ep_)
     free(ep);
 }
 
-/* Two tables that differ only in prompt_wakeup, which follows the parent's. */
+/* The child's table: a copy of this with the parent's prompt_wakeup. */
 static const weft_pt2pt_ops_t map_ops = {
     .name = "split",
-    .prompt_wakeup = 0,
-    .isend = map_isend,
-    .irecv = map_irecv,
-    .test = map_test,
-    .cancel = map_cancel,
-    .progress = map_progress,
-    .idle_wait = map_idle_wait,
-    .ep_release = map_ep_release,
-};
-
-static const weft_pt2pt_ops_t map_ops_prompt = {
-    .name = "split",
-    .prompt_wakeup = 1,
     .isend = map_isend,
     .irecv = map_irecv,
     .test = map_test,
@@ -244,6 +232,8 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
         free(members);
         return weft__error(WEFT_ERR_NO_MEMORY, "weft_comm_split of %d ranks", comm->size);
     }
+    ep->ops = map_ops;
+    ep->ops.prompt_wakeup = comm->p2p->prompt_wakeup;
     ep->parent = comm;
     ep->size = n;
     for (int i = 0; i < n; i++) {
@@ -253,8 +243,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     free(members);
     boot->ep = ep;
     weft__comm_get(comm);
-    status = weft__comm_create(newrank, n, id, comm->p2p->prompt_wakeup ? &map_ops_prompt : &map_ops,
-                               ep, &child_boot_ops, boot, out);
+    status = weft__comm_create(newrank, n, id, &ep->ops, ep, &child_boot_ops, boot, out);
     if (status != WEFT_OK) {
         map_ep_release(ep);
         child_release(boot);
