@@ -1,7 +1,8 @@
 /*
  * weft_bench: collective benchmark launched by mpirun (or srun).
  *
- *   mpirun -np 4 weft_bench [options] allreduce|allgather|reduce_scatter
+ *   mpirun -np 4 weft_bench [options] COLLECTIVE
+ *   COLLECTIVE: allreduce allgather reduce_scatter bcast reduce gather scatter alltoall barrier
  *
  *   -b BYTES  smallest message (default 8)      -e BYTES  largest (default 64m)
  *   -f N      size multiplication factor (2)    -n N      timed iterations (default:
@@ -11,14 +12,16 @@
  *   -o OP     sum (default), prod, min, max, avg, band, bor, bxor, land, lor, lxor
  *   --algo NAME   force weft's algorithm (sets WEFT_TUNE for this collective)
  *   --check       validate every iteration's result (outside the timed region)
- *   --in-place    in-place operation (WEFT_IN_PLACE and MPI_IN_PLACE)
+ *   --in-place    in-place operation (WEFT_IN_PLACE and MPI_IN_PLACE; allreduce,
+ *                 allgather, reduce_scatter)
+ *   --root R      root of bcast, reduce, gather, scatter (default 0)
  *   --format osu|nccl|csv   output columns (default osu)
  *   --vs-mpi      time the MPI library's own collective on the same buffers,
  *                 alternating with weft, and print both times and weft/MPI
  *
- * Sizes are the bytes of one rank's vector (allreduce), one rank's
- * contribution (allgather) or one rank's result block (reduce_scatter), as
- * in the OSU micro-benchmarks. Times are the mean per iteration of the
+ * Sizes are the bytes of one rank's vector (allreduce, bcast, reduce), one
+ * rank's block (allgather, gather, scatter, alltoall: per destination) or
+ * one rank's result block (reduce_scatter), as in the OSU micro-benchmarks. Times are the mean per iteration of the
  * slowest rank.
  */
 #include <weft.h>
@@ -31,7 +34,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER } coll_t;
+typedef enum {
+    COLL_ALLREDUCE,
+    COLL_ALLGATHER,
+    COLL_REDUCE_SCATTER,
+    COLL_BCAST,
+    COLL_REDUCE,
+    COLL_GATHER,
+    COLL_SCATTER,
+    COLL_ALLTOALL,
+    COLL_BARRIER,
+    COLL_COUNT
+} coll_t;
 typedef enum { FORMAT_OSU, FORMAT_NCCL, FORMAT_CSV } format_t;
 
 typedef struct options {
@@ -42,10 +56,13 @@ typedef struct options {
     weft_op_t op;
     const char *algo;
     int check, vs_mpi, in_place;
+    int root;
     format_t format;
 } options_t;
 
-static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter"};
+static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
+                                         "bcast",     "reduce",    "gather",
+                                         "scatter",   "alltoall",  "barrier"};
 
 static int rank, nranks;
 
@@ -167,12 +184,27 @@ static int64_t reduce_ref(weft_op_t op, int64_t acc, int64_t v, int first)
     }
 }
 
-/* Expected element gi of the result (global index for allgather / reduce_scatter). */
-static void expected(const options_t *o, size_t gi, size_t count, int iter, void *out)
+/* Expected element i of this rank's result. */
+static void expected(const options_t *o, size_t i, size_t count, int iter, void *out)
 {
-    if (o->coll == COLL_ALLGATHER) {
+    size_t gi = o->coll == COLL_REDUCE_SCATTER ? (size_t)rank * count + i : i;
+
+    switch (o->coll) {
+    case COLL_ALLGATHER:
+    case COLL_GATHER:
         store(o->dtype, out, 0, value((int)(gi / count), gi % count, iter));
         return;
+    case COLL_BCAST:
+        store(o->dtype, out, 0, value(o->root, gi, iter));
+        return;
+    case COLL_SCATTER:
+        store(o->dtype, out, 0, value(o->root, (size_t)rank * count + i, iter));
+        return;
+    case COLL_ALLTOALL: /* block j came from rank j's block for us */
+        store(o->dtype, out, 0, value((int)(i / count), (size_t)rank * count + i % count, iter));
+        return;
+    default:
+        break;
     }
     int64_t acc = 0;
     for (int r = 0; r < nranks; r++) {
@@ -210,6 +242,9 @@ static void fill(const options_t *o, bufs_t *b, int iter)
     for (size_t i = 0; i < b->send_count; i++) {
         store(o->dtype, b->send, i, value(rank, i, iter));
     }
+    if (o->coll == COLL_BCAST && rank == o->root) {
+        memcpy(b->recv, b->send, b->recv_count * es);
+    }
     if (o->in_place) {
         size_t off = o->coll == COLL_ALLGATHER ? (size_t)rank * b->count * es : 0;
         memcpy((char *)b->recv + off, b->send, b->send_count * es);
@@ -223,8 +258,7 @@ static long check(const options_t *o, const bufs_t *b, int iter)
     long wrong = 0;
 
     for (size_t i = 0; i < b->recv_count; i++) {
-        size_t gi = o->coll == COLL_REDUCE_SCATTER ? (size_t)rank * b->count + i : i;
-        expected(o, gi, b->count, iter, want);
+        expected(o, i, b->count, iter, want);
         wrong += memcmp((char *)b->recv + i * es, want, es) != 0;
     }
     return wrong;
@@ -239,8 +273,20 @@ static weft_status_t run_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
         return weft_allreduce(send, b->recv, b->count, o->dtype, o->op, comm);
     case COLL_ALLGATHER:
         return weft_allgather(send, b->recv, b->count, o->dtype, comm);
-    default:
+    case COLL_REDUCE_SCATTER:
         return weft_reduce_scatter(send, b->recv, b->count, o->dtype, o->op, comm);
+    case COLL_BCAST:
+        return weft_bcast(b->recv, b->count, o->dtype, o->root, comm);
+    case COLL_REDUCE:
+        return weft_reduce(send, b->recv, b->count, o->dtype, o->op, o->root, comm);
+    case COLL_GATHER:
+        return weft_gather(send, b->recv, b->count, o->dtype, o->root, comm);
+    case COLL_SCATTER:
+        return weft_scatter(send, b->recv, b->count, o->dtype, o->root, comm);
+    case COLL_ALLTOALL:
+        return weft_alltoall(send, b->recv, b->count, o->dtype, comm);
+    default:
+        return weft_barrier(comm);
     }
 }
 
@@ -255,15 +301,39 @@ static int run_mpi(const options_t *o, bufs_t *b)
     case COLL_ALLGATHER:
         return MPI_Allgather(send, (int)b->count, dt, b->recv, (int)b->count, dt,
                              MPI_COMM_WORLD);
-    default:
+    case COLL_REDUCE_SCATTER:
         return MPI_Reduce_scatter_block(send, b->recv, (int)b->count, dt, mpi_op(o->op),
                                         MPI_COMM_WORLD);
+    case COLL_BCAST:
+        return MPI_Bcast(b->recv, (int)b->count, dt, o->root, MPI_COMM_WORLD);
+    case COLL_REDUCE:
+        return MPI_Reduce(send, b->recv, (int)b->count, dt, mpi_op(o->op), o->root,
+                          MPI_COMM_WORLD);
+    case COLL_GATHER:
+        return MPI_Gather(send, (int)b->count, dt, b->recv, (int)b->count, dt, o->root,
+                          MPI_COMM_WORLD);
+    case COLL_SCATTER:
+        return MPI_Scatter(send, (int)b->count, dt, b->recv, (int)b->count, dt, o->root,
+                           MPI_COMM_WORLD);
+    case COLL_ALLTOALL:
+        return MPI_Alltoall(send, (int)b->count, dt, b->recv, (int)b->count, dt, MPI_COMM_WORLD);
+    default:
+        return MPI_Barrier(MPI_COMM_WORLD);
     }
 }
 
+/* nccl-tests' bus bandwidth factors */
 static double bus_factor(coll_t c)
 {
-    return c == COLL_ALLREDUCE ? 2.0 * (nranks - 1) / nranks : (double)(nranks - 1) / nranks;
+    switch (c) {
+    case COLL_ALLREDUCE:
+        return 2.0 * (nranks - 1) / nranks;
+    case COLL_BCAST:
+    case COLL_REDUCE:
+        return 1.0;
+    default:
+        return (double)(nranks - 1) / nranks;
+    }
 }
 
 static void parse(int argc, char **argv, options_t *o)
@@ -271,12 +341,12 @@ static void parse(int argc, char **argv, options_t *o)
     static const struct option longopts[] = {
         {"algo", required_argument, NULL, 'A'}, {"check", no_argument, NULL, 'C'},
         {"format", required_argument, NULL, 'F'}, {"vs-mpi", no_argument, NULL, 'V'},
-        {"in-place", no_argument, NULL, 'I'},
+        {"in-place", no_argument, NULL, 'I'}, {"root", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
 
     *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, -1, -1, WEFT_FLOAT32, WEFT_SUM, NULL,
-                     0, 0, 0, FORMAT_OSU};
+                     0, 0, 0, 0, FORMAT_OSU};
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->min_bytes = parse_bytes(optarg); break;
@@ -308,6 +378,7 @@ static void parse(int argc, char **argv, options_t *o)
         case 'C': o->check = 1; break;
         case 'V': o->vs_mpi = 1; break;
         case 'I': o->in_place = 1; break;
+        case 'R': o->root = atoi(optarg); break;
         case 'F':
             o->format = !strcmp(optarg, "osu")    ? FORMAT_OSU
                         : !strcmp(optarg, "nccl") ? FORMAT_NCCL
@@ -322,9 +393,9 @@ static void parse(int argc, char **argv, options_t *o)
     }
     if (optind < argc) {
         int k;
-        for (k = 0; k < 3 && strcmp(coll_names[k], argv[optind]); k++) {
+        for (k = 0; k < COLL_COUNT && strcmp(coll_names[k], argv[optind]); k++) {
         }
-        if (k == 3) {
+        if (k == COLL_COUNT) {
             die("unknown collective '%s'", argv[optind]);
         }
         o->coll = (coll_t)k;
@@ -332,6 +403,13 @@ static void parse(int argc, char **argv, options_t *o)
     if (o->factor < 2 || o->iters == 0 || o->iters < -1 || o->warmup < -1 ||
         o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
         die("%s", "bad -f/-n/-w/-b/-e (-b must be at least 1 byte)");
+    }
+    if (o->root < 0 || o->root >= nranks) {
+        die("--root %s is not a rank", "R");
+    }
+    if (o->in_place && o->coll > COLL_REDUCE_SCATTER) {
+        die("--in-place: only for allreduce, allgather, reduce_scatter (not %s)",
+            coll_names[o->coll]);
     }
     if (o->vs_mpi && (mpi_dtype(o->dtype) == MPI_DATATYPE_NULL || mpi_op(o->op) == MPI_OP_NULL)) {
         die("--vs-mpi: MPI has no equivalent of this dtype/op (%s)", "float16, bfloat16, avg");
@@ -398,8 +476,37 @@ int main(int argc, char **argv)
         long wrong = 0;
 
         b.count = bytes / es;
-        b.send_count = o.coll == COLL_REDUCE_SCATTER ? b.count * (size_t)nranks : b.count;
-        b.recv_count = o.coll == COLL_ALLGATHER ? b.count * (size_t)nranks : b.count;
+        switch (o.coll) {
+        case COLL_REDUCE_SCATTER:
+        case COLL_ALLTOALL:
+            b.send_count = b.count * (size_t)nranks;
+            break;
+        case COLL_SCATTER:
+            b.send_count = rank == o.root ? b.count * (size_t)nranks : 0;
+            break;
+        case COLL_BARRIER:
+            b.send_count = 0;
+            break;
+        default:
+            b.send_count = b.count;
+        }
+        switch (o.coll) {
+        case COLL_ALLGATHER:
+        case COLL_ALLTOALL:
+            b.recv_count = b.count * (size_t)nranks;
+            break;
+        case COLL_GATHER:
+            b.recv_count = rank == o.root ? b.count * (size_t)nranks : 0;
+            break;
+        case COLL_REDUCE:
+            b.recv_count = rank == o.root ? b.count : 0;
+            break;
+        case COLL_BARRIER:
+            b.recv_count = 0;
+            break;
+        default:
+            b.recv_count = b.count;
+        }
         b.send = malloc(b.send_count * es + 1);
         b.recv = malloc((o.in_place && o.coll == COLL_REDUCE_SCATTER ? b.send_count : b.recv_count) *
                             es + 1);
@@ -446,7 +553,10 @@ int main(int argc, char **argv)
         MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) {
             double us = tw / iters * 1e6, mus = tm / iters * 1e6;
-            size_t total = o.coll == COLL_ALLREDUCE ? bytes : bytes * (size_t)nranks;
+            size_t total = o.coll == COLL_ALLREDUCE || o.coll == COLL_BCAST ||
+                                   o.coll == COLL_REDUCE
+                               ? bytes
+                               : bytes * (size_t)nranks;
             double algbw = us > 0 ? (double)total / us / 1e3 : 0; /* GB/s */
             double busbw = algbw * bus_factor(o.coll);
             double mbusbw = mus > 0 ? (double)total / mus / 1e3 * bus_factor(o.coll) : 0;
@@ -466,7 +576,11 @@ int main(int argc, char **argv)
             case FORMAT_NCCL:
                 printf("  %10zu %12zu %8s %6s %10.1f %8.2f %8.2f %6ld", total, total / es,
                        weft_dtype_name(o.dtype),
-                       o.coll == COLL_ALLGATHER ? "none" : weft_op_name(o.op), us, algbw, busbw,
+                       o.coll == COLL_ALLREDUCE || o.coll == COLL_REDUCE_SCATTER ||
+                               o.coll == COLL_REDUCE
+                           ? weft_op_name(o.op)
+                           : "none",
+                       us, algbw, busbw,
                        o.check ? wrong_all : -1L);
                 if (o.vs_mpi) {
                     printf(" %14.1f %9.2f %8.2f", mus, mbusbw, us / mus);

@@ -99,7 +99,10 @@ const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
 weft_status_t weft__coll_tune_load(const char *rules);
 void weft__coll_tune_release(void);
 
-/* Build and run the operation with the selected algorithm (blocking). */
+/* Select, build and start the operation (the caller waits for or detaches
+ * the schedule), or build, run and destroy it (blocking). */
+weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
+                               weft_sched_t **sched_p);
 weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args);
 
 /* Split count elements into nblocks blocks whose sizes differ by at most one:

@@ -70,7 +70,38 @@ struct weft_sched {
     scratch_t *scratch; /* blocks kept across reuse; the first nscratch are in use */
     int nscratch;
     int cap_scratch;
+
+    uint64_t start_ns;
+    uint64_t deadline_ns;
+    struct weft_sched *next_active; /* the communicator's started, unfinished schedules */
+    int linked;
+    int detached; /* nobody waits: destroy on completion */
 };
+
+static void unlink_active(weft_sched_t *s)
+{
+    if (!s->linked) {
+        return;
+    }
+    for (struct weft_sched **p = &s->comm->active; *p != NULL; p = &(*p)->next_active) {
+        if (*p == s) {
+            *p = s->next_active;
+            break;
+        }
+    }
+    s->linked = 0;
+}
+
+static void cancel_active(weft_sched_t *s)
+{
+    for (int i = 0; i < s->nactive; i++) {
+        task_t *t = &s->tasks[s->active[i]];
+
+        s->comm->p2p->cancel(s->comm->p2p_ep, t->req);
+        t->req = NULL;
+    }
+    s->nactive = 0;
+}
 
 /*
  * A communicator keeps its last finished schedule (arrays, scratch blocks)
@@ -92,6 +123,18 @@ static void sched_free(weft_sched_t *s)
 
 void weft__sched_cache_release(weft_comm_t comm)
 {
+    /* operations still unfinished when the communicator goes are cancelled */
+    while (comm->active != NULL) {
+        weft_sched_t *s = comm->active;
+
+        cancel_active(s);
+        s->status = weft__error(WEFT_ERR_ABORTED, "%s seq %u: communicator destroyed",
+                                s->desc.coll, s->seq);
+        unlink_active(s);
+        if (s->detached) {
+            sched_free(s);
+        }
+    }
     if (comm->sched_cache != NULL) {
         sched_free(comm->sched_cache);
         comm->sched_cache = NULL;
@@ -105,7 +148,7 @@ weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
 
     if (s != NULL) {
         comm->sched_cache = NULL;
-        s->started = 0;
+        s->started = s->linked = s->detached = 0;
         s->ntasks = s->nedges = s->nready = s->nactive = s->ndone = s->nscratch = 0;
         s->step = 0;
     } else if ((s = calloc(1, sizeof(*s))) == NULL) {
@@ -114,7 +157,14 @@ weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
     s->comm = comm;
     s->dev = dev;
     s->desc = *desc;
-    s->seq = comm->seq++;
+    if (desc->p2p) {
+        s->seq = WEFT_TAG_SEQ_P2P;
+    } else {
+        s->seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
+        if (s->seq == WEFT_TAG_SEQ_P2P) {
+            s->seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
+        }
+    }
     s->status = WEFT_OK;
     s->phase = "setup";
     *sched_p = s;
@@ -129,16 +179,6 @@ weft_status_t weft__sched_fail(weft_sched_t *s, weft_status_t status)
     return status;
 }
 
-static void cancel_active(weft_sched_t *s)
-{
-    for (int i = 0; i < s->nactive; i++) {
-        task_t *t = &s->tasks[s->active[i]];
-
-        s->comm->p2p->cancel(s->comm->p2p_ep, t->req);
-        t->req = NULL;
-    }
-    s->nactive = 0;
-}
 
 void weft__sched_destroy(weft_sched_t *s)
 {
@@ -146,7 +186,8 @@ void weft__sched_destroy(weft_sched_t *s)
         return;
     }
     cancel_active(s);
-    if (s->comm->sched_cache == NULL) {
+    unlink_active(s);
+    if (s->comm->magic == WEFT_COMM_MAGIC && s->comm->sched_cache == NULL) {
         s->comm->sched_cache = s;
         return;
     }
@@ -338,6 +379,16 @@ size_t weft__sched_num_tasks(const weft_sched_t *s)
     return (size_t)s->ntasks;
 }
 
+/* After the last task: the once-only division of WEFT_AVG. */
+static weft_status_t finalize(weft_sched_t *s)
+{
+    if (s->desc.avg_buf != NULL) {
+        return s->dev->avg_finalize(s->desc.avg_buf, s->desc.avg_count, s->desc.dtype,
+                                    s->desc.avg_divisor);
+    }
+    return WEFT_OK;
+}
+
 weft_status_t weft__sched_start(weft_sched_t *s)
 {
     if (s->status != WEFT_OK) {
@@ -380,6 +431,15 @@ weft_status_t weft__sched_start(weft_sched_t *s)
     }
     s->started = 1;
     s->status = s->ntasks > 0 ? WEFT_INPROGRESS : WEFT_OK;
+    s->start_ns = weft__time_ns();
+    s->deadline_ns = weft__deadline_ns();
+    if (s->status == WEFT_INPROGRESS) {
+        s->next_active = s->comm->active;
+        s->comm->active = s;
+        s->linked = 1;
+    } else {
+        s->status = finalize(s);
+    }
     return WEFT_OK;
 }
 
@@ -445,6 +505,7 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
     }
     cancel_active(s);
     s->status = status;
+    unlink_active(s);
     return status;
 }
 
@@ -500,8 +561,9 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
         }
     }
     if (s->ndone == s->ntasks) {
-        s->status = WEFT_OK;
+        s->status = finalize(s);
         *done_p = 1;
+        unlink_active(s);
     }
     (void)events;
     return s->status;
@@ -541,28 +603,101 @@ static weft_status_t report_timeout(weft_sched_t *s, double seconds)
                        len ? peers : "none");
 }
 
-weft_status_t weft__sched_run(weft_sched_t *s)
+/* A schedule that can no longer complete: cancel it, record status. */
+static void fail_sched(weft_sched_t *s, weft_status_t status)
 {
-    weft_status_t status = weft__sched_start(s);
-    uint64_t start = weft__time_ns();
-    uint64_t deadline = weft__deadline_ns();
-    uint64_t spin_ns = s->comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
-    uint64_t yield_ns = s->comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
-    uint64_t idle_since = 0, idle_ns = 0;
-    int idle = 0;
-    int done = 0;
+    cancel_active(s);
+    s->status = status;
+    unlink_active(s);
+}
 
-    if (status != WEFT_OK) {
-        return status;
+/* Complete a detached schedule: nobody will wait for it. */
+static void reap(weft_sched_t *s)
+{
+    if (s->detached && !s->linked) {
+        weft__sched_destroy(s);
     }
-    for (;;) {
-        int before = s->ndone;
+}
 
-        status = weft__sched_progress(s, &done);
+int weft__comm_progress(weft_comm_t comm)
+{
+    int completed = 0;
+    weft_sched_t *s = comm->active;
+
+    while (s != NULL) {
+        weft_sched_t *next = s->next_active;
+        int before = s->ndone, done = 0;
+
+        weft__sched_progress(s, &done);
+        completed += s->ndone - before;
         if (done) {
-            return status;
+            completed++;
+            reap(s);
+        } else if (s->detached && weft__time_ns() >= s->deadline_ns) {
+            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+            reap(s);
         }
-        if (s->ndone != before) {
+        s = next;
+    }
+    return completed;
+}
+
+/* The communicator cannot go on (aborted, a peer died): fail every
+ * unfinished schedule of it with the reason. */
+static void fail_all(weft_comm_t comm, weft_status_t status)
+{
+    char detail[256];
+
+    snprintf(detail, sizeof(detail), "%s", weft_last_error());
+    while (comm->active != NULL) {
+        weft_sched_t *s = comm->active;
+
+        fail_sched(s, weft__error(status, "%s seq %u (%s, count %zu): %s", s->desc.coll, s->seq,
+                                  s->desc.algo, s->desc.count, detail));
+        weft__log(status == WEFT_ERR_ABORTED ? WEFT_LOG_INFO : WEFT_LOG_ERROR, "%s",
+                  weft_last_error());
+        reap(s);
+    }
+}
+
+int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
+{
+    weft_status_t health;
+
+    if (s->status == WEFT_INPROGRESS) {
+        weft__comm_progress(s->comm);
+    }
+    if (s->status == WEFT_INPROGRESS) {
+        health = weft__comm_health(s->comm);
+        if (health != WEFT_OK) {
+            fail_all(s->comm, health);
+        } else if (weft__time_ns() >= s->deadline_ns) {
+            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+        }
+    }
+    *status_p = s->status;
+    return s->status != WEFT_INPROGRESS;
+}
+
+void weft__sched_detach(weft_sched_t *s)
+{
+    s->detached = 1;
+    reap(s);
+}
+
+weft_status_t weft__sched_wait(weft_sched_t *s)
+{
+    weft_comm_t comm = s->comm;
+    uint64_t spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
+    uint64_t yield_ns = comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
+    uint64_t idle_since = 0, idle_ns = 0;
+    weft_status_t status;
+    int idle = 0;
+
+    while (s->status == WEFT_INPROGRESS) {
+        /* every unfinished operation of the communicator moves, not only
+         * this one: a peer may need our part of another to reach this one */
+        if (weft__comm_progress(comm) > 0) {
             idle = 0;
             continue;
         }
@@ -583,28 +718,27 @@ weft_status_t weft__sched_run(weft_sched_t *s)
         } else {
             idle_ns = weft__time_ns() - idle_since;
         }
-        status = weft__comm_health(s->comm);
+        status = weft__comm_health(comm);
         if (status != WEFT_OK) {
-            char detail[256];
-
-            snprintf(detail, sizeof(detail), "%s", weft_last_error());
-            cancel_active(s);
-            s->status = weft__error(status, "%s seq %u (%s, count %zu): %s", s->desc.coll, s->seq,
-                                    s->desc.algo, s->desc.count, detail);
-            weft__log(status == WEFT_ERR_ABORTED ? WEFT_LOG_INFO : WEFT_LOG_ERROR, "%s",
-                      weft_last_error());
-            return s->status;
+            fail_all(comm, status);
+            break;
         }
-        if (weft__time_ns() >= deadline) {
-            status = report_timeout(s, (double)(weft__time_ns() - start) / 1e9);
-            cancel_active(s);
-            s->status = status;
-            return status;
+        if (weft__time_ns() >= s->deadline_ns) {
+            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+            break;
         }
         if (idle_ns >= spin_ns + yield_ns) {
-            s->comm->p2p->idle_wait(s->comm->p2p_ep, 1000000);
+            comm->p2p->idle_wait(comm->p2p_ep, 1000000);
         } else if (idle_ns >= spin_ns) {
             sched_yield();
         }
     }
+    return s->status;
+}
+
+weft_status_t weft__sched_run(weft_sched_t *s)
+{
+    weft_status_t status = weft__sched_start(s);
+
+    return status != WEFT_OK ? status : weft__sched_wait(s);
 }

@@ -31,12 +31,17 @@ typedef struct weft_op_desc {
     size_t count;
     weft_dtype_t dtype;
     weft_op_t op;
+    int p2p; /* point-to-point: tagged with WEFT_TAG_SEQ_P2P, takes no sequence number */
+    void *avg_buf;      /* WEFT_AVG: divide these avg_count elements by avg_divisor at the end */
+    size_t avg_count;
+    size_t avg_divisor;
 } weft_op_desc_t;
 
 typedef struct weft_sched weft_sched_t;
 
-/* Takes the communicator's next sequence number (all ranks create their
- * schedules for one communicator in the same order). */
+/* A collective takes the communicator's next sequence number (all ranks
+ * create their collective schedules for one communicator in the same order);
+ * a point-to-point schedule uses WEFT_TAG_SEQ_P2P. */
 weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p);
 /* Cancels what is outstanding; the communicator may keep the memory for its
@@ -66,9 +71,26 @@ weft_status_t weft__sched_start(weft_sched_t *s);
 /* Advance; *done_p = 1 once every task completed or the schedule failed.
  * Returns the schedule's status (WEFT_INPROGRESS while running). */
 weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p);
-/* start + progress until done or until WEFT_TIMEOUT expires (then
- * WEFT_ERR_TIMEOUT, with a log line naming the operation, its step and the
- * peers it still waits for). */
+/*
+ * A started schedule is one of its communicator's unfinished operations
+ * until it completes. Waiting for one (wait, test) progresses all of them,
+ * since a peer may need this rank's part of another operation first.
+ *
+ * weft__sched_wait: until s completes, fails, or its deadline (WEFT_TIMEOUT
+ * from its start) passes: then WEFT_ERR_TIMEOUT, with a log line naming the
+ * operation, its step and the peers it still waits for. An aborted
+ * communicator or a dead peer fails every unfinished schedule of it.
+ * weft__sched_test: the same without blocking; 1 when s is finished.
+ * weft__sched_detach: nobody will wait for s; it is destroyed when it
+ * finishes (or fails, or its deadline passes during a later progress).
+ * weft__comm_progress: one round over the communicator's unfinished
+ * schedules; returns how many tasks (and schedules) completed.
+ */
+weft_status_t weft__sched_wait(weft_sched_t *s);
+int weft__sched_test(weft_sched_t *s, weft_status_t *status_p);
+void weft__sched_detach(weft_sched_t *s);
+int weft__comm_progress(weft_comm_t comm);
+/* start + wait */
 weft_status_t weft__sched_run(weft_sched_t *s);
 
 size_t weft__sched_num_tasks(const weft_sched_t *s);

@@ -279,7 +279,8 @@ static size_t selection_bytes(const weft_coll_args_t *a)
     }
 }
 
-weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
+weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
+                               weft_sched_t **sched_p)
 {
     const weft_coll_algo_t *algo =
         weft__coll_select(args->kind, selection_bytes(args), args->size);
@@ -299,6 +300,23 @@ weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
                            kind_names[args->kind]);
     }
     desc.algo = algo->name;
+    if (args->op == WEFT_AVG && args->dst != NULL) {
+        switch (args->kind) {
+        case WEFT_COLL_ALLREDUCE:
+        case WEFT_COLL_REDUCE_SCATTER:
+        case WEFT_COLL_REDUCE:
+            desc.avg_buf = args->dst;
+            desc.avg_count = args->count;
+            break;
+        case WEFT_COLL_REDUCE_SCATTER_V:
+            desc.avg_buf = args->dst;
+            desc.avg_count = args->counts[args->rank];
+            break;
+        default:
+            break;
+        }
+        desc.avg_divisor = (size_t)args->size;
+    }
     if (status == WEFT_OK) {
         status = weft__sched_create(comm, &desc, dev, &s);
     }
@@ -307,23 +325,25 @@ weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
     }
     status = algo->build(s, args);
     if (status == WEFT_OK) {
-        status = weft__sched_run(s);
+        status = weft__sched_start(s);
     }
+    if (status != WEFT_OK) {
+        weft__sched_destroy(s);
+        return status;
+    }
+    *sched_p = s;
+    return WEFT_OK;
+}
+
+weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
+{
+    weft_sched_t *s;
+    weft_status_t status = weft__coll_start(comm, args, &s);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = weft__sched_wait(s);
     weft__sched_destroy(s);
-    if (status == WEFT_OK && args->op == WEFT_AVG && args->dst != NULL) {
-        switch (args->kind) {
-        case WEFT_COLL_ALLREDUCE:
-        case WEFT_COLL_REDUCE_SCATTER:
-        case WEFT_COLL_REDUCE:
-            status = dev->avg_finalize(args->dst, args->count, args->dtype, (size_t)args->size);
-            break;
-        case WEFT_COLL_REDUCE_SCATTER_V:
-            status = dev->avg_finalize(args->dst, args->counts[args->rank], args->dtype,
-                                       (size_t)args->size);
-            break;
-        default:
-            break;
-        }
-    }
     return status;
 }

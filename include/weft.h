@@ -79,6 +79,7 @@ typedef enum {
 } weft_op_t;
 
 typedef struct weft_comm *weft_comm_t;
+typedef struct weft_request *weft_request_t;
 
 /* Names a job for weft_comm_init_rank: the bootstrap root's address and a
  * random 128-bit job token. Plain bytes: copy it to every rank. */
@@ -184,6 +185,68 @@ weft_status_t weft_scatter(const void *sendbuf /* root */, void *recvbuf, size_t
 weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                             weft_dtype_t dtype, weft_comm_t comm);
 weft_status_t weft_barrier(weft_comm_t comm);
+
+/*
+ * Nonblocking collectives: weft_i<collective> takes the same arguments plus
+ * a trailing weft_request_t *req, returns once the operation is started,
+ * and leaves the buffers to weft until the request completes. Any number
+ * may be outstanding on one communicator; all ranks must start the
+ * collectives of a communicator in the same order.
+ *
+ * weft_test sets *done and, once done, returns the operation's status;
+ * weft_wait blocks (with WEFT_TIMEOUT) and returns it; weft_waitall waits
+ * for n requests and returns the first error. Testing or waiting progresses
+ * every unfinished operation of the request's communicator. A request stays
+ * valid until weft_request_free; freeing one that is not done lets the
+ * operation finish on its own (its buffers stay in use until then).
+ */
+weft_status_t weft_test(weft_request_t req, int *done);
+weft_status_t weft_wait(weft_request_t req);
+weft_status_t weft_waitall(int n, weft_request_t *reqs);
+weft_status_t weft_request_free(weft_request_t req);
+
+weft_status_t weft_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                              weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                              weft_request_t *req);
+weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                   weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                   weft_request_t *req);
+weft_status_t weft_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                              weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_ibcast(void *buf, size_t count, weft_dtype_t dtype, int root,
+                          weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_ireduce(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype,
+                           weft_op_t op, int root, weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                           weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                            weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                             weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                               const size_t *recvcounts, const size_t *displs,
+                               weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_ialltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                              const size_t *sdispls, const size_t *recvcounts,
+                              const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm,
+                              weft_request_t *req);
+weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
+                                     const size_t *recvcounts, weft_dtype_t dtype, weft_op_t op,
+                                     weft_comm_t comm, weft_request_t *req);
+
+/*
+ * Point-to-point, blocking. Tags are 0..WEFT_TAG_UB. Messages between two
+ * ranks with the same tag are received in the order they were sent. The
+ * receive count must equal the sent count (a different size returns
+ * WEFT_ERR_MISMATCH). A send may wait until the receive is posted (large
+ * messages), as MPI_Send may.
+ */
+#define WEFT_TAG_UB 65535
+weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
+                        weft_comm_t comm);
+weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
+                        weft_comm_t comm);
 /* Per-rank counts and displacements, in elements, one entry per rank. In
  * place: allgatherv with WEFT_IN_PLACE (this rank's block already at
  * recvbuf + displs[rank]); alltoallv with WEFT_IN_PLACE (sendcounts and

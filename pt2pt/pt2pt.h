@@ -57,6 +57,9 @@ typedef struct weft_pt2pt_ops {
 #define WEFT_TAG_SLOT_BITS 16
 #define WEFT_TAG_SRC_BITS 16
 #define WEFT_TAG_MAX_SLOT ((1u << WEFT_TAG_SLOT_BITS) - 1)
+/* The sequence number reserved for point-to-point messages (weft_send and
+ * weft_recv): their slot is the user's tag. Collectives skip it. */
+#define WEFT_TAG_SEQ_P2P ((1u << WEFT_TAG_SEQ_BITS) - 1)
 
 static inline uint64_t weft__tag_make(uint32_t comm_id, uint32_t seq, uint32_t slot)
 {

@@ -5,6 +5,7 @@
  */
 #include "coll/coll.h"
 #include "runtime/init.h"
+#include "runtime/request.h"
 
 
 #include <stdint.h>
@@ -89,9 +90,12 @@ static weft_status_t overlap_error(const buf_check_t *c)
                        c->call);
 }
 
+/* Run the collective (started == NULL), or start it and hand its schedule
+ * back (the nonblocking forms). */
 static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const void *src,
                               void *dst, size_t esize, int root, const size_t *counts,
-                              const size_t *displs, const size_t *scounts, const size_t *sdispls)
+                              const size_t *displs, const size_t *scounts, const size_t *sdispls,
+                              weft_sched_t **started)
 {
     weft_coll_args_t args = {
         .kind = kind,
@@ -110,16 +114,17 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
         .sdispls = sdispls,
     };
 
-    return weft__coll_run(c->comm, &args);
+    return started != NULL ? weft__coll_start(c->comm, &args, started)
+                           : weft__coll_run(c->comm, &args);
 }
 
 static weft_status_t run(weft_coll_kind_t kind, const buf_check_t *c, const void *src, void *dst,
-                         size_t esize)
+                         size_t esize, weft_sched_t **started)
 {
     if (c->count == 0) {
         return WEFT_OK;
     }
-    return run_args(kind, c, src, dst, esize, 0, NULL, NULL, NULL, NULL);
+    return run_args(kind, c, src, dst, esize, 0, NULL, NULL, NULL, NULL, started);
 }
 
 static weft_status_t check_root(const buf_check_t *c, int root)
@@ -146,8 +151,8 @@ static weft_status_t enter(const buf_check_t *c, const int *root, size_t *esize_
     return status;
 }
 
-WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
+static weft_status_t allreduce_impl(const void *sendbuf, void *recvbuf, size_t count,
+                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, 0};
     size_t esize;
@@ -158,17 +163,17 @@ WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, siz
         return status;
     }
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
-        return run(WEFT_COLL_ALLREDUCE, &c, recvbuf, recvbuf, esize);
+        return run(WEFT_COLL_ALLREDUCE, &c, recvbuf, recvbuf, esize, started);
     }
     if (overlaps(sendbuf, count * esize, recvbuf, count * esize)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize);
+    return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize, started);
 }
 
-WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf,
+static weft_status_t reduce_scatter_impl(const void *sendbuf, void *recvbuf,
                                               size_t recvcount, weft_dtype_t dtype, weft_op_t op,
-                                              weft_comm_t comm)
+                                              weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, 0, 0};
     size_t esize, bytes;
@@ -180,19 +185,19 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
     }
     bytes = recvcount * esize;
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
-        return run(WEFT_COLL_REDUCE_SCATTER, &c, recvbuf, recvbuf, esize);
+        return run(WEFT_COLL_REDUCE_SCATTER, &c, recvbuf, recvbuf, esize, started);
     }
     if ((const char *)recvbuf == (const char *)sendbuf + (size_t)comm->rank * bytes) {
-        return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize);
+        return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize, started);
     }
     if (overlaps(sendbuf, bytes * (size_t)comm->size, recvbuf, bytes)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize);
+    return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize, started);
 }
 
-WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                         weft_dtype_t dtype, weft_comm_t comm)
+static weft_status_t allgather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                         weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize, bytes;
@@ -206,12 +211,12 @@ WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, siz
     bytes = sendcount * esize;
     own = (char *)recvbuf + (size_t)comm->rank * bytes;
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf || sendbuf == own) {
-        return run(WEFT_COLL_ALLGATHER, &c, own, recvbuf, esize);
+        return run(WEFT_COLL_ALLGATHER, &c, own, recvbuf, esize, started);
     }
     if (overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)comm->size)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize);
+    return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize, started);
 }
 
 /* comm is valid when this runs (check_common passed or is about to). */
@@ -220,8 +225,8 @@ static int rank_of(weft_comm_t comm)
     return comm != NULL && comm->magic == WEFT_COMM_MAGIC ? comm->rank : -1;
 }
 
-WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                     weft_comm_t comm)
+static weft_status_t bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int root,
+                                     weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize;
@@ -231,12 +236,12 @@ WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype
     if (status != WEFT_OK || count == 0) {
         return status;
     }
-    return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL);
+    return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL, started);
 }
 
-WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count,
+static weft_status_t reduce_impl(const void *sendbuf, void *recvbuf, size_t count,
                                       weft_dtype_t dtype, weft_op_t op, int root,
-                                      weft_comm_t comm)
+                                      weft_comm_t comm, weft_sched_t **started)
 {
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, !is_root};
@@ -257,11 +262,11 @@ WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_REDUCE, &c, src, is_root ? recvbuf : NULL, esize, root, NULL, NULL,
-                    NULL, NULL);
+                    NULL, NULL, started);
 }
 
-WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                      weft_dtype_t dtype, int root, weft_comm_t comm)
+static weft_status_t gather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      weft_dtype_t dtype, int root, weft_comm_t comm, weft_sched_t **started)
 {
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm,
@@ -285,11 +290,11 @@ WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_GATHER, &c, src, is_root ? recvbuf : NULL, esize, root, NULL, NULL,
-                    NULL, NULL);
+                    NULL, NULL, started);
 }
 
-WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                       weft_dtype_t dtype, int root, weft_comm_t comm)
+static weft_status_t scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       weft_dtype_t dtype, int root, weft_comm_t comm, weft_sched_t **started)
 {
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_scatter", sendbuf, recvbuf, recvcount, dtype, WEFT_SUM, 0, 1, comm,
@@ -307,11 +312,11 @@ WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_SCATTER, &c, is_root ? sendbuf : NULL, recvbuf, esize, root, NULL,
-                    NULL, NULL, NULL);
+                    NULL, NULL, NULL, started);
 }
 
-WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                        weft_dtype_t dtype, weft_comm_t comm)
+static weft_status_t alltoall_impl(const void *sendbuf, void *recvbuf, size_t count,
+                                        weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize;
@@ -322,15 +327,15 @@ WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size
         return status;
     }
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
-        return run(WEFT_COLL_ALLTOALL, &c, recvbuf, recvbuf, esize);
+        return run(WEFT_COLL_ALLTOALL, &c, recvbuf, recvbuf, esize, started);
     }
     if (overlaps(sendbuf, count * esize * (size_t)comm->size, recvbuf, count * esize * (size_t)comm->size)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize);
+    return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize, started);
 }
 
-WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
+static weft_status_t barrier_impl(weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0, comm, 1, 1};
     size_t esize;
@@ -340,7 +345,7 @@ WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
     if (status != WEFT_OK) {
         return status;
     }
-    return run_args(WEFT_COLL_BARRIER, &c, NULL, NULL, esize, 0, NULL, NULL, NULL, NULL);
+    return run_args(WEFT_COLL_BARRIER, &c, NULL, NULL, esize, 0, NULL, NULL, NULL, NULL, started);
 }
 
 /* Per-rank count and displacement arrays: present, and every block inside a
@@ -369,9 +374,9 @@ static weft_status_t check_vector(const buf_check_t *c, const char *cname, const
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+static weft_status_t allgatherv_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
                                           const size_t *recvcounts, const size_t *displs,
-                                          weft_dtype_t dtype, weft_comm_t comm)
+                                          weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, total;
@@ -407,13 +412,13 @@ WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, si
     }
     c.count = sendcount;
     return run_args(WEFT_COLL_ALLGATHERV, &c, src, recvbuf, esize, 0, recvcounts, displs, NULL,
-                    NULL);
+                    NULL, started);
 }
 
-WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
+static weft_status_t alltoallv_impl(const void *sendbuf, void *recvbuf,
                                          const size_t *sendcounts, const size_t *sdispls,
                                          const size_t *recvcounts, const size_t *rdispls,
-                                         weft_dtype_t dtype, weft_comm_t comm)
+                                         weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, stotal = 0, rtotal;
@@ -445,12 +450,12 @@ WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
     }
     /* runs even when this rank moves nothing: its peers' schedules expect it */
     return run_args(WEFT_COLL_ALLTOALLV, &c, sendbuf, recvbuf, esize, 0, recvcounts, rdispls,
-                    sendcounts, sdispls);
+                    sendcounts, sdispls, started);
 }
 
-WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
+static weft_status_t reduce_scatter_v_impl(const void *sendbuf, void *recvbuf,
                                                 const size_t *recvcounts, weft_dtype_t dtype,
-                                                weft_op_t op, weft_comm_t comm)
+                                                weft_op_t op, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, 0, 0};
     size_t esize, total;
@@ -477,5 +482,245 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvb
     }
     c.count = recvcounts[comm->rank];
     return run_args(WEFT_COLL_REDUCE_SCATTER_V, &c, sendbuf, recvbuf, esize, 0, recvcounts, NULL,
-                    NULL, NULL);
+                    NULL, NULL, started);
+}
+
+/* The public entry points: blocking, and the nonblocking 'i' forms. */
+
+WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
+{
+    return allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iallreduce: req is NULL");
+    }
+    status = allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                              size_t recvcount, weft_dtype_t dtype, weft_op_t op,
+                                              weft_comm_t comm)
+{
+    return reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf,
+                                              size_t recvcount, weft_dtype_t dtype, weft_op_t op,
+                                              weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ireduce_scatter: req is NULL");
+    }
+    status = reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                         weft_dtype_t dtype, weft_comm_t comm)
+{
+    return allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iallgather: req is NULL");
+    }
+    status = allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype, int root,
+                                     weft_comm_t comm)
+{
+    return bcast_impl(buf, count, dtype, root, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_ibcast(void *buf, size_t count, weft_dtype_t dtype, int root,
+                                     weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ibcast: req is NULL");
+    }
+    status = bcast_impl(buf, count, dtype, root, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      weft_dtype_t dtype, weft_op_t op, int root,
+                                      weft_comm_t comm)
+{
+    return reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      weft_dtype_t dtype, weft_op_t op, int root,
+                                      weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ireduce: req is NULL");
+    }
+    status = reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      weft_dtype_t dtype, int root, weft_comm_t comm)
+{
+    return gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_igather: req is NULL");
+    }
+    status = gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       weft_dtype_t dtype, int root, weft_comm_t comm)
+{
+    return scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iscatter: req is NULL");
+    }
+    status = scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                        weft_dtype_t dtype, weft_comm_t comm)
+{
+    return alltoall_impl(sendbuf, recvbuf, count, dtype, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                        weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ialltoall: req is NULL");
+    }
+    status = alltoall_impl(sendbuf, recvbuf, count, dtype, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
+{
+    return barrier_impl(comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ibarrier: req is NULL");
+    }
+    status = barrier_impl(comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                          const size_t *recvcounts, const size_t *displs,
+                                          weft_dtype_t dtype, weft_comm_t comm)
+{
+    return allgatherv_impl(sendbuf, recvbuf, sendcount, recvcounts, displs, dtype, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                          const size_t *recvcounts, const size_t *displs,
+                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iallgatherv: req is NULL");
+    }
+    status = allgatherv_impl(sendbuf, recvbuf, sendcount, recvcounts, displs, dtype, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
+                                         const size_t *sendcounts, const size_t *sdispls,
+                                         const size_t *recvcounts, const size_t *rdispls,
+                                         weft_dtype_t dtype, weft_comm_t comm)
+{
+    return alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, dtype, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_ialltoallv(const void *sendbuf, void *recvbuf,
+                                         const size_t *sendcounts, const size_t *sdispls,
+                                         const size_t *recvcounts, const size_t *rdispls,
+                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ialltoallv: req is NULL");
+    }
+    status = alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, dtype, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
+}
+
+WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
+                                                const size_t *recvcounts, weft_dtype_t dtype,
+                                                weft_op_t op, weft_comm_t comm)
+{
+    return reduce_scatter_v_impl(sendbuf, recvbuf, recvcounts, dtype, op, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
+                                                const size_t *recvcounts, weft_dtype_t dtype,
+                                                weft_op_t op, weft_comm_t comm, weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status;
+
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ireduce_scatter_v: req is NULL");
+    }
+    status = reduce_scatter_v_impl(sendbuf, recvbuf, recvcounts, dtype, op, comm, &s);
+    return status == WEFT_OK ? weft__request_new(s, req) : status;
 }

@@ -1,5 +1,8 @@
 /*
- * UCX transport (contract in ucx.h and pt2pt.h).
+ * UCX transport (contract in ucx.h and pt2pt.h): requests (post, test,
+ * cancel), progress and idle wait, and the endpoint tables of communicators
+ * with the ops table. The process's context, its peer cache, peer liveness and
+ * endpoints are in ucx_context.c; what the two share is in ucx_internal.h.
  *
  * Objects:
  *
@@ -17,14 +20,6 @@
  * completes with WEFT_ERR_PEER_FAILED. The error callback only queues the
  * peer; the rest runs after ucp_worker_progress returns, never inside UCX.
  *
- * Liveness on this host: UCX 1.13 loses a peer that dies while an endpoint
- * waits for its wireup reply (the first rendezvous send to a peer over
- * shared memory asks it for its endpoint id): neither keepalive nor the error
- * callback ever fire, and every request with that peer hangs. So the address
- * a rank publishes starts with its process identity (host and pid namespace,
- * pid, start time), and once per LIVENESS_INTERVAL_NS progress checks in
- * /proc that the peers on this host with requests outstanding still run.
- *
  * UCX cannot withdraw a send (ucp_request_cancel only removes receives that
  * are not matched yet) nor a receive already matched to a message in flight.
  * cancel therefore keeps progressing the worker until such a request
@@ -36,96 +31,22 @@
  * let it read or write the buffer later (when the peer matches it), and UCX
  * 1.13 asserts in ucp_worker_destroy on an endpoint that still holds one.
  */
-#include "pt2pt/ucx/ucx.h"
-
-#include <ucp/api/ucp.h>
+#include "pt2pt/ucx/ucx_internal.h"
 
 #include <poll.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Longest wait of a burst of cancels for requests UCX cannot withdraw. */
 #define CANCEL_WAIT_NS 1000000000ull
 /* Cancels closer together than this belong to one burst. */
 #define CANCEL_BURST_GAP_NS 10000000ull
-/* Longest wait for endpoints to flush when the context is destroyed. */
-#define CLOSE_WAIT_NS 5000000000ull
-/* Longest wait for a forced close to purge the endpoint's requests. */
-#define CLOSE_FORCE_WAIT_NS 100000000ull
 /* idle_wait never sleeps longer: keepalive runs from ucp_worker_progress. */
 #define IDLE_WAIT_MAX_NS 100000000ull
 /* Sleep of idle_wait when the worker has no event file descriptor. */
 #define IDLE_NAP_NS 100000ull
-/* How often the processes of peers on this host are looked up. */
-#define LIVENESS_INTERVAL_NS 500000000ull
-
-#define ADDR_MAGIC 0x77656674u /* "weft" */
-
-/* Head of the address a rank publishes; the UCP worker address follows. */
-typedef struct ucx_addr_hdr {
-    uint32_t magic;
-    int32_t pid;
-    uint64_t host;       /* boot id, pid namespace, user; 0: unknown, never checked */
-    uint64_t start_time; /* of the process, in clock ticks after boot */
-} ucx_addr_hdr_t;
-
-typedef struct ucx_peer ucx_peer_t;
-
-struct weft_p2p_req {
-    struct weft_p2p_req *prev; /* in peer->recvs while posted */
-    struct weft_p2p_req *next;
-    ucx_peer_t *peer;
-    void *ucp_req; /* NULL when UCX completed at once, or once released */
-    size_t bytes;
-    size_t length; /* received */
-    ucs_status_t ucs_status;
-    int peer_rank;
-    int done; /* own word: read without the lock by ucx_test's fast path */
-    unsigned is_recv : 1;
-    unsigned linked : 1;
-    unsigned peer_failed : 1; /* completed (or abandoned) because the peer failed */
-};
-
-struct ucx_peer {
-    ucx_peer_t *hash_next;
-    ucx_peer_t *failed_next; /* on ctx->failed until its receives are withdrawn */
-    weft_ucx_context_t *ctx;
-    ucp_ep_h ep;          /* NULL until first used */
-    ucs_status_t failure; /* UCS_OK while the peer is usable */
-    const char *why;      /* how the failure was found */
-    weft_p2p_req_t *recvs;
-    size_t nreqs;  /* requests with it that UCX holds */
-    int rank_hint; /* its rank in the communicator that first named it, for logs */
-    ucx_addr_hdr_t id;
-    uint64_t hash;
-    size_t addr_len; /* header and worker address */
-    unsigned char addr[];
-};
-
-struct weft_ucx_context {
-    int refs;             /* under global_lock */
-    pthread_mutex_t lock; /* serializes every UCP call and everything below */
-    ucp_context_h ucp;
-    ucp_worker_h worker;
-    unsigned char *address; /* header and worker address */
-    size_t address_len;
-    int efd;                /* -1: no wakeup support, idle_wait naps */
-    uint64_t host;          /* this process's ucx_addr_hdr_t.host */
-    uint64_t next_liveness; /* of liveness_check */
-    unsigned liveness_tick; /* progress calls since the clock was last read */
-    ucx_peer_t **buckets;
-    size_t nbuckets;
-    size_t npeers;
-    size_t neps;
-    ucx_peer_t *failed;
-    uint64_t cancel_until; /* deadline of the current burst of cancels */
-    uint64_t cancel_last;  /* when the last cancel returned */
-};
 
 typedef struct ucx_comm {
     weft_ucx_context_t *ctx;
@@ -133,9 +54,6 @@ typedef struct ucx_comm {
     int size;
     ucx_peer_t *peers[];
 } ucx_comm_t;
-
-static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
-static weft_ucx_context_t *global_ctx;
 
 /* ------------------------------------------------------------ status */
 
@@ -167,573 +85,6 @@ static weft_status_t memtype_to_ucs(weft_memtype_t memtype, ucs_memory_type_t *u
     return weft__error(WEFT_ERR_UNSUPPORTED, "memory type %d has no UCX equivalent", (int)memtype);
 }
 
-/* ------------------------------------------------------------ processes */
-
-static uint64_t fnv1a(const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325ull;
-
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
-/* Start time of a running process (clock ticks after boot); 0 when pid is
- * gone or a zombie. */
-static uint64_t proc_start_time(pid_t pid)
-{
-    char path[64], buf[1024];
-    unsigned long long start = 0;
-    const char *p;
-    char state = 'X';
-    size_t n;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "r");
-    if (f == NULL) {
-        return 0;
-    }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* fields 3 (state) and 22 (starttime); the name before them may hold ')' */
-    p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 1,
-                            " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-                            "%*d %*d %*d %*d %*d %*d %llu",
-                            &state, &start) != 2) {
-        return 0;
-    }
-    return state == 'Z' || state == 'X' ? 0 : start;
-}
-
-/* This boot of this host, this pid namespace and this user: processes with
- * equal values can look each other up in /proc (a /proc mounted with hidepid
- * hides only other users' processes). 0 when unknown. */
-static uint64_t host_identity(void)
-{
-    char id[64 + 2 * sizeof(uint64_t)];
-    uint64_t ns, uid = (uint64_t)getuid();
-    struct stat st;
-    size_t n;
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-
-    if (f == NULL) {
-        return 0;
-    }
-    n = fread(id, 1, 64, f);
-    fclose(f);
-    if (n == 0 || stat("/proc/self/ns/pid", &st) != 0) {
-        return 0;
-    }
-    ns = (uint64_t)st.st_ino;
-    memcpy(id + n, &ns, sizeof(ns));
-    memcpy(id + n + sizeof(ns), &uid, sizeof(uid));
-    return fnv1a(id, n + 2 * sizeof(uint64_t)) | 1;
-}
-
-/* ------------------------------------------------------------ context */
-
-/* Set a UCX variable in config unless the user chose a value in the environment
- * under any of the names that control it. */
-static weft_status_t config_default(ucp_config_t *config, const char *name, const char *value,
-                                    const char *const *env_names)
-{
-    ucs_status_t status;
-
-    for (; *env_names != NULL; env_names++) {
-        if (getenv(*env_names) != NULL) {
-            return WEFT_OK;
-        }
-    }
-    status = ucp_config_modify(config, name, value);
-    if (status != UCS_OK) {
-        return weft__error(WEFT_ERR_TRANSPORT, "cannot set UCX_%s=%s: %s", name, value,
-                           ucs_status_string(status));
-    }
-    return WEFT_OK;
-}
-
-/* Whether UCX_TLS leaves shared memory possible (otherwise UCX warns about a
- * setting of a transport it does not load). */
-static int tls_may_use_shm(void)
-{
-    static const char *const names[] = {"sm", "shm", "posix", "sysv", "mm", "all"};
-    const char *tls = getenv("UCX_TLS");
-
-    if (tls == NULL || tls[0] == '^') {
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strstr(tls, names[i]) != NULL) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static weft_status_t config_create(ucp_config_t **config_p)
-{
-    static const char *const keepalive_env[] = {"UCX_KEEPALIVE_INTERVAL", NULL};
-    static const char *const mm_errh_env[] = {"UCX_MM_ERROR_HANDLING", "UCX_POSIX_ERROR_HANDLING",
-                                              "UCX_SYSV_ERROR_HANDLING", NULL};
-    ucp_config_t *config = NULL;
-    ucs_status_t ucs;
-    weft_status_t status;
-
-    ucs = ucp_config_read(NULL, NULL, &config);
-    if (ucs != UCS_OK) {
-        return weft__error(WEFT_ERR_TRANSPORT, "cannot read the UCX configuration: %s",
-                           ucs_status_string(ucs));
-    }
-    WEFT_CHECK_GOTO(
-        config_default(config, "KEEPALIVE_INTERVAL", WEFT_UCX_KEEPALIVE_INTERVAL, keepalive_env),
-        err_release_config);
-    /* Shared memory detects a dead peer by keepalive (its pid is gone); UCX
-     * 1.13 does not advertise it by default, and then refuses shared memory
-     * for endpoints with peer error handling (TCP over loopback instead). */
-    if (tls_may_use_shm()) {
-        WEFT_CHECK_GOTO(config_default(config, "MM_ERROR_HANDLING", "y", mm_errh_env),
-                        err_release_config);
-    }
-    *config_p = config;
-    return WEFT_OK;
-
-err_release_config:
-    ucp_config_release(config);
-    return status;
-}
-
-/* Our published address: identity header, then the worker address. */
-static weft_status_t address_create(weft_ucx_context_t *ctx)
-{
-    ucx_addr_hdr_t hdr = {.magic = ADDR_MAGIC, .pid = (int32_t)getpid()};
-    ucp_address_t *worker_addr;
-    size_t len;
-    ucs_status_t ucs;
-
-    ucs = ucp_worker_get_address(ctx->worker, &worker_addr, &len);
-    if (ucs != UCS_OK) {
-        return weft__error(WEFT_ERR_TRANSPORT, "ucp_worker_get_address failed: %s",
-                           ucs_status_string(ucs));
-    }
-    ctx->address = malloc(sizeof(hdr) + len);
-    if (ctx->address == NULL) {
-        ucp_worker_release_address(ctx->worker, worker_addr);
-        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a worker address");
-    }
-    hdr.start_time = proc_start_time(getpid());
-    hdr.host = hdr.start_time != 0 ? host_identity() : 0;
-    ctx->host = hdr.host;
-    memcpy(ctx->address, &hdr, sizeof(hdr));
-    memcpy(ctx->address + sizeof(hdr), worker_addr, len);
-    ctx->address_len = sizeof(hdr) + len;
-    ucp_worker_release_address(ctx->worker, worker_addr);
-    return WEFT_OK;
-}
-
-static weft_status_t context_create(weft_ucx_context_t **ctx_p)
-{
-    ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
-        .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
-        .name = "weft",
-    };
-    ucp_worker_params_t wparams = {
-        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
-    };
-    weft_ucx_context_t *ctx;
-    ucp_config_t *config = NULL;
-    ucs_status_t ucs;
-    weft_status_t status;
-
-    ctx = calloc(1, sizeof(*ctx));
-    if (ctx == NULL) {
-        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate the UCX context");
-    }
-    ctx->efd = -1;
-    ctx->nbuckets = 64;
-    ctx->buckets = calloc(ctx->nbuckets, sizeof(*ctx->buckets));
-    if (ctx->buckets == NULL) {
-        status = weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate the UCX peer cache");
-        goto err_free_ctx;
-    }
-    WEFT_CHECK_GOTO(config_create(&config), err_free_buckets);
-    ucs = ucp_init(&params, config, &ctx->ucp);
-    if (ucs != UCS_OK) {
-        /* no transport can wake us up: run without, idle_wait naps */
-        params.features &= ~(uint64_t)UCP_FEATURE_WAKEUP;
-        ucs = ucp_init(&params, config, &ctx->ucp);
-    }
-    ucp_config_release(config);
-    if (ucs != UCS_OK) {
-        status = weft__error(WEFT_ERR_TRANSPORT, "ucp_init failed: %s", ucs_status_string(ucs));
-        goto err_free_buckets;
-    }
-    ucs = ucp_worker_create(ctx->ucp, &wparams, &ctx->worker);
-    if (ucs != UCS_OK) {
-        status =
-            weft__error(WEFT_ERR_TRANSPORT, "ucp_worker_create failed: %s", ucs_status_string(ucs));
-        goto err_cleanup_ucp;
-    }
-    WEFT_CHECK_GOTO(address_create(ctx), err_destroy_worker);
-    if ((params.features & UCP_FEATURE_WAKEUP) &&
-        ucp_worker_get_efd(ctx->worker, &ctx->efd) != UCS_OK) {
-        ctx->efd = -1;
-    }
-    pthread_mutex_init(&ctx->lock, NULL);
-    ctx->refs = 1;
-    weft__log_debug("ucx: context created, address of %zu bytes, %s, %s", ctx->address_len,
-                    ctx->efd >= 0 ? "wakeup by event fd" : "no wakeup support",
-                    ctx->host != 0 ? "local peers checked in /proc" : "no /proc liveness check");
-    *ctx_p = ctx;
-    return WEFT_OK;
-
-err_destroy_worker:
-    ucp_worker_destroy(ctx->worker);
-err_cleanup_ucp:
-    ucp_cleanup(ctx->ucp);
-err_free_buckets:
-    free(ctx->buckets);
-err_free_ctx:
-    free(ctx);
-    return status;
-}
-
-/* Close every endpoint: flush those whose peer is alive (what was sent gets
- * there), force the failed ones; wait at most CLOSE_WAIT_NS. */
-static void close_endpoints(weft_ucx_context_t *ctx)
-{
-    void **reqs = calloc(ctx->neps ? ctx->neps : 1, sizeof(*reqs));
-    uint64_t deadline = weft__time_ns() + CLOSE_WAIT_NS;
-    size_t nreqs = 0, pending;
-
-    for (size_t b = 0; b < ctx->nbuckets; b++) {
-        for (ucx_peer_t *peer = ctx->buckets[b]; peer != NULL; peer = peer->hash_next) {
-            ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS};
-            void *req;
-
-            if (peer->ep == NULL) {
-                continue;
-            }
-            /* without room to track the request, do not wait for it */
-            param.flags = peer->failure != UCS_OK || reqs == NULL ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-            req = ucp_ep_close_nbx(peer->ep, &param);
-            peer->ep = NULL;
-            if (UCS_PTR_IS_PTR(req) && reqs != NULL) {
-                reqs[nreqs++] = req;
-            }
-        }
-    }
-    do {
-        ucp_worker_progress(ctx->worker);
-        pending = 0;
-        for (size_t i = 0; i < nreqs; i++) {
-            pending += ucp_request_check_status(reqs[i]) == UCS_INPROGRESS;
-        }
-    } while (pending > 0 && weft__time_ns() < deadline);
-    if (pending > 0) {
-        weft__log_warn("ucx: %zu endpoint(s) did not flush within %.0f s; closing anyway", pending,
-                       CLOSE_WAIT_NS / 1e9);
-    }
-    for (size_t i = 0; i < nreqs; i++) {
-        ucp_request_free(reqs[i]);
-    }
-    free(reqs);
-}
-
-static void context_destroy(weft_ucx_context_t *ctx)
-{
-    close_endpoints(ctx);
-    ucp_worker_destroy(ctx->worker);
-    ucp_cleanup(ctx->ucp);
-    for (size_t b = 0; b < ctx->nbuckets; b++) {
-        while (ctx->buckets[b] != NULL) {
-            ucx_peer_t *next = ctx->buckets[b]->hash_next;
-
-            free(ctx->buckets[b]);
-            ctx->buckets[b] = next;
-        }
-    }
-    free(ctx->buckets);
-    free(ctx->address);
-    pthread_mutex_destroy(&ctx->lock);
-    free(ctx);
-}
-
-weft_status_t weft__ucx_context_get(weft_ucx_context_t **ctx_p)
-{
-    weft_status_t status = WEFT_OK;
-
-    pthread_mutex_lock(&global_lock);
-    if (global_ctx == NULL) {
-        status = context_create(&global_ctx);
-    } else {
-        global_ctx->refs++;
-    }
-    if (status == WEFT_OK) {
-        *ctx_p = global_ctx;
-    }
-    pthread_mutex_unlock(&global_lock);
-    return status;
-}
-
-void weft__ucx_context_put(weft_ucx_context_t *ctx)
-{
-    pthread_mutex_lock(&global_lock);
-    if (--ctx->refs == 0) {
-        context_destroy(ctx);
-        global_ctx = NULL;
-    }
-    pthread_mutex_unlock(&global_lock);
-}
-
-weft_status_t weft__ucx_worker_address(weft_ucx_context_t *ctx, const void **addr_p, size_t *len_p)
-{
-    *addr_p = ctx->address;
-    *len_p = ctx->address_len;
-    return WEFT_OK;
-}
-
-size_t weft__ucx_context_num_eps(weft_ucx_context_t *ctx)
-{
-    size_t n;
-
-    pthread_mutex_lock(&ctx->lock);
-    n = ctx->neps;
-    pthread_mutex_unlock(&ctx->lock);
-    return n;
-}
-
-/* ------------------------------------------------------------ peers */
-
-static int cache_grow(weft_ucx_context_t *ctx)
-{
-    size_t nb = ctx->nbuckets * 2;
-    ucx_peer_t **buckets = calloc(nb, sizeof(*buckets));
-
-    if (buckets == NULL) {
-        return -1;
-    }
-    for (size_t b = 0; b < ctx->nbuckets; b++) {
-        while (ctx->buckets[b] != NULL) {
-            ucx_peer_t *peer = ctx->buckets[b];
-
-            ctx->buckets[b] = peer->hash_next;
-            peer->hash_next = buckets[peer->hash % nb];
-            buckets[peer->hash % nb] = peer;
-        }
-    }
-    free(ctx->buckets);
-    ctx->buckets = buckets;
-    ctx->nbuckets = nb;
-    return 0;
-}
-
-/* The cached peer with this address, added if new (ctx locked). */
-static weft_status_t peer_lookup(weft_ucx_context_t *ctx, const void *addr, size_t len, int rank,
-                                 ucx_peer_t **peer_p)
-{
-    uint64_t hash = fnv1a(addr, len);
-    ucx_peer_t *peer;
-
-    for (peer = ctx->buckets[hash % ctx->nbuckets]; peer != NULL; peer = peer->hash_next) {
-        if (peer->hash == hash && peer->addr_len == len && memcmp(peer->addr, addr, len) == 0) {
-            *peer_p = peer;
-            return WEFT_OK;
-        }
-    }
-    if (ctx->npeers >= ctx->nbuckets && cache_grow(ctx) != 0) {
-        return weft__error(WEFT_ERR_NO_MEMORY, "cannot grow the UCX peer cache of %zu peers",
-                           ctx->npeers);
-    }
-    peer = calloc(1, sizeof(*peer) + len);
-    if (peer == NULL) {
-        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a UCX peer");
-    }
-    peer->ctx = ctx;
-    peer->failure = UCS_OK;
-    peer->rank_hint = rank;
-    memcpy(&peer->id, addr, sizeof(peer->id));
-    peer->hash = hash;
-    peer->addr_len = len;
-    memcpy(peer->addr, addr, len);
-    peer->hash_next = ctx->buckets[hash % ctx->nbuckets];
-    ctx->buckets[hash % ctx->nbuckets] = peer;
-    ctx->npeers++;
-    *peer_p = peer;
-    return WEFT_OK;
-}
-
-/* Record the failure and queue the peer for reap_failures. Runs inside UCX
- * too (the error callback), so it only records. */
-static void peer_fail(ucx_peer_t *peer, ucs_status_t status, const char *how)
-{
-    if (peer->failure != UCS_OK) {
-        return;
-    }
-    __atomic_store_n(&peer->failure, status, __ATOMIC_RELEASE);
-    peer->why = how;
-    peer->failed_next = peer->ctx->failed;
-    peer->ctx->failed = peer;
-    if (status != UCS_ERR_CANCELED) {
-        weft__log_warn("ucx: peer failed (pid %d, rank %d of the communicator that first named "
-                       "it): %s (%s)",
-                       (int)peer->id.pid, peer->rank_hint, ucs_status_string(status), how);
-    }
-}
-
-static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    (void)ep;
-    peer_fail(arg, status != UCS_OK ? status : UCS_ERR_CONNECTION_RESET, "reported by UCX");
-}
-
-/* 1 when the peer runs on this host and its process is gone. */
-static int peer_is_gone(const weft_ucx_context_t *ctx, const ucx_peer_t *peer)
-{
-    return ctx->host != 0 && peer->id.host == ctx->host &&
-           proc_start_time(peer->id.pid) != peer->id.start_time;
-}
-
-/* Every LIVENESS_INTERVAL_NS: fail the peers on this host whose process is
- * gone while requests with them are outstanding (ctx locked). */
-static void liveness_check(weft_ucx_context_t *ctx)
-{
-    uint64_t now;
-
-    /* reading the clock on every progress call costs more than the rest of
-     * a small message's progress; every 256th call is often enough */
-    if (ctx->host == 0 || ++ctx->liveness_tick % 256 != 0) {
-        return;
-    }
-    now = weft__time_ns();
-    if (now < ctx->next_liveness) {
-        return;
-    }
-    ctx->next_liveness = now + LIVENESS_INTERVAL_NS;
-    for (size_t b = 0; b < ctx->nbuckets; b++) {
-        for (ucx_peer_t *peer = ctx->buckets[b]; peer != NULL; peer = peer->hash_next) {
-            if (peer->nreqs > 0 && peer->failure == UCS_OK && peer_is_gone(ctx, peer)) {
-                peer_fail(peer, UCS_ERR_ENDPOINT_TIMEOUT, "its process is gone");
-            }
-        }
-    }
-}
-
-/* The peer's endpoint, created on first use (ctx locked). */
-static weft_status_t peer_connect(weft_ucx_context_t *ctx, ucx_peer_t *peer, int rank)
-{
-    ucp_ep_params_t params = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = (const ucp_address_t *)(peer->addr + sizeof(ucx_addr_hdr_t)),
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = ep_error_cb, .arg = peer},
-    };
-    ucs_status_t ucs;
-
-    if (peer->ep != NULL) {
-        return WEFT_OK;
-    }
-    ucs = ucp_ep_create(ctx->worker, &params, &peer->ep);
-    if (ucs != UCS_OK) {
-        peer->ep = NULL;
-        return weft__error(WEFT_ERR_TRANSPORT, "cannot connect to rank %d: %s", rank,
-                           ucs_status_string(ucs));
-    }
-    ctx->neps++;
-    return WEFT_OK;
-}
-
-static void recv_link(weft_p2p_req_t *req)
-{
-    ucx_peer_t *peer = req->peer;
-
-    req->prev = NULL;
-    req->next = peer->recvs;
-    if (peer->recvs != NULL) {
-        peer->recvs->prev = req;
-    }
-    peer->recvs = req;
-    req->linked = 1;
-}
-
-static void recv_unlink(weft_p2p_req_t *req)
-{
-    if (!req->linked) {
-        return;
-    }
-    if (req->prev != NULL) {
-        req->prev->next = req->next;
-    } else {
-        req->peer->recvs = req->next;
-    }
-    if (req->next != NULL) {
-        req->next->prev = req->prev;
-    }
-    req->linked = 0;
-}
-
-/* Close the endpoint at once (ctx locked, not inside UCX): UCX completes the
- * requests it still holds on it with an error. */
-static void peer_disconnect(weft_ucx_context_t *ctx, ucx_peer_t *peer)
-{
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                 .flags = UCP_EP_CLOSE_FLAG_FORCE};
-    uint64_t deadline = weft__time_ns() + CLOSE_FORCE_WAIT_NS;
-    void *req;
-
-    if (peer->ep == NULL) {
-        return;
-    }
-    req = ucp_ep_close_nbx(peer->ep, &param);
-    peer->ep = NULL;
-    if (!UCS_PTR_IS_PTR(req)) {
-        return;
-    }
-    while (ucp_request_check_status(req) == UCS_INPROGRESS && weft__time_ns() < deadline) {
-        ucp_worker_progress(ctx->worker);
-    }
-    ucp_request_free(req); /* UCX finishes the close by itself if it has to */
-}
-
-/* For each peer failed since the last call (ctx locked): withdraw the
- * receives posted from it and close its endpoint, which makes UCX complete
- * the sends (and matched receives) it still holds. What UCX keeps after that
- * is abandoned by test and cancel. */
-static void reap_failures(weft_ucx_context_t *ctx)
-{
-    while (ctx->failed != NULL) {
-        ucx_peer_t *peer = ctx->failed;
-
-        ctx->failed = peer->failed_next;
-        while (peer->recvs != NULL) {
-            weft_p2p_req_t *req = peer->recvs;
-
-            recv_unlink(req);
-            req->peer_failed = 1;
-            ucp_request_cancel(ctx->worker, req->ucp_req);
-        }
-        peer_disconnect(ctx, peer);
-    }
-}
-
-static unsigned worker_progress(weft_ucx_context_t *ctx)
-{
-    unsigned n = ucp_worker_progress(ctx->worker);
-
-    liveness_check(ctx);
-    if (ctx->failed != NULL) {
-        reap_failures(ctx);
-    }
-    return n;
-}
-
 /* ------------------------------------------------------------ requests */
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
@@ -756,7 +107,7 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
         req->length = info->length;
     }
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
-    recv_unlink(req);
+    weft__ucx_recv_unlink(req);
 }
 
 /* Hand the UCX request back (ctx locked). Once freed, UCX does not call our
@@ -768,7 +119,7 @@ static void req_release(weft_p2p_req_t *req)
         req->ucp_req = NULL;
         req->peer->nreqs--;
     }
-    recv_unlink(req);
+    weft__ucx_recv_unlink(req);
 }
 
 /* After the peer's endpoint was closed: UCX reports the requests it purged
@@ -864,15 +215,15 @@ static weft_status_t req_prepare(weft_ucx_context_t *ctx, weft_p2p_req_t *req, i
     weft_status_t status;
 
     if (req->peer->failure == UCS_OK) {
-        status = peer_connect(ctx, req->peer, req->peer_rank);
+        status = weft__ucx_peer_connect(ctx, req->peer, req->peer_rank);
         if (status == WEFT_OK) {
             *post_p = 1;
             return WEFT_OK;
         }
-        if (!peer_is_gone(ctx, req->peer)) {
+        if (!weft__ucx_peer_is_gone(ctx, req->peer)) {
             return status;
         }
-        peer_fail(req->peer, UCS_ERR_UNREACHABLE, "cannot connect: its process is gone");
+        weft__ucx_peer_fail(req->peer, UCS_ERR_UNREACHABLE, "cannot connect: its process is gone");
     }
     req->peer_failed = 1;
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
@@ -957,7 +308,7 @@ static weft_status_t ucx_irecv(void *ep, int peer, void *buf, size_t bytes, weft
             req->ucp_req = rp;
             req->peer->nreqs++;
             if (!req->done) {
-                recv_link(req);
+                weft__ucx_recv_link(req);
             }
         } else {
             req->ucs_status = UCS_PTR_STATUS(rp);
@@ -989,7 +340,7 @@ static weft_status_t ucx_test(void *ep, weft_p2p_req_t *req, int *done_p)
     }
     pthread_mutex_lock(&ctx->lock);
     if (!req->done && req->peer->failure != UCS_OK) {
-        reap_failures(ctx);
+        weft__ucx_reap_failures(ctx);
         req_wait_purged(ctx, req);
         if (!req->done) {
             /* UCX still holds it, though the endpoint is closed: nothing
@@ -1036,16 +387,16 @@ static void ucx_cancel(void *ep, weft_p2p_req_t *req)
         uint64_t deadline = cancel_deadline(ctx);
 
         while (!req->done && req->peer->failure == UCS_OK && weft__time_ns() < deadline) {
-            worker_progress(ctx);
+            weft__ucx_worker_progress(ctx);
         }
         if (!req->done && req->peer->failure == UCS_OK) {
             weft__log_warn("ucx: closing the connection to rank %d to withdraw a %zu-byte %s",
                            req->peer_rank, req->bytes, req->is_recv ? "receive" : "send");
-            peer_fail(req->peer, UCS_ERR_CANCELED,
-                      "closed to withdraw a request that UCX could not cancel");
+            weft__ucx_peer_fail(req->peer, UCS_ERR_CANCELED,
+                                "closed to withdraw a request that UCX could not cancel");
         }
         if (!req->done && req->peer->failure != UCS_OK) {
-            reap_failures(ctx);
+            weft__ucx_reap_failures(ctx);
             req_wait_purged(ctx, req);
         }
         if (!req->done) {
@@ -1067,7 +418,7 @@ static int ucx_progress(void *ep)
     unsigned n;
 
     pthread_mutex_lock(&ctx->lock);
-    n = worker_progress(ctx);
+    n = weft__ucx_worker_progress(ctx);
     pthread_mutex_unlock(&ctx->lock);
     return (int)n;
 }
@@ -1151,8 +502,8 @@ weft_status_t weft__ucx_ep_create(weft_ucx_context_t *ctx, int rank, int size, c
     comm->size = size;
     pthread_mutex_lock(&ctx->lock);
     for (int r = 0; r < size && status == WEFT_OK; r++) {
-        status = peer_lookup(ctx, (const char *)addrs + (size_t)r * addr_stride, addr_lens[r], r,
-                             &comm->peers[r]);
+        status = weft__ucx_peer_lookup(ctx, (const char *)addrs + (size_t)r * addr_stride,
+                                       addr_lens[r], r, &comm->peers[r]);
     }
     pthread_mutex_unlock(&ctx->lock);
     if (status != WEFT_OK) {
@@ -1160,9 +511,9 @@ weft_status_t weft__ucx_ep_create(weft_ucx_context_t *ctx, int rank, int size, c
         free(comm);
         return status;
     }
-    pthread_mutex_lock(&global_lock);
+    pthread_mutex_lock(&weft__ucx_global_lock);
     ctx->refs++;
-    pthread_mutex_unlock(&global_lock);
+    pthread_mutex_unlock(&weft__ucx_global_lock);
     *ep_p = comm;
     return WEFT_OK;
 }

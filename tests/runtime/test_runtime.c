@@ -674,9 +674,14 @@ Test(tune, rules_change_selection, .init = clean_env)
     cr_assert_str_eq(select_name(WEFT_COLL_ALLREDUCE, (size_t)1 << 40, 64), "recursive_doubling");
     cr_assert_str_eq(select_name(WEFT_COLL_ALLREDUCE, SIZE_MAX, 64), "recursive_doubling",
                      "inf includes the largest size");
-    /* other collectives keep their defaults */
-    cr_assert_str_eq(select_name(WEFT_COLL_REDUCE_SCATTER, 100, 4), "ring");
-    cr_assert_str_eq(select_name(WEFT_COLL_ALLGATHER, 100, 4), "ring");
+    /* other collectives keep their defaults: the same choice as with no rules */
+    const char *rs = select_name(WEFT_COLL_REDUCE_SCATTER, 100, 4);
+    const char *ag = select_name(WEFT_COLL_ALLGATHER, 100, 4);
+    cr_assert_eq(weft__coll_tune_load(""), WEFT_OK);
+    cr_assert_str_eq(select_name(WEFT_COLL_REDUCE_SCATTER, 100, 4), rs);
+    cr_assert_str_eq(select_name(WEFT_COLL_ALLGATHER, 100, 4), ag);
+    cr_assert_str_eq(select_name(WEFT_COLL_ALLREDUCE, 100, 4), "recursive_doubling",
+                     "the rules are gone");
     weft_finalize();
 }
 

@@ -1,0 +1,98 @@
+/*
+ * Private to the UCX transport (contract in ucx.h, design in ucx.c): the
+ * published address header, requests, peers and the context, which
+ * ucx_context.c and ucx.c both use, and the functions of ucx_context.c that
+ * ucx.c calls. "ctx locked": the caller holds ctx->lock.
+ */
+#ifndef WEFT_PT2PT_UCX_INTERNAL_H
+#define WEFT_PT2PT_UCX_INTERNAL_H
+
+#include "pt2pt/ucx/ucx.h"
+
+#include <ucp/api/ucp.h>
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* Longest wait for a forced close to purge the endpoint's requests. */
+#define CLOSE_FORCE_WAIT_NS 100000000ull
+
+#define ADDR_MAGIC 0x77656674u /* "weft" */
+
+/* Head of the address a rank publishes; the UCP worker address follows. */
+typedef struct ucx_addr_hdr {
+    uint32_t magic;
+    int32_t pid;
+    uint64_t host;       /* boot id, pid namespace, user; 0: unknown, never checked */
+    uint64_t start_time; /* of the process, in clock ticks after boot */
+} ucx_addr_hdr_t;
+
+typedef struct ucx_peer ucx_peer_t;
+
+struct weft_p2p_req {
+    struct weft_p2p_req *prev; /* in peer->recvs while posted */
+    struct weft_p2p_req *next;
+    ucx_peer_t *peer;
+    void *ucp_req; /* NULL when UCX completed at once, or once released */
+    size_t bytes;
+    size_t length; /* received */
+    ucs_status_t ucs_status;
+    int peer_rank;
+    int done; /* own word: read without the lock by ucx_test's fast path */
+    unsigned is_recv : 1;
+    unsigned linked : 1;
+    unsigned peer_failed : 1; /* completed (or abandoned) because the peer failed */
+};
+
+struct ucx_peer {
+    ucx_peer_t *hash_next;
+    ucx_peer_t *failed_next; /* on ctx->failed until its receives are withdrawn */
+    weft_ucx_context_t *ctx;
+    ucp_ep_h ep;          /* NULL until first used */
+    ucs_status_t failure; /* UCS_OK while the peer is usable */
+    const char *why;      /* how the failure was found */
+    weft_p2p_req_t *recvs;
+    size_t nreqs;  /* requests with it that UCX holds */
+    int rank_hint; /* its rank in the communicator that first named it, for logs */
+    ucx_addr_hdr_t id;
+    uint64_t hash;
+    size_t addr_len; /* header and worker address */
+    unsigned char addr[];
+};
+
+struct weft_ucx_context {
+    int refs;             /* under weft__ucx_global_lock */
+    pthread_mutex_t lock; /* serializes every UCP call and everything below */
+    ucp_context_h ucp;
+    ucp_worker_h worker;
+    unsigned char *address; /* header and worker address */
+    size_t address_len;
+    int efd;                /* -1: no wakeup support, idle_wait naps */
+    uint64_t host;          /* this process's ucx_addr_hdr_t.host */
+    uint64_t next_liveness; /* of liveness_check */
+    unsigned liveness_tick; /* progress calls since the clock was last read */
+    ucx_peer_t **buckets;
+    size_t nbuckets;
+    size_t npeers;
+    size_t neps;
+    ucx_peer_t *failed;
+    uint64_t cancel_until; /* deadline of the current burst of cancels */
+    uint64_t cancel_last;  /* when the last cancel returned */
+};
+
+/* Guards the context's reference count (ucx_context.c). */
+extern pthread_mutex_t weft__ucx_global_lock;
+
+/* ---- ucx_context.c: peers (ctx locked) ----------------------------------- */
+
+weft_status_t weft__ucx_peer_lookup(weft_ucx_context_t *ctx, const void *addr, size_t len, int rank,
+                                    ucx_peer_t **peer_p);
+void weft__ucx_peer_fail(ucx_peer_t *peer, ucs_status_t status, const char *how);
+int weft__ucx_peer_is_gone(const weft_ucx_context_t *ctx, const ucx_peer_t *peer);
+weft_status_t weft__ucx_peer_connect(weft_ucx_context_t *ctx, ucx_peer_t *peer, int rank);
+void weft__ucx_recv_link(weft_p2p_req_t *req);
+void weft__ucx_recv_unlink(weft_p2p_req_t *req);
+void weft__ucx_reap_failures(weft_ucx_context_t *ctx);
+unsigned weft__ucx_worker_progress(weft_ucx_context_t *ctx);
+
+#endif /* WEFT_PT2PT_UCX_INTERNAL_H */

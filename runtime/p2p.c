@@ -1,0 +1,81 @@
+/*
+ * weft_send / weft_recv: one-task schedules on the communicator's transport.
+ * Their tags use the sequence number reserved for point-to-point
+ * (WEFT_TAG_SEQ_P2P) with the user's tag as the slot, so they never match a
+ * collective's messages, and the transport's non-overtaking rule gives MPI's
+ * ordering between a pair of ranks.
+ */
+#include "coll/sched.h"
+#include "runtime/init.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
+                         weft_dtype_t dtype, int peer, int tag, weft_comm_t comm)
+{
+    char what[32];
+    size_t esize = weft_dtype_size(dtype);
+    weft_op_desc_t desc = {.coll = call, .algo = "p2p", .count = count, .dtype = dtype,
+                           .p2p = 1};
+    weft_sched_t *s;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = weft__check_initialized(call);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    snprintf(what, sizeof(what), "%s: comm", call);
+    status = weft__comm_check(comm, what);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (esize == 0) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: dtype %d is not a weft_dtype_t", call,
+                           (int)dtype);
+    }
+    if (count > SIZE_MAX / esize) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: count %zu overflows the buffer size", call,
+                           count);
+    }
+    if (count > 0 && buf == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", call, count);
+    }
+    if (peer < 0 || peer >= comm->size) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: peer %d is not a rank of a %d-rank comm",
+                           call, peer, comm->size);
+    }
+    if (tag < 0 || tag > WEFT_TAG_UB) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: tag %d is outside 0..%d", call, tag,
+                           WEFT_TAG_UB);
+    }
+    status = weft__comm_health(comm);
+    if (status == WEFT_OK) {
+        status = weft__sched_create(comm, &desc, weft__device_query(buf), &s);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    weft__sched_step(s, is_send ? "send" : "recv", 0);
+    if (is_send) {
+        weft__sched_send(s, peer, (uint32_t)tag, buf, count * esize);
+    } else {
+        weft__sched_recv(s, peer, (uint32_t)tag, buf, count * esize);
+    }
+    status = weft__sched_run(s);
+    weft__sched_destroy(s);
+    return status;
+}
+
+WEFT_EXPORT weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int peer,
+                                    int tag, weft_comm_t comm)
+{
+    return p2p("weft_send", 1, (void *)buf, count, dtype, peer, tag, comm);
+}
+
+WEFT_EXPORT weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer,
+                                    int tag, weft_comm_t comm)
+{
+    return p2p("weft_recv", 0, buf, count, dtype, peer, tag, comm);
+}

@@ -1,0 +1,532 @@
+/*
+ * The exchange algorithms (coll/exchange.h), each forced with WEFT_TUNE:
+ * rank counts 1..33 and 64 x counts {0, 1, p-1, p+1, large odd} x in place
+ * and out of place x a few dtypes, on in-process ranks whose messages land
+ * in a seeded random order.
+ *
+ * Every rank builds the exact image its output buffer must have afterwards
+ * (results, untouched gaps between v-blocks, guard bytes after the end) and
+ * compares it bytewise; inputs out of place must be unchanged. Reductions
+ * use data whose result does not depend on the order of reduction (floats
+ * holding small integers or halves, int32 max).
+ */
+#include <criterion/criterion.h>
+
+#include "coll/coll.h"
+#include "runtime/thread_world.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64
+#define GUARD_BYTE 0xa5
+#define FILL_BYTE 0x5a /* initial content of outputs and of gaps between blocks */
+
+typedef struct combo {
+    weft_dtype_t dtype;
+    weft_op_t op;
+} combo_t;
+
+/* data movement: only the bytes matter */
+static const combo_t move_combos[] = {
+    {WEFT_UINT8, WEFT_SUM}, {WEFT_INT32, WEFT_SUM}, {WEFT_FLOAT64, WEFT_SUM}};
+/* reductions with exact results */
+static const combo_t reduce_combos[] = {
+    {WEFT_FLOAT32, WEFT_SUM}, {WEFT_INT32, WEFT_MAX}, {WEFT_FLOAT32, WEFT_AVG}};
+
+typedef struct tcase {
+    size_t count; /* per block (v variants: the scale of the irregular counts) */
+    int combo;
+    int inplace; /* 0 out of place, 1 WEFT_IN_PLACE, 2 sendbuf == recvbuf-style alias */
+    int id;
+} tcase_t;
+
+typedef struct shared {
+    weft_coll_kind_t kind;
+    const tcase_t *cases;
+    int ncases;
+    int nranks;
+    atomic_int failures;
+    atomic_long checked;
+    pthread_mutex_t lock;
+    char first_failure[512];
+} shared_t;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
+{
+    return mix(mix(a * 0x9e3779b97f4a7c15ull ^ b) ^ (c << 20) ^ 0x77ull);
+}
+
+static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(shared_t *sh, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (atomic_fetch_add(&sh->failures, 1) == 0) {
+        pthread_mutex_lock(&sh->lock);
+        va_start(ap, fmt);
+        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
+        va_end(ap);
+        pthread_mutex_unlock(&sh->lock);
+    }
+}
+
+static int is_reduction(weft_coll_kind_t kind)
+{
+    return kind == WEFT_COLL_REDUCE_SCATTER || kind == WEFT_COLL_REDUCE_SCATTER_V;
+}
+
+/* Element i of rank r's input in case id. */
+static void gen(const combo_t *c, int id, int r, size_t i, void *dst, size_t es)
+{
+    uint64_t h = hash3((uint64_t)r, i, (uint64_t)id);
+
+    if (c->op == WEFT_MAX) {
+        int32_t v = (int32_t)(uint32_t)h;
+        memcpy(dst, &v, 4);
+    } else if (c->dtype == WEFT_FLOAT32) {
+        float v = c->op == WEFT_AVG ? (float)(h % 17) : (float)(h % 17) * 0.5f;
+        memcpy(dst, &v, 4);
+    } else {
+        memcpy(dst, &h, es);
+    }
+}
+
+/* Element i of the reduction over p ranks. */
+static void expect_reduced(const combo_t *c, int id, int p, size_t i, void *dst)
+{
+    if (c->op == WEFT_MAX) {
+        int32_t m = INT32_MIN, v;
+        for (int r = 0; r < p; r++) {
+            gen(c, id, r, i, &v, 4);
+            m = v > m ? v : m;
+        }
+        memcpy(dst, &m, 4);
+    } else {
+        double acc = 0;
+        float v;
+        for (int r = 0; r < p; r++) {
+            gen(c, id, r, i, &v, 4);
+            acc += v;
+        }
+        v = (float)acc;
+        if (c->op == WEFT_AVG) {
+            v = v / (float)p;
+        }
+        memcpy(dst, &v, 4);
+    }
+}
+
+/* Irregular counts: zeros, small and up to 2n. */
+static size_t vcount(size_t n, int id, uint64_t a, uint64_t b)
+{
+    uint64_t h = hash3(a + 1000, b, (uint64_t)id);
+
+    if (n == 0 || h % 5 == 0) {
+        return 0;
+    }
+    return (size_t)(h >> 8) % (2 * n + 1);
+}
+
+/* Displacements with gaps; when `reverse` the blocks are laid out in
+ * decreasing rank order. Returns the extent. */
+static size_t layout(const size_t *counts, size_t *displs, int p, int id, uint64_t salt,
+                     int reverse)
+{
+    size_t at = hash3(salt, 7, (uint64_t)id) % 3;
+
+    for (int k = 0; k < p; k++) {
+        int q = reverse ? p - 1 - k : k;
+
+        displs[q] = at;
+        at += counts[q] + hash3(salt, (uint64_t)q, (uint64_t)id) % 3;
+    }
+    return at;
+}
+
+static const char *variant_name(int v)
+{
+    return v == 0 ? "out-of-place" : v == 1 ? "WEFT_IN_PLACE" : "aliased";
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+
+    if (p == NULL) {
+        fprintf(stderr, "test out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+/* Compare len bytes of got with want; report the first difference. */
+static int check_bytes(shared_t *sh, const tcase_t *tc, int rank, const char *what,
+                       const unsigned char *got, const unsigned char *want, size_t len)
+{
+    for (size_t b = 0; b < len; b++) {
+        if (got[b] != want[b]) {
+            fail(sh, "%s p=%d count=%zu %s case %d rank %d: %s byte %zu is 0x%02x, want 0x%02x",
+                 weft__coll_kind_name(sh->kind), sh->nranks, tc->count, variant_name(tc->inplace),
+                 tc->id, rank, what, b, got[b], want[b]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc)
+{
+    const int p = sh->nranks, id = tc->id;
+    const combo_t *c = is_reduction(sh->kind) ? &reduce_combos[tc->combo] : &move_combos[tc->combo];
+    const size_t es = weft_dtype_size(c->dtype), n = tc->count;
+    size_t *counts = xmalloc(sizeof(size_t) * (size_t)p);
+    size_t *displs = xmalloc(sizeof(size_t) * (size_t)p);
+    size_t *scounts = xmalloc(sizeof(size_t) * (size_t)p);
+    size_t *sdispls = xmalloc(sizeof(size_t) * (size_t)p);
+    size_t in_ext = 0, out_ext = 0; /* elements */
+    size_t cmp_off = 0, cmp_len;    /* where in res the image `want` must appear, and its bytes */
+    unsigned char *in, *out, *in_copy, *want;
+    unsigned char *res; /* the buffer whose image is checked */
+    const void *sendbuf;
+    void *recvbuf;
+    weft_status_t status = WEFT_ERR_INTERNAL;
+
+    /* sizes and layouts, the same on every rank */
+    switch (sh->kind) {
+    case WEFT_COLL_ALLGATHER:
+        in_ext = n;
+        out_ext = n * (size_t)p;
+        break;
+    case WEFT_COLL_REDUCE_SCATTER:
+        in_ext = n * (size_t)p;
+        out_ext = n;
+        break;
+    case WEFT_COLL_ALLTOALL:
+        in_ext = out_ext = n * (size_t)p;
+        break;
+    case WEFT_COLL_ALLGATHERV:
+        for (int q = 0; q < p; q++) {
+            counts[q] = vcount(n, id, (uint64_t)q, 0);
+        }
+        out_ext = layout(counts, displs, p, id, 1, id % 2);
+        in_ext = counts[rank];
+        break;
+    case WEFT_COLL_REDUCE_SCATTER_V:
+        for (int q = 0; q < p; q++) {
+            counts[q] = vcount(n, id, (uint64_t)q, 0);
+            in_ext += counts[q];
+        }
+        out_ext = counts[rank];
+        break;
+    default: /* ALLTOALLV: counts[q] from q, scounts[q] to q; symmetric in place */
+        for (int q = 0; q < p; q++) {
+            int lo = q < rank ? q : rank, hi = q < rank ? rank : q;
+
+            if (tc->inplace) {
+                counts[q] = scounts[q] = vcount(n, id, (uint64_t)lo, (uint64_t)hi);
+            } else {
+                counts[q] = vcount(n, id, (uint64_t)q, (uint64_t)rank);
+                scounts[q] = vcount(n, id, (uint64_t)rank, (uint64_t)q);
+            }
+        }
+        out_ext = layout(counts, displs, p, id, 100 + (uint64_t)rank, id % 2);
+        in_ext = tc->inplace ? out_ext
+                             : layout(scounts, sdispls, p, id, 200 + (uint64_t)rank, 1 - id % 2);
+        if (tc->inplace) {
+            memcpy(sdispls, displs, sizeof(size_t) * (size_t)p);
+        }
+        break;
+    }
+
+    /* out of place buffers, inputs filled */
+    in = xmalloc(in_ext * es + GUARD);
+    out = xmalloc(out_ext * es + GUARD);
+    want = xmalloc(out_ext * es + GUARD);
+    in_copy = xmalloc(in_ext * es + GUARD);
+    memset(in, FILL_BYTE, in_ext * es);
+    memset(in + in_ext * es, GUARD_BYTE, GUARD);
+    memset(out, FILL_BYTE, out_ext * es);
+    memset(out + out_ext * es, GUARD_BYTE, GUARD);
+    memset(want, FILL_BYTE, out_ext * es);
+    memset(want + out_ext * es, GUARD_BYTE, GUARD);
+    switch (sh->kind) {
+    case WEFT_COLL_ALLTOALLV:
+        for (int q = 0; q < p; q++) {
+            for (size_t j = 0; j < scounts[q]; j++) {
+                gen(c, id, rank, (size_t)q << 24 | j, in + (sdispls[q] + j) * es, es);
+            }
+            for (size_t j = 0; j < counts[q]; j++) {
+                gen(c, id, q, (size_t)rank << 24 | j, want + (displs[q] + j) * es, es);
+            }
+        }
+        break;
+    case WEFT_COLL_ALLGATHERV:
+        for (size_t i = 0; i < in_ext; i++) {
+            gen(c, id, rank, i, in + i * es, es);
+        }
+        for (int q = 0; q < p; q++) {
+            for (size_t j = 0; j < counts[q]; j++) {
+                gen(c, id, q, j, want + (displs[q] + j) * es, es);
+            }
+        }
+        break;
+    case WEFT_COLL_ALLGATHER:
+        for (size_t i = 0; i < in_ext; i++) {
+            gen(c, id, rank, i, in + i * es, es);
+        }
+        for (size_t gi = 0; gi < out_ext; gi++) {
+            gen(c, id, (int)(gi / n), gi % n, want + gi * es, es);
+        }
+        break;
+    case WEFT_COLL_ALLTOALL:
+        for (size_t i = 0; i < in_ext; i++) {
+            gen(c, id, rank, i, in + i * es, es);
+        }
+        for (size_t gi = 0; gi < out_ext; gi++) {
+            gen(c, id, (int)(gi / n), (size_t)rank * n + gi % n, want + gi * es, es);
+        }
+        break;
+    default: { /* reductions: this rank's block of the reduced vector */
+        size_t first = sh->kind == WEFT_COLL_REDUCE_SCATTER ? (size_t)rank * n : 0;
+
+        if (sh->kind == WEFT_COLL_REDUCE_SCATTER_V) {
+            for (int q = 0; q < rank; q++) {
+                first += counts[q];
+            }
+        }
+        for (size_t i = 0; i < in_ext; i++) {
+            gen(c, id, rank, i, in + i * es, es);
+        }
+        for (size_t k = 0; k < out_ext; k++) {
+            expect_reduced(c, id, p, first + k, want + k * es);
+        }
+        break;
+    }
+    }
+    memcpy(in_copy, in, in_ext * es + GUARD);
+
+    /* the in-place layouts */
+    sendbuf = in;
+    recvbuf = out;
+    res = out;
+    cmp_len = out_ext * es + GUARD;
+    if (tc->inplace) {
+        switch (sh->kind) {
+        case WEFT_COLL_ALLGATHER:
+            memcpy(out + (size_t)rank * n * es, in, n * es);
+            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + (size_t)rank * n * es;
+            break;
+        case WEFT_COLL_ALLGATHERV:
+            memcpy(out + displs[rank] * es, in, counts[rank] * es);
+            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + displs[rank] * es;
+            break;
+        case WEFT_COLL_ALLTOALL:
+        case WEFT_COLL_ALLTOALLV:
+            memcpy(out, in, in_ext * es);
+            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out;
+            break;
+        case WEFT_COLL_REDUCE_SCATTER:
+            if (tc->inplace == 2) { /* result into this rank's own slot of the input */
+                recvbuf = in + (size_t)rank * n * es;
+                sendbuf = in;
+                res = in;
+                cmp_off = (size_t)rank * n * es;
+                cmp_len = n * es;
+                break;
+            }
+            /* fall through */
+        default: /* reduce_scatter(_v) in place: input in recvbuf, result at the front */
+            sendbuf = WEFT_IN_PLACE;
+            recvbuf = in;
+            res = in;
+            cmp_len = out_ext * es;
+            break;
+        }
+    }
+
+    switch (sh->kind) {
+    case WEFT_COLL_ALLGATHER:
+        status = weft_allgather(sendbuf, recvbuf, n, c->dtype, comm);
+        break;
+    case WEFT_COLL_ALLGATHERV:
+        status = weft_allgatherv(sendbuf, recvbuf, counts[rank], counts, displs, c->dtype, comm);
+        break;
+    case WEFT_COLL_REDUCE_SCATTER:
+        status = weft_reduce_scatter(sendbuf, recvbuf, n, c->dtype, c->op, comm);
+        break;
+    case WEFT_COLL_REDUCE_SCATTER_V:
+        status = weft_reduce_scatter_v(sendbuf, recvbuf, counts, c->dtype, c->op, comm);
+        break;
+    case WEFT_COLL_ALLTOALL:
+        status = weft_alltoall(sendbuf, recvbuf, n, c->dtype, comm);
+        break;
+    default:
+        status = weft_alltoallv(sendbuf, recvbuf, scounts, sdispls, counts, displs, c->dtype, comm);
+        break;
+    }
+    if (status != WEFT_OK) {
+        fail(sh, "%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(sh->kind), p,
+             n, weft_dtype_name(c->dtype), weft_op_name(c->op), variant_name(tc->inplace), rank,
+             weft_status_string(status), weft_last_error());
+        goto done;
+    }
+    if (check_bytes(sh, tc, rank, "result", res + cmp_off, want, cmp_len) != 0) {
+        goto done;
+    }
+    if (res == in && in_ext * es + GUARD > cmp_off + cmp_len &&
+        check_bytes(sh, tc, rank, "input guard", in + in_ext * es, in_copy + in_ext * es, GUARD) !=
+            0) {
+        goto done;
+    }
+    if (res == out || tc->inplace == 0) {
+        if (check_bytes(sh, tc, rank, "output guard", out + out_ext * es, want + out_ext * es,
+                        GUARD) != 0) {
+            goto done;
+        }
+    }
+    if (tc->inplace == 0 &&
+        check_bytes(sh, tc, rank, "sendbuf", in, in_copy, in_ext * es + GUARD) != 0) {
+        goto done;
+    }
+    atomic_fetch_add(&sh->checked, 1);
+done:
+    free(in);
+    free(out);
+    free(want);
+    free(in_copy);
+    free(counts);
+    free(displs);
+    free(scounts);
+    free(sdispls);
+}
+
+static void rank_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+
+    for (int i = 0; i < sh->ncases; i++) {
+        run_case(sh, comm, rank, &sh->cases[i]);
+    }
+}
+
+static void run_matrix(weft_coll_kind_t kind, const char *algo)
+{
+    char rule[128];
+    long collectives = 0, results = 0;
+    int nvariants = kind == WEFT_COLL_REDUCE_SCATTER ? 3 : 2;
+
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
+    cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
+    weft__coll_config.ring_frag_size = 2048;
+
+    for (int p = 1; p <= 64; p = p < 33 ? p + 1 : 64) {
+        size_t large = ((size_t)(kind == WEFT_COLL_ALLTOALL || kind == WEFT_COLL_ALLTOALLV ||
+                                         kind == WEFT_COLL_REDUCE_SCATTER
+                                     ? 6000
+                                     : 12000) /
+                        (size_t)p) |
+                       1;
+        size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p + 1, large};
+        tcase_t cases[5 * 3];
+        int ncases = 0;
+        shared_t sh = {.kind = kind, .nranks = p};
+
+        for (int k = 0; k < 5; k++) {
+            for (int v = 0; v < nvariants; v++) {
+                cases[ncases] = (tcase_t){counts[k], (p + k + v) % 3, v, p * 100 + ncases};
+                ncases++;
+            }
+        }
+        sh.cases = cases;
+        sh.ncases = ncases;
+        pthread_mutex_init(&sh.lock, NULL);
+        for (int seed = 0; seed < 2; seed++) {
+            /* seed 0: FIFO landing; then a random order, with delays at small p */
+            weft_thread_world_opts_t opts = {.nranks = p,
+                                             .seed = seed ? 0x5eed + (uint64_t)p : 0,
+                                             .max_delay_ns = seed && p <= 4 ? 20000 : 0};
+            weft_status_t status;
+
+            atomic_store(&sh.checked, 0);
+            status = weft__thread_world_run(&opts, rank_body, &sh);
+            cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+            cr_assert_eq(atomic_load(&sh.failures), 0,
+                         "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
+                         weft__coll_kind_name(kind), algo, atomic_load(&sh.failures), p, seed,
+                         sh.first_failure);
+            cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
+                         "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
+                         (long)ncases * p);
+            collectives += ncases;
+            results += atomic_load(&sh.checked);
+        }
+        pthread_mutex_destroy(&sh.lock);
+        if (p == 64) {
+            break;
+        }
+    }
+    fprintf(
+        stderr,
+        "exchange %s/%s: 34 rank counts (1..33, 64) x 2 landing orders, %ld collectives, %ld rank "
+        "results checked\n",
+        weft__coll_kind_name(kind), algo, collectives, results);
+    weft__coll_tune_release();
+    weft_finalize();
+}
+
+Test(exchange, allgather_recursive_doubling, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLGATHER, "recursive_doubling");
+}
+
+Test(exchange, allgather_bruck, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLGATHER, "bruck");
+}
+
+Test(exchange, allgatherv_ring, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLGATHERV, "ring");
+}
+
+Test(exchange, reduce_scatter_recursive_halving, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE_SCATTER, "recursive_halving");
+}
+
+Test(exchange, reduce_scatter_v_ring, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE_SCATTER_V, "ring");
+}
+
+Test(exchange, alltoall_pairwise, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLTOALL, "pairwise");
+}
+
+Test(exchange, alltoall_bruck, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLTOALL, "bruck");
+}
+
+Test(exchange, alltoallv_pairwise, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLTOALLV, "pairwise");
+}

@@ -1,0 +1,554 @@
+/*
+ * Rooted collectives and barrier on in-process ranks whose messages land in
+ * a seeded random order: every algorithm x rank counts 1..33 and 64 x counts
+ * {0, 1, p-1, p+1, 5001} x roots {0, p/2, p-1} x in place / out of place
+ * (where MPI defines it) x dtypes/ops rotating with p.
+ *
+ * Inputs are deterministic per (rank, element, combination); reductions use
+ * data whose result does not depend on the order of combination (floats
+ * holding halves of small integers, integer max, xor), so results are
+ * compared exactly with a reference computed here. Buffers that the
+ * semantics leave alone are NULL (non-root receive buffers of reduce and
+ * gather, non-root send buffers of scatter), and guard bytes after every
+ * buffer must stay untouched.
+ */
+#include <criterion/criterion.h>
+
+#include "coll/coll.h"
+#include "runtime/thread_world.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GUARD 64 /* bytes after each buffer that must stay untouched */
+#define GUARD_BYTE 0xa5
+#define FILL_BYTE 0x5a
+#define LARGE_COUNT 5001
+
+typedef struct combo {
+    weft_dtype_t dtype;
+    weft_op_t op; /* reduce only; the other collectives use the dtype */
+} combo_t;
+
+static const combo_t combos[] = {
+    {WEFT_FLOAT32, WEFT_SUM},
+    {WEFT_INT32, WEFT_MAX},
+    {WEFT_UINT8, WEFT_BXOR},
+    {WEFT_FLOAT32, WEFT_AVG},
+};
+#define NCOMBOS ((int)(sizeof(combos) / sizeof(combos[0])))
+
+/* inplace: 0 out of place; 1 WEFT_IN_PLACE (reduce, gather) or recvbuf ==
+ * sendbuf + root block (scatter); 2 sendbuf == recvbuf (reduce) or sendbuf ==
+ * recvbuf + root block (gather) */
+typedef struct tcase {
+    size_t count;
+    int root;
+    int combo;
+    int inplace;
+} tcase_t;
+
+typedef struct shared {
+    weft_coll_kind_t kind;
+    const tcase_t *cases;
+    int ncases;
+    int nranks;
+    pthread_barrier_t barrier;
+    atomic_int failures;
+    atomic_long checked;
+    pthread_mutex_t lock;
+    char first_failure[512];
+} shared_t;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* Input element i of rank r for combination ci. */
+static void gen(int ci, int r, size_t i, void *dst)
+{
+    uint64_t h = mix(((uint64_t)r << 40) ^ ((uint64_t)i << 8) ^ (uint64_t)ci ^ 0x7654321ull);
+
+    switch (combos[ci].dtype) {
+    case WEFT_FLOAT32: {
+        float v = (float)(h % 17) * 0.5f; /* sums of up to 64 are exact */
+        memcpy(dst, &v, 4);
+        break;
+    }
+    case WEFT_INT32: {
+        uint32_t v = (uint32_t)h;
+        memcpy(dst, &v, 4);
+        break;
+    }
+    default:
+        *(uint8_t *)dst = (uint8_t)h;
+        break;
+    }
+}
+
+/* Expected element i of the reduction over ranks 0..p-1. */
+static void expect(int ci, int p, size_t i, void *dst)
+{
+    unsigned char e[4];
+
+    switch (combos[ci].dtype) {
+    case WEFT_FLOAT32: {
+        float acc = 0, v;
+        for (int r = 0; r < p; r++) {
+            gen(ci, r, i, e);
+            memcpy(&v, e, 4);
+            acc += v;
+        }
+        if (combos[ci].op == WEFT_AVG) {
+            acc = acc / (float)p;
+        }
+        memcpy(dst, &acc, 4);
+        break;
+    }
+    case WEFT_INT32: {
+        int32_t m = INT32_MIN, v;
+        for (int r = 0; r < p; r++) {
+            gen(ci, r, i, e);
+            memcpy(&v, e, 4);
+            m = v > m ? v : m;
+        }
+        memcpy(dst, &m, 4);
+        break;
+    }
+    default: {
+        uint8_t acc = 0;
+        for (int r = 0; r < p; r++) {
+            gen(ci, r, i, e);
+            acc ^= e[0];
+        }
+        *(uint8_t *)dst = acc;
+        break;
+    }
+    }
+}
+
+static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(shared_t *sh, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (atomic_fetch_add(&sh->failures, 1) == 0) {
+        pthread_mutex_lock(&sh->lock);
+        va_start(ap, fmt);
+        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
+        va_end(ap);
+        pthread_mutex_unlock(&sh->lock);
+    }
+}
+
+/* A buffer of `bytes` followed by guard bytes, filled with FILL_BYTE. */
+static unsigned char *guarded(size_t bytes)
+{
+    unsigned char *b = malloc(bytes + GUARD);
+
+    if (b == NULL) {
+        fprintf(stderr, "test out of memory\n");
+        abort();
+    }
+    memset(b, FILL_BYTE, bytes);
+    memset(b + bytes, GUARD_BYTE, GUARD);
+    return b;
+}
+
+static int guard_ok(const unsigned char *b, size_t bytes)
+{
+    for (size_t g = 0; g < GUARD; g++) {
+        if (b != NULL && b[bytes + g] != GUARD_BYTE) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Compare block `block` of generated data (rank gr's elements) with got. */
+static int check_gen(int ci, int gr, size_t n, const unsigned char *got, size_t *bad_p)
+{
+    const size_t es = weft_dtype_size(combos[ci].dtype);
+    unsigned char want[4];
+
+    for (size_t i = 0; i < n; i++) {
+        gen(ci, gr, i, want);
+        if (memcmp(got + i * es, want, es) != 0) {
+            *bad_p = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc)
+{
+    const int p = sh->nranks, ci = tc->combo, root = tc->root, is_root = rank == root;
+    const weft_dtype_t dt = combos[ci].dtype;
+    const size_t es = weft_dtype_size(dt), n = tc->count, bytes = n * es;
+    const char *what = weft__coll_kind_name(sh->kind);
+    unsigned char *in = NULL, *out = NULL, *orig = NULL, want[4];
+    size_t in_bytes = 0, out_bytes = 0, bad = 0;
+    weft_status_t status = WEFT_OK;
+    const void *sendbuf;
+    void *recvbuf;
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        char msg_[256];                                                                            \
+        snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                                 \
+        fail(sh, "%s p=%d count=%zu root=%d %s %s inplace=%d rank %d: %s", what, p, n, root,       \
+             weft_dtype_name(dt), weft_op_name(combos[ci].op), tc->inplace, rank, msg_);           \
+        goto done;                                                                                 \
+    } while (0)
+
+    switch (sh->kind) {
+    case WEFT_COLL_BCAST:
+        out_bytes = bytes;
+        out = guarded(out_bytes);
+        if (is_root) {
+            for (size_t i = 0; i < n; i++) {
+                gen(ci, root, i, out + i * es);
+            }
+        }
+        status = weft_bcast(out, n, dt, root, comm);
+        if (status != WEFT_OK) {
+            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
+        }
+        if (!check_gen(ci, root, n, out, &bad)) {
+            FAIL("element %zu differs from root's", bad);
+        }
+        break;
+
+    case WEFT_COLL_REDUCE:
+        in_bytes = bytes;
+        in = guarded(in_bytes);
+        for (size_t i = 0; i < n; i++) {
+            gen(ci, rank, i, in + i * es);
+        }
+        orig = malloc(bytes + 1);
+        memcpy(orig, in, bytes);
+        sendbuf = in;
+        recvbuf = NULL;
+        if (is_root) {
+            out_bytes = bytes;
+            out = guarded(out_bytes);
+            recvbuf = out;
+            if (tc->inplace) {
+                memcpy(out, in, bytes);
+                sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out;
+            }
+        }
+        status = weft_reduce(sendbuf, recvbuf, n, dt, combos[ci].op, root, comm);
+        if (status != WEFT_OK) {
+            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
+        }
+        if (is_root) {
+            for (size_t i = 0; i < n; i++) {
+                expect(ci, p, i, want);
+                if (memcmp(out + i * es, want, es) != 0) {
+                    FAIL("element %zu differs from the reference", i);
+                }
+            }
+        }
+        if (memcmp(in, orig, bytes) != 0) {
+            FAIL("sendbuf was modified");
+        }
+        break;
+
+    case WEFT_COLL_GATHER:
+        in_bytes = bytes;
+        in = guarded(in_bytes);
+        for (size_t i = 0; i < n; i++) {
+            gen(ci, rank, i, in + i * es);
+        }
+        orig = malloc(bytes + 1);
+        memcpy(orig, in, bytes);
+        sendbuf = in;
+        recvbuf = NULL;
+        if (is_root) {
+            out_bytes = bytes * (size_t)p;
+            out = guarded(out_bytes);
+            recvbuf = out;
+            if (tc->inplace) {
+                memcpy(out + (size_t)root * bytes, in, bytes);
+                sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + (size_t)root * bytes;
+            }
+        }
+        status = weft_gather(sendbuf, recvbuf, n, dt, root, comm);
+        if (status != WEFT_OK) {
+            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
+        }
+        if (is_root) {
+            for (int b = 0; b < p; b++) {
+                if (!check_gen(ci, b, n, out + (size_t)b * bytes, &bad)) {
+                    FAIL("element %zu of rank %d's block differs", bad, b);
+                }
+            }
+        }
+        if (memcmp(in, orig, bytes) != 0) {
+            FAIL("sendbuf was modified");
+        }
+        break;
+
+    default: /* scatter: root's block b holds rank b's data */
+        sendbuf = NULL;
+        if (is_root) {
+            in_bytes = bytes * (size_t)p;
+            in = guarded(in_bytes);
+            for (int b = 0; b < p; b++) {
+                for (size_t i = 0; i < n; i++) {
+                    gen(ci, b, i, in + (size_t)b * bytes + i * es);
+                }
+            }
+            orig = malloc(in_bytes + 1);
+            memcpy(orig, in, in_bytes);
+            sendbuf = in;
+        }
+        if (is_root && tc->inplace) {
+            recvbuf = in + (size_t)root * bytes;
+        } else {
+            out_bytes = bytes;
+            out = guarded(out_bytes);
+            recvbuf = out;
+        }
+        status = weft_scatter(sendbuf, recvbuf, n, dt, root, comm);
+        if (status != WEFT_OK) {
+            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
+        }
+        if (!check_gen(ci, rank, n, recvbuf, &bad)) {
+            FAIL("element %zu of the received block differs", bad);
+        }
+        if (is_root && memcmp(in, orig, in_bytes) != 0) {
+            FAIL("root's sendbuf was modified");
+        }
+        break;
+    }
+    if (!guard_ok(in, in_bytes) || !guard_ok(out, out_bytes)) {
+        FAIL("wrote past the end of a buffer");
+    }
+    atomic_fetch_add(&sh->checked, 1);
+done:
+#undef FAIL
+    /* no rank frees buffers a late peer could still be reading */
+    pthread_barrier_wait(&sh->barrier);
+    free(in);
+    free(out);
+    free(orig);
+}
+
+static void rank_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+
+    for (int i = 0; i < sh->ncases; i++) {
+        run_case(sh, comm, rank, &sh->cases[i]);
+    }
+}
+
+static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t delay_ns,
+                      const tcase_t *cases, int ncases, long *checked_p)
+{
+    shared_t sh = {.kind = kind, .cases = cases, .ncases = ncases, .nranks = p};
+    weft_thread_world_opts_t opts = {.nranks = p, .seed = seed, .max_delay_ns = delay_ns};
+    weft_status_t status;
+
+    pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
+    pthread_mutex_init(&sh.lock, NULL);
+    status = weft__thread_world_run(&opts, rank_body, &sh);
+    cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+    cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
+                 atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
+    cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
+                 "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
+                 (long)ncases * p);
+    *checked_p += atomic_load(&sh.checked);
+    pthread_barrier_destroy(&sh.barrier);
+    pthread_mutex_destroy(&sh.lock);
+}
+
+static void force(weft_coll_kind_t kind, const char *algo)
+{
+    char rule[128];
+
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    cr_assert_not_null(weft__coll_find(kind, algo), "%s/%s is not registered",
+                       weft__coll_kind_name(kind), algo);
+    snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
+    cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
+}
+
+/* p = 1..33 and 64; per p every count x root x in-place variant, with the
+ * dtype/op rotating so that each meets every count class across p. */
+static void run_matrix(weft_coll_kind_t kind, const char *algo)
+{
+    const uint64_t seeds[] = {1, 0x5eed};
+    long collectives = 0, checked = 0;
+    int rank_counts = 0;
+
+    force(kind, algo);
+    /* small fragments so that the ring of reduce_scatter_gather pipelines */
+    weft__coll_config.ring_frag_size = 1024;
+    for (int p = 1; p <= 64; p = p < 33 ? p + 1 : 64) {
+        const size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p + 1, LARGE_COUNT};
+        const int roots[] = {0, p / 2, p - 1};
+        const int nvariants = kind == WEFT_COLL_BCAST ? 1 : 2;
+        tcase_t cases[5 * 3 * 2];
+        int ncases = 0;
+
+        for (int k = 0; k < 5; k++) {
+            for (int ri = 0; ri < 3; ri++) {
+                for (int v = 0; v < nvariants; v++) {
+                    int inplace = v == 0 ? 0 : kind == WEFT_COLL_SCATTER ? 1 : 1 + (k + ri + p) % 2;
+
+                    cases[ncases++] = (tcase_t){counts[k], roots[ri],
+                                                (p + k + 2 * ri + 3 * v) % NCOMBOS, inplace};
+                }
+            }
+        }
+        for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
+            /* the second seed adds random delays at small p */
+            if (si == 1 && p > 8) {
+                continue;
+            }
+            run_world(kind, p, seeds[si], si == 1 ? 20000 : 0, cases, ncases, &checked);
+            collectives += ncases;
+        }
+        rank_counts++;
+        if (p == 64) {
+            break;
+        }
+    }
+    fprintf(stderr, "rooted %s/%s: %d rank counts, %ld collectives, %ld rank results checked\n",
+            weft__coll_kind_name(kind), algo, rank_counts, collectives, checked);
+    weft_finalize();
+}
+
+Test(rooted, bcast_binomial, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_BCAST, "binomial");
+}
+
+Test(rooted, bcast_scatter_allgather, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_BCAST, "scatter_allgather");
+}
+
+Test(rooted, reduce_binomial, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE, "binomial");
+}
+
+Test(rooted, reduce_reduce_scatter_gather, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE, "reduce_scatter_gather");
+}
+
+Test(rooted, gather_binomial, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_GATHER, "binomial");
+}
+
+Test(rooted, scatter_binomial, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_SCATTER, "binomial");
+}
+
+/* Barrier: in each round one rank arrives 20 ms late (in a few rounds) or
+ * not at all late; every rank counts its arrival before entering, and nobody
+ * may leave before the count is complete and the late rank's arrival time. */
+#define BARRIER_ROUNDS 24
+#define BARRIER_SLOW_ROUNDS 3
+
+typedef struct barrier_shared {
+    int nranks;
+    atomic_int arrived[BARRIER_ROUNDS];
+    atomic_llong late_ns[BARRIER_ROUNDS];
+    atomic_int failures;
+    atomic_long checked;
+    pthread_mutex_t lock;
+    char first_failure[256];
+} barrier_shared_t;
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void barrier_body(weft_comm_t comm, int rank, void *arg)
+{
+    barrier_shared_t *sh = arg;
+    const int p = sh->nranks;
+
+    for (int it = 0; it < BARRIER_ROUNDS; it++) {
+        int slow = it < BARRIER_SLOW_ROUNDS ? (it * 7 + p / 2) % p : -1;
+        weft_status_t status;
+        long long left;
+        int count;
+
+        if (rank == slow) {
+            struct timespec d = {0, 20 * 1000 * 1000};
+
+            nanosleep(&d, NULL);
+            atomic_store(&sh->late_ns[it], now_ns());
+        }
+        atomic_fetch_add(&sh->arrived[it], 1);
+        status = weft_barrier(comm);
+        left = now_ns();
+        count = atomic_load(&sh->arrived[it]);
+        if (status != WEFT_OK || count != p ||
+            (slow >= 0 &&
+             (atomic_load(&sh->late_ns[it]) == 0 || left < atomic_load(&sh->late_ns[it])))) {
+            if (atomic_fetch_add(&sh->failures, 1) == 0) {
+                pthread_mutex_lock(&sh->lock);
+                snprintf(sh->first_failure, sizeof(sh->first_failure),
+                         "p=%d round %d rank %d: status %s, left with %d of %d arrived%s", p, it,
+                         rank, weft_status_string(status), count, p,
+                         slow >= 0 ? " (one late rank)" : "");
+                pthread_mutex_unlock(&sh->lock);
+            }
+            continue;
+        }
+        atomic_fetch_add(&sh->checked, 1);
+    }
+}
+
+Test(rooted, barrier_dissemination, .timeout = 300)
+{
+    long checked = 0;
+
+    force(WEFT_COLL_BARRIER, "dissemination");
+    for (int p = 1; p <= 64; p = p < 33 ? p + 1 : 64) {
+        barrier_shared_t sh = {.nranks = p};
+        weft_thread_world_opts_t opts = {.nranks = p, .seed = (uint64_t)p, .max_delay_ns = 0};
+        weft_status_t status;
+
+        pthread_mutex_init(&sh.lock, NULL);
+        status = weft__thread_world_run(&opts, barrier_body, &sh);
+        cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+        cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s); first: %s",
+                     atomic_load(&sh.failures), sh.first_failure);
+        cr_assert_eq(atomic_load(&sh.checked), (long)BARRIER_ROUNDS * p);
+        checked += atomic_load(&sh.checked);
+        pthread_mutex_destroy(&sh.lock);
+        if (p == 64) {
+            break;
+        }
+    }
+    fprintf(stderr, "rooted barrier/dissemination: %ld rank exits checked\n", checked);
+    weft_finalize();
+}

@@ -1,0 +1,142 @@
+/*
+ * weft_send / weft_recv on in-process ranks with random landing order:
+ * payloads, MPI ordering for one tag, matching by tag, no cross-matching
+ * with collectives, argument checks.
+ */
+#include <criterion/criterion.h>
+
+#include "runtime/thread_world.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct shared {
+    atomic_int failures;
+    atomic_int finished;
+    char first[256];
+} shared_t;
+
+static void fail(shared_t *sh, int rank, const char *what, weft_status_t st)
+{
+    if (atomic_fetch_add(&sh->failures, 1) == 0) {
+        snprintf(sh->first, sizeof(sh->first), "rank %d: %s (%s: %s)", rank, what,
+                 weft_status_string(st), weft_last_error());
+    }
+}
+
+#define CHECK(cond, what)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fail(sh, rank, what, WEFT_OK);                                                         \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+#define CHECK_OK(expr, what)                                                                       \
+    do {                                                                                           \
+        weft_status_t st_ = (expr);                                                                \
+        if (st_ != WEFT_OK) {                                                                      \
+            fail(sh, rank, what, st_);                                                             \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void run(int nranks, uint64_t seed, uint64_t delay, weft_thread_rank_fn fn)
+{
+    shared_t sh = {0};
+    weft_thread_world_opts_t opts = {.nranks = nranks, .seed = seed, .max_delay_ns = delay};
+
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft__thread_world_run(&opts, fn, &sh), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(atomic_load(&sh.failures), 0, "%s", sh.first);
+    cr_assert_eq(atomic_load(&sh.finished), nranks, "only %d of %d ranks finished",
+                 atomic_load(&sh.finished), nranks);
+    weft_finalize();
+}
+
+/* Ring exchange of several sizes; same-tag ordering; tags out of order. */
+static void exchange_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    int size;
+    const size_t counts[] = {0, 1, 1000};
+
+    weft_comm_size(comm, &size);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    for (size_t k = 0; k < 3; k++) {
+        int32_t out[1000], in[1000];
+        for (size_t i = 0; i < counts[k]; i++) {
+            out[i] = rank * 100000 + (int)(k * 1000 + i);
+        }
+        CHECK_OK(weft_send(out, counts[k], WEFT_INT32, next, 3, comm), "send");
+        CHECK_OK(weft_recv(in, counts[k], WEFT_INT32, prev, 3, comm), "recv");
+        for (size_t i = 0; i < counts[k]; i++) {
+            CHECK(in[i] == prev * 100000 + (int)(k * 1000 + i), "payload");
+        }
+    }
+    /* 50 messages, one tag: received in send order */
+    for (int m = 0; m < 50; m++) {
+        int64_t v = rank * 1000 + m;
+        CHECK_OK(weft_send(&v, 1, WEFT_INT64, next, 9, comm), "send ordered");
+    }
+    for (int m = 0; m < 50; m++) {
+        int64_t v = -1;
+        CHECK_OK(weft_recv(&v, 1, WEFT_INT64, prev, 9, comm), "recv ordered");
+        CHECK(v == prev * 1000 + m, "same-tag messages overtook each other");
+    }
+    /* tag 11 sent before tag 12, received the other way round */
+    int a = rank, b = -rank - 1, x = 0, y = 0;
+    CHECK_OK(weft_send(&a, 1, WEFT_INT32, next, 11, comm), "send 11");
+    CHECK_OK(weft_send(&b, 1, WEFT_INT32, next, 12, comm), "send 12");
+    CHECK_OK(weft_recv(&y, 1, WEFT_INT32, prev, 12, comm), "recv 12");
+    CHECK_OK(weft_recv(&x, 1, WEFT_INT32, prev, 11, comm), "recv 11");
+    CHECK(x == prev && y == -prev - 1, "matching by tag");
+    /* a point-to-point message in flight across a collective */
+    int z = rank + 7, w = 0;
+    int32_t sum = rank;
+    CHECK_OK(weft_send(&z, 1, WEFT_INT32, next, 0, comm), "send across");
+    CHECK_OK(weft_allreduce(WEFT_IN_PLACE, &sum, 1, WEFT_INT32, WEFT_SUM, comm), "allreduce");
+    CHECK(sum == size * (size - 1) / 2, "allreduce result");
+    CHECK_OK(weft_recv(&w, 1, WEFT_INT32, prev, 0, comm), "recv across");
+    CHECK(w == prev + 7, "point-to-point payload after a collective");
+    atomic_fetch_add(&sh->finished, 1);
+}
+
+Test(p2p, ring_order_tags_and_collectives)
+{
+    for (uint64_t seed = 0; seed < 4; seed++) {
+        run(5, seed, seed == 3 ? 20000 : 0, exchange_body);
+    }
+    run(1, 1, 0, exchange_body); /* to oneself */
+}
+
+static void bad_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    int32_t v[4] = {1, 2, 3, 4};
+
+    CHECK(weft_send(v, 1, WEFT_INT32, 2, 0, comm) == WEFT_ERR_INVALID_ARG, "peer out of range");
+    CHECK(strstr(weft_last_error(), "peer") != NULL, "error names the peer");
+    CHECK(weft_send(v, 1, WEFT_INT32, -1, 0, comm) == WEFT_ERR_INVALID_ARG, "negative peer");
+    CHECK(weft_send(v, 1, WEFT_INT32, 1 - rank, -1, comm) == WEFT_ERR_INVALID_ARG, "tag -1");
+    CHECK(weft_recv(v, 1, WEFT_INT32, 1 - rank, WEFT_TAG_UB + 1, comm) == WEFT_ERR_INVALID_ARG,
+          "tag too large");
+    CHECK(strstr(weft_last_error(), "tag") != NULL, "error names the tag");
+    CHECK(weft_send(NULL, 1, WEFT_INT32, 1 - rank, 0, comm) == WEFT_ERR_INVALID_ARG, "NULL buf");
+    CHECK(weft_send(v, 1, WEFT_DTYPE_COUNT, 1 - rank, 0, comm) == WEFT_ERR_INVALID_ARG, "dtype");
+    CHECK(weft_send(v, 1, WEFT_INT32, 1 - rank, 0, NULL) == WEFT_ERR_INVALID_ARG, "NULL comm");
+    CHECK(v[0] == 1 && v[3] == 4, "buffer untouched");
+    /* a size mismatch is an error on the receiver, and nothing hangs */
+    if (rank == 0) {
+        CHECK_OK(weft_send(v, 2, WEFT_INT32, 1, 5, comm), "send 2");
+    } else {
+        int32_t r[4] = {9, 9, 9, 9};
+        CHECK(weft_recv(r, 4, WEFT_INT32, 0, 5, comm) == WEFT_ERR_MISMATCH, "size mismatch");
+    }
+    atomic_fetch_add(&sh->finished, 1);
+}
+
+Test(p2p, bad_arguments_and_mismatch)
+{
+    run(2, 3, 0, bad_body);
+}
