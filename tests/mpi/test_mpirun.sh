@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # weft's collectives between real processes: weft_bench --check under
-# mpirun -np 1..4 (PMIx bootstrap, UCX transport), every algorithm forced
-# through --algo, sizes from one element to 64 MiB, odd counts, in place and
-# out of place; then the same over UCX_TLS=tcp. Every run has a deadline;
+# mpirun -np 1..4 (PMIx bootstrap, UCX transport), every allreduce,
+# reduce_scatter and allgather algorithm forced through --algo, sizes from
+# one element to 64 MiB, odd counts, in place and out of place, then the
+# same over UCX_TLS=tcp; then every other collective at np 2..4 with the
+# root on the last rank. Every run has a deadline;
 # a run that overstays it is killed with all its ranks.
 set -u
 : "${top_builddir:?run through make check}"
@@ -49,6 +51,13 @@ for tls in default tcp; do
             [ $coll = allgather ] || run $np "$label int64 max" --algo $algo -d int64 -o max \
                 -b 8 -e 8008 -f 1001 --in-place $coll
         done
+    done
+done
+# the rest of the collectives, default algorithms, root not 0
+unset UCX_TLS
+for np in 2 3 4; do
+    for coll in bcast reduce gather scatter alltoall barrier allgather reduce_scatter; do
+        run $np "$coll" --root $((np - 1)) -d int32 -o sum -b 4 -e 4m -f 1024 $coll
     done
 done
 echo "$runs mpirun jobs, $failures failed"
