@@ -236,7 +236,7 @@ weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
                                      weft_comm_t comm, weft_request_t *req);
 
 /*
- * Point-to-point, blocking. Tags are 0..WEFT_TAG_UB. Messages between two
+ * Point-to-point. Tags are 0..WEFT_TAG_UB. Messages between two
  * ranks with the same tag are received in the order they were sent. The
  * receive count must equal the sent count (a different size returns
  * WEFT_ERR_MISMATCH). A send may wait until the receive is posted (large
@@ -247,6 +247,12 @@ weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int p
                         weft_comm_t comm);
 weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
                         weft_comm_t comm);
+/* Nonblocking forms, completed like the collectives' requests. Receives
+ * posted for the same peer and tag match messages in posting order. */
+weft_status_t weft_isend(const void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
+                         weft_comm_t comm, weft_request_t *req);
+weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
+                         weft_comm_t comm, weft_request_t *req);
 /* Per-rank counts and displacements, in elements, one entry per rank. In
  * place: allgatherv with WEFT_IN_PLACE (this rank's block already at
  * recvbuf + displs[rank]); alltoallv with WEFT_IN_PLACE (sendcounts and

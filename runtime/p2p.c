@@ -1,5 +1,5 @@
 /*
- * weft_send / weft_recv: one-task schedules on the communicator's transport.
+ * weft_send / weft_recv and their nonblocking forms: one-task schedules on the communicator's transport.
  * Their tags use the sequence number reserved for point-to-point
  * (WEFT_TAG_SEQ_P2P) with the user's tag as the slot, so they never match a
  * collective's messages, and the transport's non-overtaking rule gives MPI's
@@ -7,12 +7,15 @@
  */
 #include "coll/sched.h"
 #include "runtime/init.h"
+#include "runtime/request.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
+/* Blocking (req NULL) or started with a request. */
 static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
-                         weft_dtype_t dtype, int peer, int tag, weft_comm_t comm)
+                         weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
+                         weft_request_t *req)
 {
     char what[32];
     size_t esize = weft_dtype_size(dtype);
@@ -63,6 +66,14 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
     } else {
         weft__sched_recv(s, peer, (uint32_t)tag, buf, count * esize);
     }
+    if (req != NULL) {
+        status = weft__sched_start(s);
+        if (status != WEFT_OK) {
+            weft__sched_destroy(s);
+            return status;
+        }
+        return weft__request_new(s, req);
+    }
     status = weft__sched_run(s);
     weft__sched_destroy(s);
     return status;
@@ -71,11 +82,29 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
 WEFT_EXPORT weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int peer,
                                     int tag, weft_comm_t comm)
 {
-    return p2p("weft_send", 1, (void *)buf, count, dtype, peer, tag, comm);
+    return p2p("weft_send", 1, (void *)buf, count, dtype, peer, tag, comm, NULL);
 }
 
 WEFT_EXPORT weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer,
                                     int tag, weft_comm_t comm)
 {
-    return p2p("weft_recv", 0, buf, count, dtype, peer, tag, comm);
+    return p2p("weft_recv", 0, buf, count, dtype, peer, tag, comm, NULL);
+}
+
+WEFT_EXPORT weft_status_t weft_isend(const void *buf, size_t count, weft_dtype_t dtype, int peer,
+                                     int tag, weft_comm_t comm, weft_request_t *req)
+{
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_isend: req is NULL");
+    }
+    return p2p("weft_isend", 1, (void *)buf, count, dtype, peer, tag, comm, req);
+}
+
+WEFT_EXPORT weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype, int peer,
+                                     int tag, weft_comm_t comm, weft_request_t *req)
+{
+    if (req == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_irecv: req is NULL");
+    }
+    return p2p("weft_irecv", 0, buf, count, dtype, peer, tag, comm, req);
 }

@@ -136,6 +136,49 @@ static void bad_body(weft_comm_t comm, int rank, void *arg)
     atomic_fetch_add(&sh->finished, 1);
 }
 
+/* Nonblocking: receives posted first, in reverse tag order, completed in
+ * any order; many same-tag messages keep their order. */
+static void nonblocking_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    int size;
+    enum { N = 40 };
+    int64_t in[N], out[N];
+    weft_request_t rr[N], sr[N];
+
+    weft_comm_size(comm, &size);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    for (int i = 0; i < N; i++) {
+        in[i] = -1;
+        /* half on tag 1 (ordered), half on distinct tags 100+i */
+        CHECK_OK(weft_irecv(&in[i], 1, WEFT_INT64, prev, i % 2 ? 1 : 100 + i, comm, &rr[i]),
+                 "irecv");
+    }
+    for (int i = N - 1; i >= 0; i--) {
+        /* distinct tags go out in decreasing index order; the tag-1 messages
+         * (odd j) in increasing order, as their receives were posted */
+        int j = i % 2 ? N - i : i;
+        out[j] = rank * 1000 + j;
+        CHECK_OK(weft_isend(&out[j], 1, WEFT_INT64, next, j % 2 ? 1 : 100 + j, comm, &sr[j]),
+                 "isend");
+    }
+    CHECK_OK(weft_waitall(N, rr), "waitall recv");
+    CHECK_OK(weft_waitall(N, sr), "waitall send");
+    for (int i = 0; i < N; i++) {
+        CHECK(in[i] == prev * 1000 + i, "nonblocking payload or order");
+        weft_request_free(rr[i]);
+        weft_request_free(sr[i]);
+    }
+    atomic_fetch_add(&sh->finished, 1);
+}
+
+Test(p2p, nonblocking_order_and_tags)
+{
+    for (uint64_t seed = 0; seed < 4; seed++) {
+        run(4, seed, 0, nonblocking_body);
+    }
+}
+
 Test(p2p, bad_arguments_and_mismatch)
 {
     run(2, 3, 0, bad_body);
