@@ -89,9 +89,15 @@ extern const weft_coll_algo_t weft__coll_algos_exchange[];
 
 /* The algorithm for kind at `bytes` (the whole vector of one rank: allreduce
  * count, reduce_scatter size*count, allgather size*count elements): the
- * first WEFT_TUNE rule that matches, else the default table. NULL when no
- * algorithm of that kind is registered. */
+ * first WEFT_TUNE rule that matches, else the cheapest by the cost model
+ * with the configured parameters (coll/cost.h). NULL when no algorithm of
+ * that kind is registered. */
 const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks);
+/* Every registered algorithm in turn: next(NULL) is the first; NULL after
+ * the last. */
+const weft_coll_algo_t *weft__coll_next(const weft_coll_algo_t *prev);
+/* The algorithm the first matching WEFT_TUNE rule names, or NULL. */
+const weft_coll_algo_t *weft__coll_tune_match(weft_coll_kind_t kind, size_t bytes);
 /* The algorithm of that name, or NULL. */
 const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name);
 
@@ -124,6 +130,11 @@ typedef struct weft_coll_config {
     size_t ring_frag_size; /* bytes per pipelined fragment of ring algorithms */
     int spin_us;           /* busy-polling before a waiting rank yields its core */
     int yield_us;          /* polling with sched_yield before it sleeps */
+    double cost_alpha_us;  /* cost model defaults (coll/cost.h) */
+    double cost_beta_gbs;
+    double cost_gamma_gbs;
+    double cost_oversub_us; /* added to alpha on oversubscribed nodes */
+    int cost_measure;      /* measure them at communicator creation */
 } weft_coll_config_t;
 
 extern weft_coll_config_t weft__coll_config;

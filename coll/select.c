@@ -5,6 +5,7 @@
  * [lo, hi) byte range match wins.
  */
 #include "coll/coll.h"
+#include "coll/cost.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,22 @@ static const weft_config_entry_t coll_entries[] = {
      "bytes per fragment in ring algorithms: fragments of a block move and reduce "
      "independently, so smaller fragments overlap more but cost more messages",
      weft__config_parse_size, offsetof(weft_coll_config_t, ring_frag_size)},
+    {"COST_ALPHA_US", "2",
+     "cost model: microseconds per message (alpha), used where it is not measured "
+     "(WEFT_COST_MEASURE=no, in-process ranks) and by weft_info --explain",
+     weft__config_parse_double, offsetof(weft_coll_config_t, cost_alpha_us)},
+    {"COST_BETA_GBS", "8", "cost model: GB/s moved between ranks (1/beta)",
+     weft__config_parse_double, offsetof(weft_coll_config_t, cost_beta_gbs)},
+    {"COST_GAMMA_GBS", "5", "cost model: GB/s reduced (1/gamma)", weft__config_parse_double,
+     offsetof(weft_coll_config_t, cost_gamma_gbs)},
+    {"COST_OVERSUB_US", "50",
+     "cost model: microseconds added to alpha when this node runs more ranks of the "
+     "communicator than it has cores (a message may wait for its receiver to be scheduled)",
+     weft__config_parse_double, offsetof(weft_coll_config_t, cost_oversub_us)},
+    {"COST_MEASURE", "yes",
+     "measure alpha, beta and gamma when a communicator between processes is created (a few "
+     "ping-pongs and a local reduction; the ranks agree on the largest values)",
+     weft__config_parse_bool, offsetof(weft_coll_config_t, cost_measure)},
     {"SPIN_US", "50",
      "microseconds a waiting collective busy-polls before it starts yielding its core between "
      "polls (skipped when this host runs more ranks of the communicator than it has cores)",
@@ -72,97 +89,67 @@ const char *weft__coll_kind_name(weft_coll_kind_t kind)
 
 const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
 {
-    static const weft_coll_algo_t *const groups[] = {weft__coll_algos_rooted,
-                                                       weft__coll_algos_exchange};
-
-    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
-        if (algos[i].kind == kind && strcmp(algos[i].name, name) == 0) {
-            return &algos[i];
-        }
-    }
-    for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
-        for (const weft_coll_algo_t *a = groups[g]; a->name != NULL; a++) {
-            if (a->kind == kind && strcmp(a->name, name) == 0) {
-                return a;
-            }
+    for (const weft_coll_algo_t *a = weft__coll_next(NULL); a != NULL; a = weft__coll_next(a)) {
+        if (a->kind == kind && strcmp(a->name, name) == 0) {
+            return a;
         }
     }
     return NULL;
 }
 
-/* The first registered algorithm of kind (a fallback when the preferred one
- * is not built in). */
-static const weft_coll_algo_t *find_any(weft_coll_kind_t kind)
+const weft_coll_algo_t *weft__coll_next(const weft_coll_algo_t *prev)
 {
     static const weft_coll_algo_t *const groups[] = {weft__coll_algos_rooted,
                                                        weft__coll_algos_exchange};
+    const size_t ncore = sizeof(algos) / sizeof(algos[0]);
 
-    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
-        if (algos[i].kind == kind) {
-            return &algos[i];
+    if (prev == NULL) {
+        return &algos[0];
+    }
+    if (prev >= algos && prev < algos + ncore) {
+        if (prev + 1 < algos + ncore) {
+            return prev + 1;
         }
+        return groups[0]->name != NULL ? groups[0] : weft__coll_next(groups[0]);
     }
     for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
-        for (const weft_coll_algo_t *a = groups[g]; a->name != NULL; a++) {
-            if (a->kind == kind) {
-                return a;
+        const weft_coll_algo_t *end = groups[g];
+
+        while (end->name != NULL) {
+            end++;
+        }
+        if (prev >= groups[g] && prev <= end) {
+            if (prev + 1 < end) {
+                return prev + 1;
             }
+            for (size_t h = g + 1; h < sizeof(groups) / sizeof(groups[0]); h++) {
+                if (groups[h]->name != NULL) {
+                    return groups[h];
+                }
+            }
+            return NULL;
         }
     }
     return NULL;
 }
 
-/* The default choice by size (the cost model replaces these thresholds). */
-static const char *default_algo(weft_coll_kind_t kind, size_t bytes, int nranks)
+const weft_coll_algo_t *weft__coll_tune_match(weft_coll_kind_t kind, size_t bytes)
 {
-    int pow2 = (nranks & (nranks - 1)) == 0;
-
-    switch (kind) {
-    case WEFT_COLL_ALLREDUCE:
-        /* whole-vector exchanges win while latency dominates; halving-doubling
-         * needs 2 log p messages, ring 2(p-1), for the same bandwidth */
-        if (bytes < 8192) {
-            return "recursive_doubling";
-        }
-        return bytes < ((size_t)4 << 20) || nranks > 16 ? "rabenseifner" : "ring";
-    case WEFT_COLL_ALLGATHER:
-        if (bytes < 65536) {
-            return pow2 ? "recursive_doubling" : "bruck";
-        }
-        return "ring";
-    case WEFT_COLL_REDUCE_SCATTER:
-        return bytes < 65536 && pow2 ? "recursive_halving" : "ring";
-    case WEFT_COLL_BCAST:
-        return bytes < 65536 || nranks <= 2 ? "binomial" : "scatter_allgather";
-    case WEFT_COLL_REDUCE:
-        return bytes < 65536 || nranks <= 2 ? "binomial" : "reduce_scatter_gather";
-    case WEFT_COLL_ALLTOALL:
-        return bytes / (size_t)(nranks > 0 ? nranks : 1) < 1024 && nranks > 2 ? "bruck"
-                                                                                : "pairwise";
-    case WEFT_COLL_BARRIER:
-        return "dissemination";
-    case WEFT_COLL_GATHER:
-    case WEFT_COLL_SCATTER:
-        return "binomial";
-    case WEFT_COLL_ALLTOALLV:
-        return "pairwise";
-    default:
-        return "ring";
-    }
-}
-
-const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks)
-{
-    const weft_coll_algo_t *algo;
-
     for (size_t i = 0; i < nrules; i++) {
         if (rules[i].kind == kind && bytes >= rules[i].lo &&
             (bytes < rules[i].hi || rules[i].hi == SIZE_MAX)) {
             return rules[i].algo;
         }
     }
-    algo = weft__coll_find(kind, default_algo(kind, bytes, nranks));
-    return algo != NULL ? algo : find_any(kind);
+    return NULL;
+}
+
+const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks)
+{
+    weft_cost_params_t params;
+
+    weft__cost_defaults(&params);
+    return weft__coll_choose(kind, bytes, nranks, &params, NULL);
 }
 
 void weft__coll_tune_release(void)
@@ -282,8 +269,8 @@ static size_t selection_bytes(const weft_coll_args_t *a)
 weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p)
 {
-    const weft_coll_algo_t *algo =
-        weft__coll_select(args->kind, selection_bytes(args), args->size);
+    weft_cost_params_t params;
+    const weft_coll_algo_t *algo;
     weft_op_desc_t desc = {
         .coll = kind_names[args->kind],
         .count = args->count,
@@ -295,6 +282,18 @@ weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
     weft_sched_t *s;
     weft_status_t status = weft__comm_health(comm);
 
+    if (comm->cost_measured) {
+        params.alpha = comm->cost_alpha;
+        params.beta = comm->cost_beta;
+        params.gamma = comm->cost_gamma;
+    } else {
+        weft__cost_defaults(&params);
+    }
+    if (comm->oversubscribed) {
+        /* every message may wait for the receiver to get a core back */
+        params.alpha += weft__coll_config.cost_oversub_us * 1e-6;
+    }
+    algo = weft__coll_choose(args->kind, selection_bytes(args), args->size, &params, NULL);
     if (algo == NULL) {
         return weft__error(WEFT_ERR_UNSUPPORTED, "%s: no algorithm is built in",
                            kind_names[args->kind]);

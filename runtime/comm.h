@@ -29,6 +29,10 @@ struct weft_comm {
     struct weft_sched *sched_cache;   /* last finished schedule, reused (coll/sched.c) */
     struct weft_sched *active;        /* started, unfinished schedules (coll/sched.c) */
     int oversubscribed;               /* more ranks on this host than cores: yield, never spin */
+    int cost_measured;                /* cost_* hold agreed measurements (coll/cost.h) */
+    double cost_alpha;
+    double cost_beta;
+    double cost_gamma;
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
 };
 

@@ -251,6 +251,10 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     }
     boot->self = *out;
     (*out)->oversubscribed = comm->oversubscribed;
+    (*out)->cost_measured = comm->cost_measured;
+    (*out)->cost_alpha = comm->cost_alpha;
+    (*out)->cost_beta = comm->cost_beta;
+    (*out)->cost_gamma = comm->cost_gamma;
     weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
     return WEFT_OK;
 }

@@ -9,10 +9,13 @@
 #include "runtime/init.h"
 #include "runtime/thread_world.h"
 
+#include "coll/cost.h"
+
 #include "bootstrap/pmix/pmix.h"
 #include "bootstrap/tcp/tcp.h"
 #include "pt2pt/ucx/ucx.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,94 @@ static uint64_t node_id(void)
     return h;
 }
 
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/*
+ * Measure the cost model's parameters (coll/cost.h) for a new communicator:
+ * pairs of ranks (r, r ^ 1) time 8-byte and 256 KiB ping-pongs (the median
+ * of a few rounds after one that connects), every rank times a local
+ * reduction, and all ranks take the largest values, so they select the
+ * same algorithms.
+ */
+static weft_status_t measure_cost(weft_comm_t comm)
+{
+    enum { SMALL_ROUNDS = 16, BIG_ROUNDS = 4, BIG = 256 << 10 };
+    const weft_device_ops_t *dev = &weft__device_host_ops;
+    weft_cost_params_t def;
+    double m[3] = {0, 0, 0};
+    int partner = comm->rank ^ 1, first = comm->rank < partner;
+    float *a = calloc(BIG / sizeof(float), sizeof(float));
+    float *b = calloc(BIG / sizeof(float), sizeof(float));
+    const void *srcs[2] = {a, b};
+    weft_status_t status = WEFT_OK;
+    uint64_t t0;
+
+    if (a == NULL || b == NULL) {
+        free(a);
+        free(b);
+        return weft__error(WEFT_ERR_NO_MEMORY, "cost measurement buffers");
+    }
+    weft__cost_defaults(&def);
+    if (partner < comm->size) {
+        /* the first round connects the endpoints; then the median round
+         * counts: ranks that share cores pay for being descheduled in every
+         * collective, so that belongs in alpha */
+        for (int phase = 0; phase < 2 && status == WEFT_OK; phase++) {
+            size_t count = phase == 0 ? 2 : BIG / sizeof(float);
+            int rounds = phase == 0 ? SMALL_ROUNDS : BIG_ROUNDS;
+            double times[SMALL_ROUNDS], best;
+
+            for (int i = 0; i <= rounds && status == WEFT_OK; i++) {
+                t0 = weft__time_ns();
+                status = first ? weft_send(a, count, WEFT_FLOAT32, partner, 1, comm)
+                               : weft_recv(a, count, WEFT_FLOAT32, partner, 1, comm);
+                if (status == WEFT_OK) {
+                    status = first ? weft_recv(a, count, WEFT_FLOAT32, partner, 1, comm)
+                                   : weft_send(a, count, WEFT_FLOAT32, partner, 1, comm);
+                }
+                if (i > 0) {
+                    times[i - 1] = (double)(weft__time_ns() - t0) / 1e9 / 2;
+                }
+            }
+            if (status != WEFT_OK) {
+                break;
+            }
+            qsort(times, (size_t)rounds, sizeof(double), cmp_double);
+            best = times[rounds / 2];
+            if (phase == 0) {
+                m[0] = best;
+            } else {
+                m[1] = fmax(best - m[0], 0) / BIG;
+            }
+        }
+    }
+    if (status == WEFT_OK) {
+        t0 = weft__time_ns();
+        for (int i = 0; i < 4 && status == WEFT_OK; i++) {
+            status = dev->reduce(a, srcs, 2, BIG / sizeof(float), WEFT_FLOAT32, WEFT_SUM);
+        }
+        m[2] = (double)(weft__time_ns() - t0) / 1e9 / 4 / BIG;
+        status = weft_allreduce(WEFT_IN_PLACE, m, 3, WEFT_FLOAT64, WEFT_MAX, comm);
+    }
+    free(a);
+    free(b);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    comm->cost_alpha = m[0] > 0 ? m[0] : def.alpha;
+    comm->cost_beta = m[1] > 0 ? m[1] : def.beta;
+    comm->cost_gamma = m[2] > 0 ? m[2] : def.gamma;
+    comm->cost_measured = 1;
+    weft__log_info("cost model: alpha %.2f us, beta %.2f GB/s, gamma %.2f GB/s",
+                   comm->cost_alpha * 1e6, 1e-9 / comm->cost_beta, 1e-9 / comm->cost_gamma);
+    return WEFT_OK;
+}
 
 /* Exchange worker addresses and build the communicator (takes boot_ctx). */
 static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
@@ -89,6 +180,13 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     WEFT_CHECK_GOTO(weft__comm_create(rank, size, 0, &weft__ucx_ops, ep, boot, boot_ctx, comm_p),
                     err_release_ep);
     (*comm_p)->oversubscribed = local > weft__usable_cores();
+    if (weft__coll_config.cost_measure && size > 1) {
+        status = measure_cost(*comm_p);
+        if (status != WEFT_OK) {
+            weft_comm_destroy(*comm_p);
+            goto err_free_only;
+        }
+    }
     weft__log_set_rank(rank);
     weft__log_info("communicator of %d ranks over %s bootstrap and ucx; %d on this node%s", size,
                    boot->name, local, (*comm_p)->oversubscribed ? ", more than its cores" : "");
@@ -98,6 +196,14 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     free(addrs);
     weft__ucx_context_put(ucx); /* the endpoint table holds its own reference */
     return WEFT_OK;
+
+err_free_only:
+    free(lens);
+    free(alens);
+    free(blob);
+    free(addrs);
+    weft__ucx_context_put(ucx);
+    return status;
 
 err_release_ep:
     weft__ucx_ops.ep_release(ep);

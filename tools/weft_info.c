@@ -2,20 +2,66 @@
  * weft_info: what this build of weft is and how it is configured.
  *   weft_info        version and build configuration
  *   weft_info -c     every configuration variable: default, current value, help
+ *   weft_info --explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]
+ *                    every candidate algorithm's predicted time by the cost
+ *                    model (configured parameters), and the choice with its reason
  */
 #include "weft_config.h"
 
 #include "coll/coll.h"
+#include "coll/cost.h"
 #include "runtime/config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: weft_info [-c] [-h]\n"
-               "  -c  print every configuration variable with its default, value and help\n");
+    fprintf(f, "usage: weft_info [-c] [--explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]] [-h]\n"
+               "  -c         print every configuration variable with its default, value and help\n"
+               "  --explain  predicted time of every algorithm of COLLECTIVE for BYTES (one\n"
+               "             rank's vector; k/m/g suffixes) on RANKS ranks, and the choice\n");
+}
+
+static int explain(int argc, char **argv)
+{
+    weft_cost_params_t params;
+    size_t bytes;
+    int kind, ranks, ppn;
+
+    if (argc < 3 || argc > 4) {
+        usage(stderr);
+        return 2;
+    }
+    for (kind = 0; kind < WEFT_COLL_KIND_COUNT; kind++) {
+        if (strcmp(weft__coll_kind_name((weft_coll_kind_t)kind), argv[0]) == 0) {
+            break;
+        }
+    }
+    ranks = atoi(argv[2]);
+    ppn = argc == 4 ? atoi(argv[3]) : ranks;
+    if (kind == WEFT_COLL_KIND_COUNT || weft__parse_size(argv[1], 0, &bytes) != WEFT_OK ||
+        ranks < 1 || ppn < 1 || ppn > ranks) {
+        fprintf(stderr, "weft_info --explain: expected a collective (allreduce, reduce_scatter, "
+                        "allgather, bcast, reduce, gather, scatter, alltoall, barrier, "
+                        "allgatherv, alltoallv, reduce_scatter_v), a size, ranks >= 1 and "
+                        "1 <= ranks per node <= ranks\n");
+        return 2;
+    }
+    weft__cost_defaults(&params);
+    printf("%s of %zu bytes on %d ranks, %d per node\n", argv[0], bytes, ranks, ppn);
+    printf("cost model: alpha %.2f us/message, beta %.2f GB/s, gamma %.2f GB/s "
+           "(WEFT_COST_*; measured per communicator at run time)\n",
+           params.alpha * 1e6, 1e-9 / params.beta, 1e-9 / params.gamma);
+    if (ppn < ranks) {
+        printf("ranks per node: hierarchical algorithms are not built yet, so the choice "
+               "does not depend on it\n");
+    }
+    printf("candidates (predicted time):\n");
+    weft__coll_choose((weft_coll_kind_t)kind, bytes, ranks, &params, stdout);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -26,6 +72,16 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0) {
             dump_config = 1;
+        } else if (strcmp(argv[i], "--explain") == 0) {
+            int rc;
+
+            if (weft_init() != WEFT_OK) {
+                fprintf(stderr, "weft_info: weft_init failed: %s\n", weft_last_error());
+                return 1;
+            }
+            rc = explain(argc - i - 1, argv + i + 1);
+            weft_finalize();
+            return rc;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;

@@ -600,7 +600,9 @@ Test(matrix, default_selection_all_combos, .timeout = 600)
 
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
     for (size_t pi = 0; pi < sizeof(ps) / sizeof(ps[0]); pi++) {
-        for (int kind = 0; kind < WEFT_COLL_KIND_COUNT; kind++) {
+        /* the collectives this file's harness knows; the others have
+         * tests/coll/test_rooted.c, test_exchange.c and test_stress.c */
+        for (int kind = WEFT_COLL_ALLREDUCE; kind <= WEFT_COLL_ALLGATHER; kind++) {
             tcase_t cases[NCOMBOS * 3];
             int ncases = 0;
 

@@ -1,0 +1,207 @@
+/* Cost models of every algorithm and the cost-based choice (coll/cost.h). */
+#include "coll/cost.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef double (*cost_fn)(const weft_cost_params_t *c, double n, int p);
+
+static int log2_floor(int p)
+{
+    int l = 0;
+
+    while ((1 << (l + 1)) <= p) {
+        l++;
+    }
+    return l;
+}
+
+static int log2_ceil(int p)
+{
+    int l = log2_floor(p);
+
+    return (1 << l) < p ? l + 1 : l;
+}
+
+/* the fold of non-power-of-two rank counts: 2 messages of n, one reduction */
+static double fold(const weft_cost_params_t *c, double n, int p)
+{
+    return (1 << log2_floor(p)) == p ? 0 : 2 * c->alpha + 2 * n * c->beta + n * c->gamma;
+}
+
+static double allreduce_rd(const weft_cost_params_t *c, double n, int p)
+{
+    int l = log2_floor(p);
+
+    return l * (c->alpha + n * c->beta + n * c->gamma) + fold(c, n, p);
+}
+
+static double allreduce_rab(const weft_cost_params_t *c, double n, int p)
+{
+    int l = log2_floor(p), q = 1 << l;
+    double f = (double)(q - 1) / q;
+
+    return 2 * l * c->alpha + 2 * f * n * c->beta + f * n * c->gamma + fold(c, n, p);
+}
+
+static double ring_rs(const weft_cost_params_t *c, double n, int p)
+{
+    double f = (double)(p - 1) / p;
+
+    return (p - 1) * c->alpha + f * n * fmax(c->beta, c->gamma);
+}
+
+static double ring_ag(const weft_cost_params_t *c, double n, int p)
+{
+    return (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
+}
+
+static double allreduce_ring(const weft_cost_params_t *c, double n, int p)
+{
+    return ring_rs(c, n, p) + ring_ag(c, n, p);
+}
+
+static double rs_halving(const weft_cost_params_t *c, double n, int p)
+{
+    if ((1 << log2_floor(p)) != p) {
+        return ring_rs(c, n, p); /* falls back to the ring */
+    }
+    return log2_floor(p) * c->alpha + (double)(p - 1) / p * n * (c->beta + c->gamma);
+}
+
+static double ag_log(const weft_cost_params_t *c, double n, int p)
+{
+    return log2_ceil(p) * c->alpha + (double)(p - 1) / p * n * c->beta;
+}
+
+static double ag_bruck(const weft_cost_params_t *c, double n, int p)
+{
+    /* plus the final rotation, a local copy of the result */
+    return ag_log(c, n, p) + n * c->beta / 4;
+}
+
+static double bcast_binomial(const weft_cost_params_t *c, double n, int p)
+{
+    return log2_ceil(p) * (c->alpha + n * c->beta);
+}
+
+static double bcast_scatter_ag(const weft_cost_params_t *c, double n, int p)
+{
+    return (log2_ceil(p) + p - 1) * c->alpha + 2 * (double)(p - 1) / p * n * c->beta;
+}
+
+static double reduce_binomial(const weft_cost_params_t *c, double n, int p)
+{
+    return log2_ceil(p) * (c->alpha + n * c->beta + n * c->gamma);
+}
+
+static double reduce_rs_gather(const weft_cost_params_t *c, double n, int p)
+{
+    return ring_rs(c, n, p) + (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
+}
+
+static double tree_gather(const weft_cost_params_t *c, double n, int p)
+{
+    return log2_ceil(p) * c->alpha + (double)(p - 1) / p * n * c->beta;
+}
+
+static double a2a_pairwise(const weft_cost_params_t *c, double n, int p)
+{
+    return (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
+}
+
+static double a2a_bruck(const weft_cost_params_t *c, double n, int p)
+{
+    /* each step moves about half the blocks; packing copies them again */
+    return log2_ceil(p) * (c->alpha + n / 2 * 2 * c->beta);
+}
+
+static double barrier_dissemination(const weft_cost_params_t *c, double n, int p)
+{
+    (void)n;
+    return log2_ceil(p) * c->alpha;
+}
+
+static const struct {
+    weft_coll_kind_t kind;
+    const char *name;
+    cost_fn fn;
+} models[] = {
+    {WEFT_COLL_ALLREDUCE, "recursive_doubling", allreduce_rd},
+    {WEFT_COLL_ALLREDUCE, "rabenseifner", allreduce_rab},
+    {WEFT_COLL_ALLREDUCE, "ring", allreduce_ring},
+    {WEFT_COLL_REDUCE_SCATTER, "ring", ring_rs},
+    {WEFT_COLL_REDUCE_SCATTER, "recursive_halving", rs_halving},
+    {WEFT_COLL_REDUCE_SCATTER_V, "ring", ring_rs},
+    {WEFT_COLL_ALLGATHER, "ring", ring_ag},
+    {WEFT_COLL_ALLGATHER, "recursive_doubling", ag_log},
+    {WEFT_COLL_ALLGATHER, "bruck", ag_bruck},
+    {WEFT_COLL_ALLGATHERV, "ring", ring_ag},
+    {WEFT_COLL_BCAST, "binomial", bcast_binomial},
+    {WEFT_COLL_BCAST, "scatter_allgather", bcast_scatter_ag},
+    {WEFT_COLL_REDUCE, "binomial", reduce_binomial},
+    {WEFT_COLL_REDUCE, "reduce_scatter_gather", reduce_rs_gather},
+    {WEFT_COLL_GATHER, "binomial", tree_gather},
+    {WEFT_COLL_SCATTER, "binomial", tree_gather},
+    {WEFT_COLL_ALLTOALL, "pairwise", a2a_pairwise},
+    {WEFT_COLL_ALLTOALL, "bruck", a2a_bruck},
+    {WEFT_COLL_ALLTOALLV, "pairwise", a2a_pairwise},
+    {WEFT_COLL_BARRIER, "dissemination", barrier_dissemination},
+};
+
+void weft__cost_defaults(weft_cost_params_t *params)
+{
+    params->alpha = weft__coll_config.cost_alpha_us * 1e-6;
+    params->beta = 1.0 / (weft__coll_config.cost_beta_gbs * 1e9);
+    params->gamma = 1.0 / (weft__coll_config.cost_gamma_gbs * 1e9);
+}
+
+double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
+                          size_t bytes, int nranks)
+{
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+        if (models[i].kind == algo->kind && strcmp(models[i].name, algo->name) == 0) {
+            return nranks <= 1 ? 0 : models[i].fn(params, (double)bytes, nranks);
+        }
+    }
+    return -1;
+}
+
+const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, int nranks,
+                                          const weft_cost_params_t *params, FILE *explain)
+{
+    const weft_coll_algo_t *rule = weft__coll_tune_match(kind, bytes);
+    const weft_coll_algo_t *best = NULL;
+    double best_t = 0;
+
+    for (const weft_coll_algo_t *a = weft__coll_next(NULL); a != NULL; a = weft__coll_next(a)) {
+        double t;
+
+        if (a->kind != kind) {
+            continue;
+        }
+        t = weft__cost_predict(a, params, bytes, nranks);
+        if (explain != NULL) {
+            fprintf(explain, "  %-24s %14.3f us%s\n", a->name, t * 1e6,
+                    t < 0 ? "  (no model)" : "");
+        }
+        if (t >= 0 && (best == NULL || t < best_t)) {
+            best = a;
+            best_t = t;
+        }
+    }
+    if (rule != NULL) {
+        if (explain != NULL) {
+            fprintf(explain, "choice: %s, forced by a WEFT_TUNE rule\n", rule->name);
+        }
+        return rule;
+    }
+    if (explain != NULL) {
+        if (best != NULL) {
+            fprintf(explain, "choice: %s, the lowest predicted time\n", best->name);
+        } else {
+            fprintf(explain, "choice: none, no algorithm of this collective is built in\n");
+        }
+    }
+    return best;
+}

@@ -1,0 +1,40 @@
+/*
+ * The cost model behind algorithm selection. Each algorithm's predicted time
+ * for n bytes (one rank's whole vector) on p ranks, in alpha-beta-gamma
+ * terms: alpha seconds per message, beta seconds per byte moved, gamma
+ * seconds per byte reduced. The cheapest algorithm wins unless a WEFT_TUNE
+ * rule names one. Parameters come from the configuration and, for
+ * communicators between processes, from a measurement at creation that all
+ * ranks agree on (weft__cost_measure).
+ *
+ * The models follow the cost comments at the top of each algorithm's file;
+ * pipelined ring phases overlap reduction with transfer, so they pay
+ * max(beta, gamma) per byte instead of beta + gamma.
+ */
+#ifndef WEFT_COLL_COST_H
+#define WEFT_COLL_COST_H
+
+#include "coll/coll.h"
+
+#include <stdio.h>
+
+typedef struct weft_cost_params {
+    double alpha; /* s per message */
+    double beta;  /* s per byte moved */
+    double gamma; /* s per byte reduced */
+} weft_cost_params_t;
+
+/* From WEFT_COST_ALPHA_US, WEFT_COST_BETA_GBS, WEFT_COST_GAMMA_GBS. */
+void weft__cost_defaults(weft_cost_params_t *params);
+
+/* Predicted seconds, or a negative number when the algorithm has no model. */
+double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
+                          size_t bytes, int nranks);
+
+/* The selection: first matching WEFT_TUNE rule, else the cheapest modelled
+ * algorithm (the first registered on ties). With explain != NULL, one line
+ * per candidate and the reason for the choice are printed there. */
+const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, int nranks,
+                                          const weft_cost_params_t *params, FILE *explain);
+
+#endif /* WEFT_COLL_COST_H */
