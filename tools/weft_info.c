@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <hwloc.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 static void usage(FILE *f)
 {
@@ -23,6 +25,76 @@ static void usage(FILE *f)
                "  -c         print every configuration variable with its default, value and help\n"
                "  --explain  predicted time of every algorithm of COLLECTIVE for BYTES (one\n"
                "             rank's vector; k/m/g suffixes) on RANKS ranks, and the choice\n");
+}
+
+/* The transports (transport/device) UCX finds here, from its own report. */
+static void print_ucx_transports(void)
+{
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
+    ucp_config_t *config;
+    ucp_context_h context;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem;
+
+    printf("  ucx transports:");
+    if (ucp_config_read(NULL, NULL, &config) != UCS_OK) {
+        printf(" (UCX configuration unreadable)\n");
+        return;
+    }
+    if (ucp_init(&params, config, &context) != UCS_OK) {
+        ucp_config_release(config);
+        printf(" (UCX could not start)\n");
+        return;
+    }
+    ucp_config_release(config);
+    mem = open_memstream(&text, &len);
+    if (mem != NULL) {
+        ucp_context_print_info(context, mem);
+        fclose(mem);
+        for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            char *tl = strstr(line, "flags -- ");
+            if (strstr(line, "resource") != NULL && tl != NULL) {
+                printf(" %s", tl + 9);
+            }
+        }
+        free(text);
+    }
+    printf("\n");
+    ucp_cleanup(context);
+}
+
+/* Cores, NUMA nodes, GPUs and NICs of this machine (hwloc). */
+static void print_topology(void)
+{
+    hwloc_topology_t topo;
+    char host[256] = "?";
+    int gpus = 0, nics = 0;
+
+    gethostname(host, sizeof(host) - 1);
+    if (hwloc_topology_init(&topo) != 0) {
+        printf("topology: hwloc unavailable\n");
+        return;
+    }
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
+        printf("topology: hwloc could not read this machine\n");
+        return;
+    }
+    for (hwloc_obj_t o = hwloc_get_next_osdev(topo, NULL); o != NULL;
+         o = hwloc_get_next_osdev(topo, o)) {
+        gpus += o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
+                o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC;
+        nics += o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK ||
+                o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+    }
+    printf("topology of %s: %d NUMA node(s), %d core(s), %d hardware thread(s), %d GPU(s), "
+           "%d NIC(s)\n",
+           host, hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE),
+           hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE),
+           hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU), gpus, nics);
+    hwloc_topology_destroy(topo);
 }
 
 static int explain(int argc, char **argv)
@@ -100,16 +172,20 @@ int main(int argc, char **argv)
         weft__config_dump(stdout);
     } else {
         printf("weft %d.%d.%d\n", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR, WEFT_VERSION_PATCH);
-        printf("  cuda:         %s\n", WEFT_BUILD_CUDA);
+        printf("  cuda toolkit: %s (no CUDA device backend is built yet)\n",
+               strcmp(WEFT_BUILD_CUDA, "yes") == 0 ? "found" : "not found");
         printf("  ucx headers:  %d.%d (library %s)\n", UCP_API_MAJOR, UCP_API_MINOR,
                ucp_get_version_string());
         printf("  memory types: host\n");
-        printf("  transports:   loop (in-process)\n");
+        printf("  weft transports: ucx (between processes), loop (in-process ranks)\n");
+        printf("  bootstraps: pmix (mpirun, srun), tcp (unique id), thread (in-process)\n");
+        print_ucx_transports();
         printf("  algorithms:  ");
         for (int k = 0; k < WEFT_COLL_KIND_COUNT; k++) {
             printf(" %s", weft__coll_kind_name((weft_coll_kind_t)k));
         }
-        printf(" (see WEFT_TUNE in weft_info -c)\n");
+        printf(" (weft_info --explain shows the choice)\n");
+        print_topology();
     }
     weft_finalize();
     return 0;
