@@ -3,8 +3,8 @@
 # mpirun -np 1..4 (PMIx bootstrap, UCX transport), every allreduce,
 # reduce_scatter and allgather algorithm forced through --algo, sizes from
 # one element to 64 MiB, odd counts, in place and out of place, then the
-# same over UCX_TLS=tcp; then every other collective at np 2..4 with the
-# root on the last rank. Every run has a deadline;
+# same over UCX_TLS=tcp; then every algorithm of the other collectives at
+# np 1..4 with the root on the last rank. Every run has a deadline;
 # a run that overstays it is killed with all its ranks.
 set -u
 : "${top_builddir:?run through make check}"
@@ -53,11 +53,16 @@ for tls in default tcp; do
         done
     done
 done
-# the rest of the collectives, default algorithms, root not 0
+# the other collectives: every algorithm forced, root on the last rank
 unset UCX_TLS
-for np in 2 3 4; do
-    for coll in bcast reduce gather scatter alltoall barrier allgather reduce_scatter; do
-        run $np "$coll" --root $((np - 1)) -d int32 -o sum -b 4 -e 4m -f 1024 $coll
+for np in 1 2 3 4; do
+    for spec in bcast:binomial bcast:scatter_allgather reduce:binomial \
+                reduce:reduce_scatter_gather gather:binomial scatter:binomial \
+                alltoall:pairwise alltoall:bruck barrier:dissemination \
+                allgather:recursive_doubling allgather:bruck reduce_scatter:recursive_halving; do
+        coll=${spec%%:*} algo=${spec#*:}
+        run $np "$coll/$algo" --algo $algo --root $((np - 1)) -d int32 -o sum -b 4 -e 4m -f 1024 \
+            $coll
     done
 done
 echo "$runs mpirun jobs, $failures failed"
