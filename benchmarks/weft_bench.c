@@ -3,6 +3,7 @@
  *
  *   mpirun -np 4 weft_bench [options] COLLECTIVE
  *   COLLECTIVE: allreduce allgather reduce_scatter bcast reduce gather scatter alltoall barrier
+ *               allgatherv alltoallv reduce_scatter_v (the v forms with equal counts)
  *
  *   -b BYTES  smallest message (default 8)      -e BYTES  largest (default 64m)
  *   -f N      size multiplication factor (2)    -n N      timed iterations (default:
@@ -44,6 +45,9 @@ typedef enum {
     COLL_SCATTER,
     COLL_ALLTOALL,
     COLL_BARRIER,
+    COLL_ALLGATHERV,
+    COLL_ALLTOALLV,
+    COLL_REDUCE_SCATTER_V,
     COLL_COUNT
 } coll_t;
 typedef enum { FORMAT_OSU, FORMAT_NCCL, FORMAT_CSV } format_t;
@@ -62,7 +66,8 @@ typedef struct options {
 
 static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
                                          "bcast",     "reduce",    "gather",
-                                         "scatter",   "alltoall",  "barrier"};
+                                         "scatter",   "alltoall",  "barrier",
+                                         "allgatherv", "alltoallv", "reduce_scatter_v"};
 
 static int rank, nranks;
 
@@ -185,11 +190,21 @@ static int64_t reduce_ref(weft_op_t op, int64_t acc, int64_t v, int first)
 }
 
 /* Expected element i of this rank's result. */
+/* The v forms run with equal counts: they produce what their plain form does. */
+static coll_t plain(coll_t c)
+{
+    return c == COLL_ALLGATHERV     ? COLL_ALLGATHER
+           : c == COLL_ALLTOALLV    ? COLL_ALLTOALL
+           : c == COLL_REDUCE_SCATTER_V ? COLL_REDUCE_SCATTER
+                                        : c;
+}
+
 static void expected(const options_t *o, size_t i, size_t count, int iter, void *out)
 {
-    size_t gi = o->coll == COLL_REDUCE_SCATTER ? (size_t)rank * count + i : i;
+    coll_t c = plain(o->coll);
+    size_t gi = c == COLL_REDUCE_SCATTER ? (size_t)rank * count + i : i;
 
-    switch (o->coll) {
+    switch (c) {
     case COLL_ALLGATHER:
     case COLL_GATHER:
         store(o->dtype, out, 0, value((int)(gi / count), gi % count, iter));
@@ -264,6 +279,19 @@ static long check(const options_t *o, const bufs_t *b, int iter)
     return wrong;
 }
 
+static size_t *vcounts, *vdispls; /* equal counts for the v forms */
+static int *mcounts, *mdispls;
+
+static void set_vectors(size_t count)
+{
+    for (int r = 0; r < nranks; r++) {
+        vcounts[r] = count;
+        vdispls[r] = (size_t)r * count;
+        mcounts[r] = (int)count;
+        mdispls[r] = r * (int)count;
+    }
+}
+
 static weft_status_t run_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
 {
     const void *send = o->in_place ? WEFT_IN_PLACE : b->send;
@@ -285,6 +313,12 @@ static weft_status_t run_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
         return weft_scatter(send, b->recv, b->count, o->dtype, o->root, comm);
     case COLL_ALLTOALL:
         return weft_alltoall(send, b->recv, b->count, o->dtype, comm);
+    case COLL_ALLGATHERV:
+        return weft_allgatherv(send, b->recv, b->count, vcounts, vdispls, o->dtype, comm);
+    case COLL_ALLTOALLV:
+        return weft_alltoallv(send, b->recv, vcounts, vdispls, vcounts, vdispls, o->dtype, comm);
+    case COLL_REDUCE_SCATTER_V:
+        return weft_reduce_scatter_v(send, b->recv, vcounts, o->dtype, o->op, comm);
     default:
         return weft_barrier(comm);
     }
@@ -317,6 +351,14 @@ static int run_mpi(const options_t *o, bufs_t *b)
                            MPI_COMM_WORLD);
     case COLL_ALLTOALL:
         return MPI_Alltoall(send, (int)b->count, dt, b->recv, (int)b->count, dt, MPI_COMM_WORLD);
+    case COLL_ALLGATHERV:
+        return MPI_Allgatherv(send, (int)b->count, dt, b->recv, mcounts, mdispls, dt,
+                              MPI_COMM_WORLD);
+    case COLL_ALLTOALLV:
+        return MPI_Alltoallv(send, mcounts, mdispls, dt, b->recv, mcounts, mdispls, dt,
+                             MPI_COMM_WORLD);
+    case COLL_REDUCE_SCATTER_V:
+        return MPI_Reduce_scatter(send, b->recv, mcounts, dt, mpi_op(o->op), MPI_COMM_WORLD);
     default:
         return MPI_Barrier(MPI_COMM_WORLD);
     }
@@ -466,6 +508,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft_bench: weft sees %d ranks, MPI %d\n", wsize, nranks);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    vcounts = calloc((size_t)nranks, sizeof(size_t));
+    vdispls = calloc((size_t)nranks, sizeof(size_t));
+    mcounts = calloc((size_t)nranks, sizeof(int));
+    mdispls = calloc((size_t)nranks, sizeof(int));
+    if (vcounts == NULL || vdispls == NULL || mcounts == NULL || mdispls == NULL) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     header(&o);
     size_t es = weft_dtype_size(o.dtype);
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (size_t)o.factor) {
@@ -476,7 +525,8 @@ int main(int argc, char **argv)
         long wrong = 0;
 
         b.count = bytes / es;
-        switch (o.coll) {
+        set_vectors(b.count);
+        switch (plain(o.coll)) {
         case COLL_REDUCE_SCATTER:
         case COLL_ALLTOALL:
             b.send_count = b.count * (size_t)nranks;
@@ -490,7 +540,7 @@ int main(int argc, char **argv)
         default:
             b.send_count = b.count;
         }
-        switch (o.coll) {
+        switch (plain(o.coll)) {
         case COLL_ALLGATHER:
         case COLL_ALLTOALL:
             b.recv_count = b.count * (size_t)nranks;
@@ -576,7 +626,7 @@ int main(int argc, char **argv)
             case FORMAT_NCCL:
                 printf("  %10zu %12zu %8s %6s %10.1f %8.2f %8.2f %6ld", total, total / es,
                        weft_dtype_name(o.dtype),
-                       o.coll == COLL_ALLREDUCE || o.coll == COLL_REDUCE_SCATTER ||
+                       o.coll == COLL_ALLREDUCE || plain(o.coll) == COLL_REDUCE_SCATTER ||
                                o.coll == COLL_REDUCE
                            ? weft_op_name(o.op)
                            : "none",

@@ -64,6 +64,9 @@ for np in 1 2 3 4; do
         run $np "$coll/$algo" --algo $algo --root $((np - 1)) -d int32 -o sum -b 4 -e 4m -f 1024 \
             $coll
     done
+    for coll in allgatherv alltoallv reduce_scatter_v; do
+        run $np "$coll" -d int32 -o sum -b 4 -e 4m -f 1024 $coll
+    done
 done
 echo "$runs mpirun jobs, $failures failed"
 [ $failures -eq 0 ] && echo "PASS" || exit 1
