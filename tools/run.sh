@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 bash tools/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 exec mpirun -np "${WEFT_RANKS:-4}" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-    ./benchmarks/weft_bench --check --vs-mpi -b 8 -e 64m -f 8 -n 10 "$@" allreduce
+    ./benchmarks/weft_bench --check --vs-mpi -b 8 -e 64m -f 8 "$@" allreduce
