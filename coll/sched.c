@@ -337,6 +337,20 @@ void weft__sched_dep(weft_sched_t *s, int before, int after)
     s->nedges++;
 }
 
+int weft__sched_exchange(weft_sched_t *s, int after, uint32_t slot, int to, const void *sbuf,
+                         size_t sbytes, int from, void *rbuf, size_t rbytes)
+{
+    int send = weft__sched_send(s, to, slot, sbuf, sbytes);
+    int recv = weft__sched_recv(s, from, slot, rbuf, rbytes);
+    int done = weft__sched_nop(s);
+
+    weft__sched_dep(s, after, send);
+    weft__sched_dep(s, after, recv);
+    weft__sched_dep(s, send, done);
+    weft__sched_dep(s, recv, done);
+    return done;
+}
+
 void *weft__sched_scratch(weft_sched_t *s, size_t bytes)
 {
     scratch_t *sc;

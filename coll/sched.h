@@ -60,6 +60,11 @@ int weft__sched_reduce(weft_sched_t *s, void *dst, const void *const *srcs, int 
                        size_t count);
 int weft__sched_copy(weft_sched_t *s, void *dst, const void *src, size_t bytes);
 int weft__sched_nop(weft_sched_t *s);
+/* One exchange step: after task `after`, send sbytes of sbuf to rank `to` and
+ * receive rbytes into rbuf from rank `from`, both with `slot`. Returns a
+ * task that completes when both have (the next step depends on it). */
+int weft__sched_exchange(weft_sched_t *s, int after, uint32_t slot, int to, const void *sbuf,
+                         size_t sbytes, int from, void *rbuf, size_t rbytes);
 /* `after` starts only once `before` has completed. -1 on either side: no-op. */
 void weft__sched_dep(weft_sched_t *s, int before, int after);
 /* Scratch memory owned by the schedule (NULL once the schedule has failed). */

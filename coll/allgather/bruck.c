@@ -32,18 +32,11 @@ weft_status_t weft__allgather_bruck(weft_sched_t *s, const weft_coll_args_t *a)
     prev = weft__sched_copy(s, tmp, a->src, bb);
     for (int d = 1; d < p; d *= 2, step++) {
         int n = d < p - d ? d : p - d;
-        int send, recv;
 
         weft__sched_step(s, "bruck", step);
-        send = weft__sched_send(s, (r - d + p) % p, (uint32_t)step, tmp, (size_t)n * bb);
-        recv =
-            weft__sched_recv(s, (r + d) % p, (uint32_t)step, tmp + (size_t)d * bb, (size_t)n * bb);
-        done = weft__sched_nop(s);
-        weft__sched_dep(s, prev, send);
-        weft__sched_dep(s, prev, recv);
-        weft__sched_dep(s, send, done);
-        weft__sched_dep(s, recv, done);
-        prev = done;
+        prev = weft__sched_exchange(s, prev, (uint32_t)step, (r - d + p) % p, tmp,
+                                    (size_t)n * bb, (r + d) % p, tmp + (size_t)d * bb,
+                                    (size_t)n * bb);
     }
     /* rotate: tmp[0 .. p-r) -> blocks r .. p-1, tmp[p-r .. p) -> blocks 0 .. r-1 */
     weft__sched_step(s, "rotate", 0);

@@ -34,17 +34,11 @@ weft_status_t weft__allgather_recursive_doubling(weft_sched_t *s, const weft_col
     for (int mask = 1; mask < p; mask *= 2, step++) {
         int peer = r ^ mask;
         int lo = r & ~(mask - 1), plo = peer & ~(mask - 1);
-        int send, recv, done;
 
         weft__sched_step(s, "recursive-doubling", step);
-        send = weft__sched_send(s, peer, (uint32_t)step, dst + (size_t)lo * bb, (size_t)mask * bb);
-        recv = weft__sched_recv(s, peer, (uint32_t)step, dst + (size_t)plo * bb, (size_t)mask * bb);
-        done = weft__sched_nop(s);
-        weft__sched_dep(s, prev, send);
-        weft__sched_dep(s, prev, recv);
-        weft__sched_dep(s, send, done);
-        weft__sched_dep(s, recv, done);
-        prev = done;
+        prev = weft__sched_exchange(s, prev, (uint32_t)step, peer, dst + (size_t)lo * bb,
+                                    (size_t)mask * bb, peer, dst + (size_t)plo * bb,
+                                    (size_t)mask * bb);
     }
     return WEFT_OK;
 }

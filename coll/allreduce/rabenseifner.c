@@ -81,17 +81,10 @@ weft_status_t weft__allreduce_rabenseifner(weft_sched_t *s, const weft_coll_args
         size_t my_count = weft__block_start(a->count, fold.pof2, hi) - my_start;
         size_t peer_start = weft__block_start(a->count, fold.pof2, plo);
         size_t peer_count = weft__block_start(a->count, fold.pof2, phi) - peer_start;
-        int send, recv, done;
 
         weft__sched_step(s, "recursive-doubling", step);
-        send = weft__sched_send(s, peer, slot, dst + my_start * es, my_count * es);
-        recv = weft__sched_recv(s, peer, slot, dst + peer_start * es, peer_count * es);
-        done = weft__sched_nop(s);
-        weft__sched_dep(s, prev, send);
-        weft__sched_dep(s, prev, recv);
-        weft__sched_dep(s, send, done);
-        weft__sched_dep(s, recv, done);
-        prev = done;
+        prev = weft__sched_exchange(s, prev, slot, peer, dst + my_start * es, my_count * es, peer,
+                                    dst + peer_start * es, peer_count * es);
         lo = lo < plo ? lo : plo;
         hi = lo + 2 * (phi - plo);
     }

@@ -38,17 +38,10 @@ weft_status_t weft__alltoall_pairwise(weft_sched_t *s, const weft_coll_args_t *a
     weft__sched_dep(s, prev, own);
     for (int k = 1; k < p; k++) {
         int to = (r + k) % p, from = (r - k + p) % p;
-        int send, recv, done;
 
         weft__sched_step(s, "pairwise", k);
-        send = weft__sched_send(s, to, (uint32_t)k, src + (size_t)to * bb, bb);
-        recv = weft__sched_recv(s, from, (uint32_t)k, dst + (size_t)from * bb, bb);
-        done = weft__sched_nop(s);
-        weft__sched_dep(s, prev, send);
-        weft__sched_dep(s, prev, recv);
-        weft__sched_dep(s, send, done);
-        weft__sched_dep(s, recv, done);
-        prev = done;
+        prev = weft__sched_exchange(s, prev, (uint32_t)k, to, src + (size_t)to * bb, bb, from,
+                                    dst + (size_t)from * bb, bb);
     }
     return WEFT_OK;
 }

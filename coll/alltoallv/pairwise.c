@@ -45,18 +45,11 @@ weft_status_t weft__alltoallv_pairwise(weft_sched_t *s, const weft_coll_args_t *
     weft__sched_dep(s, prev, own);
     for (int k = 1; k < p; k++) {
         int to = (r + k) % p, from = (r - k + p) % p;
-        int send, recv, done;
 
         weft__sched_step(s, "pairwise", k);
-        send = weft__sched_send(s, to, (uint32_t)k, src + a->sdispls[to] * es, a->scounts[to] * es);
-        recv = weft__sched_recv(s, from, (uint32_t)k, dst + a->displs[from] * es,
-                                a->counts[from] * es);
-        done = weft__sched_nop(s);
-        weft__sched_dep(s, prev, send);
-        weft__sched_dep(s, prev, recv);
-        weft__sched_dep(s, send, done);
-        weft__sched_dep(s, recv, done);
-        prev = done;
+        prev = weft__sched_exchange(s, prev, (uint32_t)k, to, src + a->sdispls[to] * es,
+                                    a->scounts[to] * es, from, dst + a->displs[from] * es,
+                                    a->counts[from] * es);
     }
     return WEFT_OK;
 }
