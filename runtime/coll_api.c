@@ -7,7 +7,6 @@
 #include "runtime/init.h"
 #include "runtime/request.h"
 
-
 #include <stdint.h>
 #include <stdio.h>
 
@@ -21,8 +20,8 @@ typedef struct buf_check {
     int has_op;
     int per_rank; /* buffers hold size * count elements (not allreduce) */
     weft_comm_t comm;
-    int no_send;  /* sendbuf not read on this rank (rooted collectives) */
-    int no_recv;  /* recvbuf not written on this rank */
+    int no_send; /* sendbuf not read on this rank (rooted collectives) */
+    int no_recv; /* recvbuf not written on this rank */
 } buf_check_t;
 
 static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
@@ -152,7 +151,8 @@ static weft_status_t enter(const buf_check_t *c, const int *root, size_t *esize_
 }
 
 static weft_status_t allreduce_impl(const void *sendbuf, void *recvbuf, size_t count,
-                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm, weft_sched_t **started)
+                                    weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                    weft_sched_t **started)
 {
     buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, 0};
     size_t esize;
@@ -171,11 +171,12 @@ static weft_status_t allreduce_impl(const void *sendbuf, void *recvbuf, size_t c
     return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize, started);
 }
 
-static weft_status_t reduce_scatter_impl(const void *sendbuf, void *recvbuf,
-                                              size_t recvcount, weft_dtype_t dtype, weft_op_t op,
-                                              weft_comm_t comm, weft_sched_t **started)
+static weft_status_t reduce_scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                         weft_sched_t **started)
 {
-    buf_check_t c = {"weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, 0, 0};
+    buf_check_t c = {
+        "weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, 0, 0};
     size_t esize, bytes;
     weft_status_t status;
 
@@ -197,9 +198,10 @@ static weft_status_t reduce_scatter_impl(const void *sendbuf, void *recvbuf,
 }
 
 static weft_status_t allgather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                         weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
+                                    weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
 {
-    buf_check_t c = {"weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
+    buf_check_t c = {
+        "weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize, bytes;
     weft_status_t status;
     char *own;
@@ -226,7 +228,7 @@ static int rank_of(weft_comm_t comm)
 }
 
 static weft_status_t bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                     weft_comm_t comm, weft_sched_t **started)
+                                weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize;
@@ -240,8 +242,8 @@ static weft_status_t bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int
 }
 
 static weft_status_t reduce_impl(const void *sendbuf, void *recvbuf, size_t count,
-                                      weft_dtype_t dtype, weft_op_t op, int root,
-                                      weft_comm_t comm, weft_sched_t **started)
+                                 weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm,
+                                 weft_sched_t **started)
 {
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, !is_root};
@@ -266,11 +268,12 @@ static weft_status_t reduce_impl(const void *sendbuf, void *recvbuf, size_t coun
 }
 
 static weft_status_t gather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                      weft_dtype_t dtype, int root, weft_comm_t comm, weft_sched_t **started)
+                                 weft_dtype_t dtype, int root, weft_comm_t comm,
+                                 weft_sched_t **started)
 {
     int is_root = rank_of(comm) == root;
-    buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm,
-                     0, !is_root};
+    buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1,
+                     comm,          0,       !is_root};
     size_t esize, bytes;
     weft_status_t status;
     const void *src = sendbuf;
@@ -280,8 +283,8 @@ static weft_status_t gather_impl(const void *sendbuf, void *recvbuf, size_t send
         return status;
     }
     bytes = sendcount * esize;
-    if (is_root && (sendbuf == WEFT_IN_PLACE ||
-                    sendbuf == (const char *)recvbuf + (size_t)root * bytes)) {
+    if (is_root &&
+        (sendbuf == WEFT_IN_PLACE || sendbuf == (const char *)recvbuf + (size_t)root * bytes)) {
         src = (const char *)recvbuf + (size_t)root * bytes;
     } else if (sendbuf == WEFT_IN_PLACE) {
         return weft__error(WEFT_ERR_INVALID_ARG,
@@ -294,11 +297,12 @@ static weft_status_t gather_impl(const void *sendbuf, void *recvbuf, size_t send
 }
 
 static weft_status_t scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                       weft_dtype_t dtype, int root, weft_comm_t comm, weft_sched_t **started)
+                                  weft_dtype_t dtype, int root, weft_comm_t comm,
+                                  weft_sched_t **started)
 {
     int is_root = rank_of(comm) == root;
-    buf_check_t c = {"weft_scatter", sendbuf, recvbuf, recvcount, dtype, WEFT_SUM, 0, 1, comm,
-                     !is_root, 0};
+    buf_check_t c = {"weft_scatter", sendbuf,  recvbuf, recvcount, dtype, WEFT_SUM, 0, 1,
+                     comm,           !is_root, 0};
     size_t esize, bytes;
     weft_status_t status;
 
@@ -316,7 +320,7 @@ static weft_status_t scatter_impl(const void *sendbuf, void *recvbuf, size_t rec
 }
 
 static weft_status_t alltoall_impl(const void *sendbuf, void *recvbuf, size_t count,
-                                        weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
+                                   weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize;
@@ -329,7 +333,8 @@ static weft_status_t alltoall_impl(const void *sendbuf, void *recvbuf, size_t co
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
         return run(WEFT_COLL_ALLTOALL, &c, recvbuf, recvbuf, esize, started);
     }
-    if (overlaps(sendbuf, count * esize * (size_t)comm->size, recvbuf, count * esize * (size_t)comm->size)) {
+    if (overlaps(sendbuf, count * esize * (size_t)comm->size, recvbuf,
+                 count * esize * (size_t)comm->size)) {
         return overlap_error(&c);
     }
     return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize, started);
@@ -375,8 +380,8 @@ static weft_status_t check_vector(const buf_check_t *c, const char *cname, const
 }
 
 static weft_status_t allgatherv_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                          const size_t *recvcounts, const size_t *displs,
-                                          weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
+                                     const size_t *recvcounts, const size_t *displs,
+                                     weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, total;
@@ -415,10 +420,10 @@ static weft_status_t allgatherv_impl(const void *sendbuf, void *recvbuf, size_t 
                     NULL, started);
 }
 
-static weft_status_t alltoallv_impl(const void *sendbuf, void *recvbuf,
-                                         const size_t *sendcounts, const size_t *sdispls,
-                                         const size_t *recvcounts, const size_t *rdispls,
-                                         weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
+static weft_status_t alltoallv_impl(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                                    const size_t *sdispls, const size_t *recvcounts,
+                                    const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm,
+                                    weft_sched_t **started)
 {
     buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, stotal = 0, rtotal;
@@ -454,8 +459,8 @@ static weft_status_t alltoallv_impl(const void *sendbuf, void *recvbuf,
 }
 
 static weft_status_t reduce_scatter_v_impl(const void *sendbuf, void *recvbuf,
-                                                const size_t *recvcounts, weft_dtype_t dtype,
-                                                weft_op_t op, weft_comm_t comm, weft_sched_t **started)
+                                           const size_t *recvcounts, weft_dtype_t dtype,
+                                           weft_op_t op, weft_comm_t comm, weft_sched_t **started)
 {
     buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, 0, 0};
     size_t esize, total;
@@ -494,37 +499,32 @@ WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, siz
 }
 
 WEFT_EXPORT weft_status_t weft_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm, weft_request_t *req)
+                                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                          weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iallreduce: req is NULL");
-    }
-    status = allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_iallreduce")
+                       : weft__request_start(
+                             allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, &s), &s, req);
 }
 
-WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf,
-                                              size_t recvcount, weft_dtype_t dtype, weft_op_t op,
-                                              weft_comm_t comm)
+WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                              weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
 {
     return reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, NULL);
 }
 
-WEFT_EXPORT weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf,
-                                              size_t recvcount, weft_dtype_t dtype, weft_op_t op,
-                                              weft_comm_t comm, weft_request_t *req)
+WEFT_EXPORT weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                               weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                               weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ireduce_scatter: req is NULL");
-    }
-    status = reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter")
+                       : weft__request_start(
+                             reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, &s),
+                             &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -534,16 +534,13 @@ WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, siz
 }
 
 WEFT_EXPORT weft_status_t weft_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iallgather: req is NULL");
-    }
-    status = allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_iallgather")
+                       : weft__request_start(
+                             allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, &s), &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype, int root,
@@ -553,37 +550,31 @@ WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype
 }
 
 WEFT_EXPORT weft_status_t weft_ibcast(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                     weft_comm_t comm, weft_request_t *req)
+                                      weft_comm_t comm, weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ibcast: req is NULL");
-    }
-    status = bcast_impl(buf, count, dtype, root, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL
+               ? WEFT_REQ_NULL("weft_ibcast")
+               : weft__request_start(bcast_impl(buf, count, dtype, root, comm, &s), &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                                      weft_dtype_t dtype, weft_op_t op, int root,
-                                      weft_comm_t comm)
+                                      weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm)
 {
     return reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, NULL);
 }
 
 WEFT_EXPORT weft_status_t weft_ireduce(const void *sendbuf, void *recvbuf, size_t count,
-                                      weft_dtype_t dtype, weft_op_t op, int root,
-                                      weft_comm_t comm, weft_request_t *req)
+                                       weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm,
+                                       weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ireduce: req is NULL");
-    }
-    status = reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL
+               ? WEFT_REQ_NULL("weft_ireduce")
+               : weft__request_start(
+                     reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, &s), &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -593,16 +584,15 @@ WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t
 }
 
 WEFT_EXPORT weft_status_t weft_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                      weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req)
+                                       weft_dtype_t dtype, int root, weft_comm_t comm,
+                                       weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_igather: req is NULL");
-    }
-    status = gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL
+               ? WEFT_REQ_NULL("weft_igather")
+               : weft__request_start(
+                     gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, &s), &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -612,16 +602,15 @@ WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_
 }
 
 WEFT_EXPORT weft_status_t weft_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                       weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req)
+                                        weft_dtype_t dtype, int root, weft_comm_t comm,
+                                        weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iscatter: req is NULL");
-    }
-    status = scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL
+               ? WEFT_REQ_NULL("weft_iscatter")
+               : weft__request_start(
+                     scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, &s), &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
@@ -631,16 +620,13 @@ WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size
 }
 
 WEFT_EXPORT weft_status_t weft_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                        weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ialltoall: req is NULL");
-    }
-    status = alltoall_impl(sendbuf, recvbuf, count, dtype, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_ialltoall")
+                       : weft__request_start(
+                             alltoall_impl(sendbuf, recvbuf, count, dtype, comm, &s), &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
@@ -651,13 +637,9 @@ WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
 WEFT_EXPORT weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ibarrier: req is NULL");
-    }
-    status = barrier_impl(comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_ibarrier")
+                       : weft__request_start(barrier_impl(comm, &s), &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -668,17 +650,16 @@ WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, si
 }
 
 WEFT_EXPORT weft_status_t weft_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                          const size_t *recvcounts, const size_t *displs,
-                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+                                           const size_t *recvcounts, const size_t *displs,
+                                           weft_dtype_t dtype, weft_comm_t comm,
+                                           weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_iallgatherv: req is NULL");
-    }
-    status = allgatherv_impl(sendbuf, recvbuf, sendcount, recvcounts, displs, dtype, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_iallgatherv")
+                       : weft__request_start(allgatherv_impl(sendbuf, recvbuf, sendcount,
+                                                             recvcounts, displs, dtype, comm, &s),
+                                             &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
@@ -686,22 +667,21 @@ WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
                                          const size_t *recvcounts, const size_t *rdispls,
                                          weft_dtype_t dtype, weft_comm_t comm)
 {
-    return alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, dtype, comm, NULL);
+    return alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, dtype, comm,
+                          NULL);
 }
 
 WEFT_EXPORT weft_status_t weft_ialltoallv(const void *sendbuf, void *recvbuf,
-                                         const size_t *sendcounts, const size_t *sdispls,
-                                         const size_t *recvcounts, const size_t *rdispls,
-                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+                                          const size_t *sendcounts, const size_t *sdispls,
+                                          const size_t *recvcounts, const size_t *rdispls,
+                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ialltoallv: req is NULL");
-    }
-    status = alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, dtype, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_ialltoallv")
+                       : weft__request_start(alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls,
+                                                            recvcounts, rdispls, dtype, comm, &s),
+                                             &s, req);
 }
 
 WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
@@ -712,15 +692,14 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvb
 }
 
 WEFT_EXPORT weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
-                                                const size_t *recvcounts, weft_dtype_t dtype,
-                                                weft_op_t op, weft_comm_t comm, weft_request_t *req)
+                                                 const size_t *recvcounts, weft_dtype_t dtype,
+                                                 weft_op_t op, weft_comm_t comm,
+                                                 weft_request_t *req)
 {
     weft_sched_t *s = NULL;
-    weft_status_t status;
 
-    if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_ireduce_scatter_v: req is NULL");
-    }
-    status = reduce_scatter_v_impl(sendbuf, recvbuf, recvcounts, dtype, op, comm, &s);
-    return status == WEFT_OK ? weft__request_new(s, req) : status;
+    return req == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter_v")
+                       : weft__request_start(reduce_scatter_v_impl(sendbuf, recvbuf, recvcounts,
+                                                                   dtype, op, comm, &s),
+                                             &s, req);
 }

@@ -70,9 +70,8 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
         status = weft__sched_start(s);
         if (status != WEFT_OK) {
             weft__sched_destroy(s);
-            return status;
         }
-        return weft__request_new(s, req);
+        return weft__request_start(status, &s, req);
     }
     status = weft__sched_run(s);
     weft__sched_destroy(s);
@@ -95,7 +94,7 @@ WEFT_EXPORT weft_status_t weft_isend(const void *buf, size_t count, weft_dtype_t
                                      int tag, weft_comm_t comm, weft_request_t *req)
 {
     if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_isend: req is NULL");
+        return WEFT_REQ_NULL("weft_isend");
     }
     return p2p("weft_isend", 1, (void *)buf, count, dtype, peer, tag, comm, req);
 }
@@ -104,7 +103,7 @@ WEFT_EXPORT weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype
                                      int tag, weft_comm_t comm, weft_request_t *req)
 {
     if (req == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "weft_irecv: req is NULL");
+        return WEFT_REQ_NULL("weft_irecv");
     }
     return p2p("weft_irecv", 0, buf, count, dtype, peer, tag, comm, req);
 }
