@@ -93,9 +93,9 @@ extern const weft_coll_algo_t weft__coll_algos_exchange[];
  * with the configured parameters (coll/cost.h). NULL when no algorithm of
  * that kind is registered. */
 const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks);
-/* Every registered algorithm in turn: next(NULL) is the first; NULL after
- * the last. */
-const weft_coll_algo_t *weft__coll_next(const weft_coll_algo_t *prev);
+/* The registered algorithms of kind, in registration order (*count_p of
+ * them). Thread-safe. */
+const weft_coll_algo_t *const *weft__coll_algos_of(weft_coll_kind_t kind, int *count_p);
 /* The algorithm the first matching WEFT_TUNE rule names, or NULL. */
 const weft_coll_algo_t *weft__coll_tune_match(weft_coll_kind_t kind, size_t bytes);
 /* The algorithm of that name, or NULL. */

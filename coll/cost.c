@@ -173,14 +173,17 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
     const weft_coll_algo_t *rule = weft__coll_tune_match(kind, bytes);
     const weft_coll_algo_t *best = NULL;
     double best_t = 0;
+    int n;
+    const weft_coll_algo_t *const *list;
 
-    for (const weft_coll_algo_t *a = weft__coll_next(NULL); a != NULL; a = weft__coll_next(a)) {
-        double t;
+    if (rule != NULL && explain == NULL) {
+        return rule;
+    }
+    list = weft__coll_algos_of(kind, &n);
+    for (int i = 0; i < n; i++) {
+        const weft_coll_algo_t *a = list[i];
+        double t = weft__cost_predict(a, params, bytes, nranks);
 
-        if (a->kind != kind) {
-            continue;
-        }
-        t = weft__cost_predict(a, params, bytes, nranks);
         if (explain != NULL) {
             fprintf(explain, "  %-24s %14.3f us%s\n", a->name, t * 1e6,
                     t < 0 ? "  (no model)" : "");

@@ -7,6 +7,7 @@
 #include "coll/coll.h"
 #include "coll/cost.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,47 +88,55 @@ const char *weft__coll_kind_name(weft_coll_kind_t kind)
     return (unsigned)kind < WEFT_COLL_KIND_COUNT ? kind_names[kind] : "unknown";
 }
 
-const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
+/* Every registered algorithm, grouped by collective once (first use). */
+#define MAX_ALGOS_PER_KIND 8
+
+static struct {
+    const weft_coll_algo_t *algo[MAX_ALGOS_PER_KIND];
+    int n;
+} by_kind[WEFT_COLL_KIND_COUNT];
+static pthread_once_t by_kind_once = PTHREAD_ONCE_INIT;
+
+static void add_algo(const weft_coll_algo_t *a)
 {
-    for (const weft_coll_algo_t *a = weft__coll_next(NULL); a != NULL; a = weft__coll_next(a)) {
-        if (a->kind == kind && strcmp(a->name, name) == 0) {
-            return a;
-        }
+    if ((unsigned)a->kind >= WEFT_COLL_KIND_COUNT || by_kind[a->kind].n == MAX_ALGOS_PER_KIND) {
+        weft__log_error("algorithm %s of kind %d not registered: raise MAX_ALGOS_PER_KIND",
+                        a->name, (int)a->kind);
+        return;
     }
-    return NULL;
+    by_kind[a->kind].algo[by_kind[a->kind].n++] = a;
 }
 
-const weft_coll_algo_t *weft__coll_next(const weft_coll_algo_t *prev)
+static void index_algos(void)
 {
     static const weft_coll_algo_t *const groups[] = {weft__coll_algos_rooted,
                                                        weft__coll_algos_exchange};
-    const size_t ncore = sizeof(algos) / sizeof(algos[0]);
 
-    if (prev == NULL) {
-        return &algos[0];
-    }
-    if (prev >= algos && prev < algos + ncore) {
-        if (prev + 1 < algos + ncore) {
-            return prev + 1;
-        }
-        return groups[0]->name != NULL ? groups[0] : weft__coll_next(groups[0]);
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+        add_algo(&algos[i]);
     }
     for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
-        const weft_coll_algo_t *end = groups[g];
-
-        while (end->name != NULL) {
-            end++;
+        for (const weft_coll_algo_t *a = groups[g]; a->name != NULL; a++) {
+            add_algo(a);
         }
-        if (prev >= groups[g] && prev <= end) {
-            if (prev + 1 < end) {
-                return prev + 1;
-            }
-            for (size_t h = g + 1; h < sizeof(groups) / sizeof(groups[0]); h++) {
-                if (groups[h]->name != NULL) {
-                    return groups[h];
-                }
-            }
-            return NULL;
+    }
+}
+
+const weft_coll_algo_t *const *weft__coll_algos_of(weft_coll_kind_t kind, int *count_p)
+{
+    pthread_once(&by_kind_once, index_algos);
+    *count_p = (unsigned)kind < WEFT_COLL_KIND_COUNT ? by_kind[kind].n : 0;
+    return *count_p > 0 ? by_kind[kind].algo : NULL;
+}
+
+const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
+{
+    int n;
+    const weft_coll_algo_t *const *list = weft__coll_algos_of(kind, &n);
+
+    for (int i = 0; i < n; i++) {
+        if (strcmp(list[i]->name, name) == 0) {
+            return list[i];
         }
     }
     return NULL;
