@@ -19,11 +19,38 @@
  *   --format osu|nccl|csv   output columns (default osu)
  *   --vs-mpi      time the MPI library's own collective on the same buffers,
  *                 alternating with weft, and print both times and weft/MPI
+ *   --help        print the options
  *
- * Sizes are the bytes of one rank's vector (allreduce, bcast, reduce), one
- * rank's block (allgather, gather, scatter, alltoall: per destination) or
- * one rank's result block (reduce_scatter), as in the OSU micro-benchmarks. Times are the mean per iteration of the
+ * -b and -e are the bytes of one rank's vector (allreduce, bcast, reduce), one
+ * rank's block (allgather, gather, scatter, alltoall: per destination) or one
+ * rank's result block (reduce_scatter), as in the OSU micro-benchmarks; the osu
+ * and csv formats print this size. Times are the mean per iteration of the
  * slowest rank.
+ *
+ * The nccl format prints nccl-tests' columns with nccl-tests' size: the bytes
+ * of the vector for allreduce, bcast and reduce, of all ranks' blocks together
+ * (n times -b..-e) for the others. algbw = size / time and busbw = algbw times
+ * the factor of nccl-tests' PERFORMANCE.md: 2(n-1)/n for allreduce, 1 for
+ * bcast and reduce, (n-1)/n for allgather, reduce_scatter, alltoall, gather,
+ * scatter and the v forms (barrier moves no data: 0). GB are 10^9 bytes.
+ *
+ * Copy bandwidth, the hardware reference (nccl and csv formats only: it takes
+ * about a second). Before weft starts, the job times memcpy of a buffer twice
+ * the last-level cache (at least 64 MiB, at most 256 MiB), large enough that
+ * memcpy streams past the cache. The rate is bytes copied per second, best of
+ * 3; the memory itself moves twice that, as each byte is read once and written
+ * once. It is measured on rank 0 while the other ranks wait, then on every
+ * rank at once (the slowest rank's rate; buffers shrink if a node would hold
+ * more than 4 GiB of them), since the copies of one node share its memory.
+ *
+ * The %copy column is busbw as a percentage of the one-rank-alone rate.
+ * busbw is what the busiest rank moves per second, and a byte moved between
+ * ranks costs a shared-memory transport at least one copy, so what one rank
+ * copies alone is the natural reference the hardware sets. It depends on the
+ * machine only, not on the number of ranks nor on oversubscription, so %copy
+ * compares runs of any size on one machine. When busbw nears the all-ranks
+ * rate instead, the shared memory bandwidth, not weft, is the limit. Messages
+ * that fit in cache can go past 100%.
  */
 #include <weft.h>
 
@@ -34,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef enum {
     COLL_ALLREDUCE,
@@ -364,7 +392,7 @@ static int run_mpi(const options_t *o, bufs_t *b)
     }
 }
 
-/* nccl-tests' bus bandwidth factors */
+/* nccl-tests' bus bandwidth factors (PERFORMANCE.md); the v forms follow their plain form */
 static double bus_factor(coll_t c)
 {
     switch (c) {
@@ -373,10 +401,155 @@ static double bus_factor(coll_t c)
     case COLL_BCAST:
     case COLL_REDUCE:
         return 1.0;
+    case COLL_BARRIER:
+        return 0.0;
     default:
         return (double)(nranks - 1) / nranks;
     }
 }
+
+static const char *bus_factor_name(coll_t c)
+{
+    switch (c) {
+    case COLL_ALLREDUCE:
+        return "2(n-1)/n";
+    case COLL_BCAST:
+    case COLL_REDUCE:
+        return "1";
+    default:
+        return "(n-1)/n";
+    }
+}
+
+/* nccl-tests' size: the whole vector, or all ranks' blocks together */
+static size_t nccl_size(coll_t c, size_t bytes)
+{
+    return c == COLL_ALLREDUCE || c == COLL_BCAST || c == COLL_REDUCE ? bytes
+                                                                      : bytes * (size_t)nranks;
+}
+
+/* Memory-copy bandwidth, the reference of the %copy column (see the top comment). */
+typedef struct copy_bw {
+    double alone;       /* GB/s of rank 0 copying while the other ranks wait (rank 0 only) */
+    double all;         /* GB/s of the slowest rank, every rank copying at once */
+    size_t alone_bytes; /* of one memcpy alone */
+    size_t all_bytes;   /* of one memcpy per rank, all at once */
+    int node_ranks;     /* most ranks on one node */
+    int nodes;
+} copy_bw_t;
+
+enum { COPY_REPS = 3 };
+#define MIB ((size_t)1 << 20)
+#define COPY_MIN_BYTES (64 * MIB)
+#define COPY_MAX_BYTES (256 * MIB)
+#define COPY_NODE_BYTES (4096 * MIB) /* source + destination of a node's ranks, all at once */
+
+/* Through a volatile pointer: nothing reads the destination, and the compiler
+ * must not drop the copy for that. */
+static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
+
+/* Best of COPY_REPS copies, in GB/s. With sync, every rank starts each copy together. */
+static double copy_best(void *dst, const void *src, size_t bytes, int sync)
+{
+    double best = 0;
+
+    for (int i = 0; i < COPY_REPS; i++) {
+        if (sync) {
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        double t = MPI_Wtime();
+        copy_fn(dst, src, bytes);
+        t = MPI_Wtime() - t;
+        if (t > 0 && (double)bytes / t > best) {
+            best = (double)bytes / t;
+        }
+    }
+    return best / 1e9;
+}
+
+/* Twice the last-level cache in whole MiB, within [COPY_MIN_BYTES, COPY_MAX_BYTES]: the same
+ * on any number of ranks, so that %copy compares runs of different sizes. */
+static size_t copy_size(void)
+{
+    size_t bytes = COPY_MIN_BYTES;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+
+    if (llc > 0 && 2 * (size_t)llc > bytes) {
+        bytes = (2 * (size_t)llc + MIB - 1) / MIB * MIB;
+    }
+#endif
+    return bytes < COPY_MAX_BYTES ? bytes : COPY_MAX_BYTES;
+}
+
+/* Collective: every rank calls it; copy_p->alone is set on rank 0 only. */
+static void copy_measure(copy_bw_t *copy_p)
+{
+    MPI_Comm node;
+    int node_size, node_rank, leader;
+    unsigned long long bytes = copy_size(); /* rank 0's cache decides for all */
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_rank(node, &node_rank);
+    MPI_Comm_free(&node);
+    leader = node_rank == 0;
+    MPI_Allreduce(&node_size, &copy_p->node_ranks, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&leader, &copy_p->nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Bcast(&bytes, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    copy_p->alone_bytes = (size_t)bytes;
+    copy_p->all_bytes = COPY_NODE_BYTES / 2 / (size_t)copy_p->node_ranks / MIB * MIB;
+    if (copy_p->all_bytes > copy_p->alone_bytes || copy_p->all_bytes == 0) {
+        copy_p->all_bytes = copy_p->alone_bytes;
+    }
+
+    size_t mine = rank == 0 ? copy_p->alone_bytes : copy_p->all_bytes;
+    char *src = malloc(mine), *dst = malloc(mine);
+    if (src == NULL || dst == NULL) {
+        fprintf(stderr, "weft_bench: out of memory for the %zu-byte copy\n", mine);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* Faulted in before the clock runs; and untouched source pages would all map
+     * the zero page, which stays in cache. */
+    memset(src, 1, mine);
+    memset(dst, 0, mine);
+    MPI_Barrier(MPI_COMM_WORLD);
+    copy_p->alone = rank == 0 ? copy_best(dst, src, copy_p->alone_bytes, 0) : 0;
+    /* the others wait for rank 0 in the first barrier of this call */
+    double all = nranks > 1 ? copy_best(dst, src, copy_p->all_bytes, 1) : copy_p->alone;
+    MPI_Allreduce(&all, &copy_p->all, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    free(src);
+    free(dst);
+}
+
+static double pct_copy(const copy_bw_t *copy, double busbw)
+{
+    return copy->alone > 0 ? 100.0 * busbw / copy->alone : 0;
+}
+
+static const char usage[] =
+    "usage: mpirun -np N weft_bench [options] COLLECTIVE\n"
+    "  COLLECTIVE: allreduce (default) allgather reduce_scatter bcast reduce gather scatter\n"
+    "              alltoall barrier allgatherv alltoallv reduce_scatter_v (v: equal counts)\n"
+    "  -b BYTES     smallest message, k/m/g suffixes (default 8)\n"
+    "  -e BYTES     largest message (default 64m); -b/-e: one rank's vector or block\n"
+    "  -f N         size multiplication factor (default 2)\n"
+    "  -n N         timed iterations (default 1000 up to 64 KiB, 100 up to 4 MiB, 20 above)\n"
+    "  -w N         warm-up iterations (default n/10)\n"
+    "  -d DTYPE     float32 (default) float64 int32 int64 int8 uint8 uint32 uint64 float16\n"
+    "               bfloat16\n"
+    "  -o OP        sum (default) prod min max avg band bor bxor land lor lxor\n"
+    "  --algo NAME  force weft's algorithm for this collective\n"
+    "  --check      validate every iteration's result\n"
+    "  --in-place   in-place operation (allreduce, allgather, reduce_scatter)\n"
+    "  --root R     root of bcast, reduce, gather, scatter (default 0)\n"
+    "  --format osu|nccl|csv\n"
+    "               osu (default): size, time; nccl: nccl-tests' size, count, type, redop,\n"
+    "               root, time, algbw, busbw, %copy, #wrong; csv: one line per size.\n"
+    "               nccl and csv first time memcpy on one rank alone and on all ranks at\n"
+    "               once (bytes copied per second); %copy is busbw over the one-rank rate\n"
+    "  --vs-mpi     also time the MPI library's collective on the same buffers\n"
+    "  --help       this text";
 
 static void parse(int argc, char **argv, options_t *o)
 {
@@ -427,10 +600,14 @@ static void parse(int argc, char **argv, options_t *o)
                         : !strcmp(optarg, "csv")  ? FORMAT_CSV
                                                   : (die("unknown format '%s'", optarg), 0);
             break;
+        case 'h':
+            if (rank == 0) {
+                printf("%s\n", usage);
+            }
+            MPI_Finalize();
+            exit(0);
         default:
-            die("%s", "usage: weft_bench [-b bytes] [-e bytes] [-f factor] [-n iters] "
-                      "[-w warmup] [-d dtype] [-o op] [--algo name] [--check] "
-                      "[--format osu|nccl|csv] [--vs-mpi] allreduce|allgather|reduce_scatter");
+            die("%s", usage);
         }
     }
     if (optind < argc) {
@@ -447,7 +624,10 @@ static void parse(int argc, char **argv, options_t *o)
         die("%s", "bad -f/-n/-w/-b/-e (-b must be at least 1 byte)");
     }
     if (o->root < 0 || o->root >= nranks) {
-        die("--root %s is not a rank", "R");
+        char text[32];
+
+        snprintf(text, sizeof(text), "%d", o->root);
+        die("--root %s is not a rank of this job", text);
     }
     if (o->in_place && o->coll > COLL_REDUCE_SCATTER) {
         die("--in-place: only for allreduce, allgather, reduce_scatter (not %s)",
@@ -458,28 +638,118 @@ static void parse(int argc, char **argv, options_t *o)
     }
 }
 
-static void header(const options_t *o)
+/* One size's results, as rank 0 prints them. */
+typedef struct row {
+    size_t bytes; /* -b..-e */
+    size_t total; /* nccl-tests' size */
+    size_t count; /* the collective's count argument */
+    double us;    /* weft's time */
+    double mus;   /* MPI's time (--vs-mpi) */
+    long wrong;   /* elements, summed over ranks; -1 without --check */
+} row_t;
+
+static void print_row(const options_t *o, const copy_bw_t *copy, const row_t *r)
+{
+    size_t es = weft_dtype_size(o->dtype);
+    double algbw = r->us > 0 ? (double)r->total / r->us / 1e3 : 0; /* GB/s */
+    double busbw = algbw * bus_factor(o->coll);
+    double mbusbw = r->mus > 0 ? (double)r->total / r->mus / 1e3 * bus_factor(o->coll) : 0;
+    coll_t c = plain(o->coll);
+    int reduces = c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE;
+    int rooted = c == COLL_BCAST || c == COLL_REDUCE || c == COLL_GATHER || c == COLL_SCATTER;
+
+    if (c == COLL_BARRIER) {
+        algbw = 0; /* no data moves */
+    }
+    switch (o->format) {
+    case FORMAT_OSU:
+        printf("%-14zu %16.2f", r->bytes, r->us);
+        if (o->vs_mpi) {
+            printf(" %17.2f %10.2f", r->mus, r->us / r->mus);
+        }
+        if (o->check) {
+            printf("   %s", r->wrong ? "WRONG" : "ok");
+        }
+        printf("\n");
+        break;
+    case FORMAT_NCCL:
+        printf("  %10zu %12zu %8s %6s %5d %10.1f %8.2f %8.2f %6.1f %6ld", r->total, r->total / es,
+               weft_dtype_name(o->dtype), reduces ? weft_op_name(o->op) : "none",
+               rooted ? o->root : -1, r->us, algbw, busbw, pct_copy(copy, busbw), r->wrong);
+        if (o->vs_mpi) {
+            printf(" %12.1f %9.2f %9.1f %8.2f", r->mus, mbusbw, pct_copy(copy, mbusbw),
+                   r->us / r->mus);
+        }
+        printf("\n");
+        break;
+    case FORMAT_CSV:
+        printf("%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%ld", coll_names[o->coll], nranks, r->bytes,
+               r->count, weft_dtype_name(o->dtype), weft_op_name(o->op), r->us, algbw, busbw,
+               r->wrong);
+        if (o->vs_mpi) {
+            printf(",%.3f,%.4f,%.4f", r->mus, mbusbw, r->us / r->mus);
+        }
+        printf(",%.4f,%.4f,%.2f", copy->alone, copy->all, pct_copy(copy, busbw));
+        if (o->vs_mpi) {
+            printf(",%.2f", pct_copy(copy, mbusbw));
+        }
+        printf("\n");
+        break;
+    }
+}
+
+static void header(const options_t *o, const copy_bw_t *copy)
 {
     if (rank != 0) {
         return;
     }
     printf("# weft_bench %s: %d ranks, dtype %s, op %s, iterations %s, warm-up %s%s%s%s\n",
            coll_names[o->coll], nranks, weft_dtype_name(o->dtype), weft_op_name(o->op),
-           o->iters < 0 ? "by size" : "as given", o->warmup < 0 ? "n/10" : "as given", o->in_place ? ", in place" : "", o->algo ? ", algorithm " : "",
-           o->algo ? o->algo : "");
+           o->iters < 0 ? "by size" : "as given", o->warmup < 0 ? "n/10" : "as given",
+           o->in_place ? ", in place" : "", o->algo ? ", algorithm " : "", o->algo ? o->algo : "");
+    if (o->format == FORMAT_NCCL) {
+        char nodes[48] = "";
+
+        if (copy->nodes > 1) {
+            snprintf(nodes, sizeof(nodes), ", up to %d per node", copy->node_ranks);
+        }
+        printf("# copy bandwidth (memcpy; bytes copied per second, not read + write traffic; "
+               "best of %d): %.2f GB/s (one rank alone, %zu MiB)",
+               COPY_REPS, copy->alone, copy->alone_bytes / MIB);
+        if (nranks > 1) {
+            printf(", %.2f GB/s per rank (all %d ranks at once%s, %zu MiB each)", copy->all, nranks,
+                   nodes, copy->all_bytes / MIB);
+        }
+        if (o->coll == COLL_BARRIER) {
+            printf("\n# barrier moves no data: algbw, busbw and %%copy are 0\n");
+        } else {
+            printf("\n# algbw = size / time, busbw = algbw * %s = algbw * %.2f, "
+                   "%%copy = 100 * busbw / %.2f GB/s (the one-rank copy)\n",
+                   bus_factor_name(o->coll), bus_factor(o->coll), copy->alone);
+        }
+    }
     switch (o->format) {
     case FORMAT_OSU:
         printf("# %-12s %16s%s\n", "Size", "Avg Latency(us)",
                o->vs_mpi ? "   MPI Latency(us)   weft/MPI" : "");
         break;
     case FORMAT_NCCL:
-        printf("# %10s %12s %8s %6s %10s %8s %8s %6s%s\n", "size", "count", "type", "redop",
-               "time(us)", "algbw", "busbw", "#wrong",
-               o->vs_mpi ? "   mpi_time(us) mpi_busbw weft/mpi" : "");
+        printf("# %10s %12s %8s %6s %5s %10s %8s %8s %6s %6s", "size", "count", "type", "redop",
+               "root", "time", "algbw", "busbw", "%copy", "#wrong");
+        if (o->vs_mpi) {
+            printf(" %12s %9s %9s %8s", "mpi_time", "mpi_busbw", "mpi_%copy", "weft/mpi");
+        }
+        printf("\n# %10s %12s %8s %6s %5s %10s %8s %8s", "(B)", "(elements)", "", "", "", "(us)",
+               "(GB/s)", "(GB/s)");
+        if (o->vs_mpi) {
+            printf(" %6s %6s %12s %9s %9s %8s", "", "", "(us)", "(GB/s)", "", "(time)");
+        }
+        printf("\n");
         break;
     case FORMAT_CSV:
-        printf("collective,ranks,bytes,count,dtype,op,weft_us,algbw_gbs,busbw_gbs,wrong%s\n",
-               o->vs_mpi ? ",mpi_us,mpi_busbw_gbs,ratio" : "");
+        printf("collective,ranks,bytes,count,dtype,op,weft_us,algbw_gbs,busbw_gbs,wrong%s"
+               ",copy_alone_gbs,copy_all_gbs,pct_copy%s\n",
+               o->vs_mpi ? ",mpi_us,mpi_busbw_gbs,ratio" : "", o->vs_mpi ? ",mpi_pct_copy" : "");
         break;
     }
 }
@@ -487,6 +757,7 @@ static void header(const options_t *o)
 int main(int argc, char **argv)
 {
     options_t o;
+    copy_bw_t copy = {0};
     weft_comm_t comm;
     int wsize = 0, failed = 0;
 
@@ -494,6 +765,9 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     parse(argc, argv, &o);
+    if (o.format != FORMAT_OSU) {
+        copy_measure(&copy); /* before weft starts: nothing else runs yet */
+    }
     if (o.algo != NULL) {
         char rule[128];
         snprintf(rule, sizeof(rule), "%s:0-inf:%s", coll_names[o.coll], o.algo);
@@ -515,7 +789,7 @@ int main(int argc, char **argv)
     if (vcounts == NULL || vdispls == NULL || mcounts == NULL || mdispls == NULL) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    header(&o);
+    header(&o, &copy);
     size_t es = weft_dtype_size(o.dtype);
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (size_t)o.factor) {
         int iters = o.iters > 0 ? o.iters : bytes <= (64u << 10) ? 1000 : bytes <= (4u << 20) ? 100 : 20;
@@ -602,51 +876,15 @@ int main(int argc, char **argv)
         MPI_Reduce(&t_mpi, &tm, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) {
-            double us = tw / iters * 1e6, mus = tm / iters * 1e6;
-            size_t total = o.coll == COLL_ALLREDUCE || o.coll == COLL_BCAST ||
-                                   o.coll == COLL_REDUCE
-                               ? bytes
-                               : bytes * (size_t)nranks;
-            double algbw = us > 0 ? (double)total / us / 1e3 : 0; /* GB/s */
-            double busbw = algbw * bus_factor(o.coll);
-            double mbusbw = mus > 0 ? (double)total / mus / 1e3 * bus_factor(o.coll) : 0;
+            row_t row = {.bytes = bytes,
+                         .total = nccl_size(plain(o.coll), bytes),
+                         .count = b.count,
+                         .us = tw / iters * 1e6,
+                         .mus = tm / iters * 1e6,
+                         .wrong = o.check ? wrong_all : -1L};
 
             failed |= wrong_all != 0;
-            switch (o.format) {
-            case FORMAT_OSU:
-                printf("%-14zu %16.2f", bytes, us);
-                if (o.vs_mpi) {
-                    printf(" %17.2f %10.2f", mus, us / mus);
-                }
-                if (o.check) {
-                    printf("   %s", wrong_all ? "WRONG" : "ok");
-                }
-                printf("\n");
-                break;
-            case FORMAT_NCCL:
-                printf("  %10zu %12zu %8s %6s %10.1f %8.2f %8.2f %6ld", total, total / es,
-                       weft_dtype_name(o.dtype),
-                       o.coll == COLL_ALLREDUCE || plain(o.coll) == COLL_REDUCE_SCATTER ||
-                               o.coll == COLL_REDUCE
-                           ? weft_op_name(o.op)
-                           : "none",
-                       us, algbw, busbw,
-                       o.check ? wrong_all : -1L);
-                if (o.vs_mpi) {
-                    printf(" %14.1f %9.2f %8.2f", mus, mbusbw, us / mus);
-                }
-                printf("\n");
-                break;
-            case FORMAT_CSV:
-                printf("%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%ld", coll_names[o.coll], nranks, bytes,
-                       b.count, weft_dtype_name(o.dtype), weft_op_name(o.op), us, algbw, busbw,
-                       o.check ? wrong_all : -1L);
-                if (o.vs_mpi) {
-                    printf(",%.3f,%.4f,%.4f", mus, mbusbw, us / mus);
-                }
-                printf("\n");
-                break;
-            }
+            print_row(&o, &copy, &row);
             fflush(stdout);
         }
     }

@@ -135,6 +135,12 @@ typedef struct weft_coll_config {
     double cost_gamma_gbs;
     double cost_oversub_us; /* added to alpha on oversubscribed nodes */
     int cost_measure;      /* measure them at communicator creation */
+    double cost_shm_alpha_us; /* one flag handoff through shared memory */
+    double cost_shm_copy_gbs; /* copy bandwidth where it is not measured */
+    int shm;               /* shared-memory collectives inside a node */
+    size_t shm_slot;       /* bytes per rank and round in the segment */
+    size_t shm_small;      /* one-phase shared-memory allreduce/reduce up to here */
+    size_t shm_cma;        /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
 } weft_coll_config_t;
 
 extern weft_coll_config_t weft__coll_config;
@@ -146,5 +152,19 @@ weft_status_t weft__allreduce_rabenseifner(weft_sched_t *s, const weft_coll_args
 weft_status_t weft__allreduce_ring(weft_sched_t *s, const weft_coll_args_t *a);
 weft_status_t weft__reduce_scatter_ring(weft_sched_t *s, const weft_coll_args_t *a);
 weft_status_t weft__allgather_ring(weft_sched_t *s, const weft_coll_args_t *a);
+
+/* Algorithms that need the node map and shared memory (coll/shm/algos.c,
+ * coll/hier/hier.c); selection offers them only where they can run. */
+extern const weft_coll_algo_t weft__coll_algos_shm[];
+extern const weft_coll_algo_t weft__coll_algos_hier[];
+
+/* Bytes that select an algorithm: one rank's whole vector. */
+size_t weft__coll_bytes(const weft_coll_args_t *a);
+
+/* The cheapest point-to-point algorithm of kind for a group of nranks of
+ * comm (no WEFT_TUNE rule, no shared memory): what hierarchical algorithms
+ * run between nodes, and what shared-memory ones fall back to. */
+const weft_coll_algo_t *weft__coll_choose_flat(weft_comm_t comm, weft_coll_kind_t kind,
+                                               size_t bytes, int nranks);
 
 #endif /* WEFT_COLL_H */

@@ -1,5 +1,6 @@
 /* Cost models of every algorithm and the cost-based choice (coll/cost.h). */
 #include "coll/cost.h"
+#include "coll/shm/shm.h"
 
 #include <math.h>
 #include <string.h>
@@ -122,11 +123,142 @@ static double barrier_dissemination(const weft_cost_params_t *c, double n, int p
     return log2_ceil(p) * c->alpha;
 }
 
+/*
+ * Shared memory inside one node (coll/shm/ops.c): L ranks, n bytes, rounds
+ * of one slot each; every round pays one flag handoff per phase.
+ */
+static double rounds(double n, double per_round)
+{
+    double r = ceil(n / per_round);
+
+    return r < 1 ? 1 : r;
+}
+
+static double shm_allreduce_in(const weft_cost_params_t *c, double n, int L)
+{
+    double r = rounds(n, (double)c->shm_slot);
+
+    if (n <= (double)c->shm_small) {
+        return r * c->shm_alpha + n * c->shm_copy + (L - 1) * n * c->gamma;
+    }
+    return 2 * r * c->shm_alpha + 2 * n * c->shm_copy + (double)(L - 1) / L * n * c->gamma;
+}
+
+static double shm_rs_in(const weft_cost_params_t *c, double n, int L)
+{
+    return rounds(n, (double)c->shm_slot) * c->shm_alpha + n * c->shm_copy +
+           (double)(L - 1) / L * n * c->gamma;
+}
+
+static double shm_ag_in(const weft_cost_params_t *c, double n, int L)
+{
+    return rounds(n / L, (double)c->shm_slot) * c->shm_alpha + (n / L + n) * c->shm_copy;
+}
+
+static double shm_bcast_in(const weft_cost_params_t *c, double n, int L)
+{
+    (void)L;
+    return rounds(n, (double)c->shm_slot) * c->shm_alpha + 2 * n * c->shm_copy;
+}
+
+static int one_node(const weft_cost_params_t *c, int p)
+{
+    return c->shm && !c->flat_only && c->nodes == 1 && c->local == p;
+}
+
+static double shm_allreduce(const weft_cost_params_t *c, double n, int p)
+{
+    return one_node(c, p) ? shm_allreduce_in(c, n, p) : -1;
+}
+
+static double shm_rs(const weft_cost_params_t *c, double n, int p)
+{
+    return one_node(c, p) ? shm_rs_in(c, n, p) : -1;
+}
+
+static double shm_ag(const weft_cost_params_t *c, double n, int p)
+{
+    return one_node(c, p) ? shm_ag_in(c, n, p) : -1;
+}
+
+static double shm_bcast(const weft_cost_params_t *c, double n, int p)
+{
+    return one_node(c, p) ? shm_bcast_in(c, n, p) : -1;
+}
+
+static double shm_barrier(const weft_cost_params_t *c, double n, int p)
+{
+    (void)n;
+    return one_node(c, p) ? c->shm_alpha : -1;
+}
+
+/* the cheapest point-to-point algorithm of kind between the nodes */
+static double inner(const weft_cost_params_t *c, weft_coll_kind_t kind, double n, int nodes);
+
+static int two_levels(const weft_cost_params_t *c, int p)
+{
+    return c->shm && !c->flat_only && c->nodes > 1 && c->local > 1 && c->nodes * c->local == p;
+}
+
+static double hier_allreduce(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    if (!two_levels(c, p)) {
+        return -1;
+    }
+    return shm_rs_in(c, n, L) + inner(c, WEFT_COLL_ALLREDUCE, n / L, c->nodes) + shm_ag_in(c, n, L);
+}
+
+static double hier_bcast(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    if (!two_levels(c, p)) {
+        return -1;
+    }
+    return shm_bcast_in(c, n, L) + inner(c, WEFT_COLL_BCAST, n / L, c->nodes) + shm_ag_in(c, n, L);
+}
+
+static double hier_rs(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    if (!two_levels(c, p)) {
+        return -1;
+    }
+    /* a local copy puts each rail's blocks together first */
+    return n * c->shm_copy + shm_rs_in(c, n, L) +
+           inner(c, WEFT_COLL_REDUCE_SCATTER, n / L, c->nodes);
+}
+
+static double hier_ag(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    if (!two_levels(c, p)) {
+        return -1;
+    }
+    return inner(c, WEFT_COLL_ALLGATHER, n / L, c->nodes) + shm_ag_in(c, n, L) + n * c->shm_copy;
+}
+
 static const struct {
     weft_coll_kind_t kind;
     const char *name;
     cost_fn fn;
 } models[] = {
+    {WEFT_COLL_ALLREDUCE, "shm", shm_allreduce},
+    {WEFT_COLL_ALLREDUCE, "hier", hier_allreduce},
+    {WEFT_COLL_REDUCE_SCATTER, "shm", shm_rs},
+    {WEFT_COLL_REDUCE_SCATTER, "hier", hier_rs},
+    {WEFT_COLL_REDUCE_SCATTER_V, "shm", shm_rs},
+    {WEFT_COLL_ALLGATHER, "shm", shm_ag},
+    {WEFT_COLL_ALLGATHER, "hier", hier_ag},
+    {WEFT_COLL_ALLGATHERV, "shm", shm_ag},
+    {WEFT_COLL_BCAST, "shm", shm_bcast},
+    {WEFT_COLL_BCAST, "hier", hier_bcast},
+    {WEFT_COLL_REDUCE, "shm", shm_allreduce},
+    {WEFT_COLL_BARRIER, "shm", shm_barrier},
     {WEFT_COLL_ALLREDUCE, "recursive_doubling", allreduce_rd},
     {WEFT_COLL_ALLREDUCE, "rabenseifner", allreduce_rab},
     {WEFT_COLL_ALLREDUCE, "ring", allreduce_ring},
@@ -149,11 +281,60 @@ static const struct {
     {WEFT_COLL_BARRIER, "dissemination", barrier_dissemination},
 };
 
+static double inner(const weft_cost_params_t *c, weft_coll_kind_t kind, double n, int nodes)
+{
+    weft_cost_params_t flat = *c;
+    double best = -1;
+
+    flat.flat_only = 1;
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+        if (models[i].kind == kind) {
+            double t = models[i].fn(&flat, n, nodes);
+
+            best = t >= 0 && (best < 0 || t < best) ? t : best;
+        }
+    }
+    return best < 0 ? 0 : best;
+}
+
 void weft__cost_defaults(weft_cost_params_t *params)
 {
+    memset(params, 0, sizeof(*params));
     params->alpha = weft__coll_config.cost_alpha_us * 1e-6;
     params->beta = 1.0 / (weft__coll_config.cost_beta_gbs * 1e9);
     params->gamma = 1.0 / (weft__coll_config.cost_gamma_gbs * 1e9);
+    params->nodes = 1;
+    params->local = 1;
+    params->shm_alpha = weft__coll_config.cost_shm_alpha_us * 1e-6;
+    params->shm_copy = 1.0 / (weft__coll_config.cost_shm_copy_gbs * 1e9);
+    params->shm_slot = weft__coll_config.shm_slot;
+    params->shm_small = weft__coll_config.shm_small;
+}
+
+void weft__cost_params(weft_comm_t comm, weft_cost_params_t *params)
+{
+    weft__cost_defaults(params);
+    if (comm->cost_measured) {
+        params->alpha = comm->cost_alpha;
+        params->beta = comm->cost_beta;
+        params->gamma = comm->cost_gamma;
+    }
+    if (comm->oversubscribed) {
+        /* every message may wait for the receiver to get a core back */
+        params->alpha += weft__coll_config.cost_oversub_us * 1e-6;
+        params->shm_alpha += weft__coll_config.cost_oversub_us * 1e-6;
+    }
+    if (comm->node != NULL) {
+        params->nodes = comm->node->nnodes;
+        params->local = comm->node->uniform ? comm->node->local_size : 1;
+    }
+    if (comm->shm != NULL) {
+        params->shm = 1;
+        params->shm_slot = comm->shm->slot_bytes;
+        if (comm->shm->copy_gbs > 0) {
+            params->shm_copy = 1.0 / (comm->shm->copy_gbs * 1e9);
+        }
+    }
 }
 
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
@@ -176,6 +357,11 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
     int n;
     const weft_coll_algo_t *const *list;
 
+    if (params->flat_only) {
+        rule = NULL; /* a rail inside a hierarchical algorithm: rules name the outer one */
+    } else if (rule != NULL && weft__cost_predict(rule, params, bytes, nranks) < 0 && nranks > 1) {
+        rule = NULL; /* it needs shared memory or nodes this communicator lacks */
+    }
     if (rule != NULL && explain == NULL) {
         return rule;
     }
@@ -185,8 +371,13 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
         double t = weft__cost_predict(a, params, bytes, nranks);
 
         if (explain != NULL) {
-            fprintf(explain, "  %-24s %14.3f us%s\n", a->name, t * 1e6,
-                    t < 0 ? "  (no model)" : "");
+            if (t < 0) {
+                fprintf(explain, "  %-24s %14s    (not here: needs %s)\n", a->name, "-",
+                        strcmp(a->name, "hier") == 0 ? "several nodes of equal rank counts"
+                                                     : "one node with shared memory");
+            } else {
+                fprintf(explain, "  %-24s %14.3f us\n", a->name, t * 1e6);
+            }
         }
         if (t >= 0 && (best == NULL || t < best_t)) {
             best = a;

@@ -22,10 +22,25 @@ typedef struct weft_cost_params {
     double alpha; /* s per message */
     double beta;  /* s per byte moved */
     double gamma; /* s per byte reduced */
+    /* where the ranks are: algorithms that need a node's shared memory
+     * have a model only where it exists (flat_only: never, for the
+     * algorithm run on a rail inside a hierarchical one) */
+    int nodes;         /* nodes of the communicator */
+    int local;         /* ranks per node (uniform), 1 when ranks are alone or not uniform */
+    int shm;           /* the communicator has shared memory on every node */
+    int flat_only;
+    double shm_alpha;  /* s per flag handoff through shared memory */
+    double shm_copy;   /* s per byte copied through shared memory */
+    size_t shm_slot;   /* bytes per rank and round */
+    size_t shm_small;  /* allreduce/reduce up to this many bytes take one phase */
 } weft_cost_params_t;
 
-/* From WEFT_COST_ALPHA_US, WEFT_COST_BETA_GBS, WEFT_COST_GAMMA_GBS. */
+/* From WEFT_COST_ALPHA_US, WEFT_COST_BETA_GBS, WEFT_COST_GAMMA_GBS,
+ * WEFT_COST_SHM_ALPHA_US, WEFT_COST_SHM_COPY_GBS; one node, no shared memory. */
 void weft__cost_defaults(weft_cost_params_t *params);
+/* The parameters of comm: measured ones where they were, its node map, the
+ * oversubscription penalty. */
+void weft__cost_params(weft_comm_t comm, weft_cost_params_t *params);
 
 /* Predicted seconds, or a negative number when the algorithm has no model. */
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,

@@ -7,13 +7,14 @@
 #include "coll/sched.h"
 
 #include "coll/coll.h"
+#include "coll/shm/shm.h"
 
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_COPY, TASK_NOP } task_kind_t;
+typedef enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_COPY, TASK_NOP, TASK_POLL } task_kind_t;
 
 typedef struct task {
     task_kind_t kind;
@@ -29,6 +30,9 @@ typedef struct task {
     const void *srcs[WEFT_SCHED_MAX_REDUCE_INPUTS];
     size_t size; /* bytes for send/recv/copy, elements for reduce */
     weft_p2p_req_t *req;
+    weft_sched_poll_fn poll; /* TASK_POLL: dst is its state */
+    void (*poll_cancel)(void *state);
+    int completed;
 } task_t;
 
 typedef struct edge {
@@ -76,7 +80,74 @@ struct weft_sched {
     struct weft_sched *next_active; /* the communicator's started, unfinished schedules */
     int linked;
     int detached; /* nobody waits: destroy on completion */
+    int npoll;    /* TASK_POLL tasks in the graph */
+    int npoll_active;
+    const int *map; /* weft__sched_map */
+    int map_size;
 };
+
+/*
+ * The communicators this thread has started operations on that are not
+ * finished. Waiting for any operation progresses all of them (MPI's
+ * progress rule): a peer blocked in one communicator may need this rank's
+ * part of an operation of another, and a shared-memory round moves only
+ * when its rank polls it. A communicator is driven by one thread at a
+ * time, so the list is per thread.
+ */
+#define BUSY_MAX 64
+
+static _Thread_local struct {
+    weft_comm_t comm[BUSY_MAX];
+    int n;
+} busy;
+
+static void busy_add(weft_comm_t comm)
+{
+    for (int i = 0; i < busy.n; i++) {
+        if (busy.comm[i] == comm) {
+            return;
+        }
+    }
+    if (busy.n < BUSY_MAX) {
+        busy.comm[busy.n++] = comm;
+    }
+    /* beyond that many communicators with unfinished operations at once,
+     * the others progress when they are waited for themselves */
+}
+
+static void busy_remove(weft_comm_t comm)
+{
+    for (int i = 0; i < busy.n; i++) {
+        if (busy.comm[i] == comm) {
+            busy.comm[i] = busy.comm[--busy.n];
+            return;
+        }
+    }
+}
+
+int weft__thread_busy(void)
+{
+    return busy.n > 0;
+}
+
+/* One round over every unfinished operation of this thread's
+ * communicators; returns how many tasks (and operations) completed. */
+static int progress_all(void)
+{
+    int completed = 0;
+
+    for (int i = 0; i < busy.n;) {
+        weft_comm_t c = busy.comm[i];
+
+        completed += weft__comm_progress(c);
+        if (c->active == NULL) {
+            busy.comm[i] = busy.comm[--busy.n];
+        } else {
+            i++;
+        }
+    }
+    return completed;
+}
 
 static void unlink_active(weft_sched_t *s)
 {
@@ -97,10 +168,22 @@ static void cancel_active(weft_sched_t *s)
     for (int i = 0; i < s->nactive; i++) {
         task_t *t = &s->tasks[s->active[i]];
 
-        s->comm->p2p->cancel(s->comm->p2p_ep, t->req);
+        if (t->kind != TASK_POLL) {
+            s->comm->p2p->cancel(s->comm->p2p_ep, t->req);
+        }
         t->req = NULL;
     }
     s->nactive = 0;
+    s->npoll_active = 0;
+    /* function tasks that will never finish undo what they reserved */
+    for (int i = 0; s->npoll > 0 && i < s->ntasks; i++) {
+        task_t *t = &s->tasks[i];
+
+        if (t->kind == TASK_POLL && !t->completed && t->poll_cancel != NULL) {
+            t->poll_cancel(t->dst);
+        }
+        t->completed = 1;
+    }
 }
 
 /*
@@ -123,13 +206,14 @@ static void sched_free(weft_sched_t *s)
 
 void weft__sched_cache_release(weft_comm_t comm)
 {
+    busy_remove(comm);
     /* operations still unfinished when the communicator goes are cancelled */
     while (comm->active != NULL) {
         weft_sched_t *s = comm->active;
 
         cancel_active(s);
-        s->status = weft__error(WEFT_ERR_ABORTED, "%s seq %u: communicator destroyed",
-                                s->desc.coll, s->seq);
+        s->status = weft__error(WEFT_ERR_ABORTED, "%s seq %u: communicator destroyed", s->desc.coll,
+                                s->seq);
         unlink_active(s);
         if (s->detached) {
             sched_free(s);
@@ -141,6 +225,16 @@ void weft__sched_cache_release(weft_comm_t comm)
     }
 }
 
+uint32_t weft__comm_take_seq(weft_comm_t comm)
+{
+    uint32_t seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
+
+    if (seq == WEFT_TAG_SEQ_P2P) { /* reserved for point-to-point */
+        seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
+    }
+    return seq;
+}
+
 weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p)
 {
@@ -150,21 +244,17 @@ weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
         comm->sched_cache = NULL;
         s->started = s->linked = s->detached = 0;
         s->ntasks = s->nedges = s->nready = s->nactive = s->ndone = s->nscratch = 0;
+        s->npoll = s->npoll_active = 0;
         s->step = 0;
+        s->map = NULL;
+        s->map_size = 0;
     } else if ((s = calloc(1, sizeof(*s))) == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a schedule");
     }
     s->comm = comm;
     s->dev = dev;
     s->desc = *desc;
-    if (desc->p2p) {
-        s->seq = WEFT_TAG_SEQ_P2P;
-    } else {
-        s->seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
-        if (s->seq == WEFT_TAG_SEQ_P2P) {
-            s->seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
-        }
-    }
+    s->seq = desc->p2p ? WEFT_TAG_SEQ_P2P : weft__comm_take_seq(comm);
     s->status = WEFT_OK;
     s->phase = "setup";
     *sched_p = s;
@@ -178,7 +268,6 @@ weft_status_t weft__sched_fail(weft_sched_t *s, weft_status_t status)
     }
     return status;
 }
-
 
 void weft__sched_destroy(weft_sched_t *s)
 {
@@ -233,8 +322,8 @@ static task_t *task_add(weft_sched_t *s, task_kind_t kind, int *index_p)
         return NULL;
     }
     if (grow((void **)&s->tasks, &s->cap_tasks, s->ntasks + 1, sizeof(task_t)) != 0) {
-        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot grow a schedule of %d tasks",
-                                        s->ntasks));
+        weft__sched_fail(
+            s, weft__error(WEFT_ERR_NO_MEMORY, "cannot grow a schedule of %d tasks", s->ntasks));
         return NULL;
     }
     t = &s->tasks[s->ntasks];
@@ -253,6 +342,11 @@ static int p2p_add(weft_sched_t *s, task_kind_t kind, int peer, uint32_t slot, c
     int index = -1;
     task_t *t;
 
+    if (s->map != NULL && peer >= 0 && peer < s->map_size) {
+        peer = s->map[peer];
+    } else if (s->map != NULL) {
+        peer = -1 - peer; /* out of the group's range: reported below */
+    }
     if (s->status == WEFT_OK && (peer < 0 || peer >= s->comm->size || slot > WEFT_TAG_MAX_SLOT)) {
         weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL,
                                         "%s %s: message to rank %d slot %u out of range",
@@ -280,8 +374,7 @@ int weft__sched_recv(weft_sched_t *s, int peer, uint32_t slot, void *buf, size_t
     return p2p_add(s, TASK_RECV, peer, slot, buf, bytes);
 }
 
-int weft__sched_reduce(weft_sched_t *s, void *dst, const void *const *srcs, int nsrcs,
-                       size_t count)
+int weft__sched_reduce(weft_sched_t *s, void *dst, const void *const *srcs, int nsrcs, size_t count)
 {
     int index = -1;
     task_t *t;
@@ -321,6 +414,67 @@ int weft__sched_nop(weft_sched_t *s)
 
     task_add(s, TASK_NOP, &index);
     return index;
+}
+
+int weft__sched_poll(weft_sched_t *s, weft_sched_poll_fn fn, void (*cancel)(void *state),
+                     void *state)
+{
+    int index = -1;
+    task_t *t = task_add(s, TASK_POLL, &index);
+
+    if (t == NULL) {
+        return -1;
+    }
+    t->poll = fn;
+    t->poll_cancel = cancel;
+    t->dst = state;
+    s->npoll++;
+    return index;
+}
+
+void weft__sched_map(weft_sched_t *s, const int *map, int map_size)
+{
+    s->map = map;
+    s->map_size = map_size;
+}
+
+int weft__sched_mark(const weft_sched_t *s)
+{
+    return s->ntasks;
+}
+
+int weft__sched_enclose(weft_sched_t *s, int mark, int after)
+{
+    int n = s->ntasks - mark, join;
+    char *flags; /* bit 0: has a predecessor inside, bit 1: has a successor */
+
+    if (s->status != WEFT_OK) {
+        return -1;
+    }
+    flags = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (flags == NULL) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "cannot enclose %d tasks", n));
+        return -1;
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        if (s->edges[e].after >= mark) {
+            flags[s->edges[e].after - mark] |= 1;
+        }
+        if (s->edges[e].before >= mark) {
+            flags[s->edges[e].before - mark] |= 2;
+        }
+    }
+    join = weft__sched_nop(s);
+    for (int i = 0; i < n; i++) {
+        if (!(flags[i] & 1)) {
+            weft__sched_dep(s, after, mark + i);
+        }
+        if (!(flags[i] & 2)) {
+            weft__sched_dep(s, mark + i, join);
+        }
+    }
+    free(flags);
+    return join;
 }
 
 void weft__sched_dep(weft_sched_t *s, int before, int after)
@@ -378,8 +532,8 @@ void *weft__sched_scratch(weft_sched_t *s, size_t bytes)
         sc->cap = 0;
         sc->buf = malloc(bytes ? bytes : 1);
         if (sc->buf == NULL) {
-            weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY,
-                                            "cannot allocate %zu bytes of scratch", bytes));
+            weft__sched_fail(
+                s, weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes));
             return NULL;
         }
         sc->cap = bytes;
@@ -391,6 +545,21 @@ void *weft__sched_scratch(weft_sched_t *s, size_t bytes)
 size_t weft__sched_num_tasks(const weft_sched_t *s)
 {
     return (size_t)s->ntasks;
+}
+
+weft_comm_t weft__sched_comm(const weft_sched_t *s)
+{
+    return s->comm;
+}
+
+const weft_op_desc_t *weft__sched_desc(const weft_sched_t *s)
+{
+    return &s->desc;
+}
+
+const weft_device_ops_t *weft__sched_dev(const weft_sched_t *s)
+{
+    return s->dev;
 }
 
 /* After the last task: the once-only division of WEFT_AVG. */
@@ -451,6 +620,7 @@ weft_status_t weft__sched_start(weft_sched_t *s)
         s->next_active = s->comm->active;
         s->comm->active = s;
         s->linked = 1;
+        busy_add(s->comm);
     } else {
         s->status = finalize(s);
     }
@@ -461,6 +631,7 @@ static void task_complete(weft_sched_t *s, int index)
 {
     task_t *t = &s->tasks[index];
 
+    t->completed = 1;
     for (int k = 0; k < t->succ_count; k++) {
         int next = s->succ[t->succ_first + k];
 
@@ -499,6 +670,8 @@ static weft_status_t task_execute(weft_sched_t *s, int index)
         return s->dev->copy(t->dst, t->srcs[0], t->size);
     case TASK_NOP:
         return WEFT_OK;
+    case TASK_POLL:
+        return t->poll(t->dst, &t->peer);
     }
     return weft__error(WEFT_ERR_INTERNAL, "unknown task kind %d", (int)t->kind);
 }
@@ -539,6 +712,11 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
             task_t *t = &s->tasks[index];
             weft_status_t status = task_execute(s, index);
 
+            if (status == WEFT_INPROGRESS && t->kind == TASK_POLL) {
+                s->active[s->nactive++] = index;
+                s->npoll_active++;
+                continue;
+            }
             if (status != WEFT_OK) {
                 *done_p = 1;
                 return fail_now(s, status, index);
@@ -550,13 +728,23 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
             }
             events++;
         }
-        events += comm->p2p->progress(comm->p2p_ep);
+        if (s->nactive > s->npoll_active) {
+            /* messages outstanding: only then is the transport worth a call */
+            events += comm->p2p->progress(comm->p2p_ep);
+        }
         for (int i = 0; i < s->nactive;) {
             int index = s->active[i];
             task_t *t = &s->tasks[index];
             int done = 0;
-            weft_status_t status = comm->p2p->test(comm->p2p_ep, t->req, &done);
+            weft_status_t status;
 
+            if (t->kind == TASK_POLL) {
+                status = t->poll(t->dst, &t->peer);
+                done = status != WEFT_INPROGRESS;
+                s->npoll_active -= done;
+            } else {
+                status = comm->p2p->test(comm->p2p_ep, t->req, &done);
+            }
             if (!done) {
                 i++;
                 continue;
@@ -599,10 +787,10 @@ static weft_status_t report_timeout(weft_sched_t *s, double seconds)
             phase = t->phase;
             step = t->step;
         }
-        if (seen != NULL && !seen[t->peer] && len < sizeof(peers) - 16) {
+        if (seen != NULL && t->peer >= 0 && !seen[t->peer] && len < sizeof(peers) - 16) {
             seen[t->peer] = 1;
             len += (size_t)snprintf(peers + len, sizeof(peers) - len, "%s%d%s", len ? "," : "",
-                                    t->peer, t->kind == TASK_RECV ? "" : "(send)");
+                                    t->peer, t->kind == TASK_SEND ? "(send)" : "");
         }
     }
     free(seen);
@@ -680,6 +868,7 @@ int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
 
     if (s->status == WEFT_INPROGRESS) {
         weft__comm_progress(s->comm);
+        progress_all();
     }
     if (s->status == WEFT_INPROGRESS) {
         health = weft__comm_health(s->comm);
@@ -699,6 +888,20 @@ void weft__sched_detach(weft_sched_t *s)
     reap(s);
 }
 
+/* A function task of the communicator is waiting: no message will wake a
+ * sleeper when its condition comes true. */
+static int polling(void)
+{
+    for (int i = 0; i < busy.n; i++) {
+        for (const weft_sched_t *s = busy.comm[i]->active; s != NULL; s = s->next_active) {
+            if (s->npoll_active > 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 weft_status_t weft__sched_wait(weft_sched_t *s)
 {
     weft_comm_t comm = s->comm;
@@ -711,7 +914,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
     while (s->status == WEFT_INPROGRESS) {
         /* every unfinished operation of the communicator moves, not only
          * this one: a peer may need our part of another to reach this one */
-        if (weft__comm_progress(comm) > 0) {
+        if (progress_all() > 0) {
             idle = 0;
             continue;
         }
@@ -741,7 +944,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
             fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
             break;
         }
-        if (idle_ns >= spin_ns + yield_ns) {
+        if (idle_ns >= spin_ns + yield_ns && !polling()) {
             comm->p2p->idle_wait(comm->p2p_ep, 1000000);
         } else if (idle_ns >= spin_ns) {
             sched_yield();

@@ -31,8 +31,8 @@ typedef struct weft_op_desc {
     size_t count;
     weft_dtype_t dtype;
     weft_op_t op;
-    int p2p; /* point-to-point: tagged with WEFT_TAG_SEQ_P2P, takes no sequence number */
-    void *avg_buf;      /* WEFT_AVG: divide these avg_count elements by avg_divisor at the end */
+    int p2p;       /* point-to-point: tagged with WEFT_TAG_SEQ_P2P, takes no sequence number */
+    void *avg_buf; /* WEFT_AVG: divide these avg_count elements by avg_divisor at the end */
     size_t avg_count;
     size_t avg_divisor;
 } weft_op_desc_t;
@@ -44,6 +44,10 @@ typedef struct weft_sched weft_sched_t;
  * a point-to-point schedule uses WEFT_TAG_SEQ_P2P. */
 weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p);
+/* The next collective sequence number of comm (weft__sched_create takes
+ * one; an operation run without a schedule takes one too, so that every
+ * rank numbers the same operations alike whichever path they take). */
+uint32_t weft__comm_take_seq(weft_comm_t comm);
 /* Cancels what is outstanding; the communicator may keep the memory for its
  * next schedule. */
 void weft__sched_destroy(weft_sched_t *s);
@@ -60,6 +64,34 @@ int weft__sched_reduce(weft_sched_t *s, void *dst, const void *const *srcs, int 
                        size_t count);
 int weft__sched_copy(weft_sched_t *s, void *dst, const void *src, size_t bytes);
 int weft__sched_nop(weft_sched_t *s);
+/*
+ * A task driven by a function instead of a message: once its dependencies
+ * are done, fn(state, &peer) is called on every progress round until it
+ * returns something other than WEFT_INPROGRESS (WEFT_OK: the task is done;
+ * an error fails the schedule). It must not block. While it waits it sets
+ * *peer_p to the rank it waits for (named in timeout reports). If the
+ * schedule ends before the task is done (failure, cancellation), cancel(state)
+ * is called once (NULL: nothing to undo). Waiting ranks never sleep in the
+ * transport while such a task runs: they poll, yielding the core.
+ */
+typedef weft_status_t (*weft_sched_poll_fn)(void *state, int *peer_p);
+int weft__sched_poll(weft_sched_t *s, weft_sched_poll_fn fn, void (*cancel)(void *state),
+                     void *state);
+/*
+ * Build on a group of the communicator's ranks: while a map is set, the
+ * peers of send and receive tasks added are group ranks, translated with
+ * map[peer] (the group has map_size ranks). NULL restores communicator
+ * ranks. Lets hierarchical algorithms run any algorithm on a rail.
+ */
+void weft__sched_map(weft_sched_t *s, const int *map, int map_size);
+/*
+ * Sub-graphs: weft__sched_mark returns where the next task will be; after
+ * adding tasks, weft__sched_enclose(s, mark, after) makes every task added
+ * since the mark that has no dependency wait for `after` (when >= 0), and
+ * returns a task that completes when every task added since the mark has.
+ */
+int weft__sched_mark(const weft_sched_t *s);
+int weft__sched_enclose(weft_sched_t *s, int mark, int after);
 /* One exchange step: after task `after`, send sbytes of sbuf to rank `to` and
  * receive rbytes into rbuf from rank `from`, both with `slot`. Returns a
  * task that completes when both have (the next step depends on it). */
@@ -79,7 +111,9 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p);
 /*
  * A started schedule is one of its communicator's unfinished operations
  * until it completes. Waiting for one (wait, test) progresses all of them,
- * since a peer may need this rank's part of another operation first.
+ * and those of every other communicator this thread has unfinished
+ * operations on, since a peer may need this rank's part of another
+ * operation first.
  *
  * weft__sched_wait: until s completes, fails, or its deadline (WEFT_TIMEOUT
  * from its start) passes: then WEFT_ERR_TIMEOUT, with a log line naming the
@@ -92,6 +126,9 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p);
  * schedules; returns how many tasks (and schedules) completed.
  */
 weft_status_t weft__sched_wait(weft_sched_t *s);
+/* 1 while this thread has started operations that are not finished (on
+ * any communicator). */
+int weft__thread_busy(void);
 int weft__sched_test(weft_sched_t *s, weft_status_t *status_p);
 void weft__sched_detach(weft_sched_t *s);
 int weft__comm_progress(weft_comm_t comm);
@@ -99,5 +136,6 @@ int weft__comm_progress(weft_comm_t comm);
 weft_status_t weft__sched_run(weft_sched_t *s);
 
 size_t weft__sched_num_tasks(const weft_sched_t *s);
+weft_comm_t weft__sched_comm(const weft_sched_t *s);
 
 #endif /* WEFT_COLL_SCHED_H */

@@ -6,12 +6,17 @@
  */
 #include "coll/coll.h"
 #include "coll/cost.h"
+#include "coll/shm/shm.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 weft_coll_config_t weft__coll_config;
+
+_Static_assert(WEFT_COLL_KIND_COUNT <= sizeof(((struct weft_comm *)0)->last_choice) /
+                                           sizeof(((struct weft_comm *)0)->last_choice[0]),
+               "a communicator remembers one choice per collective");
 
 static const weft_config_entry_t coll_entries[] = {
     {"RING_FRAG_SIZE", "256k",
@@ -34,6 +39,31 @@ static const weft_config_entry_t coll_entries[] = {
      "measure alpha, beta and gamma when a communicator between processes is created (a few "
      "ping-pongs and a local reduction; the ranks agree on the largest values)",
      weft__config_parse_bool, offsetof(weft_coll_config_t, cost_measure)},
+    {"COST_SHM_ALPHA_US", "0.5",
+     "cost model: microseconds for one flag handoff between ranks of a node through shared "
+     "memory",
+     weft__config_parse_double, offsetof(weft_coll_config_t, cost_shm_alpha_us)},
+    {"COST_SHM_COPY_GBS", "40",
+     "cost model: GB/s copied through shared memory where it is not measured (it is measured "
+     "when a communicator's segment is created)",
+     weft__config_parse_double, offsetof(weft_coll_config_t, cost_shm_copy_gbs)},
+    {"SHM", "yes",
+     "collectives through a shared-memory segment among the ranks of a communicator on one "
+     "node (and hierarchical ones across nodes); no: point-to-point only",
+     weft__config_parse_bool, offsetof(weft_coll_config_t, shm)},
+    {"SHM_SLOT", "1m",
+     "bytes each local rank stages per round in the shared-memory segment (two buffers per "
+     "rank; capped so that a node's segment stays under 64 MiB)",
+     weft__config_parse_size, offsetof(weft_coll_config_t, shm_slot)},
+    {"SHM_SMALL", "16k",
+     "shared-memory allreduce and reduce up to this many bytes: one phase (every rank "
+     "reduces every rank's data); above: each rank reduces one slice, then all copy",
+     weft__config_parse_size, offsetof(weft_coll_config_t, shm_small)},
+    {"SHM_CMA", "inf",
+     "shared-memory allreduce from this many bytes up reads the other local ranks' buffers "
+     "directly (process_vm_readv, one copy) where the kernel allows it; inf: never (the "
+     "default: on the machines measured so far, staging through the segment was faster)",
+     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma)},
     {"SPIN_US", "50",
      "microseconds a waiting collective busy-polls before it starts yielding its core between "
      "polls (skipped when this host runs more ranks of the communicator than it has cores)",
@@ -46,9 +76,9 @@ static const weft_config_entry_t coll_entries[] = {
 
 static const char *coll_values[sizeof(coll_entries) / sizeof(coll_entries[0])];
 
-weft_config_table_t weft__coll_config_table = {
-    "coll", coll_entries, sizeof(coll_entries) / sizeof(coll_entries[0]), &weft__coll_config,
-    coll_values};
+weft_config_table_t weft__coll_config_table = {"coll", coll_entries,
+                                               sizeof(coll_entries) / sizeof(coll_entries[0]),
+                                               &weft__coll_config, coll_values};
 
 static const weft_coll_algo_t algos[] = {
     {"recursive_doubling", WEFT_COLL_ALLREDUCE, weft__allreduce_recursive_doubling},
@@ -59,18 +89,12 @@ static const weft_coll_algo_t algos[] = {
 };
 
 static const char *const kind_names[WEFT_COLL_KIND_COUNT] = {
-    [WEFT_COLL_ALLREDUCE] = "allreduce",
-    [WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [WEFT_COLL_ALLGATHER] = "allgather",
-    [WEFT_COLL_BCAST] = "bcast",
-    [WEFT_COLL_REDUCE] = "reduce",
-    [WEFT_COLL_GATHER] = "gather",
-    [WEFT_COLL_SCATTER] = "scatter",
-    [WEFT_COLL_ALLTOALL] = "alltoall",
-    [WEFT_COLL_BARRIER] = "barrier",
-    [WEFT_COLL_ALLGATHERV] = "allgatherv",
-    [WEFT_COLL_ALLTOALLV] = "alltoallv",
-    [WEFT_COLL_REDUCE_SCATTER_V] = "reduce_scatter_v",
+    [WEFT_COLL_ALLREDUCE] = "allreduce", [WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [WEFT_COLL_ALLGATHER] = "allgather", [WEFT_COLL_BCAST] = "bcast",
+    [WEFT_COLL_REDUCE] = "reduce",       [WEFT_COLL_GATHER] = "gather",
+    [WEFT_COLL_SCATTER] = "scatter",     [WEFT_COLL_ALLTOALL] = "alltoall",
+    [WEFT_COLL_BARRIER] = "barrier",     [WEFT_COLL_ALLGATHERV] = "allgatherv",
+    [WEFT_COLL_ALLTOALLV] = "alltoallv", [WEFT_COLL_REDUCE_SCATTER_V] = "reduce_scatter_v",
 };
 
 typedef struct tune_rule {
@@ -100,8 +124,8 @@ static pthread_once_t by_kind_once = PTHREAD_ONCE_INIT;
 static void add_algo(const weft_coll_algo_t *a)
 {
     if ((unsigned)a->kind >= WEFT_COLL_KIND_COUNT || by_kind[a->kind].n == MAX_ALGOS_PER_KIND) {
-        weft__log_error("algorithm %s of kind %d not registered: raise MAX_ALGOS_PER_KIND",
-                        a->name, (int)a->kind);
+        weft__log_error("algorithm %s of kind %d not registered: raise MAX_ALGOS_PER_KIND", a->name,
+                        (int)a->kind);
         return;
     }
     by_kind[a->kind].algo[by_kind[a->kind].n++] = a;
@@ -110,7 +134,8 @@ static void add_algo(const weft_coll_algo_t *a)
 static void index_algos(void)
 {
     static const weft_coll_algo_t *const groups[] = {weft__coll_algos_rooted,
-                                                       weft__coll_algos_exchange};
+                                                     weft__coll_algos_exchange,
+                                                     weft__coll_algos_shm, weft__coll_algos_hier};
 
     for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
         add_algo(&algos[i]);
@@ -161,6 +186,16 @@ const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, i
     return weft__coll_choose(kind, bytes, nranks, &params, NULL);
 }
 
+const weft_coll_algo_t *weft__coll_choose_flat(weft_comm_t comm, weft_coll_kind_t kind,
+                                               size_t bytes, int nranks)
+{
+    weft_cost_params_t params;
+
+    weft__cost_params(comm, &params);
+    params.flat_only = 1;
+    return weft__coll_choose(kind, bytes, nranks, &params, NULL);
+}
+
 void weft__coll_tune_release(void)
 {
     free(rules);
@@ -193,13 +228,12 @@ static weft_status_t parse_rule(char *text, tune_rule_t *rule)
     rule->kind = (weft_coll_kind_t)kind;
     rule->algo = weft__coll_find(rule->kind, algo);
     if (rule->algo == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: %s has no algorithm '%s'", coll,
-                           algo);
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: %s has no algorithm '%s'", coll, algo);
     }
     dash = strchr(range, '-');
     if (dash == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: range '%s' of %s is not lo-hi",
-                           range, coll);
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: range '%s' of %s is not lo-hi", range,
+                           coll);
     }
     *dash++ = '\0';
     status = weft__parse_size(range, 0, &rule->lo);
@@ -211,8 +245,8 @@ static weft_status_t parse_rule(char *text, tune_rule_t *rule)
                            coll);
     }
     if (rule->lo >= rule->hi) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: empty range %s-%s for %s", range,
-                           dash, coll);
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: empty range %s-%s for %s", range, dash,
+                           coll);
     }
     return WEFT_OK;
 }
@@ -251,8 +285,7 @@ weft_status_t weft__coll_tune_load(const char *text)
     return status;
 }
 
-/* Bytes that select an algorithm: one rank's whole vector. */
-static size_t selection_bytes(const weft_coll_args_t *a)
+size_t weft__coll_bytes(const weft_coll_args_t *a)
 {
     size_t n = 0;
 
@@ -275,58 +308,76 @@ static size_t selection_bytes(const weft_coll_args_t *a)
     }
 }
 
-weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
-                               weft_sched_t **sched_p)
+/* The algorithm and the operation's description (health checked first). */
+static weft_status_t prepare(weft_comm_t comm, const weft_coll_args_t *args,
+                             const weft_coll_algo_t **algo_p, weft_op_desc_t *desc)
 {
     weft_cost_params_t params;
     const weft_coll_algo_t *algo;
-    weft_op_desc_t desc = {
-        .coll = kind_names[args->kind],
-        .count = args->count,
-        .dtype = args->dtype,
-        .op = args->op,
-    };
-    const weft_device_ops_t *dev =
-        weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
-    weft_sched_t *s;
+    size_t bytes = weft__coll_bytes(args);
+    struct weft_comm_choice *last = &comm->last_choice[args->kind];
     weft_status_t status = weft__comm_health(comm);
 
-    if (comm->cost_measured) {
-        params.alpha = comm->cost_alpha;
-        params.beta = comm->cost_beta;
-        params.gamma = comm->cost_gamma;
+    if (status != WEFT_OK) {
+        return status;
+    }
+    /* the same collective at the same size as last time: the same choice
+     * (parameters and rules do not change once measured) */
+    if (last->algo != NULL && last->bytes == bytes && last->measured == comm->cost_measured) {
+        algo = (const weft_coll_algo_t *)last->algo;
     } else {
-        weft__cost_defaults(&params);
+        weft__cost_params(comm, &params);
+        algo = weft__coll_choose(args->kind, bytes, args->size, &params, NULL);
+        last->algo = algo;
+        last->bytes = bytes;
+        last->measured = comm->cost_measured;
     }
-    if (comm->oversubscribed) {
-        /* every message may wait for the receiver to get a core back */
-        params.alpha += weft__coll_config.cost_oversub_us * 1e-6;
-    }
-    algo = weft__coll_choose(args->kind, selection_bytes(args), args->size, &params, NULL);
     if (algo == NULL) {
         return weft__error(WEFT_ERR_UNSUPPORTED, "%s: no algorithm is built in",
                            kind_names[args->kind]);
     }
-    desc.algo = algo->name;
+    memset(desc, 0, sizeof(*desc));
+    desc->coll = kind_names[args->kind];
+    desc->count = args->count;
+    desc->dtype = args->dtype;
+    desc->op = args->op;
+    desc->algo = algo->name;
     if (args->op == WEFT_AVG && args->dst != NULL) {
         switch (args->kind) {
         case WEFT_COLL_ALLREDUCE:
         case WEFT_COLL_REDUCE_SCATTER:
         case WEFT_COLL_REDUCE:
-            desc.avg_buf = args->dst;
-            desc.avg_count = args->count;
+            desc->avg_buf = args->dst;
+            desc->avg_count = args->count;
             break;
         case WEFT_COLL_REDUCE_SCATTER_V:
-            desc.avg_buf = args->dst;
-            desc.avg_count = args->counts[args->rank];
+            desc->avg_buf = args->dst;
+            desc->avg_count = args->counts[args->rank];
             break;
         default:
             break;
         }
-        desc.avg_divisor = (size_t)args->size;
+        desc->avg_divisor = (size_t)args->size;
     }
+    *algo_p = algo;
+    return WEFT_OK;
+}
+
+static const weft_device_ops_t *device_of(const weft_coll_args_t *args)
+{
+    return weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
+}
+
+weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
+                               weft_sched_t **sched_p)
+{
+    const weft_coll_algo_t *algo;
+    weft_op_desc_t desc;
+    weft_sched_t *s;
+    weft_status_t status = prepare(comm, args, &algo, &desc);
+
     if (status == WEFT_OK) {
-        status = weft__sched_create(comm, &desc, dev, &s);
+        status = weft__sched_create(comm, &desc, device_of(args), &s);
     }
     if (status != WEFT_OK) {
         return status;
@@ -345,13 +396,31 @@ weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
 
 weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
 {
+    const weft_coll_algo_t *algo;
+    weft_op_desc_t desc;
     weft_sched_t *s;
-    weft_status_t status = weft__coll_start(comm, args, &s);
+    weft_status_t status = prepare(comm, args, &algo, &desc);
+    int handled = 0;
 
     if (status != WEFT_OK) {
         return status;
     }
-    status = weft__sched_wait(s);
+    /* nothing else outstanding (on any communicator of this thread: they
+     * would not progress meanwhile): a shared-memory operation runs here */
+    if (!weft__thread_busy()) {
+        status = weft__shm_run(comm, args, algo, &desc, device_of(args), &handled);
+        if (handled) {
+            return status;
+        }
+    }
+    status = weft__sched_create(comm, &desc, device_of(args), &s);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = algo->build(s, args);
+    if (status == WEFT_OK) {
+        status = weft__sched_run(s);
+    }
     weft__sched_destroy(s);
     return status;
 }

@@ -1,6 +1,7 @@
 /* Communicator objects: creation, checks, destruction with tombstones. */
 #include "runtime/comm.h"
 #include "coll/sched.h"
+#include "coll/shm/shm.h"
 #include "runtime/config.h"
 #include "runtime/init.h"
 
@@ -88,6 +89,10 @@ void weft__comm_put(weft_comm_t comm)
         return;
     }
     weft__sched_cache_release(comm);
+    weft__shm_release(comm->shm);
+    comm->shm = NULL;
+    weft__node_map_free(comm->node);
+    comm->node = NULL;
     comm->p2p->ep_release(comm->p2p_ep);
     comm->boot->release(comm->boot_ctx);
     comm->p2p_ep = NULL;
@@ -135,6 +140,12 @@ void weft__comm_release_tombstones(void)
     pthread_mutex_unlock(&tombstone_lock);
 }
 
+weft_status_t weft__comm_node_setup(weft_comm_t comm, weft_node_map_t *map)
+{
+    comm->node = map;
+    return weft__shm_setup(comm);
+}
+
 weft_status_t weft__comm_health(weft_comm_t comm)
 {
     int failed;
@@ -142,8 +153,12 @@ weft_status_t weft__comm_health(weft_comm_t comm)
     if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
         return weft__error(WEFT_ERR_ABORTED, "communicator aborted by weft_comm_abort");
     }
-    if (comm->boot->failed_rank != NULL && (failed = comm->boot->failed_rank(comm->boot_ctx)) >= 0) {
+    if (comm->boot->failed_rank != NULL &&
+        (failed = comm->boot->failed_rank(comm->boot_ctx)) >= 0) {
         return weft__error(WEFT_ERR_PEER_FAILED, "rank %d failed (its process is gone)", failed);
+    }
+    if (comm->shm != NULL) {
+        return weft__shm_health(comm->shm);
     }
     return WEFT_OK;
 }

@@ -8,10 +8,11 @@
 
 #include "bootstrap/bootstrap.h"
 #include "pt2pt/pt2pt.h"
+#include "runtime/node.h"
 
 #include <stdatomic.h>
 
-#define WEFT_COMM_MAGIC 0x77656674u      /* "weft" */
+#define WEFT_COMM_MAGIC 0x77656674u     /* "weft" */
 #define WEFT_COMM_DESTROYED 0x64656164u /* "dead" */
 
 struct weft_comm {
@@ -24,15 +25,22 @@ struct weft_comm {
     void *p2p_ep;
     const weft_bootstrap_ops_t *boot;
     void *boot_ctx;
-    atomic_int aborted;               /* set by weft_comm_abort, from any thread */
-    atomic_int refs;                  /* the handle's, plus one per child communicator */
-    struct weft_sched *sched_cache;   /* last finished schedule, reused (coll/sched.c) */
-    struct weft_sched *active;        /* started, unfinished schedules (coll/sched.c) */
-    int oversubscribed;               /* more ranks on this host than cores: yield, never spin */
-    int cost_measured;                /* cost_* hold agreed measurements (coll/cost.h) */
+    atomic_int aborted;             /* set by weft_comm_abort, from any thread */
+    atomic_int refs;                /* the handle's, plus one per child communicator */
+    struct weft_sched *sched_cache; /* last finished schedule, reused (coll/sched.c) */
+    struct weft_sched *active;      /* started, unfinished schedules (coll/sched.c) */
+    int oversubscribed;             /* more ranks on this host than cores: yield, never spin */
+    int cost_measured;              /* cost_* hold agreed measurements (coll/cost.h) */
     double cost_alpha;
     double cost_beta;
     double cost_gamma;
+    struct weft_comm_choice { /* the last algorithm chosen per collective (coll/select.c) */
+        const void *algo;
+        size_t bytes;
+        int measured;
+    } last_choice[16];
+    weft_node_map_t *node;            /* where the ranks run (runtime/node.h) */
+    struct weft_shm *shm;             /* this node's segment, or NULL (coll/shm/shm.h) */
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
 };
 
@@ -40,6 +48,10 @@ struct weft_comm {
 weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,
                                 void *p2p_ep, const weft_bootstrap_ops_t *boot, void *boot_ctx,
                                 weft_comm_t *comm_p);
+/* Collective over comm (every rank calls it once, right after creation):
+ * takes ownership of map, then sets up the node's shared memory. */
+weft_status_t weft__comm_node_setup(weft_comm_t comm, weft_node_map_t *map);
+
 /* WEFT_OK when comm is a live communicator; otherwise an error naming `what`. */
 weft_status_t weft__comm_check(weft_comm_t comm, const char *what);
 /* References held by communicators split or duplicated from comm: its

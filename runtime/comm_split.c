@@ -39,8 +39,8 @@ static weft_status_t map_isend(void *ep_, int peer, const void *buf, size_t byte
                                   req_p);
 }
 
-static weft_status_t map_irecv(void *ep_, int peer, void *buf, size_t bytes,
-                               weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p)
+static weft_status_t map_irecv(void *ep_, int peer, void *buf, size_t bytes, weft_memtype_t memtype,
+                               uint64_t tag, weft_p2p_req_t **req_p)
 {
     map_ep_t *ep = ep_;
 
@@ -176,6 +176,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     map_ep_t *ep;
     child_boot_t *boot;
     int n = 0, newrank = -1;
+    weft_node_map_t *nmap = NULL;
     uint32_t id = 0;
     weft_status_t status;
 
@@ -241,10 +242,17 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
         newrank = members[i].rank == comm->rank ? i : newrank;
     }
     free(members);
+    status = weft__node_map_sub(comm->node, ep->map, n, newrank, &nmap);
+    if (status != WEFT_OK) {
+        free(ep);
+        free(boot);
+        return status;
+    }
     boot->ep = ep;
     weft__comm_get(comm);
     status = weft__comm_create(newrank, n, id, &ep->ops, ep, &child_boot_ops, boot, out);
     if (status != WEFT_OK) {
+        weft__node_map_free(nmap);
         map_ep_release(ep);
         child_release(boot);
         return status;
@@ -255,6 +263,12 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     (*out)->cost_alpha = comm->cost_alpha;
     (*out)->cost_beta = comm->cost_beta;
     (*out)->cost_gamma = comm->cost_gamma;
+    status = weft__comm_node_setup(*out, nmap);
+    if (status != WEFT_OK) {
+        weft_comm_destroy(*out);
+        *out = NULL;
+        return status;
+    }
     weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
     return WEFT_OK;
 }

@@ -38,6 +38,10 @@ static const weft_config_entry_t runtime_entries[] = {
      offsetof(weft_runtime_config_t, rank)},
     {"NRANKS", "-1", "the job's number of ranks, with WEFT_UNIQUE_ID", weft__config_parse_int,
      offsetof(weft_runtime_config_t, nranks)},
+    {"RANKS_PER_NODE", "0",
+     "cut every node into virtual nodes of this many consecutive local ranks (0: real nodes); "
+     "for testing hierarchical collectives on one machine",
+     weft__config_parse_int, offsetof(weft_runtime_config_t, ranks_per_node)},
 };
 
 static const char *runtime_values[sizeof(runtime_entries) / sizeof(runtime_entries[0])];
@@ -97,6 +101,11 @@ weft_status_t weft__parse_size(const char *text, int allow_inf, size_t *size_p)
 weft_status_t weft__config_parse_size(const char *text, void *dst)
 {
     return weft__parse_size(text, 0, (size_t *)dst);
+}
+
+weft_status_t weft__config_parse_size_inf(const char *text, void *dst)
+{
+    return weft__parse_size(text, 1, (size_t *)dst);
 }
 
 weft_status_t weft__config_parse_int(const char *text, void *dst)

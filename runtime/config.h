@@ -39,6 +39,8 @@ typedef struct weft_config_table {
  * and freed by weft__config_release(). */
 weft_status_t weft__config_parse_int(const char *text, void *dst);
 weft_status_t weft__config_parse_size(const char *text, void *dst);
+/* A size, or "inf" (SIZE_MAX). */
+weft_status_t weft__config_parse_size_inf(const char *text, void *dst);
 weft_status_t weft__config_parse_double(const char *text, void *dst);
 weft_status_t weft__config_parse_bool(const char *text, void *dst);
 weft_status_t weft__config_parse_string(const char *text, void *dst);
@@ -56,6 +58,7 @@ typedef struct weft_runtime_config {
     char *unique_id;        /* weft_comm_world: job id in text form ("" = none) */
     int rank;               /* weft_comm_world with unique_id: this process's rank */
     int nranks;             /* weft_comm_world with unique_id: the job's size */
+    int ranks_per_node;     /* > 0: cut nodes into virtual nodes of this many ranks */
 } weft_runtime_config_t;
 
 extern weft_runtime_config_t weft__runtime_config;

@@ -24,31 +24,6 @@
 _Static_assert(sizeof(weft_unique_id_t) == sizeof(weft_tcp_id_t),
                "the public unique id carries a TCP bootstrap id");
 
-/* This node's identity: hostname and boot id, hashed (FNV-1a). */
-static uint64_t node_id(void)
-{
-    char buf[256 + 64] = "";
-    uint64_t h = 0xcbf29ce484222325ull;
-    FILE *f;
-
-    gethostname(buf, 256);
-    buf[255] = '\0';
-    f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        size_t n = strlen(buf);
-
-        if (fgets(buf + n, (int)(sizeof(buf) - n), f) == NULL) {
-            buf[n] = '\0';
-        }
-        fclose(f);
-    }
-    for (const char *c = buf; *c; c++) {
-        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-    }
-    return h;
-}
-
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -69,7 +44,8 @@ static weft_status_t measure_cost(weft_comm_t comm)
     const weft_device_ops_t *dev = &weft__device_host_ops;
     weft_cost_params_t def;
     double m[3] = {0, 0, 0};
-    int partner = comm->rank ^ 1, first = comm->rank < partner;
+    const weft_node_map_t *map = comm->node;
+    int partner = comm->rank ^ 1, first;
     float *a = calloc(BIG / sizeof(float), sizeof(float));
     float *b = calloc(BIG / sizeof(float), sizeof(float));
     const void *srcs[2] = {a, b};
@@ -81,6 +57,16 @@ static weft_status_t measure_cost(weft_comm_t comm)
         free(b);
         return weft__error(WEFT_ERR_NO_MEMORY, "cost measurement buffers");
     }
+    /* between nodes where there are several: that is where point-to-point
+     * algorithms run when a node's ranks share memory */
+    if (map != NULL && map->nnodes > 1) {
+        int other = map->node ^ 1;
+
+        partner = other < map->nnodes && map->uniform
+                      ? map->rank_at[other * map->max_local + map->local_rank]
+                      : comm->size;
+    }
+    first = comm->rank < partner;
     weft__cost_defaults(&def);
     if (partner < comm->size) {
         /* the first round connects the endpoints; then the median round
@@ -138,8 +124,8 @@ static weft_status_t measure_cost(weft_comm_t comm)
 }
 
 /* Exchange worker addresses and build the communicator (takes boot_ctx). */
-static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
-                                         int rank, int size, weft_comm_t *comm_p)
+static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx, int rank,
+                                         int size, weft_comm_t *comm_p)
 {
     uint64_t deadline = weft__deadline_ns();
     weft_ucx_context_t *ucx = NULL;
@@ -147,6 +133,7 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     size_t len, maxlen = 0;
     int local = 0;
     uint64_t mine[2], *lens = NULL; /* per rank: address length, node id */
+    weft_node_map_t *map = NULL;
     size_t *alens = NULL;
     unsigned char *blob = NULL, *addrs = NULL;
     void *ep = NULL;
@@ -161,7 +148,7 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
         goto err_free;
     }
     mine[0] = len;
-    mine[1] = node_id();
+    mine[1] = weft__node_key();
     WEFT_CHECK_GOTO(boot->allgather(boot_ctx, mine, lens, sizeof(mine), deadline), err_free);
     for (int r = 0; r < size; r++) {
         alens[r] = (size_t)lens[2 * r];
@@ -180,16 +167,27 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     WEFT_CHECK_GOTO(weft__comm_create(rank, size, 0, &weft__ucx_ops, ep, boot, boot_ctx, comm_p),
                     err_release_ep);
     (*comm_p)->oversubscribed = local > weft__usable_cores();
-    if (weft__coll_config.cost_measure && size > 1) {
+    for (int r = 0; r < size; r++) {
+        lens[r] = lens[2 * r + 1]; /* node keys, packed */
+    }
+    status = weft__node_map_create(lens, size, rank, weft__runtime_config.ranks_per_node, &map);
+    if (status == WEFT_OK) {
+        status = weft__comm_node_setup(*comm_p, map);
+    }
+    if (status == WEFT_OK && weft__coll_config.cost_measure && size > 1) {
         status = measure_cost(*comm_p);
-        if (status != WEFT_OK) {
-            weft_comm_destroy(*comm_p);
-            goto err_free_only;
-        }
+    }
+    if (status != WEFT_OK) {
+        weft_comm_destroy(*comm_p);
+        goto err_free_only;
     }
     weft__log_set_rank(rank);
-    weft__log_info("communicator of %d ranks over %s bootstrap and ucx; %d on this node%s", size,
-                   boot->name, local, (*comm_p)->oversubscribed ? ", more than its cores" : "");
+    weft__log_info("communicator of %d ranks over %s bootstrap and ucx; %d on this node%s; "
+                   "%d node(s)%s, %d rank(s) on this one%s",
+                   size, boot->name, local,
+                   (*comm_p)->oversubscribed ? ", more than its cores" : "", map->nnodes,
+                   weft__runtime_config.ranks_per_node > 0 ? " (virtual)" : "", map->local_size,
+                   (*comm_p)->shm != NULL ? ", shared memory" : "");
     free(lens);
     free(alens);
     free(blob);
@@ -241,6 +239,16 @@ static weft_status_t comm_singleton(weft_comm_t *comm_p)
     WEFT_CHECK_GOTO(weft__loop_world_create(&lopts, &lw), err);
     WEFT_CHECK_GOTO(weft__thread_boot_world_create(1, &bw), err_release_loop);
     status = weft__thread_world_comm(lw, bw, 0, 1, comm_p);
+    if (status == WEFT_OK) {
+        uint64_t key = weft__node_key();
+        weft_node_map_t *map;
+
+        status = weft__node_map_create(&key, 1, 0, 0, &map);
+        status = status == WEFT_OK ? weft__comm_node_setup(*comm_p, map) : status;
+        if (status != WEFT_OK) {
+            weft_comm_destroy(*comm_p);
+        }
+    }
     /* on success the communicator holds both worlds */
     weft__thread_boot_world_release(bw);
 err_release_loop:
@@ -329,8 +337,7 @@ WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t
     }
     if (nranks < 1 || rank < 0 || rank >= nranks) {
         return weft__error(WEFT_ERR_INVALID_ARG,
-                           "weft_comm_init_rank: rank %d is not in [0, nranks = %d)", rank,
-                           nranks);
+                           "weft_comm_init_rank: rank %d is not in [0, nranks = %d)", rank, nranks);
     }
     memcpy(tid.bytes, id->internal, sizeof(tid.bytes));
     /* validate the id's header the same way a text id is validated */

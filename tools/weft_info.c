@@ -1,30 +1,42 @@
 /*
  * weft_info: what this build of weft is and how it is configured.
- *   weft_info        version and build configuration
+ *   weft_info        version, build configuration and this machine's topology
  *   weft_info -c     every configuration variable: default, current value, help
  *   weft_info --explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]
  *                    every candidate algorithm's predicted time by the cost
  *                    model (configured parameters), and the choice with its reason
+ *   weft_info --ranks
+ *                    every rank of a job launched by mpirun or srun: how the
+ *                    ranks map onto nodes, printed by rank 0
  */
 #include "weft_config.h"
 
 #include "coll/coll.h"
 #include "coll/cost.h"
+#include "runtime/comm.h"
 #include "runtime/config.h"
+#include "runtime/node.h"
+#include "runtime/topo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <hwloc.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+/* Host names as exchanged by --ranks: fixed size, truncated, NUL-terminated. */
+#define HOST_LEN 64
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: weft_info [-c] [--explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]] [-h]\n"
+    fprintf(f, "usage: weft_info [-c] [--explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]] "
+               "[--ranks] [-h]\n"
                "  -c         print every configuration variable with its default, value and help\n"
                "  --explain  predicted time of every algorithm of COLLECTIVE for BYTES (one\n"
-               "             rank's vector; k/m/g suffixes) on RANKS ranks, and the choice\n");
+               "             rank's vector; k/m/g suffixes) on RANKS ranks, and the choice\n"
+               "  --ranks    run by every rank of a job (mpirun, srun): rank 0 prints each\n"
+               "             rank's host, node and local rank (WEFT_RANKS_PER_NODE=k cuts\n"
+               "             each machine into virtual nodes of k ranks)\n");
 }
 
 /* The transports (transport/device) UCX finds here, from its own report. */
@@ -64,37 +76,154 @@ static void print_ucx_transports(void)
     ucp_cleanup(context);
 }
 
-/* Cores, NUMA nodes, GPUs and NICs of this machine (hwloc). */
-static void print_topology(void)
+/* Cores, NUMA nodes, GPUs and NICs of this machine; 0, or 1 when hwloc failed. */
+static int print_topology(void)
 {
-    hwloc_topology_t topo;
-    char host[256] = "?";
-    int gpus = 0, nics = 0;
+    weft_topo_t *topo;
 
-    gethostname(host, sizeof(host) - 1);
-    if (hwloc_topology_init(&topo) != 0) {
-        printf("topology: hwloc unavailable\n");
-        return;
+    if (weft__topo_load(&topo) != WEFT_OK) {
+        fprintf(stderr, "weft_info: %s\n", weft_last_error());
+        return 1;
     }
-    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if (hwloc_topology_load(topo) != 0) {
-        hwloc_topology_destroy(topo);
-        printf("topology: hwloc could not read this machine\n");
-        return;
+    weft__topo_print(topo, stdout);
+    weft__topo_free(topo);
+    return 0;
+}
+
+static const char *plural(int n)
+{
+    return n == 1 ? "" : "s";
+}
+
+/* The ranks of one node as ranges: "0-3", "0,2,4". */
+static void print_node_ranks(const weft_node_map_t *map, int node)
+{
+    const char *sep = "";
+
+    for (int r = 0; r < map->size; r++) {
+        int last = r;
+
+        if (map->node_of[r] != node) {
+            continue;
+        }
+        while (last + 1 < map->size && map->node_of[last + 1] == node) {
+            last++;
+        }
+        if (last > r) {
+            printf("%s%d-%d", sep, r, last);
+        } else {
+            printf("%s%d", sep, r);
+        }
+        sep = ",";
+        r = last;
     }
-    for (hwloc_obj_t o = hwloc_get_next_osdev(topo, NULL); o != NULL;
-         o = hwloc_get_next_osdev(topo, o)) {
-        gpus += o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
-                o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC;
-        nics += o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK ||
-                o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+}
+
+/* Rank 0's report: a line per rank, then a line per node and the summary. */
+static void print_rank_table(const weft_node_map_t *map, const char *hosts)
+{
+    int min_local = map->size, hosts_seen = 0;
+
+    printf("%6s %6s %6s  %s\n", "rank", "node", "local", "host");
+    for (int r = 0; r < map->size; r++) {
+        printf("%6d %6d %6d  %s\n", r, map->node_of[r], map->local_of[r], hosts + r * HOST_LEN);
     }
-    printf("topology of %s: %d NUMA node(s), %d core(s), %d hardware thread(s), %d GPU(s), "
-           "%d NIC(s)\n",
-           host, hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE),
-           hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE),
-           hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU), gpus, nics);
-    hwloc_topology_destroy(topo);
+    for (int n = 0; n < map->nnodes; n++) {
+        int count = 0, first = -1;
+
+        for (int r = 0; r < map->size; r++) {
+            if (map->node_of[r] == n) {
+                first = first < 0 ? r : first;
+                count++;
+            }
+        }
+        min_local = count < min_local ? count : min_local;
+        printf("node %d on %s: %d rank%s: ", n, hosts + first * HOST_LEN, count, plural(count));
+        print_node_ranks(map, n);
+        printf("\n");
+    }
+    for (int r = 0; r < map->size; r++) {
+        int seen = 0;
+
+        for (int q = 0; q < r && !seen; q++) {
+            seen = strcmp(hosts + q * HOST_LEN, hosts + r * HOST_LEN) == 0;
+        }
+        hosts_seen += !seen;
+    }
+    printf("%d rank%s on %d node%s ", map->size, plural(map->size), map->nnodes,
+           plural(map->nnodes));
+    if (map->uniform) {
+        printf("(uniform: %d per node)", map->max_local);
+    } else {
+        printf("(not uniform: %d to %d per node)", min_local, map->max_local);
+    }
+    printf(", %d host name%s\n", hosts_seen, plural(hosts_seen));
+}
+
+/*
+ * --ranks: every rank joins the world communicator, the host names are
+ * gathered, rank 0 prints them beside the node map the communicator was
+ * built with. Every rank destroys the communicator and finalizes, also
+ * after a failure.
+ */
+static int rank_map(void)
+{
+    char host[HOST_LEN] = "";
+    char *hosts = NULL;
+    weft_comm_t comm;
+    weft_status_t status;
+    int rank = 0, size = 0, rc = 0;
+
+    if (weft_init() != WEFT_OK) {
+        fprintf(stderr, "weft_info --ranks: weft_init failed: %s\n", weft_last_error());
+        return 1;
+    }
+    status = weft_comm_world(&comm);
+    if (status != WEFT_OK) {
+        fprintf(stderr, "weft_info --ranks: weft_comm_world failed: %s (%s)\n",
+                weft_status_string(status), weft_last_error());
+        weft_finalize();
+        return 1;
+    }
+    weft_comm_rank(comm, &rank);
+    weft_comm_size(comm, &size);
+    if (gethostname(host, sizeof(host) - 1) != 0) {
+        snprintf(host, sizeof(host), "?");
+    }
+    /* the same on every rank: all of them stop here or none */
+    if (comm->node == NULL || comm->node->size != size) {
+        fprintf(stderr, "weft_info --ranks: rank %d: the communicator carries no node map\n", rank);
+        rc = 1;
+        goto out;
+    }
+    hosts = malloc((size_t)size * HOST_LEN);
+    if (hosts == NULL) {
+        fprintf(stderr, "weft_info --ranks: rank %d: no memory for %d host names\n", rank, size);
+        rc = 1;
+        goto out;
+    }
+    status = weft_allgather(host, hosts, HOST_LEN, WEFT_UINT8, comm);
+    if (status != WEFT_OK) {
+        fprintf(stderr, "weft_info --ranks: rank %d: allgather of host names failed: %s (%s)\n",
+                rank, weft_status_string(status), weft_last_error());
+        rc = 1;
+        goto out;
+    }
+    if (rank == 0) {
+        print_rank_table(comm->node, hosts);
+        fflush(stdout);
+    }
+
+out:
+    free(hosts);
+    status = weft_comm_destroy(comm);
+    if (status != WEFT_OK) {
+        fprintf(stderr, "weft_info --ranks: rank %d: weft_comm_destroy failed: %s\n", rank,
+                weft_last_error());
+        rc = 1;
+    }
+    weft_finalize();
+    return rc;
 }
 
 static int explain(int argc, char **argv)
@@ -127,10 +256,14 @@ static int explain(int argc, char **argv)
     printf("cost model: alpha %.2f us/message, beta %.2f GB/s, gamma %.2f GB/s "
            "(WEFT_COST_*; measured per communicator at run time)\n",
            params.alpha * 1e6, 1e-9 / params.beta, 1e-9 / params.gamma);
-    if (ppn < ranks) {
-        printf("ranks per node: hierarchical algorithms are not built yet, so the choice "
-               "does not depend on it\n");
-    }
+    /* nodes of ppn ranks each, with shared memory where a node has several */
+    params.local = ranks % ppn == 0 ? ppn : 1;
+    params.nodes = (ranks + ppn - 1) / ppn;
+    params.shm = ppn > 1 && ranks % ppn == 0 && weft__coll_config.shm;
+    printf("shared memory: handoff %.2f us, copy %.2f GB/s, %zu KiB slots (WEFT_COST_SHM_*, "
+           "WEFT_SHM_SLOT; copy measured per communicator at run time); %d node(s)%s\n",
+           params.shm_alpha * 1e6, 1e-9 / params.shm_copy, params.shm_slot >> 10, params.nodes,
+           params.shm ? "" : ", none shared (one rank per node, unequal nodes or WEFT_SHM=no)");
     printf("candidates (predicted time):\n");
     weft__coll_choose((weft_coll_kind_t)kind, bytes, ranks, &params, stdout);
     return 0;
@@ -138,7 +271,7 @@ static int explain(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    int dump_config = 0;
+    int dump_config = 0, rc = 0;
     weft_status_t status;
 
     for (int i = 1; i < argc; i++) {
@@ -154,6 +287,13 @@ int main(int argc, char **argv)
             rc = explain(argc - i - 1, argv + i + 1);
             weft_finalize();
             return rc;
+        } else if (strcmp(argv[i], "--ranks") == 0) {
+            if (argc != 2) {
+                fprintf(stderr, "weft_info: --ranks takes no other option\n");
+                usage(stderr);
+                return 2;
+            }
+            return rank_map();
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -185,8 +325,8 @@ int main(int argc, char **argv)
             printf(" %s", weft__coll_kind_name((weft_coll_kind_t)k));
         }
         printf(" (weft_info --explain shows the choice)\n");
-        print_topology();
+        rc = print_topology();
     }
     weft_finalize();
-    return 0;
+    return rc;
 }

@@ -13,6 +13,8 @@
 #include <criterion/criterion.h>
 
 #include "coll/coll.h"
+#include "coll/shm/shm.h"
+#include "runtime/config.h"
 #include "runtime/thread_world.h"
 
 #include <math.h>
@@ -32,10 +34,10 @@ typedef struct combo {
 } combo_t;
 
 static const combo_t combos[] = {
-    {WEFT_FLOAT32, WEFT_SUM, 0},  {WEFT_INT64, WEFT_SUM, 0},    {WEFT_INT32, WEFT_PROD, 0},
-    {WEFT_UINT8, WEFT_BXOR, 0},   {WEFT_INT8, WEFT_MAX, 0},     {WEFT_FLOAT64, WEFT_MIN, 0},
-    {WEFT_FLOAT16, WEFT_SUM, 0},  {WEFT_BFLOAT16, WEFT_MAX, 0}, {WEFT_FLOAT32, WEFT_AVG, 0},
-    {WEFT_INT32, WEFT_AVG, 0},    {WEFT_UINT32, WEFT_BAND, 0},  {WEFT_UINT64, WEFT_LOR, 0},
+    {WEFT_FLOAT32, WEFT_SUM, 0}, {WEFT_INT64, WEFT_SUM, 0},    {WEFT_INT32, WEFT_PROD, 0},
+    {WEFT_UINT8, WEFT_BXOR, 0},  {WEFT_INT8, WEFT_MAX, 0},     {WEFT_FLOAT64, WEFT_MIN, 0},
+    {WEFT_FLOAT16, WEFT_SUM, 0}, {WEFT_BFLOAT16, WEFT_MAX, 0}, {WEFT_FLOAT32, WEFT_AVG, 0},
+    {WEFT_INT32, WEFT_AVG, 0},   {WEFT_UINT32, WEFT_BAND, 0},  {WEFT_UINT64, WEFT_LOR, 0},
     {WEFT_FLOAT32, WEFT_SUM, 1},
 };
 #define NCOMBOS ((int)(sizeof(combos) / sizeof(combos[0])))
@@ -109,8 +111,8 @@ static void gen(const combo_t *c, int ci, int r, size_t i, void *dst)
 
     switch (c->dtype) {
     case WEFT_FLOAT32: {
-        float v = c->inexact ? (float)((double)(h % 2000001) - 1e6) * 1e-6f
-                             : (float)(h % 17) * 0.5f;
+        float v =
+            c->inexact ? (float)((double)(h % 2000001) - 1e6) * 1e-6f : (float)(h % 17) * 0.5f;
         memcpy(dst, &v, 4);
         break;
     }
@@ -295,7 +297,7 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     unsigned char *in, *out, *in_copy;
     const void *sendbuf;
     void *recvbuf;
-    unsigned char *result; /* where this rank's result is */
+    unsigned char *result;       /* where this rank's result is */
     size_t res_elems, res_first; /* result elements, index of the first in the global vector */
     weft_status_t status;
 
@@ -403,9 +405,11 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
             float got;
             memcpy(&got, result + k * es, 4);
             if (fabs((double)got - approx) > 1e-5 * p + 1e-6 * fabs(approx)) {
-                fail(sh, "%s p=%d count=%zu inexact float32 sum %s rank %d: element %zu = %.9g, "
-                         "want %.9g", weft__coll_kind_name(tc->kind), p, n,
-                     variant_name(tc->inplace), rank, gi, (double)got, approx);
+                fail(sh,
+                     "%s p=%d count=%zu inexact float32 sum %s rank %d: element %zu = %.9g, "
+                     "want %.9g",
+                     weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank, gi,
+                     (double)got, approx);
                 goto done;
             }
         } else if (memcmp(result + k * es, want, es) != 0) {
@@ -439,8 +443,10 @@ done:
     if (rank == 0 && tc->kind == WEFT_COLL_ALLREDUCE && c->inexact && status == WEFT_OK) {
         for (int r = 1; r < p; r++) {
             if (memcmp(sh->results[0], sh->results[r], n * es) != 0) {
-                fail(sh, "allreduce p=%d count=%zu inexact float32 sum %s: rank %d's result "
-                         "is not bitwise equal to rank 0's", p, n, variant_name(tc->inplace), r);
+                fail(sh,
+                     "allreduce p=%d count=%zu inexact float32 sum %s: rank %d's result "
+                     "is not bitwise equal to rank 0's",
+                     p, n, variant_name(tc->inplace), r);
                 break;
             }
         }
@@ -451,9 +457,16 @@ done:
     free(in_copy);
 }
 
+/* ranks that ran with shared memory and a node map of several nodes */
+static atomic_int with_shm, with_nodes, with_cma;
+
 static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
+
+    atomic_fetch_add(&with_shm, comm->shm != NULL);
+    atomic_fetch_add(&with_cma, comm->shm != NULL && comm->shm->cma);
+    atomic_fetch_add(&with_nodes, comm->node != NULL && comm->node->nnodes > 1);
 
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
@@ -490,7 +503,26 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
     }
     pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
     pthread_mutex_init(&sh.lock, NULL);
+    atomic_store(&with_shm, 0);
+    atomic_store(&with_nodes, 0);
+    atomic_store(&with_cma, 0);
     status = weft__thread_world_run(&opts, rank_body, &sh);
+    if (weft__coll_config.shm && p > 1) {
+        /* the shared-memory and hierarchical algorithms really ran where
+         * they can: every rank has the segment; nodes as configured */
+        int rpn = weft__runtime_config.ranks_per_node;
+        int uniform = rpn <= 0 || p % rpn == 0 || p < rpn;
+
+        cr_assert_eq(atomic_load(&with_shm), uniform && rpn != 1 ? p : 0,
+                     "p=%d, %d ranks per node: %d ranks had shared memory", p, rpn,
+                     atomic_load(&with_shm));
+        cr_assert_eq(atomic_load(&with_cma), atomic_load(&with_shm),
+                     "p=%d: %d of %d ranks with shared memory may read each other's memory",
+                     p, atomic_load(&with_cma), atomic_load(&with_shm));
+        cr_assert_eq(atomic_load(&with_nodes), rpn > 0 && rpn < p ? p : 0,
+                     "p=%d, %d ranks per node: %d ranks saw several nodes", p, rpn,
+                     atomic_load(&with_nodes));
+    }
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
     cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
                  atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
@@ -515,7 +547,21 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
  * dtype/op list so every combination meets every count class; seeds vary
  * the landing order (one seed adds random delays at small p).
  */
+static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node);
+
+/* single-copy shared-memory allreduce from this many bytes (the matrix's
+ * default: never, so the staged rounds are what it tests) */
+static size_t matrix_shm_cma = SIZE_MAX;
+
 static void run_matrix(weft_coll_kind_t kind, const char *algo)
+{
+    run_matrix_nodes(kind, algo, 0);
+}
+
+/* ranks_per_node > 0: virtual nodes of that many ranks (the last one
+ * smaller where p is not a multiple: hierarchical algorithms then fall
+ * back, which the matrix checks too). */
+static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
     char rule[128];
     matrix_stats_t st = {0};
@@ -526,8 +572,14 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
     snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
     cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
-    /* small fragments so that large counts pipeline several per block */
+    /* small fragments so that large counts pipeline several per block;
+     * small shared-memory slots so that they take several rounds, and
+     * both allreduce forms (one phase up to 64 bytes) */
     weft__coll_config.ring_frag_size = 2048;
+    weft__coll_config.shm_slot = 4096;
+    weft__coll_config.shm_small = 64;
+    weft__coll_config.shm_cma = matrix_shm_cma;
+    weft__runtime_config.ranks_per_node = ranks_per_node;
 
     for (int p = 1; p <= 128; p = p < 64 ? p + 1 : 128) {
         size_t large = kind == WEFT_COLL_ALLREDUCE ? 8191 : ((size_t)(32768 / p) | 1);
@@ -558,10 +610,10 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
         }
     }
     cr_log_info("%s/%s: %d rank counts (1..64, 128), %ld collectives, %ld rank results checked",
-                weft__coll_kind_name(kind), algo, st.rank_counts, st.collectives,
-                st.rank_results);
-    fprintf(stderr, "matrix %s/%s: %d rank counts (1..64, 128), %ld collectives, %ld rank "
-                    "results checked\n",
+                weft__coll_kind_name(kind), algo, st.rank_counts, st.collectives, st.rank_results);
+    fprintf(stderr,
+            "matrix %s/%s: %d rank counts (1..64, 128), %ld collectives, %ld rank "
+            "results checked\n",
             weft__coll_kind_name(kind), algo, st.rank_counts, st.collectives, st.rank_results);
     weft_finalize();
 }
@@ -579,6 +631,49 @@ Test(matrix, allreduce_rabenseifner, .timeout = 900)
 Test(matrix, allreduce_ring, .timeout = 900)
 {
     run_matrix(WEFT_COLL_ALLREDUCE, "ring");
+}
+
+Test(matrix, allreduce_shm, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_ALLREDUCE, "shm");
+}
+
+/* every size through process_vm_readv (in-process ranks read their own
+ * process, which the kernel always allows) */
+Test(matrix, allreduce_shm_single_copy, .timeout = 900)
+{
+    matrix_shm_cma = 0;
+    run_matrix(WEFT_COLL_ALLREDUCE, "shm");
+}
+
+Test(matrix, allreduce_hier_2_per_node, .timeout = 900)
+{
+    run_matrix_nodes(WEFT_COLL_ALLREDUCE, "hier", 2);
+}
+
+Test(matrix, allreduce_hier_3_per_node, .timeout = 900)
+{
+    run_matrix_nodes(WEFT_COLL_ALLREDUCE, "hier", 3);
+}
+
+Test(matrix, reduce_scatter_shm, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_REDUCE_SCATTER, "shm");
+}
+
+Test(matrix, reduce_scatter_hier, .timeout = 900)
+{
+    run_matrix_nodes(WEFT_COLL_REDUCE_SCATTER, "hier", 4);
+}
+
+Test(matrix, allgather_shm, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_ALLGATHER, "shm");
+}
+
+Test(matrix, allgather_hier, .timeout = 900)
+{
+    run_matrix_nodes(WEFT_COLL_ALLGATHER, "hier", 2);
 }
 
 Test(matrix, reduce_scatter_ring, .timeout = 900)
@@ -610,9 +705,8 @@ Test(matrix, default_selection_all_combos, .timeout = 600)
                 /* sizes that cross the default thresholds: small, medium, large */
                 cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind, 7, ci, 0};
                 cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind, 3001, ci, 1};
-                cases[ncases++] =
-                    (tcase_t){(weft_coll_kind_t)kind, kind == WEFT_COLL_ALLREDUCE ? 600001 : 40001,
-                              ci, 0};
+                cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind,
+                                            kind == WEFT_COLL_ALLREDUCE ? 600001 : 40001, ci, 0};
             }
             run_world((weft_coll_kind_t)kind, ps[pi], 7, 0, cases, ncases, &st);
         }

@@ -9,10 +9,19 @@
  * compares it bytewise; inputs out of place must be unchanged. Reductions
  * use data whose result does not depend on the order of reduction (floats
  * holding small integers or halves, int32 max).
+ *
+ * The shared-memory algorithms run with one-page slots, so that the larger
+ * counts take several rounds through both buffers of every rank; the
+ * hierarchical ones on virtual nodes (WEFT_RANKS_PER_NODE), where rank
+ * counts that are not a multiple fall back to point-to-point. Every world
+ * asserts where its ranks ran: shared memory on every rank wherever the
+ * nodes are uniform, several nodes wherever they were cut.
  */
 #include <criterion/criterion.h>
 
 #include "coll/coll.h"
+#include "runtime/comm.h"
+#include "runtime/config.h"
 #include "runtime/thread_world.h"
 
 #include <pthread.h>
@@ -415,16 +424,44 @@ done:
     free(sdispls);
 }
 
+/* ranks that ran with shared memory and with a node map of several nodes */
+static atomic_int with_shm, with_nodes;
+
 static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
+    atomic_fetch_add(&with_shm, comm->shm != NULL);
+    atomic_fetch_add(&with_nodes, comm->node != NULL && comm->node->nnodes > 1);
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
     }
 }
 
-static void run_matrix(weft_coll_kind_t kind, const char *algo)
+/*
+ * After a world of p ranks: the shared-memory and hierarchical algorithms
+ * really had what they need wherever they can run. One node of p ranks
+ * (ranks_per_node 0) or uniform virtual nodes of more than one rank: every
+ * rank has the segment; nodes cut smaller than p: every rank sees several.
+ */
+static void check_placement(int p)
+{
+    int rpn = weft__runtime_config.ranks_per_node;
+    int uniform = rpn <= 0 || p % rpn == 0 || p < rpn;
+
+    if (!weft__coll_config.shm || p == 1) {
+        return;
+    }
+    cr_assert_eq(atomic_load(&with_shm), uniform && rpn != 1 ? p : 0,
+                 "p=%d, %d ranks per node: %d ranks had shared memory", p, rpn,
+                 atomic_load(&with_shm));
+    cr_assert_eq(atomic_load(&with_nodes), rpn > 0 && rpn < p ? p : 0,
+                 "p=%d, %d ranks per node: %d ranks saw several nodes", p, rpn,
+                 atomic_load(&with_nodes));
+}
+
+/* ranks_per_node > 0: virtual nodes of that many ranks. */
+static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
     char rule[128];
     long collectives = 0, results = 0;
@@ -435,6 +472,10 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
     snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
     cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
     weft__coll_config.ring_frag_size = 2048;
+    /* one-page slots: the larger counts take several rounds */
+    weft__coll_config.shm_slot = 4096;
+    weft__coll_config.shm_small = 64;
+    weft__runtime_config.ranks_per_node = ranks_per_node;
 
     for (int p = 1; p <= 64; p++) {
         size_t large = ((size_t)(kind == WEFT_COLL_ALLTOALL || kind == WEFT_COLL_ALLTOALLV ||
@@ -465,8 +506,11 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
             weft_status_t status;
 
             atomic_store(&sh.checked, 0);
+            atomic_store(&with_shm, 0);
+            atomic_store(&with_nodes, 0);
             status = weft__thread_world_run(&opts, rank_body, &sh);
             cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+            check_placement(p);
             cr_assert_eq(atomic_load(&sh.failures), 0,
                          "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
                          weft__coll_kind_name(kind), algo, atomic_load(&sh.failures), p, seed,
@@ -482,13 +526,17 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
             break;
         }
     }
-    fprintf(
-        stderr,
-        "exchange %s/%s: 64 rank counts (1..64) x 2 landing orders, %ld collectives, %ld rank "
-        "results checked\n",
-        weft__coll_kind_name(kind), algo, collectives, results);
+    fprintf(stderr,
+            "exchange %s/%s (%d ranks per node): 64 rank counts (1..64) x 2 landing orders, %ld "
+            "collectives, %ld rank results checked\n",
+            weft__coll_kind_name(kind), algo, ranks_per_node, collectives, results);
     weft__coll_tune_release();
     weft_finalize();
+}
+
+static void run_matrix(weft_coll_kind_t kind, const char *algo)
+{
+    run_matrix_nodes(kind, algo, 0);
 }
 
 Test(exchange, allgather_recursive_doubling, .timeout = 300)
@@ -504,6 +552,28 @@ Test(exchange, allgather_bruck, .timeout = 300)
 Test(exchange, allgatherv_ring, .timeout = 300)
 {
     run_matrix(WEFT_COLL_ALLGATHERV, "ring");
+}
+
+Test(exchange, allgatherv_shm, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLGATHERV, "shm");
+}
+
+Test(exchange, reduce_scatter_v_shm, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE_SCATTER_V, "shm");
+}
+
+/* reduce_scatter and allgather with the aliased layouts, on nodes of 3
+ * (tests/coll/test_algorithms.c runs them on nodes of 4 and 2) */
+Test(exchange, reduce_scatter_hier_3_per_node, .timeout = 300)
+{
+    run_matrix_nodes(WEFT_COLL_REDUCE_SCATTER, "hier", 3);
+}
+
+Test(exchange, allgather_hier_3_per_node, .timeout = 300)
+{
+    run_matrix_nodes(WEFT_COLL_ALLGATHER, "hier", 3);
 }
 
 Test(exchange, reduce_scatter_recursive_halving, .timeout = 300)

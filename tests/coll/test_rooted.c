@@ -11,10 +11,20 @@
  * semantics leave alone are NULL (non-root receive buffers of reduce and
  * gather, non-root send buffers of scatter), and guard bytes after every
  * buffer must stay untouched.
+ *
+ * The shared-memory algorithms run with slots of one page, so that large
+ * counts take several rounds through both buffers of every rank, and with
+ * the one-phase reduce only up to 64 bytes, so that both forms run; the
+ * hierarchical ones on virtual nodes of 2 and 3 ranks (WEFT_RANKS_PER_NODE),
+ * where rank counts that are not a multiple fall back to point-to-point.
+ * Every world asserts where the ranks ran: shared memory on every rank
+ * wherever the nodes are uniform, several nodes wherever they were cut.
  */
 #include <criterion/criterion.h>
 
 #include "coll/coll.h"
+#include "runtime/comm.h"
+#include "runtime/config.h"
 #include "runtime/thread_world.h"
 
 #include <pthread.h>
@@ -347,10 +357,42 @@ done:
     free(orig);
 }
 
+/* ranks that ran with shared memory and with a node map of several nodes */
+static atomic_int with_shm, with_nodes;
+
+static void count_placement(weft_comm_t comm)
+{
+    atomic_fetch_add(&with_shm, comm->shm != NULL);
+    atomic_fetch_add(&with_nodes, comm->node != NULL && comm->node->nnodes > 1);
+}
+
+/*
+ * After a world of p ranks: the shared-memory and hierarchical algorithms
+ * really had what they need wherever they can run. One node of p ranks
+ * (ranks_per_node 0) or uniform virtual nodes of more than one rank: every
+ * rank has the segment; nodes cut smaller than p: every rank sees several.
+ */
+static void check_placement(int p)
+{
+    int rpn = weft__runtime_config.ranks_per_node;
+    int uniform = rpn <= 0 || p % rpn == 0 || p < rpn;
+
+    if (!weft__coll_config.shm || p == 1) {
+        return;
+    }
+    cr_assert_eq(atomic_load(&with_shm), uniform && rpn != 1 ? p : 0,
+                 "p=%d, %d ranks per node: %d ranks had shared memory", p, rpn,
+                 atomic_load(&with_shm));
+    cr_assert_eq(atomic_load(&with_nodes), rpn > 0 && rpn < p ? p : 0,
+                 "p=%d, %d ranks per node: %d ranks saw several nodes", p, rpn,
+                 atomic_load(&with_nodes));
+}
+
 static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
+    count_placement(comm);
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
     }
@@ -365,8 +407,11 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
 
     pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
     pthread_mutex_init(&sh.lock, NULL);
+    atomic_store(&with_shm, 0);
+    atomic_store(&with_nodes, 0);
     status = weft__thread_world_run(&opts, rank_body, &sh);
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+    check_placement(p);
     cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
                  atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
     cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
@@ -377,7 +422,9 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
     pthread_mutex_destroy(&sh.lock);
 }
 
-static void force(weft_coll_kind_t kind, const char *algo)
+/* weft_init, the algorithm forced for every size; ranks_per_node > 0 cuts
+ * the process into virtual nodes of that many ranks. */
+static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
     char rule[128];
 
@@ -387,17 +434,22 @@ static void force(weft_coll_kind_t kind, const char *algo)
                        weft__coll_kind_name(kind), algo);
     snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
     cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
+    /* one-page slots: LARGE_COUNT takes several rounds; one-phase reduce
+     * only up to 64 bytes, so counts p-1 and p+1 take both forms */
+    weft__coll_config.shm_slot = 4096;
+    weft__coll_config.shm_small = 64;
+    weft__runtime_config.ranks_per_node = ranks_per_node;
 }
 
 /* p = 1..64; per p every count x root x in-place variant, with the
  * dtype/op rotating so that each meets every count class across p. */
-static void run_matrix(weft_coll_kind_t kind, const char *algo)
+static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
     const uint64_t seeds[] = {1, 0x5eed};
     long collectives = 0, checked = 0;
     int rank_counts = 0;
 
-    force(kind, algo);
+    force(kind, algo, ranks_per_node);
     /* small fragments so that the ring of reduce_scatter_gather pipelines */
     weft__coll_config.ring_frag_size = 1024;
     for (int p = 1; p <= 64; p++) {
@@ -430,9 +482,16 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
             break;
         }
     }
-    fprintf(stderr, "rooted %s/%s: %d rank counts, %ld collectives, %ld rank results checked\n",
-            weft__coll_kind_name(kind), algo, rank_counts, collectives, checked);
+    fprintf(stderr,
+            "rooted %s/%s (%d ranks per node): %d rank counts, %ld collectives, %ld rank results "
+            "checked\n",
+            weft__coll_kind_name(kind), algo, ranks_per_node, rank_counts, collectives, checked);
     weft_finalize();
+}
+
+static void run_matrix(weft_coll_kind_t kind, const char *algo)
+{
+    run_matrix_nodes(kind, algo, 0);
 }
 
 Test(rooted, bcast_binomial, .timeout = 300)
@@ -453,6 +512,26 @@ Test(rooted, reduce_binomial, .timeout = 300)
 Test(rooted, reduce_reduce_scatter_gather, .timeout = 300)
 {
     run_matrix(WEFT_COLL_REDUCE, "reduce_scatter_gather");
+}
+
+Test(rooted, bcast_shm, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_BCAST, "shm");
+}
+
+Test(rooted, bcast_hier_2_per_node, .timeout = 300)
+{
+    run_matrix_nodes(WEFT_COLL_BCAST, "hier", 2);
+}
+
+Test(rooted, bcast_hier_3_per_node, .timeout = 300)
+{
+    run_matrix_nodes(WEFT_COLL_BCAST, "hier", 3);
+}
+
+Test(rooted, reduce_shm, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE, "shm");
 }
 
 Test(rooted, gather_binomial, .timeout = 300)
@@ -494,6 +573,7 @@ static void barrier_body(weft_comm_t comm, int rank, void *arg)
     barrier_shared_t *sh = arg;
     const int p = sh->nranks;
 
+    count_placement(comm);
     for (int it = 0; it < BARRIER_ROUNDS; it++) {
         int slow = it < BARRIER_SLOW_ROUNDS ? (it * 7 + p / 2) % p : -1;
         weft_status_t status;
@@ -527,19 +607,22 @@ static void barrier_body(weft_comm_t comm, int rank, void *arg)
     }
 }
 
-Test(rooted, barrier_dissemination, .timeout = 300)
+static void run_barrier(const char *algo)
 {
     long checked = 0;
 
-    force(WEFT_COLL_BARRIER, "dissemination");
+    force(WEFT_COLL_BARRIER, algo, 0);
     for (int p = 1; p <= 64; p++) {
         barrier_shared_t sh = {.nranks = p};
         weft_thread_world_opts_t opts = {.nranks = p, .seed = (uint64_t)p, .max_delay_ns = 0};
         weft_status_t status;
 
         pthread_mutex_init(&sh.lock, NULL);
+        atomic_store(&with_shm, 0);
+        atomic_store(&with_nodes, 0);
         status = weft__thread_world_run(&opts, barrier_body, &sh);
         cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+        check_placement(p);
         cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s); first: %s",
                      atomic_load(&sh.failures), sh.first_failure);
         cr_assert_eq(atomic_load(&sh.checked), (long)BARRIER_ROUNDS * p);
@@ -549,6 +632,16 @@ Test(rooted, barrier_dissemination, .timeout = 300)
             break;
         }
     }
-    fprintf(stderr, "rooted barrier/dissemination: %ld rank exits checked\n", checked);
+    fprintf(stderr, "rooted barrier/%s: %ld rank exits checked\n", algo, checked);
     weft_finalize();
+}
+
+Test(rooted, barrier_dissemination, .timeout = 300)
+{
+    run_barrier("dissemination");
+}
+
+Test(rooted, barrier_shm, .timeout = 300)
+{
+    run_barrier("shm");
 }

@@ -13,6 +13,10 @@ if [ ! -x "$bench" ] || ! command -v mpirun >/dev/null; then
     echo "SKIP: weft_bench or mpirun not available"
     exit 77
 fi
+# mpirun jobs of the suite's scripts run one script at a time (they share
+# the cores, and each cleans up after its own jobs)
+exec 9>"${TMPDIR:-/tmp}/weft-mpi-tests.lock"
+flock 9
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 export WEFT_TIMEOUT=60
@@ -68,5 +72,37 @@ for np in 1 2 3 4; do
         run $np "$coll" -d int32 -o sum -b 4 -e 4m -f 1024 $coll
     done
 done
+# shared memory on one node, then two virtual nodes of 2 ranks
+# (WEFT_RANKS_PER_NODE=2) for the hierarchical algorithms; odd sizes cross
+# the 256 KiB slot so that operations take several rounds
+for np in 2 3 4; do
+    for spec in allreduce:shm reduce_scatter:shm allgather:shm bcast:shm reduce:shm \
+                barrier:shm allgatherv:shm reduce_scatter_v:shm; do
+        coll=${spec%%:*} algo=${spec#*:}
+        run $np "$coll/$algo" --algo $algo --root $((np - 1)) -d float32 -o sum -b 4 -e 16m \
+            -f 64 $coll
+        run $np "$coll/$algo odd" --algo $algo --root 1 -d uint8 -o bxor -b 1 -e 1000001 \
+            -f 1000 $coll
+    done
+done
+# single-copy allreduce between processes (process_vm_readv), every size
+export WEFT_SHM_CMA=0
+for np in 2 3 4; do
+    run $np "allreduce/shm single copy" --algo shm -d float32 -o sum -b 4 -e 16m -f 64 allreduce
+    run $np "allreduce/shm single copy odd" --algo shm -d int32 -o max -b 4 -e 1000000 -f 999 \
+        --in-place allreduce
+done
+unset WEFT_SHM_CMA
+export WEFT_RANKS_PER_NODE=2
+for spec in allreduce:hier bcast:hier reduce_scatter:hier allgather:hier; do
+    coll=${spec%%:*} algo=${spec#*:}
+    run 4 "2 nodes $coll/$algo" --algo $algo --root 3 -d float32 -o sum -b 4 -e 16m -f 64 $coll
+    inplace=--in-place
+    [ $coll = bcast ] && inplace=
+    run 4 "2 nodes $coll/$algo odd" --algo $algo --root 2 -d int64 -o max -b 8 -e 1000008 \
+        -f 1000 $inplace $coll
+done
+run 4 "2 nodes default allreduce" -d float32 -o avg -b 4 -e 16m -f 16 allreduce
+unset WEFT_RANKS_PER_NODE
 echo "$runs mpirun jobs, $failures failed"
 [ $failures -eq 0 ] && echo "PASS" || exit 1

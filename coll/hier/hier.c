@@ -1,0 +1,256 @@
+/*
+ * Hierarchical collectives: shared memory inside each node, point-to-point
+ * between nodes, with every local rank working on its own slice over its
+ * own rail (the ranks with the same local rank on every node), so all the
+ * rails carry traffic at once. N nodes of L ranks, n bytes:
+ *
+ *   allreduce:  shm reduce-scatter (slice q to local rank q)
+ *               -> allreduce of slice q among rail q (any point-to-point
+ *                  algorithm, chosen by the cost model for N ranks, n/L bytes)
+ *               -> shm allgather of the slices
+ *   bcast:      root's node: shm bcast -> rail q broadcasts slice q from the
+ *               root's node -> other nodes: shm allgather of the slices
+ *   reduce_scatter: local copy grouping each rail's blocks -> shm
+ *               reduce-scatter (rail q's blocks to local rank q) ->
+ *               reduce_scatter among rail q
+ *   allgather:  allgather among rail q -> shm allgather -> local copy into
+ *               rank order
+ *
+ *         node 0          node 1
+ *       r0    r1        r2    r3       rails: {r0, r2} and {r1, r3}
+ *       |__shm_|        |__shm_|       1. slices s0 -> r0/r2, s1 -> r1/r3
+ *       r0 <---- s0 ----> r2           2. both rails at once
+ *       r1 <---- s1 ----> r3
+ *       |__shm_|        |__shm_|       3. every rank gets s0 and s1
+ *
+ * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
+ * point-to-point algorithm for n/L bytes on N ranks. Needs the same number
+ * of ranks on every node; selection offers it only then, and forced where
+ * it cannot run it falls back to the cheapest point-to-point algorithm.
+ */
+#include "coll/shm/shm.h"
+
+static int usable(weft_comm_t comm, const weft_coll_args_t *a)
+{
+    const weft_node_map_t *m = comm->node;
+
+    return comm->shm != NULL && m->nnodes > 1 && m->uniform && m->local_size > 1 &&
+           m->nnodes * m->local_size == a->size;
+}
+
+static weft_status_t fallback(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    const weft_coll_algo_t *algo =
+        weft__coll_choose_flat(weft__sched_comm(s), a->kind, weft__coll_bytes(a), a->size);
+
+    if (algo == NULL) {
+        return weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "%s: no fallback algorithm",
+                                               weft__coll_kind_name(a->kind)));
+    }
+    return algo->build(s, a);
+}
+
+/* Build `in` (a collective among this rank's rail) after task `after`;
+ * returns a task that completes with it. */
+static int on_rail(weft_sched_t *s, const weft_coll_args_t *in, int after)
+{
+    weft_comm_t comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    const weft_coll_algo_t *algo =
+        weft__coll_choose_flat(comm, in->kind, weft__coll_bytes(in), in->size);
+    int mark = weft__sched_mark(s);
+    weft_status_t status;
+
+    if (algo == NULL) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "hier: no algorithm for the rail"));
+        return -1;
+    }
+    weft__sched_map(s, m->rail, m->nnodes);
+    status = algo->build(s, in);
+    weft__sched_map(s, NULL, 0);
+    if (status != WEFT_OK) {
+        weft__sched_fail(s, status);
+        return -1;
+    }
+    return weft__sched_enclose(s, mark, after);
+}
+
+/* L slices of count elements: offsets and counts (scratch of the schedule). */
+static size_t *slices(weft_sched_t *s, size_t count, int L, size_t unit)
+{
+    size_t *b = weft__sched_scratch(s, 2 * sizeof(size_t) * (size_t)L);
+
+    for (int q = 0; b != NULL && q < L; q++) {
+        b[q] = weft__block_start(count, L, q) * unit;
+        b[L + q] = weft__block_count(count, L, q) * unit;
+    }
+    return b;
+}
+
+static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    weft_comm_t comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, me = m->local_rank;
+    size_t *b = slices(s, a->count, L, 1);
+    weft_coll_args_t in = *a;
+    char *mine;
+    int t1, t2, t3;
+
+    if (b == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    mine = (char *)a->dst + b[me] * a->esize;
+    weft__sched_step(s, "node reduce-scatter", 0);
+    t1 = weft__shm_reduce_scatter(s, comm->shm, a->src, mine, b, b + L, a->esize);
+    in.src = in.dst = mine;
+    in.count = b[L + me];
+    in.rank = m->node;
+    in.size = m->nnodes;
+    weft__sched_step(s, "rail allreduce", 1);
+    t2 = on_rail(s, &in, t1);
+    weft__sched_step(s, "node allgather", 2);
+    t3 = weft__shm_allgather(s, comm->shm, mine, a->dst, b, b + L, a->esize);
+    weft__sched_dep(s, t2, t3);
+    return WEFT_OK;
+}
+
+static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    weft_comm_t comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, me = m->local_rank;
+    int root_node = m->node_of[a->root];
+    size_t *b = slices(s, a->count, L, 1);
+    weft_coll_args_t in = *a;
+    char *mine;
+    int t1 = -1, t2;
+
+    if (b == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    mine = (char *)a->dst + b[me] * a->esize;
+    if (m->node == root_node) {
+        weft__sched_step(s, "node bcast", 0);
+        t1 =
+            weft__shm_bcast(s, comm->shm, m->local_of[a->root], a->dst, a->dst, a->count, a->esize);
+    }
+    in.src = in.dst = mine;
+    in.count = b[L + me];
+    in.rank = m->node;
+    in.size = m->nnodes;
+    in.root = root_node;
+    weft__sched_step(s, "rail bcast", 1);
+    t2 = on_rail(s, &in, t1);
+    if (m->node != root_node) {
+        weft__sched_step(s, "node allgather", 2);
+        weft__sched_dep(s, t2, weft__shm_allgather(s, comm->shm, mine, a->dst, b, b + L, a->esize));
+    }
+    return WEFT_OK;
+}
+
+/* Grouped layout of a size-block vector: rail q's N blocks together,
+ * group q = blocks of ranks rank_at[n][q] for n = 0..N-1. Adds one copy
+ * task per block between `grouped` and `plain` (to_grouped: plain ->
+ * grouped) after task `after`; returns a task that completes with them. */
+static int regroup(weft_sched_t *s, char *grouped, char *plain, size_t block, int to_grouped,
+                   int after)
+{
+    const weft_node_map_t *m = weft__sched_comm(s)->node;
+    int L = m->local_size, N = m->nnodes, done = weft__sched_nop(s);
+
+    for (int q = 0; q < L; q++) {
+        for (int n = 0; n < N; n++) {
+            char *g = grouped + ((size_t)q * N + n) * block;
+            char *p = plain + (size_t)m->rank_at[n * m->max_local + q] * block;
+            int t =
+                to_grouped ? weft__sched_copy(s, g, p, block) : weft__sched_copy(s, p, g, block);
+
+            weft__sched_dep(s, after, t);
+            weft__sched_dep(s, t, done);
+        }
+    }
+    return done;
+}
+
+static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    weft_comm_t comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, N = m->nnodes;
+    size_t block = a->count * a->esize;
+    char *grouped = weft__sched_scratch(s, block * (size_t)a->size);
+    char *rail = weft__sched_scratch(s, block * (size_t)N);
+    size_t *b = slices(s, (size_t)L * N * a->count, L, 1);
+    weft_coll_args_t in = *a;
+    int t0, t1;
+
+    if (grouped == NULL || rail == NULL || b == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    weft__sched_step(s, "group by rail", 0);
+    t0 = regroup(s, grouped, (char *)a->src, block, 1, -1);
+    weft__sched_step(s, "node reduce-scatter", 1);
+    t1 = weft__shm_reduce_scatter(s, comm->shm, grouped, rail, b, b + L, a->esize);
+    weft__sched_dep(s, t0, t1);
+    in.src = rail;
+    in.rank = m->node;
+    in.size = N;
+    weft__sched_step(s, "rail reduce-scatter", 2);
+    on_rail(s, &in, t1);
+    return WEFT_OK;
+}
+
+static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    weft_comm_t comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, N = m->nnodes;
+    size_t block = a->count * a->esize;
+    char *rail = weft__sched_scratch(s, block * (size_t)N);
+    char *grouped = weft__sched_scratch(s, block * (size_t)a->size);
+    size_t *b = slices(s, (size_t)L * N * a->count, L, 1);
+    weft_coll_args_t in = *a;
+    int t1, t2;
+
+    if (grouped == NULL || rail == NULL || b == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    in.dst = rail;
+    in.rank = m->node;
+    in.size = N;
+    weft__sched_step(s, "rail allgather", 0);
+    t1 = on_rail(s, &in, -1);
+    weft__sched_step(s, "node allgather", 1);
+    t2 = weft__shm_allgather(s, comm->shm, rail, grouped, b, b + L, a->esize);
+    weft__sched_dep(s, t1, t2);
+    weft__sched_step(s, "rank order", 2);
+    regroup(s, grouped, a->dst, block, 0, t2);
+    return WEFT_OK;
+}
+
+static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    if (!usable(weft__sched_comm(s), a)) {
+        return fallback(s, a);
+    }
+    switch (a->kind) {
+    case WEFT_COLL_ALLREDUCE:
+        return build_allreduce(s, a);
+    case WEFT_COLL_BCAST:
+        return build_bcast(s, a);
+    case WEFT_COLL_REDUCE_SCATTER:
+        return build_reduce_scatter(s, a);
+    case WEFT_COLL_ALLGATHER:
+        return build_allgather(s, a);
+    default:
+        return weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "hier: %s not supported",
+                                               weft__coll_kind_name(a->kind)));
+    }
+}
+
+const weft_coll_algo_t weft__coll_algos_hier[] = {
+    {"hier", WEFT_COLL_ALLREDUCE, build},      {"hier", WEFT_COLL_BCAST, build},
+    {"hier", WEFT_COLL_REDUCE_SCATTER, build}, {"hier", WEFT_COLL_ALLGATHER, build},
+    {NULL, WEFT_COLL_KIND_COUNT, NULL},
+};

@@ -1,0 +1,750 @@
+/*
+ * Shared-memory collectives of one node as schedule tasks (coll/shm/shm.h
+ * has the segment, the rounds and the flag protocol).
+ *
+ * Every operation cuts its data into rounds of at most one slot per rank.
+ * Per round, L local ranks, n bytes of a vector:
+ *
+ *   allreduce, small (one phase):   copy in | wait all | reduce all L slots
+ *   allreduce, large (two phases):  copy in | wait all | reduce slice `me`
+ *       of every slot into my slot | publish | wait all | copy every slice out
+ *
+ *        slot 0: [ s0 | s1 ]     rank 0 reduces s0 of every slot into its s0,
+ *        slot 1: [ s0 | s1 ]     rank 1 s1 into its s1; then both read both.
+ *
+ *   reduce_scatter: copy my blocks in | wait all | reduce block `me` of
+ *       every slot into dst
+ *   allgather: copy mine in | wait all | copy every slot out
+ *   bcast: root copies in | the others wait for root and copy out
+ *   reduce: as allreduce, only root copies out (small: root reduces all)
+ *   barrier: publish | wait all
+ *
+ * Cost per round (a: one flag handoff, c: copy s/byte, g: reduce s/byte):
+ * allreduce one phase a + n c + (L-1) n g, two phases 2a + 2 n c + (L-1)/L n g;
+ * reduce_scatter a + n c + (L-1)/L n g; allgather a + n c + n c / L... (see
+ * coll/cost.c, which holds the models used for selection).
+ */
+#include "coll/shm/shm.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <sys/uio.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    OP_ALLREDUCE1,
+    OP_ALLREDUCE2,
+    OP_ALLREDUCE_CMA,
+    OP_REDUCE_SCATTER,
+    OP_ALLGATHER,
+    OP_BCAST,
+    OP_REDUCE1,
+    OP_REDUCE2,
+    OP_BARRIER,
+} op_kind_t;
+
+typedef struct shm_op {
+    weft_shm_t *shm;
+    op_kind_t kind;
+    const char *src;
+    char *dst;
+    size_t count; /* elements (vector operations) */
+    const size_t *boff;
+    const size_t *bcnt;
+    size_t esize;
+    int root;
+    const weft_op_desc_t *desc;
+    const weft_device_ops_t *dev;
+    size_t chunk; /* elements per round (per block for block operations) */
+    uint64_t round0;
+    uint64_t nrounds;
+    uint64_t r;  /* rounds done */
+    int phase;   /* within the current round */
+    int waiting; /* first local rank not yet seen ready */
+    size_t k;    /* single copy: chunks reduced by this rank */
+    size_t kout; /* single copy: chunks whose results this rank has */
+} shm_op_t;
+
+static inline uint64_t load(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void store(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/* 1 when every local rank's arrive (or done) counter reached v. */
+static int ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+
+    for (; o->waiting < shm->L; o->waiting++) {
+        weft_shm_ctrl_t *c = &shm->ctrl[o->waiting];
+
+        if (load(done ? &c->done : &c->arrive) < v) {
+            *peer_p = shm->local_ranks[o->waiting];
+            return 0;
+        }
+    }
+    o->waiting = 0;
+    return 1;
+}
+
+static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
+{
+    if (load(&o->shm->ctrl[q].arrive) < v) {
+        *peer_p = o->shm->local_ranks[q];
+        return 0;
+    }
+    return 1;
+}
+
+/* Nobody still reads round R - 2, the last user of round R's buffers. */
+static int reusable(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    return R < 2 || ready_all(o, 1, R - 1, peer_p);
+}
+
+static void publish(shm_op_t *o, uint64_t R, int ph)
+{
+    store(&o->shm->ctrl[o->shm->me].arrive, 4 * R + (uint64_t)ph);
+}
+
+/* dst = srcs[0] op ... op srcs[n-1], in groups the device takes at once. */
+static weft_status_t reduce_many(shm_op_t *o, void *dst, const void **srcs, int n, size_t count)
+{
+    weft_status_t status;
+    int first = n < WEFT_SCHED_MAX_REDUCE_INPUTS ? n : WEFT_SCHED_MAX_REDUCE_INPUTS;
+
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    status = o->dev->reduce(dst, srcs, first, count, o->desc->dtype, o->desc->op);
+    for (int i = first; i < n && status == WEFT_OK;) {
+        const void *group[WEFT_SCHED_MAX_REDUCE_INPUTS];
+        int g = 1;
+
+        group[0] = dst;
+        while (g < WEFT_SCHED_MAX_REDUCE_INPUTS && i < n) {
+            group[g++] = srcs[i++];
+        }
+        status = o->dev->reduce(dst, group, g, count, o->desc->dtype, o->desc->op);
+    }
+    return status;
+}
+
+static weft_status_t copy(shm_op_t *o, void *dst, const void *src, size_t elems)
+{
+    if (elems == 0 || dst == src) {
+        return WEFT_OK;
+    }
+    return o->dev->copy(dst, src, elems * o->esize);
+}
+
+/* Elements of a vector or a block in round r. */
+static size_t span(size_t total, size_t chunk, uint64_t r)
+{
+    size_t e0 = (size_t)r * chunk;
+
+    return total > e0 ? (total - e0 < chunk ? total - e0 : chunk) : 0;
+}
+
+#define SLOT(o, q, R) ((char *)weft__shm_slot((o)->shm, (q), (R)))
+
+static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t e0 = (size_t)o->r * o->chunk, n = span(o->count, o->chunk, o->r), es = o->esize;
+    const void **srcs = shm->srcs;
+    weft_status_t status = WEFT_OK;
+
+    switch (o->phase) {
+    case 0:
+        if (!reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        status = copy(o, SLOT(o, me, R), o->src + e0 * es, n);
+        publish(o, R, 1);
+        o->phase = 1;
+        /* fall through */
+    case 1:
+        if (status != WEFT_OK || !ready_all(o, 0, 4 * R + 1, peer_p)) {
+            return status != WEFT_OK ? status : WEFT_INPROGRESS;
+        }
+        if (o->kind == OP_ALLREDUCE1 || o->kind == OP_REDUCE1) {
+            if (o->kind == OP_ALLREDUCE1 || me == o->root) {
+                for (int q = 0; q < L; q++) {
+                    srcs[q] = SLOT(o, q, R);
+                }
+                status = reduce_many(o, o->dst + e0 * es, srcs, L, n);
+            }
+            return status;
+        }
+        {
+            size_t off = weft__block_start(n, L, me) * es, cnt = weft__block_count(n, L, me);
+            int k = 1;
+
+            srcs[0] = SLOT(o, me, R) + off;
+            for (int q = 0; q < L; q++) {
+                if (q != me) {
+                    srcs[k++] = SLOT(o, q, R) + off;
+                }
+            }
+            status = reduce_many(o, SLOT(o, me, R) + off, srcs, L, cnt);
+        }
+        publish(o, R, 2);
+        o->phase = 2;
+        if (o->kind == OP_REDUCE2 && me != o->root) {
+            return status;
+        }
+        /* fall through */
+    case 2:
+        if (status != WEFT_OK || !ready_all(o, 0, 4 * R + 2, peer_p)) {
+            return status != WEFT_OK ? status : WEFT_INPROGRESS;
+        }
+        for (int q = 0; q < L && status == WEFT_OK; q++) {
+            size_t off = weft__block_start(n, L, q);
+
+            status = copy(o, o->dst + (e0 + off) * es, SLOT(o, q, R) + off * es,
+                          weft__block_count(n, L, q));
+        }
+        return status;
+    }
+    return WEFT_OK;
+}
+
+/* bytes from local rank q's address space at raddr into dst. */
+static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, size_t bytes)
+{
+    pid_t pid = (pid_t)o->shm->ctrl[q].pid;
+
+    while (bytes > 0) {
+        struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)raddr, bytes};
+        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+        if (n <= 0) {
+            return weft__error(errno == ESRCH ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT,
+                               "reading %zu bytes of rank %d's buffer (process_vm_readv): %s",
+                               bytes, o->shm->local_ranks[q], strerror(errno));
+        }
+        dst = (char *)dst + n;
+        raddr += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return WEFT_OK;
+}
+
+/*
+ * Single-copy allreduce (one round R, the vector in chunks of one slot):
+ * every rank publishes its src and dst addresses; for chunk k, rank `me`
+ * reads slice `me` of every peer's src straight into its own slot (one
+ * copy), reduces it with its own src into its dst, and counts the chunk in
+ * `progress`; it then reads every peer's reduced slice of chunk k from the
+ * peer's dst into its own. Before returning it waits until every rank is
+ * done, since peers read its buffers. In place is safe: a rank overwrites
+ * slice q of its src only with rank q's result, after rank q counted the
+ * chunk, so after rank q read that slice.
+ */
+static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+    weft_shm_ctrl_t *mine = &shm->ctrl[shm->me];
+    int L = shm->L, me = shm->me;
+    size_t es = o->esize, nchunks = (o->count + o->chunk - 1) / o->chunk;
+    uint64_t base = R << 24;
+    const void **srcs = shm->srcs;
+    weft_status_t status = WEFT_OK;
+
+    if (o->phase == 0) {
+        if (!reusable(o, R, peer_p)) { /* the slot is this rank's scratch */
+            return WEFT_INPROGRESS;
+        }
+        mine->src_addr = (uint64_t)(uintptr_t)o->src;
+        mine->dst_addr = (uint64_t)(uintptr_t)o->dst;
+        publish(o, R, 1);
+        o->phase = 1;
+    }
+    if (o->phase == 1) {
+        if (!ready_all(o, 0, 4 * R + 1, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        o->phase = 2;
+    }
+    while (o->phase == 2 && (o->k < nchunks || o->kout < nchunks)) {
+        if (o->k < nchunks && o->k <= o->kout) {
+            size_t e0 = o->k * o->chunk, n = span(o->count, o->chunk, o->k);
+            size_t off = e0 + weft__block_start(n, L, me), cnt = weft__block_count(n, L, me);
+            char *tmp = weft__shm_slot(shm, me, R);
+            int k = 1;
+
+            srcs[0] = o->src + off * es;
+            for (int q = 0; q < L && status == WEFT_OK; q++) {
+                if (q != me && cnt > 0) {
+                    status = cma_read(o, q, tmp, shm->ctrl[q].src_addr + off * es, cnt * es);
+                    srcs[k++] = tmp;
+                    tmp += cnt * es;
+                }
+            }
+            if (status == WEFT_OK && cnt > 0) {
+                status = reduce_many(o, o->dst + off * es, srcs, k, cnt);
+            }
+            if (status != WEFT_OK) {
+                return status;
+            }
+            o->k++;
+            store(&mine->progress, base + o->k);
+            continue;
+        }
+        /* the others' slices of chunk kout, once they reduced them */
+        {
+            size_t e0 = o->kout * o->chunk, n = span(o->count, o->chunk, o->kout);
+
+            for (; o->waiting < L; o->waiting++) {
+                int q = o->waiting;
+                size_t off = e0 + weft__block_start(n, L, q), cnt = weft__block_count(n, L, q);
+
+                if (q == me || cnt == 0) {
+                    continue;
+                }
+                if (load(&shm->ctrl[q].progress) < base + o->kout + 1) {
+                    *peer_p = shm->local_ranks[q];
+                    if (o->k < nchunks) {
+                        break; /* reduce the next chunk meanwhile */
+                    }
+                    return WEFT_INPROGRESS;
+                }
+                status =
+                    cma_read(o, q, o->dst + off * es, shm->ctrl[q].dst_addr + off * es, cnt * es);
+                if (status != WEFT_OK) {
+                    return status;
+                }
+            }
+            if (o->waiting == L) {
+                o->waiting = 0;
+                o->kout++;
+            } else if (o->k >= nchunks || o->k > o->kout) {
+                return WEFT_INPROGRESS;
+            }
+        }
+    }
+    if (o->phase == 2) {
+        store(&mine->done, R + 1); /* nothing more to read here */
+        o->phase = 3;
+        o->waiting = 0;
+    }
+    /* nobody reads this rank's buffers any more */
+    return ready_all(o, 1, R + 1, peer_p) ? WEFT_OK : WEFT_INPROGRESS;
+}
+
+static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t e0 = (size_t)o->r * o->chunk, es = o->esize;
+    const void **srcs = shm->srcs;
+    weft_status_t status = WEFT_OK;
+
+    if (o->phase == 0) {
+        if (!reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        if (o->kind == OP_REDUCE_SCATTER) {
+            for (int q = 0; q < L && status == WEFT_OK; q++) {
+                status = copy(o, SLOT(o, me, R) + (size_t)q * o->chunk * es,
+                              o->src + (o->boff[q] + e0) * es, span(o->bcnt[q], o->chunk, o->r));
+            }
+        } else {
+            status = copy(o, SLOT(o, me, R), o->src + e0 * es, span(o->bcnt[me], o->chunk, o->r));
+        }
+        publish(o, R, 1);
+        o->phase = 1;
+    }
+    if (status != WEFT_OK || !ready_all(o, 0, 4 * R + 1, peer_p)) {
+        return status != WEFT_OK ? status : WEFT_INPROGRESS;
+    }
+    if (o->kind == OP_REDUCE_SCATTER) {
+        for (int q = 0; q < L; q++) {
+            srcs[q] = SLOT(o, q, R) + (size_t)me * o->chunk * es;
+        }
+        return reduce_many(o, o->dst + e0 * es, srcs, L, span(o->bcnt[me], o->chunk, o->r));
+    }
+    for (int q = 0; q < L && status == WEFT_OK; q++) {
+        char *to = o->dst + (o->boff[q] + e0) * es;
+
+        status = copy(o, to, q == me ? o->src + e0 * es : SLOT(o, q, R),
+                      span(o->bcnt[q], o->chunk, o->r));
+    }
+    return status;
+}
+
+static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    size_t e0 = (size_t)o->r * o->chunk, n = span(o->count, o->chunk, o->r), es = o->esize;
+
+    if (o->shm->me == o->root) {
+        weft_status_t status;
+
+        if (!reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        status = copy(o, SLOT(o, o->root, R), o->src + e0 * es, n);
+        publish(o, R, 1);
+        return status;
+    }
+    if (!ready_one(o, o->root, 4 * R + 1, peer_p)) {
+        return WEFT_INPROGRESS;
+    }
+    return copy(o, o->dst + e0 * es, SLOT(o, o->root, R), n);
+}
+
+static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    if (o->phase == 0) {
+        publish(o, R, 1);
+        o->phase = 1;
+    }
+    return ready_all(o, 0, 4 * R + 1, peer_p) ? WEFT_OK : WEFT_INPROGRESS;
+}
+
+static weft_status_t op_poll(void *state, int *peer_p)
+{
+    shm_op_t *o = state;
+    weft_shm_t *shm = o->shm;
+
+    while (o->r < o->nrounds) {
+        uint64_t R = o->round0 + o->r;
+        weft_status_t status;
+
+        if (shm->dead_rank >= 0) {
+            return weft__shm_health(shm);
+        }
+        if (shm->broken != NULL) {
+            return weft__error(WEFT_ERR_INTERNAL, "shared-memory collectives unusable: %s",
+                               shm->broken);
+        }
+        if (shm->exec_round != R) {
+            *peer_p = -1; /* an earlier operation's rounds run first */
+            return WEFT_INPROGRESS;
+        }
+        switch (o->kind) {
+        case OP_REDUCE_SCATTER:
+        case OP_ALLGATHER:
+            status = round_blocks(o, R, peer_p);
+            break;
+        case OP_BCAST:
+            status = round_bcast(o, R, peer_p);
+            break;
+        case OP_BARRIER:
+            status = round_barrier(o, R, peer_p);
+            break;
+        case OP_ALLREDUCE_CMA:
+            status = round_cma(o, R, peer_p);
+            break;
+        default:
+            status = round_allreduce(o, R, peer_p);
+            break;
+        }
+        if (status != WEFT_OK) {
+            return status;
+        }
+        store(&shm->ctrl[shm->me].done, R + 1);
+        shm->exec_round++;
+        o->r++;
+        o->phase = 0;
+        o->waiting = 0;
+    }
+    *peer_p = -1;
+    return WEFT_OK;
+}
+
+static void op_cancel(void *state)
+{
+    shm_op_t *o = state;
+
+    if (o->r < o->nrounds && o->shm->broken == NULL) {
+        o->shm->broken = "an operation ended before its shared-memory rounds ran";
+    }
+}
+
+static void op_init(shm_op_t *o, weft_shm_t *shm, op_kind_t kind, size_t esize,
+                    const weft_op_desc_t *desc, const weft_device_ops_t *dev)
+{
+    memset(o, 0, sizeof(*o));
+    o->shm = shm;
+    o->kind = kind;
+    o->esize = esize ? esize : 1;
+    o->desc = desc;
+    o->dev = dev;
+    o->chunk = shm->slot_bytes / o->esize;
+}
+
+static shm_op_t *op_new(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, size_t esize)
+{
+    shm_op_t *o = weft__sched_scratch(s, sizeof(*o));
+
+    if (o != NULL) {
+        op_init(o, shm, kind, esize, weft__sched_desc(s), weft__sched_dev(s));
+    }
+    return o;
+}
+
+/* Reserve the operation's rounds (in build order on every local rank). */
+static void op_reserve(shm_op_t *o, size_t total)
+{
+    o->nrounds = o->kind == OP_BARRIER || (o->kind == OP_ALLREDUCE_CMA && total > 0)
+                     ? 1
+                     : (total + o->chunk - 1) / o->chunk;
+    o->round0 = o->shm->next_round;
+    o->shm->next_round += o->nrounds;
+}
+
+static int op_add(weft_sched_t *s, shm_op_t *o, size_t total)
+{
+    if (o == NULL) {
+        return -1;
+    }
+    op_reserve(o, total);
+    return weft__sched_poll(s, op_poll, op_cancel, o);
+}
+
+static op_kind_t allreduce_kind(const weft_shm_t *shm, size_t bytes, weft_memtype_t memtype)
+{
+    if (shm->cma && memtype == WEFT_MEMTYPE_HOST && bytes >= weft__coll_config.shm_cma) {
+        return OP_ALLREDUCE_CMA;
+    }
+    return bytes <= weft__coll_config.shm_small ? OP_ALLREDUCE1 : OP_ALLREDUCE2;
+}
+
+int weft__shm_allreduce(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
+                        size_t esize)
+{
+    shm_op_t *o =
+        op_new(s, shm, allreduce_kind(shm, count * esize, weft__sched_dev(s)->memtype), esize);
+
+    if (o != NULL) {
+        o->src = src;
+        o->dst = dst;
+        o->count = count;
+    }
+    return op_add(s, o, count);
+}
+
+int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                     size_t count, size_t esize)
+{
+    int one = count * esize <= weft__coll_config.shm_small;
+    shm_op_t *o = op_new(s, shm, one ? OP_REDUCE1 : OP_REDUCE2, esize);
+
+    if (o != NULL) {
+        o->src = src;
+        o->dst = dst;
+        o->count = count;
+        o->root = root;
+    }
+    return op_add(s, o, count);
+}
+
+static size_t max_block(const size_t *bcnt, int L)
+{
+    size_t m = 0;
+
+    for (int q = 0; q < L; q++) {
+        m = bcnt[q] > m ? bcnt[q] : m;
+    }
+    return m;
+}
+
+/* A block operation (reduce_scatter, allgather): its fields, and the
+ * elements of every block its rounds carry (0 when a slot cannot hold one
+ * element per rank). */
+static size_t blocks_init(shm_op_t *o, const void *src, void *dst, const size_t *boff,
+                          const size_t *bcnt)
+{
+    o->src = src;
+    o->dst = dst;
+    o->boff = boff;
+    o->bcnt = bcnt;
+    if (o->kind == OP_REDUCE_SCATTER) {
+        o->chunk = o->shm->slot_bytes / o->esize / (size_t)o->shm->L; /* a sub-block per rank */
+    }
+    return o->chunk == 0 ? 0 : max_block(bcnt, o->shm->L);
+}
+
+static int blocks_add(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, const void *src, void *dst,
+                      const size_t *boff, const size_t *bcnt, size_t esize)
+{
+    shm_op_t *o = op_new(s, shm, kind, esize);
+    size_t total;
+
+    if (o == NULL) {
+        return -1;
+    }
+    total = blocks_init(o, src, dst, boff, bcnt);
+    if (o->chunk == 0) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "shared-memory slot too small"));
+        return -1;
+    }
+    return op_add(s, o, total);
+}
+
+int weft__shm_reduce_scatter(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                             const size_t *boff, const size_t *bcnt, size_t esize)
+{
+    return blocks_add(s, shm, OP_REDUCE_SCATTER, src, dst, boff, bcnt, esize);
+}
+
+int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                        const size_t *boff, const size_t *bcnt, size_t esize)
+{
+    return blocks_add(s, shm, OP_ALLGATHER, src, dst, boff, bcnt, esize);
+}
+
+int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                    size_t count, size_t esize)
+{
+    shm_op_t *o = op_new(s, shm, OP_BCAST, esize);
+
+    if (o != NULL) {
+        o->src = src;
+        o->dst = dst;
+        o->count = count;
+        o->root = root;
+    }
+    return op_add(s, o, count);
+}
+
+int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm)
+{
+    return op_add(s, op_new(s, shm, OP_BARRIER, 1), 0);
+}
+
+/*
+ * The blocking path when nothing else of the communicator is outstanding:
+ * the same rounds, driven here instead of by a schedule (no task graph to
+ * build for a call that is one task). Waits as the schedule engine does:
+ * busy-poll WEFT_SPIN_US (not when ranks outnumber cores), then yield the
+ * core between polls; the deadline and the peers' health every 64 polls
+ * once busy-polling is over.
+ */
+static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
+{
+    uint64_t spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
+    uint64_t start = 0, deadline = 0;
+    weft_status_t status;
+    int peer = -1;
+
+    int yielding = 0;
+
+    for (unsigned idle = 0;; idle++) {
+        uint64_t now;
+
+        status = op_poll(o, &peer);
+        if (status != WEFT_INPROGRESS) {
+            break;
+        }
+        if (yielding) {
+            sched_yield();
+        }
+        if (idle < 64 || idle % 64 != 0) {
+            continue;
+        }
+        now = weft__time_ns();
+        if (start == 0) {
+            start = now;
+            deadline = weft__deadline_ns();
+        }
+        status = weft__comm_health(comm);
+        if (status == WEFT_OK && now >= deadline) {
+            weft__log_error("%s seq %u (shm, count %zu, %s %s) timed out after %.1f s in shared "
+                            "memory step %d of round %llu; waiting for rank(s) %d",
+                            o->desc->coll, seq, o->desc->count, weft_dtype_name(o->desc->dtype),
+                            weft_op_name(o->desc->op), (double)(now - start) / 1e9, o->phase,
+                            (unsigned long long)(o->round0 + o->r), peer);
+            status = weft__error(WEFT_ERR_TIMEOUT,
+                                 "%s seq %u (shm) timed out after %.1f s in shared memory step %d "
+                                 "waiting for rank(s) %d",
+                                 o->desc->coll, seq, (double)(now - start) / 1e9, o->phase, peer);
+        }
+        if (status != WEFT_OK) {
+            break;
+        }
+        yielding = now - start >= spin_ns;
+    }
+    if (status != WEFT_OK) {
+        op_cancel(o);
+        return status;
+    }
+    if (o->desc->avg_buf != NULL) {
+        return o->dev->avg_finalize(o->desc->avg_buf, o->desc->avg_count, o->desc->dtype,
+                                    o->desc->avg_divisor);
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a,
+                            const weft_coll_algo_t *algo, const weft_op_desc_t *desc,
+                            const weft_device_ops_t *dev, int *handled_p)
+{
+    weft_shm_t *shm = comm->shm;
+    size_t b[2 * 256], total;
+    shm_op_t o;
+
+    *handled_p = 0;
+    if (shm == NULL || strcmp(algo->name, "shm") != 0 || comm->node->nnodes != 1 ||
+        shm->L != a->size) {
+        return WEFT_OK;
+    }
+    switch (a->kind) {
+    case WEFT_COLL_ALLREDUCE:
+    case WEFT_COLL_REDUCE:
+        op_init(
+            &o, shm,
+            a->kind == WEFT_COLL_ALLREDUCE
+                ? allreduce_kind(shm, a->count * a->esize, dev->memtype)
+                : (a->count * a->esize <= weft__coll_config.shm_small ? OP_REDUCE1 : OP_REDUCE2),
+            a->esize, desc, dev);
+        o.src = a->src;
+        o.dst = a->dst;
+        o.count = a->count;
+        o.root = a->root;
+        total = a->count;
+        break;
+    case WEFT_COLL_BCAST:
+        op_init(&o, shm, OP_BCAST, a->esize, desc, dev);
+        o.src = o.dst = a->dst;
+        o.count = a->count;
+        o.root = a->root;
+        total = a->count;
+        break;
+    case WEFT_COLL_BARRIER:
+        op_init(&o, shm, OP_BARRIER, 1, desc, dev);
+        total = 0;
+        break;
+    case WEFT_COLL_REDUCE_SCATTER:
+    case WEFT_COLL_ALLGATHER:
+        if (shm->L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
+            return WEFT_OK; /* block tables of this many ranks: the schedule's scratch */
+        }
+        op_init(&o, shm, a->kind == WEFT_COLL_ALLGATHER ? OP_ALLGATHER : OP_REDUCE_SCATTER,
+                a->esize, desc, dev);
+        for (int q = 0; q < shm->L; q++) {
+            b[q] = (size_t)q * a->count;
+            b[shm->L + q] = a->count;
+        }
+        total = blocks_init(&o, a->src, a->dst, b, b + shm->L);
+        if (o.chunk == 0) {
+            return WEFT_OK; /* the schedule reports it */
+        }
+        break;
+    default:
+        return WEFT_OK; /* the v forms take the schedule */
+    }
+    *handled_p = 1;
+    op_reserve(&o, total);
+    return run_direct(comm, &o, weft__comm_take_seq(comm));
+}

@@ -1,0 +1,139 @@
+/*
+ * Shared memory between the ranks of one node: one segment per
+ * communicator and node, and collective operations that synchronize
+ * through flags in it.
+ *
+ * Segment: created by the node's first rank with mode 0600 under a name
+ * made of its pid and 128 random bits, sent to the other local ranks over
+ * the communicator; every local rank maps it and answers, and the creator
+ * unlinks it at once, so a crash leaves nothing in /dev/shm. Layout:
+ *
+ *   | header | ctrl[0] ... ctrl[L-1] | slot[0][0] slot[0][1] ... slot[L-1][1] |
+ *
+ * ctrl[r] holds rank r's two counters and its pid on one cache line
+ * (only r writes it); slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
+ *
+ * Rounds: every shared-memory step of a collective is a round with a
+ * number agreed by construction (the local ranks build the same operations
+ * in the same order, and every operation reserves its rounds when it is
+ * built). Round R's data goes through buffers R % 2. A rank publishes
+ * phase ph of round R by storing arrive = 4R + ph (release) and reads a
+ * peer's data once the peer's arrive >= 4R + ph (acquire); it stores
+ * done = R + 1 when it no longer reads anything of round R. Before writing
+ * its buffer for round R a rank waits until every local rank's done >= R - 1
+ * (nobody still reads round R - 2, the buffer's last user). A rank runs its
+ * rounds in order: an operation waits until the previous one's rounds ran.
+ * No system call in this path: waiting is polling (the schedule engine
+ * yields the core between polls when it waits long).
+ *
+ * Single copy: where the kernel lets local ranks read each other's memory
+ * (process_vm_readv: same user, no ptrace restriction), a large allreduce
+ * reads its peers' buffers directly instead of staging through the slots
+ * (coll/shm/ops.c); checked at setup, WEFT_SHM_CMA sets from what size.
+ *
+ * Failures: a local rank that dies is noticed by pid (weft__shm_health, at
+ * most every 100 ms while waiting); an operation that ends without running
+ * its rounds (failure, cancellation) breaks the segment's round order, and
+ * every later shared-memory operation of the communicator fails with
+ * WEFT_ERR_INTERNAL naming that cause.
+ *
+ * Threading: driven by the thread that drives the communicator.
+ */
+#ifndef WEFT_COLL_SHM_H
+#define WEFT_COLL_SHM_H
+
+#include "coll/coll.h"
+#include "runtime/node.h"
+
+#include <sys/types.h>
+
+typedef struct weft_shm_ctrl {
+    /* written by the owner only, read by the others: one cache line, so a
+     * reader that checks both counters fetches it once */
+    uint64_t arrive;
+    uint64_t done;
+    int64_t pid;
+    uint64_t src_addr; /* single-copy allreduce: this rank's buffers ... */
+    uint64_t dst_addr;
+    uint64_t progress; /* ... and how many of its slices are reduced */
+    char pad[16];
+} weft_shm_ctrl_t;
+
+typedef struct weft_shm {
+    void *base;
+    size_t bytes;
+    int L;  /* local ranks */
+    int me; /* this rank's local rank */
+    size_t slot_bytes;
+    weft_shm_ctrl_t *ctrl;
+    char *slots;
+    const int *local_ranks; /* communicator ranks (the node map's) */
+    uint64_t next_round;    /* first round of the next operation built */
+    uint64_t exec_round;    /* next round this rank runs */
+    const char *broken;     /* why rounds can no longer be agreed, or NULL */
+    uint64_t checked_ns;    /* last liveness check */
+    double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
+    const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
+    int dead_rank;          /* a local rank found dead (-1: none) */
+    pid_t dead_pid;
+    int cma;                /* every local rank may read the others' memory
+                             * (process_vm_readv), checked at setup */
+} weft_shm_t;
+
+/*
+ * Collective over comm (every rank calls it, after comm->node is set):
+ * creates and maps this node's segment when WEFT_SHM is on and more than
+ * one rank of comm runs on the node, then agrees over the whole
+ * communicator whether every node succeeded. comm->shm is set only when all
+ * did; a failure to create shared memory is not an error (the collectives
+ * then use point-to-point algorithms), a communication failure is.
+ */
+weft_status_t weft__shm_setup(weft_comm_t comm);
+void weft__shm_release(weft_shm_t *shm);
+/* WEFT_ERR_PEER_FAILED when a local rank's process is gone. */
+weft_status_t weft__shm_health(weft_shm_t *shm);
+
+static inline void *weft__shm_slot(const weft_shm_t *shm, int r, uint64_t round)
+{
+    return shm->slots + ((size_t)r * 2 + (size_t)(round & 1)) * shm->slot_bytes;
+}
+
+/*
+ * Shared-memory operations as schedule tasks (coll/shm/ops.c). Each returns
+ * the task index (-1 once the schedule failed); buffers in elements of the
+ * schedule's dtype. Blocks: block q of a local rank's vector starts at
+ * element boff[q] and holds bcnt[q] elements (L entries; the arrays must
+ * live as long as the schedule).
+ *
+ *  allreduce: dst = sum over local ranks of src (count elements).
+ *  reduce_scatter: dst (bcnt[me] elements) = sum over local ranks of their
+ *      block me; src holds every block.
+ *  allgather: block q of dst = local rank q's src (bcnt[q] elements).
+ *  bcast: dst = local rank root's src (count elements).
+ *  reduce: root's dst = sum of src (count elements); dst unused elsewhere.
+ *  barrier: every local rank arrived.
+ */
+int weft__shm_allreduce(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
+                        size_t esize);
+int weft__shm_reduce_scatter(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                             const size_t *boff, const size_t *bcnt, size_t esize);
+int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                        const size_t *boff, const size_t *bcnt, size_t esize);
+int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                    size_t count, size_t esize);
+int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                     size_t count, size_t esize);
+int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm);
+
+/* A blocking operation of comm with nothing else outstanding: when algo is
+ * a flat shared-memory one that can run here, run it to completion now
+ * (*handled_p = 1, its status returned); otherwise *handled_p = 0. */
+weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a,
+                            const weft_coll_algo_t *algo, const weft_op_desc_t *desc,
+                            const weft_device_ops_t *dev, int *handled_p);
+
+/* The schedule's dtype, op and device (for ops.c). */
+const weft_op_desc_t *weft__sched_desc(const weft_sched_t *s);
+const weft_device_ops_t *weft__sched_dev(const weft_sched_t *s);
+
+#endif /* WEFT_COLL_SHM_H */

@@ -1,0 +1,50 @@
+/*
+ * Where the ranks of a communicator run: which ranks share a node (and so
+ * can share memory), in what order, and the "rails" that join the ranks
+ * with the same local rank across nodes.
+ *
+ * A node is identified by a 64-bit key per rank (hostname + boot id,
+ * exchanged when the communicator is created). WEFT_RANKS_PER_NODE=k cuts
+ * every real node into virtual nodes of k consecutive local ranks, so one
+ * machine can stand in for several; the keys then name virtual nodes and a
+ * communicator split from this one inherits them.
+ *
+ * Nodes are numbered in the order of their lowest rank; local ranks in
+ * communicator order. The map is immutable once built.
+ */
+#ifndef WEFT_RUNTIME_NODE_H
+#define WEFT_RUNTIME_NODE_H
+
+#include "runtime/base.h"
+
+typedef struct weft_node_map {
+    int size;         /* ranks of the communicator */
+    int nnodes;       /* nodes (virtual ones with WEFT_RANKS_PER_NODE) */
+    int node;         /* this rank's node */
+    int local_rank;   /* this rank's index on its node */
+    int local_size;   /* ranks on this rank's node */
+    int uniform;      /* every node has local_size ranks */
+    int max_local;    /* most ranks on any node */
+    int *node_of;     /* [size] node of each rank */
+    int *local_of;    /* [size] local rank of each rank */
+    int *local_ranks; /* [local_size] the ranks of this node, in local order */
+    int *rail;        /* [nnodes] when uniform: the rank with this local rank on each node */
+    int *rank_at;     /* [nnodes * max_local] rank_at[n * max_local + q]: local rank q of
+                       * node n, -1 where node n has fewer ranks */
+    uint64_t *keys;   /* [size] node key of each rank (virtual nodes included) */
+} weft_node_map_t;
+
+/* Build the map from every rank's key; ranks_per_node > 0 cuts nodes into
+ * virtual nodes of that many ranks. */
+weft_status_t weft__node_map_create(const uint64_t *keys, int size, int rank, int ranks_per_node,
+                                    weft_node_map_t **map_p);
+/* The map of a communicator made of parent ranks members[0..n) (rank: this
+ * process's index among them). */
+weft_status_t weft__node_map_sub(const weft_node_map_t *parent, const int *members, int n, int rank,
+                                 weft_node_map_t **map_p);
+void weft__node_map_free(weft_node_map_t *map);
+
+/* This host's key: hostname and boot id, hashed. */
+uint64_t weft__node_key(void);
+
+#endif /* WEFT_RUNTIME_NODE_H */

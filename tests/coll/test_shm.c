@@ -1,0 +1,866 @@
+/*
+ * The node's shared-memory segment (coll/shm/segment.c) and the paths
+ * around it, on in-process ranks:
+ *
+ *  - the segment leaves no name in /dev/shm once every local rank mapped it
+ *    (names are "/weft-<pid>-<random>"), while every rank keeps a mapping
+ *    of the deleted file; destroying the communicators unmaps them;
+ *  - slot sizes: rounded down to whole pages, at least one page, capped so
+ *    that a node's slots stay within 64 MiB;
+ *  - WEFT_SHM=no: no segment, no mapping, and every collective still right,
+ *    also where WEFT_TUNE names "shm" or "hier";
+ *  - "shm" forced on virtual nodes (WEFT_RANKS_PER_NODE), where a node holds
+ *    only part of the communicator, and "hier" forced on one node: the
+ *    selection drops the rule and the results are right;
+ *  - hundreds of ranks on one node: the reductions that combine every local
+ *    rank's slot at once.
+ *
+ * Every collective the shared-memory algorithms implement is checked
+ * against a reference computed here from inputs that are deterministic per
+ * (call, rank, element); int32 sums and maxima are exact in any order.
+ */
+#include <criterion/criterion.h>
+
+#include "coll/coll.h"
+#include "coll/cost.h"
+#include "coll/shm/shm.h"
+#include "runtime/config.h"
+#include "runtime/thread_world.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_NAMES 16
+#define NAME_CHARS 128
+
+/* ------------------------------------------------ segments of this process */
+
+/* Prefix of this process's segment names in /dev/shm (shm_open drops the '/'). */
+static void seg_prefix(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "weft-%ld-", (long)getpid());
+}
+
+/* Entries of /dev/shm that this process created; -1 when it cannot be
+ * listed. (Called from rank threads too: no Criterion assertion here.) */
+static int dev_shm_count(void)
+{
+    char prefix[64];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL) {
+        return -1;
+    }
+    seg_prefix(prefix, sizeof(prefix));
+    while ((e = readdir(d)) != NULL) {
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+typedef struct mappings {
+    int total;   /* mappings of this process's segments */
+    int deleted; /* of them, of files no longer in /dev/shm */
+    int nnames;  /* distinct segments */
+    char names[MAX_NAMES][NAME_CHARS];
+} mappings_t;
+
+/* This process's mappings of its own segments, from /proc/self/maps. */
+static int read_mappings(mappings_t *m)
+{
+    char prefix[96], line[512];
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    memset(m, 0, sizeof(*m));
+    if (f == NULL) {
+        return -1;
+    }
+    snprintf(prefix, sizeof(prefix), "/dev/shm/weft-%ld-", (long)getpid());
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *path = strstr(line, prefix), *end;
+        int known = 0;
+
+        if (path == NULL) {
+            continue;
+        }
+        m->total++;
+        m->deleted += strstr(path, " (deleted)") != NULL;
+        end = path + strcspn(path, " \n");
+        *end = '\0';
+        for (int i = 0; i < m->nnames; i++) {
+            known |= strcmp(m->names[i], path) == 0;
+        }
+        if (!known && m->nnames < MAX_NAMES) {
+            snprintf(m->names[m->nnames++], NAME_CHARS, "%s", path);
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+/* --------------------------------------------------------- shared state */
+
+typedef struct shared {
+    int nranks;
+    pthread_barrier_t barrier;
+    atomic_int failures;
+    atomic_long checked;
+    atomic_int with_shm;   /* ranks whose communicator had a segment */
+    atomic_int with_nodes; /* ranks that saw several nodes */
+    pthread_mutex_t lock;
+    char first[512];
+    /* segment_lifetime: what rank 0 saw while every rank was inside */
+    int seen_dev_shm[3];
+    mappings_t seen[3];
+    size_t slot_bytes;
+    int local_size;
+} shared_t;
+
+static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(shared_t *sh, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (atomic_fetch_add(&sh->failures, 1) == 0) {
+        pthread_mutex_lock(&sh->lock);
+        va_start(ap, fmt);
+        vsnprintf(sh->first, sizeof(sh->first), fmt, ap);
+        va_end(ap);
+        pthread_mutex_unlock(&sh->lock);
+    }
+}
+
+static void shared_init(shared_t *sh, int p)
+{
+    memset(sh, 0, sizeof(*sh));
+    sh->nranks = p;
+    pthread_barrier_init(&sh->barrier, NULL, (unsigned)p);
+    pthread_mutex_init(&sh->lock, NULL);
+}
+
+static void shared_done(shared_t *sh)
+{
+    pthread_barrier_destroy(&sh->barrier);
+    pthread_mutex_destroy(&sh->lock);
+}
+
+static void run_world(shared_t *sh, int p, uint64_t seed, weft_thread_rank_fn fn)
+{
+    weft_thread_world_opts_t opts = {.nranks = p, .seed = seed};
+
+    cr_assert_eq(weft__thread_world_run(&opts, fn, sh), WEFT_OK, "thread world of %d ranks: %s", p,
+                 weft_last_error());
+    cr_assert_eq(atomic_load(&sh->failures), 0, "p=%d, %d ranks per node: %d failure(s); first: %s",
+                 p, weft__runtime_config.ranks_per_node, atomic_load(&sh->failures), sh->first);
+}
+
+/* ------------------------------------------------------- the collectives */
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* element i of rank r's input to call k: small, so sums are exact */
+static int32_t val(int k, int r, size_t i)
+{
+    return (int32_t)(mix(((uint64_t)k << 40) ^ ((uint64_t)r << 24) ^ i) % 2001) - 1000;
+}
+
+static int32_t reduced(weft_op_t op, int k, int p, size_t i)
+{
+    int32_t acc = val(k, 0, i);
+
+    for (int r = 1; r < p; r++) {
+        int32_t v = val(k, r, i);
+
+        acc = op == WEFT_MAX ? (v > acc ? v : acc) : acc + v;
+    }
+    return acc;
+}
+
+static int32_t *alloc32(size_t n)
+{
+    int32_t *b = malloc((n + 1) * sizeof(int32_t));
+
+    if (b == NULL) {
+        fprintf(stderr, "test out of memory\n");
+        abort();
+    }
+    for (size_t i = 0; i <= n; i++) {
+        b[i] = INT32_MIN + 7; /* never a result; b[n] is a guard */
+    }
+    return b;
+}
+
+/* Irregular counts (zeros among them) for the v variants. */
+static size_t vcount(int k, int q, size_t n)
+{
+    uint64_t h = mix((uint64_t)k * 977 + (uint64_t)q);
+
+    return h % 4 == 0 ? 0 : (size_t)(h >> 8) % (2 * n + 1);
+}
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            char msg_[256];                                                                        \
+            snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                             \
+            fail(sh, "%s count %zu (call %d) on rank %d of %d: %s", what, n, k, rank, p, msg_);    \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+#define CALL(call)                                                                                 \
+    do {                                                                                           \
+        weft_status_t st_ = (call);                                                                \
+        CHECK(st_ == WEFT_OK, "%s (%s)", weft_status_string(st_), weft_last_error());              \
+    } while (0)
+
+/*
+ * allreduce, reduce_scatter, allgather, bcast, reduce, barrier, allgatherv
+ * and reduce_scatter_v of n elements on comm, each checked; k numbers the
+ * calls (the same on every rank).
+ */
+static void run_collectives(shared_t *sh, weft_comm_t comm, size_t n, int k0)
+{
+    int rank, p, k = k0;
+    const char *what = "";
+    int32_t *in = NULL, *out = NULL;
+    size_t *counts = NULL, *displs = NULL;
+    size_t total = 0;
+
+    weft_comm_rank(comm, &rank);
+    weft_comm_size(comm, &p);
+    counts = calloc((size_t)p, sizeof(size_t));
+    displs = calloc((size_t)p, sizeof(size_t));
+    CHECK(counts != NULL && displs != NULL, "out of memory");
+
+    what = "allreduce";
+    in = alloc32(n);
+    out = alloc32(n);
+    for (size_t i = 0; i < n; i++) {
+        in[i] = val(k, rank, i);
+    }
+    CALL(weft_allreduce(in, out, n, WEFT_INT32, WEFT_SUM, comm));
+    for (size_t i = 0; i < n; i++) {
+        CHECK(out[i] == reduced(WEFT_SUM, k, p, i), "element %zu is %d, want %d", i, out[i],
+              reduced(WEFT_SUM, k, p, i));
+    }
+    CHECK(out[n] == INT32_MIN + 7, "wrote past the result");
+    free(in);
+    free(out);
+    in = out = NULL;
+    k++;
+
+    what = "reduce_scatter";
+    in = alloc32(n * (size_t)p);
+    out = alloc32(n);
+    for (size_t i = 0; i < n * (size_t)p; i++) {
+        in[i] = val(k, rank, i);
+    }
+    CALL(weft_reduce_scatter(in, out, n, WEFT_INT32, WEFT_MAX, comm));
+    for (size_t i = 0; i < n; i++) {
+        int32_t want = reduced(WEFT_MAX, k, p, (size_t)rank * n + i);
+
+        CHECK(out[i] == want, "element %zu is %d, want %d", i, out[i], want);
+    }
+    CHECK(out[n] == INT32_MIN + 7, "wrote past the result");
+    free(in);
+    free(out);
+    in = out = NULL;
+    k++;
+
+    what = "allgather";
+    in = alloc32(n);
+    out = alloc32(n * (size_t)p);
+    for (size_t i = 0; i < n; i++) {
+        in[i] = val(k, rank, i);
+    }
+    CALL(weft_allgather(in, out, n, WEFT_INT32, comm));
+    for (size_t i = 0; i < n * (size_t)p; i++) {
+        CHECK(out[i] == val(k, (int)(i / n), i % n), "element %zu is %d, want %d", i, out[i],
+              val(k, (int)(i / n), i % n));
+    }
+    CHECK(out[n * (size_t)p] == INT32_MIN + 7, "wrote past the result");
+    free(in);
+    free(out);
+    in = out = NULL;
+    k++;
+
+    what = "bcast";
+    out = alloc32(n);
+    if (rank == (int)(n % (size_t)p)) {
+        for (size_t i = 0; i < n; i++) {
+            out[i] = val(k, rank, i);
+        }
+    }
+    CALL(weft_bcast(out, n, WEFT_INT32, (int)(n % (size_t)p), comm));
+    for (size_t i = 0; i < n; i++) {
+        CHECK(out[i] == val(k, (int)(n % (size_t)p), i), "element %zu is %d, want %d", i, out[i],
+              val(k, (int)(n % (size_t)p), i));
+    }
+    CHECK(out[n] == INT32_MIN + 7, "wrote past the buffer");
+    free(out);
+    out = NULL;
+    k++;
+
+    what = "reduce";
+    {
+        int root = (int)((n + 1) % (size_t)p);
+
+        in = alloc32(n);
+        out = rank == root ? alloc32(n) : NULL;
+        for (size_t i = 0; i < n; i++) {
+            in[i] = val(k, rank, i);
+        }
+        CALL(weft_reduce(in, out, n, WEFT_INT32, WEFT_SUM, root, comm));
+        for (size_t i = 0; rank == root && i < n; i++) {
+            CHECK(out[i] == reduced(WEFT_SUM, k, p, i), "element %zu is %d, want %d", i, out[i],
+                  reduced(WEFT_SUM, k, p, i));
+        }
+        CHECK(rank != root || out[n] == INT32_MIN + 7, "wrote past the result");
+        for (size_t i = 0; i < n; i++) {
+            CHECK(in[i] == val(k, rank, i), "sendbuf element %zu changed", i);
+        }
+        free(in);
+        free(out);
+        in = out = NULL;
+        k++;
+    }
+
+    what = "barrier";
+    CALL(weft_barrier(comm));
+    k++;
+
+    what = "allgatherv"; /* blocks in reverse rank order, one element of gap after each */
+    total = 0;
+    for (int q = p - 1; q >= 0; q--) {
+        counts[q] = vcount(k, q, n);
+        displs[q] = total;
+        total += counts[q] + 1;
+    }
+    in = alloc32(counts[rank]);
+    out = alloc32(total);
+    for (size_t i = 0; i < counts[rank]; i++) {
+        in[i] = val(k, rank, i);
+    }
+    CALL(weft_allgatherv(in, out, counts[rank], counts, displs, WEFT_INT32, comm));
+    for (int q = 0; q < p; q++) {
+        for (size_t i = 0; i < counts[q]; i++) {
+            CHECK(out[displs[q] + i] == val(k, q, i), "rank %d's element %zu is %d, want %d", q, i,
+                  out[displs[q] + i], val(k, q, i));
+        }
+        CHECK(out[displs[q] + counts[q]] == INT32_MIN + 7,
+              "the gap after rank %d's block was "
+              "written",
+              q);
+    }
+    free(in);
+    free(out);
+    in = out = NULL;
+    k++;
+
+    what = "reduce_scatter_v";
+    total = 0;
+    for (int q = 0; q < p; q++) {
+        counts[q] = vcount(k, q, n);
+        displs[q] = total;
+        total += counts[q];
+    }
+    in = alloc32(total);
+    out = alloc32(counts[rank]);
+    for (size_t i = 0; i < total; i++) {
+        in[i] = val(k, rank, i);
+    }
+    CALL(weft_reduce_scatter_v(in, out, counts, WEFT_INT32, WEFT_SUM, comm));
+    for (size_t i = 0; i < counts[rank]; i++) {
+        int32_t want = reduced(WEFT_SUM, k, p, displs[rank] + i);
+
+        CHECK(out[i] == want, "element %zu is %d, want %d", i, out[i], want);
+    }
+    CHECK(out[counts[rank]] == INT32_MIN + 7, "wrote past the result");
+    atomic_fetch_add(&sh->checked, 1);
+out:
+    free(in);
+    free(out);
+    free(counts);
+    free(displs);
+}
+
+#undef CALL
+#undef CHECK
+
+/* counts: one element, one page and a bit (several rounds with one-page
+ * slots), and zero */
+static const size_t test_counts[] = {1, 1031, 0, 5003};
+#define NCOUNTS ((int)(sizeof(test_counts) / sizeof(test_counts[0])))
+
+static void collectives_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+
+    (void)rank;
+    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
+    atomic_fetch_add(&sh->with_nodes, comm->node != NULL && comm->node->nnodes > 1);
+    for (int c = 0; c < NCOUNTS && atomic_load(&sh->failures) == 0; c++) {
+        run_collectives(sh, comm, test_counts[c], c * 16);
+    }
+}
+
+/* WEFT_TUNE rules that force algo for every collective that has it. */
+static void force_all(const char *algo)
+{
+    static const char *const kinds[] = {"allreduce", "reduce_scatter", "reduce_scatter_v",
+                                        "allgather", "allgatherv",     "bcast",
+                                        "reduce",    "barrier"};
+    char rules[512] = "";
+    size_t len = 0;
+
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        weft_coll_kind_t kind;
+
+        for (kind = 0; kind < WEFT_COLL_KIND_COUNT; kind++) {
+            if (strcmp(weft__coll_kind_name(kind), kinds[i]) == 0) {
+                break;
+            }
+        }
+        if (weft__coll_find(kind, algo) != NULL) {
+            len += (size_t)snprintf(rules + len, sizeof(rules) - len, "%s%s:0-inf:%s",
+                                    len ? "," : "", kinds[i], algo);
+        }
+    }
+    cr_assert_eq(weft__coll_tune_load(rules), WEFT_OK, "%s: %s", rules, weft_last_error());
+}
+
+static void init(void)
+{
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    weft__coll_config.shm_slot = 4096;
+    weft__coll_config.shm_small = 64;
+}
+
+/* --------------------------------------------------- 1. segment lifetime */
+
+/* Rank 0 looks at /dev/shm and the mappings while every rank is inside:
+ * [0] with the world only, [1] with the world and both halves of a split,
+ * [2] after the halves are destroyed. */
+static void lifetime_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    weft_comm_t half = NULL;
+
+    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
+    if (rank == 0 && comm->shm != NULL) {
+        sh->slot_bytes = comm->shm->slot_bytes;
+        sh->local_size = comm->shm->L;
+    }
+    pthread_barrier_wait(&sh->barrier);
+    if (rank == 0) {
+        sh->seen_dev_shm[0] = dev_shm_count();
+        read_mappings(&sh->seen[0]);
+    }
+    pthread_barrier_wait(&sh->barrier);
+    /* the segment works without its name */
+    run_collectives(sh, comm, 1031, 1);
+    if (weft_comm_split(comm, rank < sh->nranks / 2, rank, &half) != WEFT_OK) {
+        fail(sh, "rank %d: split: %s", rank, weft_last_error());
+        half = NULL; /* the others still meet this rank at every barrier */
+    }
+    atomic_fetch_add(&sh->with_shm, half != NULL && half->shm != NULL);
+    pthread_barrier_wait(&sh->barrier);
+    if (rank == 0) {
+        sh->seen_dev_shm[1] = dev_shm_count();
+        read_mappings(&sh->seen[1]);
+    }
+    pthread_barrier_wait(&sh->barrier);
+    if (half != NULL) {
+        run_collectives(sh, half, 1031, 101);
+        run_collectives(sh, comm, 5003, 201);
+        weft_comm_destroy(half);
+    }
+    pthread_barrier_wait(&sh->barrier);
+    if (rank == 0) {
+        sh->seen_dev_shm[2] = dev_shm_count();
+        read_mappings(&sh->seen[2]);
+    }
+    pthread_barrier_wait(&sh->barrier);
+}
+
+static void expect_mappings(const mappings_t *m, int total, int segments, const char *when)
+{
+    cr_assert_eq(m->total, total, "%s: %d mappings of this process's segments, want %d", when,
+                 m->total, total);
+    cr_assert_eq(m->deleted, total, "%s: %d of %d mappings are of files still in /dev/shm", when,
+                 total - m->deleted, total);
+    cr_assert_eq(m->nnames, segments, "%s: %d distinct segments, want %d", when, m->nnames,
+                 segments);
+}
+
+/*
+ * A world of 4 ranks on one node, then on two virtual nodes of 2: no name
+ * in /dev/shm at any point while the ranks run; one mapping per rank and
+ * segment (the world's, then the halves'); none after the world is gone.
+ */
+Test(segment, unlinked_once_mapped_and_unmapped_at_destroy, .timeout = 60)
+{
+    mappings_t m;
+
+    init();
+    cr_assert_eq(read_mappings(&m), 0, "cannot read /proc/self/maps");
+    cr_assert_eq(dev_shm_count(), 0, "this new process already has names in /dev/shm");
+    cr_assert_eq(m.total, 0);
+    for (int rpn = 0; rpn <= 2; rpn += 2) {
+        const char *layout = rpn ? "2 nodes of 2" : "one node of 4";
+        shared_t sh;
+
+        weft__runtime_config.ranks_per_node = rpn;
+        shared_init(&sh, 4);
+        run_world(&sh, 4, 1, lifetime_body);
+        /* world and both halves on every rank */
+        cr_assert_eq(atomic_load(&sh.with_shm), 8, "%s: %d of 8 communicators had a segment",
+                     layout, atomic_load(&sh.with_shm));
+        cr_assert_eq(atomic_load(&sh.checked), 3 * 4, "%s: %ld of 12 rank checks passed", layout,
+                     atomic_load(&sh.checked));
+        for (int i = 0; i < 3; i++) {
+            cr_assert_eq(sh.seen_dev_shm[i], 0,
+                         "%s: /dev/shm held %d of this process's segments while its ranks ran "
+                         "(point %d)",
+                         layout, sh.seen_dev_shm[i], i);
+        }
+        /* one node of 4: world 4 mappings of 1 segment; halves 2 x 2 more.
+         * 2 nodes of 2: world 2 segments of 2; the halves are the nodes */
+        expect_mappings(&sh.seen[0], 4, rpn ? 2 : 1, "with the world");
+        expect_mappings(&sh.seen[1], 8, rpn ? 4 : 3, "with the world and its halves");
+        expect_mappings(&sh.seen[2], 4, rpn ? 2 : 1, "after the halves were destroyed");
+        cr_assert_eq(sh.local_size, rpn ? 2 : 4);
+        cr_assert_eq(sh.slot_bytes, 4096);
+        shared_done(&sh);
+        cr_assert_eq(read_mappings(&m), 0);
+        cr_assert_eq(m.total, 0, "%s: %d mappings left after the world ended", layout, m.total);
+        cr_assert_eq(dev_shm_count(), 0, "%s: names left in /dev/shm", layout);
+    }
+    weft_finalize();
+}
+
+/* ---------------------------------------------------------- 2. slot sizes */
+
+static void slot_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+
+    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
+    if (rank == 0 && comm->shm != NULL) {
+        sh->slot_bytes = comm->shm->slot_bytes;
+        sh->local_size = comm->shm->L;
+    }
+    run_collectives(sh, comm, 5003, 7);
+}
+
+Test(segment, slot_sizes, .timeout = 60)
+{
+    static const struct {
+        size_t asked;
+        int p;
+        size_t want;
+    } cases[] = {
+        {4096, 3, 4096},                           /* one page */
+        {5000, 3, 4096},                           /* rounded down to pages */
+        {100, 2, 4096},                            /* at least one page */
+        {(size_t)64 << 20, 4, (size_t)8 << 20},    /* 2 x 4 slots within 64 MiB */
+        {(size_t)1 << 20, 5, (size_t)1 << 20},     /* 10 MiB in all: as asked */
+        {(size_t)64 << 20, 6, (size_t)5460 << 10}, /* 64 MiB / 12, in whole pages */
+    };
+
+    init();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        shared_t sh;
+
+        weft__coll_config.shm_slot = cases[i].asked;
+        shared_init(&sh, cases[i].p);
+        run_world(&sh, cases[i].p, 3, slot_body);
+        cr_assert_eq(atomic_load(&sh.with_shm), cases[i].p);
+        cr_assert_eq(sh.local_size, cases[i].p);
+        cr_assert_eq(sh.slot_bytes, cases[i].want,
+                     "WEFT_SHM_SLOT=%zu, %d ranks: slots of %zu bytes", cases[i].asked, cases[i].p,
+                     sh.slot_bytes);
+        cr_assert_eq(atomic_load(&sh.checked), cases[i].p);
+        shared_done(&sh);
+    }
+    weft_finalize();
+}
+
+/* -------------------------------------------------------- 3. WEFT_SHM=no */
+
+static void no_shm_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    mappings_t m;
+
+    collectives_body(comm, rank, arg);
+    pthread_barrier_wait(&sh->barrier);
+    if (rank == 0 && (read_mappings(&m) != 0 || m.total != 0)) {
+        fail(sh, "WEFT_SHM=no, yet %d segment mappings", m.total);
+    }
+}
+
+/* Rank counts 1..9 on one node and on nodes of 2, with the default
+ * selection and with "shm" and "hier" forced: no segment anywhere. */
+Test(shm_off, no_segment_and_every_collective_right, .timeout = 120)
+{
+    static const char *const forced[] = {NULL, "shm", "hier"};
+    long checked = 0;
+
+    setenv("WEFT_SHM", "no", 1);
+    init();
+    cr_assert_eq(weft__coll_config.shm, 0, "WEFT_SHM=no was not read");
+    for (size_t f = 0; f < sizeof(forced) / sizeof(forced[0]); f++) {
+        if (forced[f] != NULL) {
+            force_all(forced[f]);
+        }
+        for (int rpn = 0; rpn <= 2; rpn += 2) {
+            weft__runtime_config.ranks_per_node = rpn;
+            for (int p = 1; p <= 9; p++) {
+                shared_t sh;
+
+                shared_init(&sh, p);
+                run_world(&sh, p, (uint64_t)p, no_shm_body);
+                cr_assert_eq(atomic_load(&sh.with_shm), 0, "WEFT_SHM=no, p=%d: %d segments", p,
+                             atomic_load(&sh.with_shm));
+                cr_assert_eq(atomic_load(&sh.with_nodes), rpn && p > rpn ? p : 0);
+                cr_assert_eq(atomic_load(&sh.checked), (long)NCOUNTS * p);
+                checked += atomic_load(&sh.checked);
+                shared_done(&sh);
+            }
+        }
+    }
+    cr_assert_eq(dev_shm_count(), 0);
+    fprintf(stderr, "WEFT_SHM=no: %ld rank checks of 8 collectives\n", checked);
+    weft__coll_tune_release();
+    weft_finalize();
+    unsetenv("WEFT_SHM");
+}
+
+/* -------------------------------------- 4. forced where it cannot run */
+
+/* The algorithm the selection takes for kind on comm (WEFT_TUNE included). */
+static const char *selected(weft_comm_t comm, weft_coll_kind_t kind, size_t bytes)
+{
+    weft_cost_params_t params;
+    const weft_coll_algo_t *a;
+
+    weft__cost_params(comm, &params);
+    a = weft__coll_choose(kind, bytes, comm->size, &params, NULL);
+    return a != NULL ? a->name : "(none)";
+}
+
+typedef struct forced_shared {
+    shared_t sh;
+    const char *algo;
+} forced_shared_t;
+
+static void forced_body(weft_comm_t comm, int rank, void *arg)
+{
+    forced_shared_t *fs = arg;
+    shared_t *sh = &fs->sh;
+    static const weft_coll_kind_t kinds[] = {WEFT_COLL_ALLREDUCE,      WEFT_COLL_BCAST,
+                                             WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_ALLGATHER,
+                                             WEFT_COLL_REDUCE,         WEFT_COLL_BARRIER};
+
+    /* where the forced algorithm cannot run the rule is dropped: the
+     * selection names something else for every kind and size */
+    for (size_t i = 0; comm->size > 1 && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        for (size_t bytes = 4; bytes <= ((size_t)1 << 20); bytes *= 64) {
+            const char *name = selected(comm, kinds[i], bytes);
+
+            if (strcmp(name, fs->algo) == 0) {
+                fail(sh, "rank %d of %d: %s of %zu bytes selects %s where it cannot run", rank,
+                     comm->size, weft__coll_kind_name(kinds[i]), bytes, name);
+                return;
+            }
+        }
+    }
+    collectives_body(comm, rank, sh);
+}
+
+static void run_forced(const char *algo, int rpn, const int *ps, int nps)
+{
+    force_all(algo);
+    weft__runtime_config.ranks_per_node = rpn;
+    for (int i = 0; i < nps; i++) {
+        int p = ps[i], uniform = rpn == 0 || p % rpn == 0 || p < rpn;
+        forced_shared_t fs = {.algo = algo};
+
+        shared_init(&fs.sh, p);
+        run_world(&fs.sh, p, (uint64_t)p + 100, forced_body);
+        /* the segments exist (on every uniform layout), the rules are
+         * dropped anyway */
+        if (p > 1) {
+            cr_assert_eq(atomic_load(&fs.sh.with_shm), uniform && rpn != 1 ? p : 0,
+                         "%s forced, p=%d, %d per node: %d ranks had shared memory", algo, p, rpn,
+                         atomic_load(&fs.sh.with_shm));
+            cr_assert_eq(atomic_load(&fs.sh.with_nodes), rpn > 0 && rpn < p ? p : 0);
+        }
+        cr_assert_eq(atomic_load(&fs.sh.checked), (long)NCOUNTS * p);
+        shared_done(&fs.sh);
+    }
+    weft__coll_tune_release();
+}
+
+/* "shm" on several nodes: 2 x 2, 3 x 2, 2 x 3 (uniform: each node has its
+ * segment) and 2 + 1, 2 + 2 + 1, 3 + 2 (not uniform: none). */
+Test(forced, shm_on_several_nodes_falls_back, .timeout = 120)
+{
+    static const int p2[] = {3, 4, 5, 6}, p3[] = {5, 6};
+
+    init();
+    run_forced("shm", 2, p2, 4);
+    run_forced("shm", 3, p3, 2);
+    weft_finalize();
+}
+
+/* "hier" on one node of p, and on nodes of one rank each. */
+Test(forced, hier_on_one_node_falls_back, .timeout = 120)
+{
+    static const int ps[] = {2, 3, 4, 7};
+
+    init();
+    run_forced("hier", 0, ps, 4);
+    run_forced("hier", 1, ps, 4);
+    weft_finalize();
+}
+
+/* p = 1: every rule is kept (nothing to choose between) and the builders
+ * fall back themselves. */
+static void single_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+
+    if (comm->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
+        fail(sh, "one rank: segment %p, allreduce selects %s", (void *)comm->shm,
+             selected(comm, WEFT_COLL_ALLREDUCE, 4096));
+        return;
+    }
+    collectives_body(comm, rank, arg);
+}
+
+Test(forced, one_rank_builders_fall_back, .timeout = 30)
+{
+    shared_t sh;
+
+    init();
+    force_all("shm");
+    shared_init(&sh, 1);
+    run_world(&sh, 1, 1, single_body);
+    cr_assert_eq(atomic_load(&sh.checked), NCOUNTS);
+    shared_done(&sh);
+    weft__coll_tune_release();
+    weft_finalize();
+}
+
+/* ------------------------------------------ 5. many ranks on one node */
+
+/* Reductions that combine every local rank's slot at once: allreduce of
+ * one element (one phase) and of 1031 (two phases), reduce to the last
+ * rank, reduce_scatter of 2 per rank. */
+static void many_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    const int p = sh->nranks;
+    static const size_t counts[] = {1, 1031};
+    int32_t *in = alloc32(1031 * 2), *out = alloc32(1031);
+    weft_status_t st;
+
+    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
+    for (size_t c = 0; c < 2; c++) {
+        size_t n = counts[c];
+
+        for (size_t i = 0; i < n; i++) {
+            in[i] = val((int)c, rank, i);
+        }
+        st = weft_allreduce(in, out, n, WEFT_INT32, WEFT_SUM, comm);
+        for (size_t i = 0; st == WEFT_OK && i < n; i++) {
+            if (out[i] != reduced(WEFT_SUM, (int)c, p, i)) {
+                fail(sh, "allreduce p=%d count %zu rank %d: element %zu is %d, want %d", p, n, rank,
+                     i, out[i], reduced(WEFT_SUM, (int)c, p, i));
+                goto out;
+            }
+        }
+        if (st == WEFT_OK) {
+            st = weft_reduce(in, rank == p - 1 ? out : NULL, n, WEFT_INT32, WEFT_MAX, p - 1, comm);
+        }
+        for (size_t i = 0; st == WEFT_OK && rank == p - 1 && i < n; i++) {
+            if (out[i] != reduced(WEFT_MAX, (int)c, p, i)) {
+                fail(sh, "reduce p=%d count %zu: element %zu is %d, want %d", p, n, i, out[i],
+                     reduced(WEFT_MAX, (int)c, p, i));
+                goto out;
+            }
+        }
+        if (st != WEFT_OK) {
+            fail(sh, "p=%d count %zu rank %d: %s (%s)", p, n, rank, weft_status_string(st),
+                 weft_last_error());
+            goto out;
+        }
+    }
+    free(in);
+    in = alloc32(2 * (size_t)p);
+    for (size_t i = 0; i < 2 * (size_t)p; i++) {
+        in[i] = val(7, rank, i);
+    }
+    st = weft_reduce_scatter(in, out, 2, WEFT_INT32, WEFT_SUM, comm);
+    if (st != WEFT_OK) {
+        fail(sh, "reduce_scatter p=%d rank %d: %s (%s)", p, rank, weft_status_string(st),
+             weft_last_error());
+        goto out;
+    }
+    for (size_t i = 0; i < 2; i++) {
+        if (out[i] != reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i)) {
+            fail(sh, "reduce_scatter p=%d rank %d: element %zu is %d, want %d", p, rank, i, out[i],
+                 reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i));
+            goto out;
+        }
+    }
+    atomic_fetch_add(&sh->checked, 1);
+out:
+    free(in);
+    free(out);
+}
+
+/* More local ranks than a reduction combines in one device call many
+ * times over (machines with hundreds of cores run that many ranks per
+ * node): 255, 256, 300 and 520 ranks on one node. */
+Test(segment, hundreds_of_local_ranks, .timeout = 120)
+{
+    static const int ps[] = {255, 256, 300, 520};
+
+    init();
+    cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:shm,reduce:0-inf:shm,"
+                                      "reduce_scatter:0-inf:shm"),
+                 WEFT_OK, "%s", weft_last_error());
+    for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
+        shared_t sh;
+
+        shared_init(&sh, ps[i]);
+        run_world(&sh, ps[i], 5, many_body);
+        cr_assert_eq(atomic_load(&sh.with_shm), ps[i]);
+        cr_assert_eq(atomic_load(&sh.checked), ps[i]);
+        shared_done(&sh);
+    }
+    weft__coll_tune_release();
+    weft_finalize();
+}
