@@ -6,11 +6,13 @@
  * Per round, L local ranks, n bytes of a vector:
  *
  *   allreduce, small (one phase):   copy in | wait all | reduce all L slots
- *   allreduce, large (two phases):  copy in | wait all | reduce slice `me`
- *       of every slot into my slot | publish | wait all | copy every slice out
+ *   allreduce, large (two phases):  copy in the others' slices | wait all |
+ *       reduce slice `me` of my src and every other slot into my slot |
+ *       publish | wait all | copy every slice out
  *
- *        slot 0: [ s0 | s1 ]     rank 0 reduces s0 of every slot into its s0,
- *        slot 1: [ s0 | s1 ]     rank 1 s1 into its s1; then both read both.
+ *        slot 0: [ r0 | s1 ]     rank 0 reduces its s0 and slot 1's s0 into r0,
+ *        slot 1: [ s0 | r1 ]     rank 1 its s1 and slot 0's s1 into r1;
+ *                                then both copy r0 and r1 out.
  *
  *   reduce_scatter: copy my blocks in | wait all | reduce block `me` of
  *       every slot into dst
@@ -168,7 +170,18 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
         if (!reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
-        status = copy(o, SLOT(o, me, R), o->src + e0 * es, n);
+        if (o->kind == OP_ALLREDUCE1 || o->kind == OP_REDUCE1) {
+            status = copy(o, SLOT(o, me, R), o->src + e0 * es, n);
+        } else {
+            /* two phases: the others need only their slices of my data (my
+             * own slice I reduce from src); the gap is my result's place */
+            size_t mine = weft__block_start(n, L, me), end = mine + weft__block_count(n, L, me);
+
+            status = copy(o, SLOT(o, me, R), o->src + e0 * es, mine);
+            if (status == WEFT_OK) {
+                status = copy(o, SLOT(o, me, R) + end * es, o->src + (e0 + end) * es, n - end);
+            }
+        }
         publish(o, R, 1);
         o->phase = 1;
         /* fall through */
@@ -189,7 +202,7 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
             size_t off = weft__block_start(n, L, me) * es, cnt = weft__block_count(n, L, me);
             int k = 1;
 
-            srcs[0] = SLOT(o, me, R) + off;
+            srcs[0] = o->src + e0 * es + off;
             for (int q = 0; q < L; q++) {
                 if (q != me) {
                     srcs[k++] = SLOT(o, q, R) + off;
