@@ -156,6 +156,11 @@ static size_t span(size_t total, size_t chunk, uint64_t r)
 }
 
 #define SLOT(o, q, R) ((char *)weft__shm_slot((o)->shm, (q), (R)))
+/* one-phase data of n elements: in the control line when it fits */
+#define DATA1(o, q, R, n)                                                                          \
+    ((n) * (o)->esize <= sizeof(uint64_t) && (o)->dev->memtype == WEFT_MEMTYPE_HOST                \
+         ? (char *)&(o)->shm->ctrl[(q)].tiny[(R)&1]                                                \
+         : SLOT((o), (q), (R)))
 
 static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
 {
@@ -171,7 +176,7 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
             return WEFT_INPROGRESS;
         }
         if (o->kind == OP_ALLREDUCE1 || o->kind == OP_REDUCE1) {
-            status = copy(o, SLOT(o, me, R), o->src + e0 * es, n);
+            status = copy(o, DATA1(o, me, R, n), o->src + e0 * es, n);
         } else {
             /* two phases: the others need only their slices of my data (my
              * own slice I reduce from src); the gap is my result's place */
@@ -192,7 +197,7 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
         if (o->kind == OP_ALLREDUCE1 || o->kind == OP_REDUCE1) {
             if (o->kind == OP_ALLREDUCE1 || me == o->root) {
                 for (int q = 0; q < L; q++) {
-                    srcs[q] = SLOT(o, q, R);
+                    srcs[q] = DATA1(o, q, R, n);
                 }
                 status = reduce_many(o, o->dst + e0 * es, srcs, L, n);
             }

@@ -56,7 +56,8 @@ typedef struct weft_shm_ctrl {
     uint64_t src_addr; /* single-copy allreduce: this rank's buffers ... */
     uint64_t dst_addr;
     uint64_t progress; /* ... and how many of its slices are reduced */
-    char pad[16];
+    uint64_t tiny[2];  /* data of up to 8 bytes, round R in tiny[R % 2]: read with the
+                        * counters, one cache line instead of two */
 } weft_shm_ctrl_t;
 
 typedef struct weft_shm {
@@ -76,8 +77,8 @@ typedef struct weft_shm {
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     int dead_rank;          /* a local rank found dead (-1: none) */
     pid_t dead_pid;
-    int cma;                /* every local rank may read the others' memory
-                             * (process_vm_readv), checked at setup */
+    int cma; /* every local rank may read the others' memory
+              * (process_vm_readv), checked at setup */
 } weft_shm_t;
 
 /*
