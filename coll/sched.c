@@ -130,16 +130,19 @@ int weft__thread_busy(void)
     return busy.n > 0;
 }
 
-/* One round over every unfinished operation of this thread's
- * communicators; returns how many tasks (and operations) completed. */
-static int progress_all(void)
+/* One round over the unfinished operations of comm and of every other
+ * communicator of this thread; returns how many tasks (and operations)
+ * completed. */
+static int progress_all(weft_comm_t comm)
 {
-    int completed = 0;
+    int completed = weft__comm_progress(comm);
 
     for (int i = 0; i < busy.n;) {
         weft_comm_t c = busy.comm[i];
 
-        completed += weft__comm_progress(c);
+        if (c != comm) {
+            completed += weft__comm_progress(c);
+        }
         if (c->active == NULL) {
             busy.comm[i] = busy.comm[--busy.n];
         } else {
@@ -867,8 +870,7 @@ int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
     weft_status_t health;
 
     if (s->status == WEFT_INPROGRESS) {
-        weft__comm_progress(s->comm);
-        progress_all();
+        progress_all(s->comm);
     }
     if (s->status == WEFT_INPROGRESS) {
         health = weft__comm_health(s->comm);
@@ -890,16 +892,24 @@ void weft__sched_detach(weft_sched_t *s)
 
 /* A function task of the communicator is waiting: no message will wake a
  * sleeper when its condition comes true. */
-static int polling(void)
+static int comm_polling(weft_comm_t comm)
 {
-    for (int i = 0; i < busy.n; i++) {
-        for (const weft_sched_t *s = busy.comm[i]->active; s != NULL; s = s->next_active) {
-            if (s->npoll_active > 0) {
-                return 1;
-            }
+    for (const weft_sched_t *s = comm->active; s != NULL; s = s->next_active) {
+        if (s->npoll_active > 0) {
+            return 1;
         }
     }
     return 0;
+}
+
+static int polling(weft_comm_t comm)
+{
+    int any = comm_polling(comm);
+
+    for (int i = 0; i < busy.n && !any; i++) {
+        any = comm_polling(busy.comm[i]);
+    }
+    return any;
 }
 
 weft_status_t weft__sched_wait(weft_sched_t *s)
@@ -914,7 +924,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
     while (s->status == WEFT_INPROGRESS) {
         /* every unfinished operation of the communicator moves, not only
          * this one: a peer may need our part of another to reach this one */
-        if (progress_all() > 0) {
+        if (progress_all(comm) > 0) {
             idle = 0;
             continue;
         }
@@ -944,7 +954,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
             fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
             break;
         }
-        if (idle_ns >= spin_ns + yield_ns && !polling()) {
+        if (idle_ns >= spin_ns + yield_ns && !polling(comm)) {
             comm->p2p->idle_wait(comm->p2p_ep, 1000000);
         } else if (idle_ns >= spin_ns) {
             sched_yield();

@@ -407,8 +407,9 @@ weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
     }
     /* nothing else outstanding (on any communicator of this thread: they
      * would not progress meanwhile): a shared-memory operation runs here */
-    if (!weft__thread_busy()) {
-        status = weft__shm_run(comm, args, algo, &desc, device_of(args), &handled);
+    if (!weft__thread_busy() && algo->build == weft__shm_algo->build &&
+        weft__shm_usable(comm, args)) {
+        status = weft__shm_run(comm, args, &desc, device_of(args), &handled);
         if (handled) {
             return status;
         }

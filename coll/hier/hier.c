@@ -76,13 +76,32 @@ static int on_rail(weft_sched_t *s, const weft_coll_args_t *in, int after)
 }
 
 /* L slices of count elements: offsets and counts (scratch of the schedule). */
-static size_t *slices(weft_sched_t *s, size_t count, int L, size_t unit)
+static size_t *slices(weft_sched_t *s, size_t count, int L)
 {
     size_t *b = weft__sched_scratch(s, 2 * sizeof(size_t) * (size_t)L);
 
     for (int q = 0; b != NULL && q < L; q++) {
-        b[q] = weft__block_start(count, L, q) * unit;
-        b[L + q] = weft__block_count(count, L, q) * unit;
+        b[q] = weft__block_start(count, L, q);
+        b[L + q] = weft__block_count(count, L, q);
+    }
+    return b;
+}
+
+/* Slice q of the vector to local rank q (offsets then counts, scratch of
+ * the schedule), and the rail collective on this rank's slice, in place:
+ * `in` is a with the rail's rank, size and this slice. NULL on no memory. */
+static size_t *rail_slice(weft_sched_t *s, const weft_coll_args_t *a, weft_coll_args_t *in)
+{
+    const weft_node_map_t *m = weft__sched_comm(s)->node;
+    int L = m->local_size, me = m->local_rank;
+    size_t *b = slices(s, a->count, L);
+
+    if (b != NULL) {
+        *in = *a;
+        in->src = in->dst = (char *)a->dst + b[me] * a->esize;
+        in->count = b[L + me];
+        in->rank = m->node;
+        in->size = m->nnodes;
     }
     return b;
 }
@@ -90,28 +109,20 @@ static size_t *slices(weft_sched_t *s, size_t count, int L, size_t unit)
 static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
 {
     weft_comm_t comm = weft__sched_comm(s);
-    const weft_node_map_t *m = comm->node;
-    int L = m->local_size, me = m->local_rank;
-    size_t *b = slices(s, a->count, L, 1);
-    weft_coll_args_t in = *a;
-    char *mine;
-    int t1, t2, t3;
+    int L = comm->node->local_size;
+    weft_coll_args_t in;
+    size_t *b = rail_slice(s, a, &in);
+    int t1, t2;
 
     if (b == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    mine = (char *)a->dst + b[me] * a->esize;
     weft__sched_step(s, "node reduce-scatter", 0);
-    t1 = weft__shm_reduce_scatter(s, comm->shm, a->src, mine, b, b + L, a->esize);
-    in.src = in.dst = mine;
-    in.count = b[L + me];
-    in.rank = m->node;
-    in.size = m->nnodes;
+    t1 = weft__shm_reduce_scatter(s, comm->shm, a->src, in.dst, b, b + L, a->esize);
     weft__sched_step(s, "rail allreduce", 1);
     t2 = on_rail(s, &in, t1);
     weft__sched_step(s, "node allgather", 2);
-    t3 = weft__shm_allgather(s, comm->shm, mine, a->dst, b, b + L, a->esize);
-    weft__sched_dep(s, t2, t3);
+    weft__sched_dep(s, t2, weft__shm_allgather(s, comm->shm, in.dst, a->dst, b, b + L, a->esize));
     return WEFT_OK;
 }
 
@@ -119,32 +130,26 @@ static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
 {
     weft_comm_t comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
-    int L = m->local_size, me = m->local_rank;
-    int root_node = m->node_of[a->root];
-    size_t *b = slices(s, a->count, L, 1);
-    weft_coll_args_t in = *a;
-    char *mine;
+    int L = m->local_size, root_node = m->node_of[a->root];
+    weft_coll_args_t in;
+    size_t *b = rail_slice(s, a, &in);
     int t1 = -1, t2;
 
     if (b == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    mine = (char *)a->dst + b[me] * a->esize;
     if (m->node == root_node) {
         weft__sched_step(s, "node bcast", 0);
         t1 =
             weft__shm_bcast(s, comm->shm, m->local_of[a->root], a->dst, a->dst, a->count, a->esize);
     }
-    in.src = in.dst = mine;
-    in.count = b[L + me];
-    in.rank = m->node;
-    in.size = m->nnodes;
     in.root = root_node;
     weft__sched_step(s, "rail bcast", 1);
     t2 = on_rail(s, &in, t1);
     if (m->node != root_node) {
         weft__sched_step(s, "node allgather", 2);
-        weft__sched_dep(s, t2, weft__shm_allgather(s, comm->shm, mine, a->dst, b, b + L, a->esize));
+        weft__sched_dep(s, t2,
+                        weft__shm_allgather(s, comm->shm, in.dst, a->dst, b, b + L, a->esize));
     }
     return WEFT_OK;
 }
@@ -181,7 +186,7 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
     size_t block = a->count * a->esize;
     char *grouped = weft__sched_scratch(s, block * (size_t)a->size);
     char *rail = weft__sched_scratch(s, block * (size_t)N);
-    size_t *b = slices(s, (size_t)L * N * a->count, L, 1);
+    size_t *b = slices(s, (size_t)L * N * a->count, L);
     weft_coll_args_t in = *a;
     int t0, t1;
 
@@ -209,7 +214,7 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     size_t block = a->count * a->esize;
     char *rail = weft__sched_scratch(s, block * (size_t)N);
     char *grouped = weft__sched_scratch(s, block * (size_t)a->size);
-    size_t *b = slices(s, (size_t)L * N * a->count, L, 1);
+    size_t *b = slices(s, (size_t)L * N * a->count, L);
     weft_coll_args_t in = *a;
     int t1, t2;
 

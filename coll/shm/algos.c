@@ -7,7 +7,7 @@
  */
 #include "coll/shm/shm.h"
 
-static int usable(const weft_comm_t comm, const weft_coll_args_t *a)
+int weft__shm_usable(weft_comm_t comm, const weft_coll_args_t *a)
 {
     return comm->shm != NULL && comm->node->nnodes == 1 && comm->shm->L == a->size;
 }
@@ -52,7 +52,7 @@ static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
     size_t *boff, *bcnt;
     weft_status_t status;
 
-    if (!usable(comm, a)) {
+    if (!weft__shm_usable(comm, a)) {
         return fallback(s, a, weft__coll_bytes(a));
     }
     weft__sched_step(s, "shared memory", 0);
@@ -97,3 +97,5 @@ const weft_coll_algo_t weft__coll_algos_shm[] = {
     {"shm", WEFT_COLL_REDUCE, build},           {"shm", WEFT_COLL_BARRIER, build},
     {NULL, WEFT_COLL_KIND_COUNT, NULL},
 };
+
+const weft_coll_algo_t *const weft__shm_algo = &weft__coll_algos_shm[0];

@@ -530,41 +530,57 @@ static int op_add(weft_sched_t *s, shm_op_t *o, size_t total)
     return weft__sched_poll(s, op_poll, op_cancel, o);
 }
 
-static op_kind_t allreduce_kind(const weft_shm_t *shm, size_t bytes, weft_memtype_t memtype)
+/* The operation that serves a vector collective of `bytes` on this node. */
+static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_t bytes,
+                             weft_memtype_t memtype)
 {
-    if (shm->cma && memtype == WEFT_MEMTYPE_HOST && bytes >= weft__coll_config.shm_cma) {
-        return OP_ALLREDUCE_CMA;
+    int one = bytes <= weft__coll_config.shm_small;
+
+    switch (kind) {
+    case WEFT_COLL_ALLREDUCE:
+        if (shm->cma && memtype == WEFT_MEMTYPE_HOST && bytes >= weft__coll_config.shm_cma) {
+            return OP_ALLREDUCE_CMA;
+        }
+        return one ? OP_ALLREDUCE1 : OP_ALLREDUCE2;
+    case WEFT_COLL_REDUCE:
+        return one ? OP_REDUCE1 : OP_REDUCE2;
+    case WEFT_COLL_BCAST:
+        return OP_BCAST;
+    default:
+        return OP_BARRIER;
     }
-    return bytes <= weft__coll_config.shm_small ? OP_ALLREDUCE1 : OP_ALLREDUCE2;
+}
+
+static void vector_init(shm_op_t *o, int root, const void *src, void *dst, size_t count)
+{
+    o->root = root;
+    o->src = src;
+    o->dst = dst;
+    o->count = count;
+}
+
+static int vector_add(weft_sched_t *s, weft_shm_t *shm, weft_coll_kind_t kind, int root,
+                      const void *src, void *dst, size_t count, size_t esize)
+{
+    shm_op_t *o =
+        op_new(s, shm, vector_kind(shm, kind, count * esize, weft__sched_dev(s)->memtype), esize);
+
+    if (o != NULL) {
+        vector_init(o, root, src, dst, count);
+    }
+    return op_add(s, o, count);
 }
 
 int weft__shm_allreduce(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
                         size_t esize)
 {
-    shm_op_t *o =
-        op_new(s, shm, allreduce_kind(shm, count * esize, weft__sched_dev(s)->memtype), esize);
-
-    if (o != NULL) {
-        o->src = src;
-        o->dst = dst;
-        o->count = count;
-    }
-    return op_add(s, o, count);
+    return vector_add(s, shm, WEFT_COLL_ALLREDUCE, 0, src, dst, count, esize);
 }
 
 int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
                      size_t count, size_t esize)
 {
-    int one = count * esize <= weft__coll_config.shm_small;
-    shm_op_t *o = op_new(s, shm, one ? OP_REDUCE1 : OP_REDUCE2, esize);
-
-    if (o != NULL) {
-        o->src = src;
-        o->dst = dst;
-        o->count = count;
-        o->root = root;
-    }
-    return op_add(s, o, count);
+    return vector_add(s, shm, WEFT_COLL_REDUCE, root, src, dst, count, esize);
 }
 
 static size_t max_block(const size_t *bcnt, int L)
@@ -625,20 +641,12 @@ int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void 
 int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
                     size_t count, size_t esize)
 {
-    shm_op_t *o = op_new(s, shm, OP_BCAST, esize);
-
-    if (o != NULL) {
-        o->src = src;
-        o->dst = dst;
-        o->count = count;
-        o->root = root;
-    }
-    return op_add(s, o, count);
+    return vector_add(s, shm, WEFT_COLL_BCAST, root, src, dst, count, esize);
 }
 
 int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm)
 {
-    return op_add(s, op_new(s, shm, OP_BARRIER, 1), 0);
+    return vector_add(s, shm, WEFT_COLL_BARRIER, 0, NULL, NULL, 0, 1);
 }
 
 /*
@@ -704,44 +712,23 @@ static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
     return WEFT_OK;
 }
 
-weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a,
-                            const weft_coll_algo_t *algo, const weft_op_desc_t *desc,
+weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
                             const weft_device_ops_t *dev, int *handled_p)
 {
     weft_shm_t *shm = comm->shm;
-    size_t b[2 * 256], total;
+    size_t b[2 * 256], total = a->count;
     shm_op_t o;
 
     *handled_p = 0;
-    if (shm == NULL || strcmp(algo->name, "shm") != 0 || comm->node->nnodes != 1 ||
-        shm->L != a->size) {
-        return WEFT_OK;
-    }
     switch (a->kind) {
     case WEFT_COLL_ALLREDUCE:
     case WEFT_COLL_REDUCE:
-        op_init(
-            &o, shm,
-            a->kind == WEFT_COLL_ALLREDUCE
-                ? allreduce_kind(shm, a->count * a->esize, dev->memtype)
-                : (a->count * a->esize <= weft__coll_config.shm_small ? OP_REDUCE1 : OP_REDUCE2),
-            a->esize, desc, dev);
-        o.src = a->src;
-        o.dst = a->dst;
-        o.count = a->count;
-        o.root = a->root;
-        total = a->count;
-        break;
     case WEFT_COLL_BCAST:
-        op_init(&o, shm, OP_BCAST, a->esize, desc, dev);
-        o.src = o.dst = a->dst;
-        o.count = a->count;
-        o.root = a->root;
-        total = a->count;
-        break;
     case WEFT_COLL_BARRIER:
-        op_init(&o, shm, OP_BARRIER, 1, desc, dev);
-        total = 0;
+        op_init(&o, shm, vector_kind(shm, a->kind, a->count * a->esize, dev->memtype), a->esize,
+                desc, dev);
+        /* bcast: the root's data is its dst, like everyone's result */
+        vector_init(&o, a->root, a->kind == WEFT_COLL_BCAST ? a->dst : a->src, a->dst, a->count);
         break;
     case WEFT_COLL_REDUCE_SCATTER:
     case WEFT_COLL_ALLGATHER:

@@ -126,11 +126,14 @@ int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src
                      size_t count, size_t esize);
 int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm);
 
-/* A blocking operation of comm with nothing else outstanding: when algo is
- * a flat shared-memory one that can run here, run it to completion now
- * (*handled_p = 1, its status returned); otherwise *handled_p = 0. */
-weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a,
-                            const weft_coll_algo_t *algo, const weft_op_desc_t *desc,
+/* The flat shared-memory algorithm (coll/shm/algos.c) and whether it can
+ * run a on comm (one node, every rank in the segment). */
+extern const weft_coll_algo_t *const weft__shm_algo;
+int weft__shm_usable(weft_comm_t comm, const weft_coll_args_t *a);
+/* A blocking operation with nothing else of this thread outstanding,
+ * weft__shm_usable for it: run it to completion now (*handled_p = 1, its
+ * status returned), or *handled_p = 0 for those that need a schedule. */
+weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
                             const weft_device_ops_t *dev, int *handled_p);
 
 /* The schedule's dtype, op and device (for ops.c). */
