@@ -76,10 +76,13 @@ static int is_peer_failure(ucs_status_t status)
 static weft_status_t memtype_to_ucs(weft_memtype_t memtype, ucs_memory_type_t *ucs_p)
 {
     switch (memtype) {
-    case WEFT_MEMTYPE_HOST:
+    case WEFT_MEM_HOST:
         *ucs_p = UCS_MEMORY_TYPE_HOST;
         return WEFT_OK;
-    case WEFT_MEMTYPE_COUNT:
+    case WEFT_MEM_CUDA:
+        *ucs_p = UCS_MEMORY_TYPE_CUDA;
+        return WEFT_OK;
+    case WEFT_MEM_EMU:
         break;
     }
     return weft__error(WEFT_ERR_UNSUPPORTED, "memory type %d has no UCX equivalent", (int)memtype);
