@@ -1,0 +1,10 @@
+# Device tests: the emu accelerator, every collective on emu buffers
+# (blocking, nonblocking, stream-ordered) among in-process ranks, stream
+# ordering and errors of _enqueue, and emu collectives between processes.
+device_tests = \
+	tests/device/test_emu
+check_PROGRAMS += $(device_tests)
+TESTS += $(device_tests)
+tests_device_test_emu_SOURCES = tests/device/test_emu.c
+tests_device_test_emu_CFLAGS = $(test_cflags)
+tests_device_test_emu_LDADD = $(test_ldadd)
