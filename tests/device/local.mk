@@ -2,9 +2,14 @@
 # (blocking, nonblocking, stream-ordered) among in-process ranks, stream
 # ordering and errors of _enqueue, and emu collectives between processes.
 device_tests = \
-	tests/device/test_emu
+	tests/device/test_emu \
+	tests/coll/test_device
 check_PROGRAMS += $(device_tests)
 TESTS += $(device_tests)
 tests_device_test_emu_SOURCES = tests/device/test_emu.c
 tests_device_test_emu_CFLAGS = $(test_cflags)
 tests_device_test_emu_LDADD = $(test_ldadd)
+tests_coll_test_device_SOURCES = tests/coll/test_device.c tests/coll/device_data.c \
+	tests/coll/device_data.h
+tests_coll_test_device_CFLAGS = $(test_cflags)
+tests_coll_test_device_LDADD = $(test_ldadd)
