@@ -3,7 +3,8 @@
 # ordering and errors of _enqueue, and emu collectives between processes.
 device_tests = \
 	tests/device/test_emu \
-	tests/coll/test_device
+	tests/coll/test_device \
+	tests/coll/test_device_stream
 check_PROGRAMS += $(device_tests)
 TESTS += $(device_tests)
 tests_device_test_emu_SOURCES = tests/device/test_emu.c
@@ -13,3 +14,7 @@ tests_coll_test_device_SOURCES = tests/coll/test_device.c tests/coll/device_data
 	tests/coll/device_data.h
 tests_coll_test_device_CFLAGS = $(test_cflags)
 tests_coll_test_device_LDADD = $(test_ldadd)
+tests_coll_test_device_stream_SOURCES = tests/coll/test_device_stream.c \
+	tests/coll/device_data.c tests/coll/device_data.h
+tests_coll_test_device_stream_CFLAGS = $(test_cflags)
+tests_coll_test_device_stream_LDADD = $(test_ldadd)

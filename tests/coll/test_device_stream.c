@@ -1,0 +1,689 @@
+/*
+ * Stream-ordered collectives (weft_<collective>_enqueue) among in-process
+ * ranks: what the stream order promises, what returns when, and errors.
+ *
+ *  - order: a copy queued before a collective is what it reads, a copy
+ *    queued after it into its input does not change its result, a copy
+ *    queued after it sees its result; 8 collectives queued back to back,
+ *    each reading the previous one's output from a buffer that holds
+ *    sentinel bytes until then, all with right results; a blocking call
+ *    made right after an enqueue runs after it (program order). Each stream
+ *    starts held by a flag the host opens only after everything is queued,
+ *    so the enqueues are shown to return before any of it ran.
+ *  - an enqueue returns while its peers have not called yet: the peers
+ *    wait (with a deadline) for rank 0's calls to return before making
+ *    theirs, and the results are right after synchronize.
+ *  - a timeout (WEFT_TIMEOUT=1, one rank never calls) is returned by
+ *    weft_stream_synchronize, once, and by the next call on the
+ *    communicator.
+ *  - bad input (a stream that is none, mixed memory types, freed emu
+ *    buffers, a bad root or dtype, unfinished nonblocking requests) is
+ *    WEFT_ERR_INVALID_ARG naming the argument, and queues nothing: the
+ *    stream then synchronizes clean and the next collective is right.
+ *  - send/recv enqueued on one stream (ordered so that no rank waits for
+ *    itself) and on two, host and emu buffers, 0 bytes, and an enqueued
+ *    send matched by a blocking receive.
+ */
+#include <criterion/criterion.h>
+
+#include "device/device.h"
+#include "runtime/config.h"
+#include "runtime/thread_world.h"
+#include "tests/coll/device_data.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PEER_DEADLINE_S 10.0
+#define CI_INT32_SUM 0 /* dd_combos[0] */
+#define CI_F16_SUM 2   /* dd_combos[2] */
+
+typedef struct world {
+    int p;
+    pthread_barrier_t barrier;
+    atomic_int failures;
+    atomic_int finished; /* ranks that reached the end of their body */
+    atomic_int flag[4];  /* scenario signals between ranks */
+    int host;            /* scenario's buffers in host memory (on emu streams) */
+    pthread_mutex_t lock;
+    char first_failure[768];
+} world_t;
+
+static void fail(world_t *w, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void fail(world_t *w, int rank, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (atomic_fetch_add(&w->failures, 1) == 0) {
+        char msg[640];
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        pthread_mutex_lock(&w->lock);
+        snprintf(w->first_failure, sizeof(w->first_failure), "p=%d rank %d: %s", w->p, rank,
+                 msg);
+        pthread_mutex_unlock(&w->lock);
+    }
+}
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fail(w, r, __VA_ARGS__);                                                               \
+        }                                                                                          \
+    } while (0)
+#define CHECK_OK(call)                                                                             \
+    do {                                                                                           \
+        weft_status_t st_ = (call);                                                                \
+        CHECK(st_ == WEFT_OK, "line %d: %s: %s (%s)", __LINE__, #call, weft_status_string(st_),    \
+              weft_last_error());                                                                  \
+    } while (0)
+/* A call that must fail with `want` and a message naming `needle`. */
+#define CHECK_ERR(call, want, needle)                                                              \
+    do {                                                                                           \
+        weft_status_t st_ = (call);                                                                \
+        CHECK(st_ == (want) && strstr(weft_last_error(), (needle)) != NULL,                        \
+              "line %d: %s returned %s (%s), expected %s naming \"%s\"", __LINE__, #call,          \
+              weft_status_string(st_), weft_last_error(), weft_status_string(want), (needle));     \
+    } while (0)
+/* check: the index of the first wrong element, or -1 */
+#define CHECK_DATA(check, ...) check_data(w, r, __LINE__, (check), __VA_ARGS__)
+
+static void check_data(world_t *w, int r, int line, long bad, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void check_data(world_t *w, int r, int line, long bad, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+
+    if (bad < 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    fail(w, r, "line %d: %s: element %ld differs from the reference", line, what, bad);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Wait until *f >= value, at most PEER_DEADLINE_S; 0 when it timed out. */
+static int await(atomic_int *f, int value)
+{
+    double deadline = now_s() + PEER_DEADLINE_S;
+
+    while (atomic_load(f) < value) {
+        if (now_s() > deadline) {
+            return 0;
+        }
+        nap_ms(1);
+    }
+    return 1;
+}
+
+static void *xalloc(world_t *w, int r, int emu, size_t bytes)
+{
+    void *p = dd_alloc(emu, bytes);
+
+    if (p == NULL) {
+        fail(w, r, "cannot allocate %zu bytes: %s", bytes, weft_last_error());
+        abort();
+    }
+    return p;
+}
+
+static void run_world(int p, weft_thread_rank_fn body, world_t *w)
+{
+    weft_thread_world_opts_t opts = {.nranks = p, .seed = (uint64_t)p * 31 + 1};
+    weft_status_t status;
+
+    w->p = p;
+    pthread_barrier_init(&w->barrier, NULL, (unsigned)p);
+    pthread_mutex_init(&w->lock, NULL);
+    status = weft__thread_world_run(&opts, body, w);
+    cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+    cr_assert_eq(atomic_load(&w->failures), 0, "%d failure(s); first: %s",
+                 atomic_load(&w->failures), w->first_failure);
+    cr_assert_eq(atomic_load(&w->finished), p, "only %d of %d ranks finished",
+                 atomic_load(&w->finished), p);
+    pthread_barrier_destroy(&w->barrier);
+    pthread_mutex_destroy(&w->lock);
+}
+
+static void init_with_timeout(const char *timeout)
+{
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    setenv("WEFT_TIMEOUT", timeout, 1);
+    unsetenv("WEFT_TUNE");
+    unsetenv("WEFT_RANKS_PER_NODE");
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+}
+
+static void setup(void)
+{
+    init_with_timeout("30");
+}
+
+static void teardown(void)
+{
+    weft_finalize();
+}
+
+/* A stream that runs nothing until open_gate: everything queued on it is
+ * queued before any of it runs. */
+typedef struct gated {
+    weft_stream_t st;
+    uint32_t *gate;
+} gated_t;
+
+static void gated_create(world_t *w, int r, gated_t *g)
+{
+    const weft_device_ops_t *emu = &weft__device_emu_ops;
+
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &g->st));
+    CHECK_OK(emu->flag_alloc(&g->gate));
+    CHECK_OK(emu->stream_wait_flag(g->st, g->gate, 1));
+}
+
+static void gated_open(gated_t *g)
+{
+    weft__device_flag_set(g->gate, 1);
+}
+
+static void gated_destroy(world_t *w, int r, gated_t *g)
+{
+    CHECK_OK(weft_stream_destroy(g->st));
+    weft__device_emu_ops.flag_free(g->gate);
+}
+
+/* ------------------------------------------------------------------ order */
+
+TestSuite(order, .init = setup, .fini = teardown);
+
+/*
+ * in (host) --copy--> e (emu) --allreduce--> res (emu) --copy--> out (host),
+ * then junk --copy--> e after the allreduce: the result is the reduction of
+ * in, not of the sentinel bytes before or the junk after. A blocking bcast
+ * made right after (no synchronize) runs after the enqueued allreduce.
+ */
+static void copies_around_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p;
+
+    for (int ci = CI_INT32_SUM; ci <= CI_F16_SUM; ci += CI_F16_SUM - CI_INT32_SUM) {
+        const size_t n = 1001, bytes = n * weft_dtype_size(dd_combos[ci].dtype);
+        unsigned char *in = xalloc(w, r, 0, bytes), *junk = xalloc(w, r, 0, bytes);
+        unsigned char *out = xalloc(w, r, 0, bytes), *e = xalloc(w, r, 1, bytes);
+        unsigned char *res = xalloc(w, r, 1, bytes), *bc = xalloc(w, r, 1, bytes);
+        gated_t g;
+
+        dd_fill(ci, r, 0, n, in);
+        dd_fill(ci, r + 100, 0, n, junk);
+        gated_create(w, r, &g);
+        CHECK_OK(weft_memcpy_async(e, in, bytes, g.st));
+        CHECK_OK(weft_allreduce_enqueue(e, res, n, dd_combos[ci].dtype, dd_combos[ci].op, comm,
+                                        g.st));
+        CHECK_OK(weft_memcpy_async(e, junk, bytes, g.st));
+        CHECK_OK(weft_memcpy_async(out, res, bytes, g.st));
+        nap_ms(10);
+        CHECK(dd_check_fill(out, bytes) < 0 && dd_check_fill(res, bytes) < 0,
+              "work behind the closed gate ran");
+        gated_open(&g);
+        /* program order: this waits for the allreduce enqueued above */
+        if (r == p - 1) {
+            dd_fill(ci, 7, 0, n, bc);
+        }
+        CHECK_OK(weft_bcast(bc, n, dd_combos[ci].dtype, p - 1, comm));
+        CHECK_DATA(dd_check_values(ci, 7, 0, n, bc), "bcast after the enqueue");
+        CHECK_OK(weft_stream_synchronize(g.st));
+        CHECK_DATA(dd_check_reduced(ci, p, 0, n, res), "%s allreduce result",
+                   weft_dtype_name(dd_combos[ci].dtype));
+        CHECK_DATA(dd_check_reduced(ci, p, 0, n, out), "the copy queued after the allreduce");
+        CHECK_DATA(dd_check_values(ci, r + 100, 0, n, e), "the copy of junk into the input");
+        CHECK(dd_guard_ok(res, bytes) && dd_guard_ok(out, bytes), "wrote past a buffer");
+        gated_destroy(w, r, &g);
+        pthread_barrier_wait(&w->barrier);
+        dd_free(in);
+        dd_free(junk);
+        dd_free(out);
+        dd_free(e);
+        dd_free(res);
+        dd_free(bc);
+    }
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(order, copies_before_and_after_a_collective, .timeout = 120)
+{
+    for (int p = 1; p <= 4; p++) {
+        world_t w = {0};
+
+        run_world(p, copies_around_body, &w);
+    }
+}
+
+/* int64 values of the chain's input: element j of rank b */
+static int64_t chain_in(int b, size_t j)
+{
+    return dd_value(CI_INT32_SUM, b, j);
+}
+
+/* B2 of the chain: element j of the allreduce of the alltoall's output. */
+static int64_t chain_b2(int p, size_t n, size_t j)
+{
+    int64_t s = 0;
+    size_t blk = j / n, i = j % n;
+
+    for (int r = 0; r < p; r++) {
+        s += chain_in((int)blk, (size_t)r * n + i);
+    }
+    return s;
+}
+
+static long check_chain(int p, size_t n, const int64_t *got, size_t first, size_t count,
+                        int64_t scale)
+{
+    for (size_t k = 0; k < count; k++) {
+        if (got[k] != scale * chain_b2(p, n, first + k)) {
+            return (long)k;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Eight collectives back to back on one stream, each reading what the one
+ * before wrote (B0 -> B1 -> ... -> B7; every B starts as sentinel bytes):
+ *   1 alltoall B0 -> B1         5 scatter B4 -> B5 (root 0)
+ *   2 allreduce B1 -> B2 (sum)  6 gather B5 -> B6 (root 1)
+ *   3 reduce_scatter B2 -> B3   7 bcast B6 (root 1)
+ *   4 allgather B3 -> B4        8 reduce B6 -> B7 (root 2, sum)
+ * With B2 = the allreduce, B3 = p * B2 (this rank's block), B4..B6 = p * B2
+ * and B7 = p * p * B2. In some worlds every B is host memory (on the emu
+ * stream).
+ */
+static void chain_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, root1 = 1 % p, root2 = 2 % p;
+    const size_t n = 301, blk = n * 8, all = (size_t)p * blk;
+    int64_t *b[8];
+    gated_t g;
+
+    for (int k = 0; k < 8; k++) {
+        b[k] = xalloc(w, r, !w->host, k == 3 || k == 5 ? blk : all);
+    }
+    for (size_t j = 0; j < (size_t)p * n; j++) {
+        b[0][j] = chain_in(r, j);
+    }
+    gated_create(w, r, &g);
+    CHECK_OK(weft_alltoall_enqueue(b[0], b[1], n, WEFT_INT64, comm, g.st));
+    CHECK_OK(weft_allreduce_enqueue(b[1], b[2], (size_t)p * n, WEFT_INT64, WEFT_SUM, comm, g.st));
+    CHECK_OK(weft_reduce_scatter_enqueue(b[2], b[3], n, WEFT_INT64, WEFT_SUM, comm, g.st));
+    CHECK_OK(weft_allgather_enqueue(b[3], b[4], n, WEFT_INT64, comm, g.st));
+    CHECK_OK(weft_scatter_enqueue(b[4], b[5], n, WEFT_INT64, 0, comm, g.st));
+    CHECK_OK(weft_gather_enqueue(b[5], b[6], n, WEFT_INT64, root1, comm, g.st));
+    CHECK_OK(weft_bcast_enqueue(b[6], (size_t)p * n, WEFT_INT64, root1, comm, g.st));
+    CHECK_OK(weft_reduce_enqueue(b[6], b[7], (size_t)p * n, WEFT_INT64, WEFT_SUM, root2, comm,
+                                 g.st));
+    nap_ms(10);
+    for (int k = 1; k < 8; k++) {
+        CHECK(dd_check_fill(b[k], k == 3 || k == 5 ? blk : all) < 0,
+              "B%d was written while the stream was held", k);
+    }
+    gated_open(&g);
+    CHECK_OK(weft_stream_synchronize(g.st));
+    for (int bb = 0; bb < p; bb++) {
+        for (size_t i = 0; i < n; i++) {
+            CHECK(b[1][(size_t)bb * n + i] == chain_in(bb, (size_t)r * n + i),
+                  "alltoall: block %d element %zu", bb, i);
+        }
+    }
+    CHECK_DATA(check_chain(p, n, b[2], 0, (size_t)p * n, 1), "allreduce (2nd)");
+    CHECK_DATA(check_chain(p, n, b[3], (size_t)r * n, n, p), "reduce_scatter (3rd)");
+    CHECK_DATA(check_chain(p, n, b[4], 0, (size_t)p * n, p), "allgather (4th)");
+    CHECK_DATA(check_chain(p, n, b[5], (size_t)r * n, n, p), "scatter (5th)");
+    CHECK_DATA(check_chain(p, n, b[6], 0, (size_t)p * n, p), "gather + bcast (6th, 7th)");
+    if (r == root2) {
+        CHECK_DATA(check_chain(p, n, b[7], 0, (size_t)p * n, (int64_t)p * p), "reduce (8th)");
+    } else {
+        CHECK(dd_check_fill(b[7], all) < 0, "reduce wrote a non-root's recvbuf");
+    }
+    for (int k = 0; k < 8; k++) {
+        CHECK(dd_guard_ok(b[k], k == 3 || k == 5 ? blk : all), "wrote past B%d", k);
+    }
+    gated_destroy(w, r, &g);
+    pthread_barrier_wait(&w->barrier);
+    for (int k = 0; k < 8; k++) {
+        dd_free(b[k]);
+    }
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(order, eight_collectives_back_to_back, .timeout = 120)
+{
+    const int ps[] = {1, 2, 3, 4, 7, 4};
+
+    for (int i = 0; i < 6; i++) {
+        world_t w = {.host = i == 5};
+
+        run_world(ps[i], chain_body, &w);
+    }
+}
+
+/* ---------------------------------------------------------------- enqueue */
+
+TestSuite(enqueue, .init = setup, .fini = teardown);
+
+/*
+ * Rank 0 enqueues an allreduce and a bcast, then says so (flag[0]); the
+ * others wait for that before they call (one blocking, the others
+ * enqueued), so rank 0's calls returned while its peers were absent.
+ */
+static void absent_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_F16_SUM;
+    const size_t n = 777, bytes = n * 2;
+    unsigned char *in = xalloc(w, r, 1, bytes), *out = xalloc(w, r, 1, bytes);
+    unsigned char *bc = xalloc(w, r, 1, bytes);
+    weft_stream_t st = NULL;
+
+    dd_fill(ci, r, 0, n, in);
+    if (r == p - 1) {
+        dd_fill(ci, 42, 0, n, bc);
+    }
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+    if (r == 0) {
+        CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_FLOAT16, WEFT_SUM, comm, st));
+        CHECK_OK(weft_bcast_enqueue(bc, n, WEFT_FLOAT16, p - 1, comm, st));
+        CHECK(p == 1 || dd_check_fill(out, bytes) < 0, "the result was written before the "
+                                                       "peers called");
+        atomic_store(&w->flag[0], 1);
+    } else {
+        CHECK(await(&w->flag[0], 1),
+              "rank 0's enqueue had not returned after %.0f s while its peers were absent",
+              PEER_DEADLINE_S);
+        if (r == 1) {
+            CHECK_OK(weft_allreduce(in, out, n, WEFT_FLOAT16, WEFT_SUM, comm));
+            CHECK_OK(weft_bcast(bc, n, WEFT_FLOAT16, p - 1, comm));
+        } else {
+            CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_FLOAT16, WEFT_SUM, comm, st));
+            CHECK_OK(weft_bcast_enqueue(bc, n, WEFT_FLOAT16, p - 1, comm, st));
+        }
+    }
+    CHECK_OK(weft_stream_synchronize(st));
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, out), "allreduce");
+    CHECK_DATA(dd_check_values(ci, 42, 0, n, bc), "bcast");
+    CHECK_OK(weft_stream_destroy(st));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(in);
+    dd_free(out);
+    dd_free(bc);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, returns_while_peers_are_absent, .timeout = 120)
+{
+    for (int p = 1; p <= 4; p++) {
+        world_t w = {0};
+
+        run_world(p, absent_body, &w);
+    }
+}
+
+/*
+ * Bad input on every path: each call fails naming the argument and queues
+ * nothing; then the stream synchronizes clean and a collective is right.
+ */
+static void bad_input_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_INT32_SUM;
+    const size_t n = 64, bytes = n * 4;
+    unsigned char *e = xalloc(w, r, 1, bytes), *res = xalloc(w, r, 1, bytes);
+    unsigned char *h = xalloc(w, r, 0, bytes), *dead = xalloc(w, r, 1, bytes);
+    weft_stream_t st = NULL;
+    weft_request_t req = NULL, never = (weft_request_t)&req;
+    int local = 0;
+
+    dd_fill(ci, r, 0, n, e);
+    dd_fill(ci, r, 0, n, h);
+    CHECK_OK(weft_mem_free(dead));
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+
+    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, &local),
+              WEFT_ERR_INVALID_ARG, "stream");
+    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, NULL),
+              WEFT_ERR_INVALID_ARG, "stream");
+    CHECK_ERR(weft_barrier_enqueue(comm, &local), WEFT_ERR_INVALID_ARG, "stream");
+    CHECK_ERR(weft_allreduce_enqueue(h, res, n, WEFT_INT32, WEFT_SUM, comm, st),
+              WEFT_ERR_INVALID_ARG, "memory type");
+    CHECK_ERR(weft_allreduce_enqueue(e, h, n, WEFT_INT32, WEFT_SUM, comm, st),
+              WEFT_ERR_INVALID_ARG, "memory type");
+    CHECK_ERR(weft_allreduce_enqueue(dead, res, n, WEFT_INT32, WEFT_SUM, comm, st),
+              WEFT_ERR_INVALID_ARG, "sendbuf");
+    CHECK_ERR(weft_allreduce_enqueue(e, dead, n, WEFT_INT32, WEFT_SUM, comm, st),
+              WEFT_ERR_INVALID_ARG, "recvbuf");
+    CHECK_ERR(weft_bcast_enqueue(dead, n, WEFT_INT32, 0, comm, st), WEFT_ERR_INVALID_ARG, "freed");
+    CHECK_ERR(weft_allgather_enqueue(e, dead, n / (size_t)p, WEFT_INT32, comm, st),
+              WEFT_ERR_INVALID_ARG, "recvbuf");
+    CHECK_ERR(weft_reduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, p, comm, st),
+              WEFT_ERR_INVALID_ARG, "root");
+    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_FLOAT32, WEFT_BXOR, comm, st),
+              WEFT_ERR_INVALID_ARG, "op");
+    CHECK_ERR(weft_allreduce_enqueue(e, res, n, (weft_dtype_t)99, WEFT_SUM, comm, st),
+              WEFT_ERR_INVALID_ARG, "dtype");
+    CHECK_ERR(weft_send_enqueue(dead, n, WEFT_INT32, (r + 1) % p, 3, comm, st),
+              WEFT_ERR_INVALID_ARG, "buf");
+    CHECK_ERR(weft_recv_enqueue(e, n, WEFT_INT32, p, 3, comm, st), WEFT_ERR_INVALID_ARG, "peer");
+    /* the blocking and nonblocking forms refuse freed memory the same way */
+    CHECK_ERR(weft_allreduce(dead, res, n, WEFT_INT32, WEFT_SUM, comm), WEFT_ERR_INVALID_ARG,
+              "sendbuf");
+    req = never;
+    CHECK_ERR(weft_iallreduce(e, dead, n, WEFT_INT32, WEFT_SUM, comm, &req),
+              WEFT_ERR_INVALID_ARG, "recvbuf");
+    CHECK(req == never, "a failed weft_iallreduce wrote its request");
+    CHECK_ERR(weft_allreduce(e, h, n, WEFT_INT32, WEFT_SUM, comm), WEFT_ERR_INVALID_ARG,
+              "memory type");
+    CHECK(dd_check_fill(res, bytes) < 0, "a refused call wrote recvbuf");
+
+    /* unfinished nonblocking requests: enqueueing is refused until they end */
+    CHECK_OK(weft_iallreduce(WEFT_IN_PLACE, h, n, WEFT_INT32, WEFT_SUM, comm, &req));
+    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st),
+              WEFT_ERR_INVALID_ARG, "nonblocking");
+    CHECK_ERR(weft_send_enqueue(e, n, WEFT_INT32, (r + 1) % p, 3, comm, st),
+              WEFT_ERR_INVALID_ARG, "nonblocking");
+    CHECK_OK(weft_wait(req));
+    CHECK_OK(weft_request_free(req));
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, h), "the nonblocking allreduce");
+
+    /* nothing was queued: the stream is clean, the next collective right */
+    CHECK_OK(weft_stream_synchronize(st));
+    CHECK(dd_check_fill(res, bytes) < 0, "a refused enqueue wrote recvbuf");
+    CHECK_OK(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st));
+    CHECK_OK(weft_stream_synchronize(st));
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, res), "the allreduce after the refused calls");
+    CHECK_OK(weft_barrier(comm));
+    CHECK_OK(weft_stream_destroy(st));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(e);
+    dd_free(res);
+    dd_free(h);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, bad_input_queues_nothing, .timeout = 120)
+{
+    for (int p = 1; p <= 3; p++) {
+        world_t w = {0};
+
+        run_world(p, bad_input_body, &w);
+    }
+}
+
+/*
+ * Point-to-point: a ring where even ranks send first and odd ranks receive
+ * first, both on one stream (a large message: the send may wait for the
+ * receive); all sends on one stream and all receives on another; host
+ * buffers on the emu stream; 0 elements; an enqueued send received by a
+ * blocking weft_recv.
+ */
+static void p2p_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_INT32_SUM, to = (r + 1) % p, from = (r + p - 1) % p;
+    const size_t big = 300001, small = 33;
+    unsigned char *sb = xalloc(w, r, 1, big * 4), *rb = xalloc(w, r, 1, big * 4);
+    unsigned char *hs = xalloc(w, r, 0, small * 4), *hr = xalloc(w, r, 0, small * 4);
+    weft_stream_t a = NULL, b = NULL;
+
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &a));
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &b));
+    dd_fill(ci, r, 0, big, sb);
+    if (p == 1) {
+        /* to itself: the receive on its own stream, or the send would wait for it */
+        CHECK_OK(weft_recv_enqueue(rb, big, WEFT_INT32, from, 5, comm, b));
+        CHECK_OK(weft_send_enqueue(sb, big, WEFT_INT32, to, 5, comm, a));
+        CHECK_OK(weft_stream_synchronize(b));
+    } else if (r % 2 == 0) {
+        /* odd p: rank p-1 (even) sends to rank 0 (even), which receives after its own
+         * send; that send is to rank 1, which receives first, so the ring moves */
+        CHECK_OK(weft_send_enqueue(sb, big, WEFT_INT32, to, 5, comm, a));
+        CHECK_OK(weft_recv_enqueue(rb, big, WEFT_INT32, from, 5, comm, a));
+    } else {
+        CHECK_OK(weft_recv_enqueue(rb, big, WEFT_INT32, from, 5, comm, a));
+        CHECK_OK(weft_send_enqueue(sb, big, WEFT_INT32, to, 5, comm, a));
+    }
+    CHECK_OK(weft_stream_synchronize(a));
+    CHECK_DATA(dd_check_values(ci, from, 0, big, rb), "one-stream ring from rank %d", from);
+
+    /* sends on a, receives on b; host buffers; 0 elements */
+    dd_fill(ci, r + 50, 0, small, hs);
+    memset(rb, DD_FILL_BYTE, big * 4);
+    CHECK_OK(weft_send_enqueue(hs, small, WEFT_INT32, to, 6, comm, a));
+    CHECK_OK(weft_send_enqueue(sb, 0, WEFT_INT32, to, 7, comm, a));
+    CHECK_OK(weft_recv_enqueue(hr, small, WEFT_INT32, from, 6, comm, b));
+    CHECK_OK(weft_recv_enqueue(rb, 0, WEFT_INT32, from, 7, comm, b));
+    CHECK_OK(weft_stream_synchronize(a));
+    CHECK_OK(weft_stream_synchronize(b));
+    CHECK_DATA(dd_check_values(ci, from + 50, 0, small, hr), "two-stream host message");
+    CHECK(dd_check_fill(rb, big * 4) < 0, "a receive of 0 elements wrote its buffer");
+
+    /* an enqueued send, a blocking receive */
+    if (r == 0) {
+        CHECK_OK(weft_send_enqueue(sb, big, WEFT_INT32, p - 1, 8, comm, a));
+        CHECK_OK(weft_stream_synchronize(a));
+    }
+    if (r == p - 1) {
+        CHECK_OK(weft_recv(rb, big, WEFT_INT32, 0, 8, comm));
+        CHECK_DATA(dd_check_values(ci, 0, 0, big, rb), "blocking receive of an enqueued send");
+    }
+    CHECK(dd_guard_ok(rb, big * 4) && dd_guard_ok(hr, small * 4), "wrote past a buffer");
+    CHECK_OK(weft_stream_destroy(a));
+    CHECK_OK(weft_stream_destroy(b));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(sb);
+    dd_free(rb);
+    dd_free(hs);
+    dd_free(hr);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, send_recv, .timeout = 120)
+{
+    for (int p = 1; p <= 4; p++) {
+        world_t w = {0};
+
+        run_world(p, p2p_body, &w);
+    }
+}
+
+/* --------------------------------------------------------------- timeout */
+
+static void timeout_setup(void)
+{
+    init_with_timeout("1");
+}
+
+TestSuite(timeout, .init = timeout_setup, .fini = teardown);
+
+/*
+ * Rank 0 enqueues an allreduce that rank 1 never joins: synchronize returns
+ * WEFT_ERR_TIMEOUT naming the enqueued call, once; the next call on the
+ * communicator returns it too; the stream works afterwards. Rank 1 waits
+ * for rank 0 to finish (flag[0]) and calls nothing.
+ */
+static void timeout_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const size_t n = 100, bytes = n * 4;
+    unsigned char *e = xalloc(w, r, 1, bytes), *res = xalloc(w, r, 1, bytes);
+    unsigned char *h = xalloc(w, r, 0, bytes);
+    weft_stream_t st = NULL;
+
+    if (r == 0) {
+        double t0, took;
+        weft_status_t s;
+
+        dd_fill(CI_INT32_SUM, 5, 0, n, h);
+        CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+        CHECK_OK(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st));
+        t0 = now_s();
+        s = weft_stream_synchronize(st);
+        took = now_s() - t0;
+        CHECK(s == WEFT_ERR_TIMEOUT, "weft_stream_synchronize returned %s (%s), expected a "
+              "timeout", weft_status_string(s), weft_last_error());
+        CHECK(strstr(weft_last_error(), "weft_allreduce_enqueue") != NULL,
+              "the timeout does not name the enqueued call: %s", weft_last_error());
+        CHECK(took < 20.0, "the timeout of 1 s was reported after %.1f s", took);
+        CHECK_OK(weft_stream_synchronize(st)); /* reported once */
+        CHECK_ERR(weft_barrier(comm), WEFT_ERR_TIMEOUT, "weft_allreduce_enqueue");
+        /* the stream still runs work */
+        CHECK_OK(weft_memcpy_async(e, h, bytes, st));
+        CHECK_OK(weft_stream_synchronize(st));
+        CHECK_DATA(dd_check_values(CI_INT32_SUM, 5, 0, n, e), "a copy after the timeout");
+        CHECK_OK(weft_stream_destroy(st));
+        atomic_store(&w->flag[0], 1);
+    } else {
+        /* absent: rank 0's wait is bounded by WEFT_TIMEOUT */
+        CHECK(await(&w->flag[0], 1), "rank 0 did not come back from the timed-out operation");
+    }
+    pthread_barrier_wait(&w->barrier);
+    dd_free(e);
+    dd_free(res);
+    dd_free(h);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(timeout, reported_by_synchronize_and_the_next_call, .timeout = 120)
+{
+    world_t w = {0};
+
+    cr_assert_eq(weft__runtime_config.timeout, 1.0, "WEFT_TIMEOUT=1 was not read");
+    run_world(2, timeout_body, &w);
+}
