@@ -26,7 +26,7 @@ static weft_status_t type_ops(const char *call, weft_memtype_t type,
     return WEFT_OK;
 }
 
-const char *weft_memtype_name(weft_memtype_t type)
+WEFT_EXPORT const char *weft_memtype_name(weft_memtype_t type)
 {
     switch (type) {
     case WEFT_MEM_HOST:
@@ -39,7 +39,7 @@ const char *weft_memtype_name(weft_memtype_t type)
     return "unknown";
 }
 
-weft_status_t weft_mem_alloc(weft_memtype_t type, size_t bytes, void **ptr_p)
+WEFT_EXPORT weft_status_t weft_mem_alloc(weft_memtype_t type, size_t bytes, void **ptr_p)
 {
     const weft_device_ops_t *dev;
     weft_status_t status;
@@ -55,7 +55,7 @@ weft_status_t weft_mem_alloc(weft_memtype_t type, size_t bytes, void **ptr_p)
     return dev->alloc(bytes, ptr_p);
 }
 
-weft_status_t weft_mem_free(void *ptr)
+WEFT_EXPORT weft_status_t weft_mem_free(void *ptr)
 {
     const weft_device_ops_t *dev;
     weft_status_t status;
@@ -71,7 +71,7 @@ weft_status_t weft_mem_free(void *ptr)
     return dev->free(ptr);
 }
 
-weft_status_t weft_mem_type(const void *ptr, weft_memtype_t *type_p)
+WEFT_EXPORT weft_status_t weft_mem_type(const void *ptr, weft_memtype_t *type_p)
 {
     const weft_device_ops_t *dev;
     weft_status_t status;
@@ -88,7 +88,7 @@ weft_status_t weft_mem_type(const void *ptr, weft_memtype_t *type_p)
     return status;
 }
 
-weft_status_t weft_stream_create(weft_memtype_t type, weft_stream_t *stream_p)
+WEFT_EXPORT weft_status_t weft_stream_create(weft_memtype_t type, weft_stream_t *stream_p)
 {
     const weft_device_ops_t *dev;
     weft_status_t status;
@@ -108,7 +108,7 @@ weft_status_t weft_stream_create(weft_memtype_t type, weft_stream_t *stream_p)
     return dev->stream_create(stream_p);
 }
 
-weft_status_t weft_stream_destroy(weft_stream_t stream)
+WEFT_EXPORT weft_status_t weft_stream_destroy(weft_stream_t stream)
 {
     const weft_device_ops_t *dev;
     weft_status_t status;
@@ -126,7 +126,7 @@ weft_status_t weft_stream_destroy(weft_stream_t stream)
     return status;
 }
 
-weft_status_t weft_stream_synchronize(weft_stream_t stream)
+WEFT_EXPORT weft_status_t weft_stream_synchronize(weft_stream_t stream)
 {
     const weft_device_ops_t *dev;
     weft_status_t status, failed;
@@ -142,7 +142,7 @@ weft_status_t weft_stream_synchronize(weft_stream_t stream)
     return failed != WEFT_OK ? failed : status;
 }
 
-weft_status_t weft_memcpy_async(void *dst, const void *src, size_t bytes, weft_stream_t stream)
+WEFT_EXPORT weft_status_t weft_memcpy_async(void *dst, const void *src, size_t bytes, weft_stream_t stream)
 {
     const weft_device_ops_t *dev, *ddev, *sdev;
     weft_status_t status;
