@@ -10,8 +10,8 @@ TESTS += $(device_tests)
 tests_device_test_emu_SOURCES = tests/device/test_emu.c
 tests_device_test_emu_CFLAGS = $(test_cflags)
 tests_device_test_emu_LDADD = $(test_ldadd)
-tests_coll_test_device_SOURCES = tests/coll/test_device.c tests/coll/device_data.c \
-	tests/coll/device_data.h
+tests_coll_test_device_SOURCES = tests/coll/test_device.c tests/coll/device_cases.c \
+	tests/coll/device_cases.h tests/coll/device_data.c tests/coll/device_data.h
 tests_coll_test_device_CFLAGS = $(test_cflags)
 tests_coll_test_device_LDADD = $(test_ldadd)
 tests_coll_test_device_stream_SOURCES = tests/coll/test_device_stream.c \
