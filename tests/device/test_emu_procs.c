@@ -1,0 +1,312 @@
+/*
+ * Emu collectives between real processes (UCX, unique-id bootstrap, no
+ * mpirun): every collective in its three forms on emu buffers
+ * (tests/coll/device_cases.h), plus allreduces of several MiB, at 2..4
+ * processes,
+ *  - on one node with the shared-memory allreduce forced: the processes
+ *    map each other's emu buffers, so every process asserts that it made
+ *    IPC imports (weft__emu_ipc_imports_total() > 0);
+ *  - on virtual nodes of one process each with shared memory off
+ *    (WEFT_RANKS_PER_NODE=1, WEFT_SHM=no): every byte goes point to point
+ *    over UCX, which cannot reach emu memory, so the transport stages it
+ *    through host memory in fragments (WEFT_STAGE_FRAG=64k: a message of
+ *    several MiB takes dozens); no process imports anything;
+ *  - on two virtual nodes of two (the hierarchical algorithms: shared
+ *    memory inside, UCX between).
+ *
+ * The test process is rank 0. It loads the configuration (weft_init) and
+ * forks the other ranks before any weft thread exists (as
+ * tests/runtime/test_multiproc.c explains), then starts the bootstrap root
+ * (weft_get_unique_id) and hands the id over through a shared mapping. The
+ * children never use Criterion: they record their first failure, their
+ * count of checked cases and their IPC imports in the mapping and exit;
+ * they die with the parent. The parent reaps them before a deadline, kills
+ * what is left, then asserts.
+ */
+#include <criterion/criterion.h>
+
+#include "device/emu/emu.h"
+#include "tests/coll/device_cases.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 4
+#define JOB_DEADLINE_S 200.0
+#define MAX_CASES (WEFT_COLL_KIND_COUNT * DD_NMODES * 4 + 8)
+
+typedef struct slot {
+    char error[640]; /* first failure */
+    int failures;
+    int checked;  /* cases whose every check passed */
+    int ncases;   /* cases run */
+    int finished; /* reached the end */
+    uint64_t imports;
+} slot_t;
+
+typedef struct area {
+    atomic_int id_ready;
+    weft_unique_id_t id;
+    slot_t slot[MAX_PROCS];
+} area_t;
+
+typedef struct job_opts {
+    int nranks;
+    const char *rpn;  /* WEFT_RANKS_PER_NODE, or NULL */
+    const char *shm;  /* WEFT_SHM, or NULL */
+    const char *tune; /* WEFT_TUNE, or NULL */
+    int ipc;          /* 1: every rank must import; 0: none may; -1: not asserted */
+} job_opts_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+typedef struct rank_ctx {
+    slot_t *slot;
+    weft_comm_t comm;
+} rank_ctx_t;
+
+static void note_failure(slot_t *slot, const char *msg)
+{
+    if (slot->failures++ == 0) {
+        snprintf(slot->error, sizeof(slot->error), "%s", msg);
+    }
+}
+
+static void env_fail(void *ctx, const char *msg)
+{
+    note_failure(((rank_ctx_t *)ctx)->slot, msg);
+}
+
+/* every rank reaches this once per case: a host barrier on the job */
+static void env_sync(void *ctx)
+{
+    rank_ctx_t *c = ctx;
+
+    if (weft_barrier(c->comm) != WEFT_OK) {
+        char msg[600];
+
+        snprintf(msg, sizeof(msg), "weft_barrier between cases: %s", weft_last_error());
+        note_failure(c->slot, msg);
+    }
+}
+
+/* The whole life of one rank in the job: join, run every case, leave. */
+static void rank_main(area_t *area, int nranks, int rank)
+{
+    slot_t *slot = &area->slot[rank];
+    rank_ctx_t ctx = {.slot = slot};
+    const dd_env_t env = {.p = nranks, .fail = env_fail, .sync = env_sync, .ctx = &ctx};
+    static dd_case_t cases[MAX_CASES];
+    weft_stream_t stream = NULL;
+    weft_status_t s;
+    int nc;
+    char msg[600];
+
+    s = weft_comm_init_rank(nranks, &area->id, rank, &ctx.comm);
+    if (s != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_comm_init_rank: %s", weft_last_error());
+        note_failure(slot, msg);
+        return;
+    }
+    if (weft_stream_create(WEFT_MEM_EMU, &stream) != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_stream_create: %s", weft_last_error());
+        note_failure(slot, msg);
+    }
+    nc = dd_build_cases(nranks, 1, cases);
+    /* several MiB: many staging fragments, several shared-memory steps */
+    for (int m = 0; m < DD_NMODES; m++) {
+        cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = m, .n = 1000003};
+        cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = 1 + m,
+                                  .n = 600001, .inplace = 1};
+    }
+    cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLGATHER, .mode = DD_ENQ, .ci = 1, .n = 300001};
+    cases[nc++] = (dd_case_t){.kind = WEFT_COLL_BCAST, .mode = DD_BLOCK, .ci = 5, .n = 400001,
+                              .root = nranks - 1};
+    slot->ncases = nc;
+    for (int i = 0; i < nc && stream != NULL; i++) {
+        slot->checked += dd_run_case(&env, ctx.comm, rank, stream, &cases[i]);
+    }
+    slot->imports = weft__emu_ipc_imports_total();
+    if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_stream_destroy: %s", weft_last_error());
+        note_failure(slot, msg);
+    }
+    if (weft_comm_destroy(ctx.comm) != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_comm_destroy: %s", weft_last_error());
+        note_failure(slot, msg);
+    }
+    slot->finished = 1;
+}
+
+static void set_env(const char *name, const char *value)
+{
+    if (value != NULL) {
+        setenv(name, value, 1);
+    } else {
+        unsetenv(name);
+    }
+}
+
+static void run_job(const job_opts_t *o)
+{
+    area_t *area;
+    pid_t pids[MAX_PROCS] = {0}, self = getpid();
+    int wstatus[MAX_PROCS] = {0}, reaped[MAX_PROCS] = {0};
+    double deadline;
+
+    cr_assert(o->nranks >= 1 && o->nranks <= MAX_PROCS);
+    unsetenv("WEFT_UNIQUE_ID");
+    unsetenv("WEFT_RANK");
+    unsetenv("WEFT_NRANKS");
+    unsetenv("WEFT_CONFIG_FILE");
+    unsetenv("PMIX_NAMESPACE");
+    unsetenv("PMIX_RANK");
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    setenv("WEFT_TIMEOUT", "60", 1);
+    setenv("WEFT_STAGE_FRAG", "64k", 1);
+    set_env("WEFT_RANKS_PER_NODE", o->rpn);
+    set_env("WEFT_SHM", o->shm);
+    set_env("WEFT_TUNE", o->tune);
+    cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
+    area = mmap(NULL, sizeof(*area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(area, MAP_FAILED, "mmap: %s", strerror(errno));
+    memset(area, 0, sizeof(*area));
+    fflush(NULL);
+    for (int r = 1; r < o->nranks; r++) {
+        pid_t pid = fork();
+
+        if (pid == 0) {
+            double until = now_s() + 60.0;
+
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != self) {
+                _exit(3);
+            }
+            while (!atomic_load(&area->id_ready) && now_s() < until) {
+                nap_ms(1);
+            }
+            if (atomic_load(&area->id_ready)) {
+                rank_main(area, o->nranks, r);
+            } else {
+                note_failure(&area->slot[r], "no unique id from rank 0 within 60 s");
+            }
+            weft_finalize();
+            _exit(area->slot[r].failures == 0 && area->slot[r].finished ? 0 : 1);
+        }
+        if (pid < 0) {
+            for (int k = 1; k < r; k++) {
+                kill(pids[k], SIGKILL);
+                waitpid(pids[k], NULL, 0);
+            }
+            cr_assert_fail("fork: %s", strerror(errno));
+        }
+        pids[r] = pid;
+    }
+    if (weft_get_unique_id(&area->id) != WEFT_OK) {
+        note_failure(&area->slot[0], weft_last_error());
+        for (int r = 1; r < o->nranks; r++) {
+            kill(pids[r], SIGKILL);
+        }
+    } else {
+        atomic_store(&area->id_ready, 1);
+        rank_main(area, o->nranks, 0);
+    }
+    deadline = now_s() + JOB_DEADLINE_S;
+    for (int left = o->nranks - 1; left > 0;) {
+        for (int r = 1; r < o->nranks; r++) {
+            if (!reaped[r] && waitpid(pids[r], &wstatus[r], WNOHANG) == pids[r]) {
+                reaped[r] = 1;
+                left--;
+            }
+        }
+        if (left > 0 && now_s() > deadline) {
+            for (int r = 1; r < o->nranks; r++) {
+                if (!reaped[r]) {
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], &wstatus[r], 0);
+                    reaped[r] = 2;
+                }
+            }
+            break;
+        }
+        nap_ms(2);
+    }
+    weft_finalize();
+    for (int r = 0; r < o->nranks; r++) {
+        const slot_t *sl = &area->slot[r];
+
+        cr_expect(reaped[r] != 2, "rank %d did not finish within %.0f s", r, JOB_DEADLINE_S);
+        cr_expect(r == 0 || (WIFEXITED(wstatus[r]) && WEXITSTATUS(wstatus[r]) == 0) ||
+                      sl->failures > 0,
+                  "rank %d ended with status 0x%x and no recorded failure", r, wstatus[r]);
+        cr_assert_eq(sl->failures, 0, "np=%d: rank %d: %d failure(s); first: %s", o->nranks, r,
+                     sl->failures, sl->error);
+        cr_assert(sl->finished, "rank %d did not finish", r);
+        cr_assert_eq(sl->checked, sl->ncases, "rank %d: %d of %d cases checked", r, sl->checked,
+                     sl->ncases);
+        if (o->ipc == 1 && o->nranks > 1) {
+            cr_assert_gt(sl->imports, 0, "np=%d: rank %d mapped no peer's emu buffer (IPC unused)",
+                         o->nranks, r);
+        } else if (o->ipc == 0) {
+            cr_assert_eq(sl->imports, 0, "np=%d: rank %d made %llu IPC imports", o->nranks, r,
+                         (unsigned long long)sl->imports);
+        }
+    }
+    fprintf(stderr, "emu procs np=%d%s%s: %d cases checked on every rank, IPC imports of rank 0: "
+            "%llu\n",
+            o->nranks, o->rpn != NULL ? " ranks-per-node=" : "", o->rpn != NULL ? o->rpn : "",
+            area->slot[0].ncases, (unsigned long long)area->slot[0].imports);
+    munmap(area, sizeof(*area));
+}
+
+Test(one_node, np2_ipc, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .tune = "allreduce:0-inf:shm", .ipc = 1});
+}
+
+Test(one_node, np3_ipc, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 3, .tune = "allreduce:0-inf:shm", .ipc = 1});
+}
+
+Test(one_node, np4_ipc, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 4, .tune = "allreduce:0-inf:shm", .ipc = 1});
+}
+
+Test(virtual_nodes, np2_staged, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .rpn = "1", .shm = "no", .ipc = 0});
+}
+
+Test(virtual_nodes, np3_staged, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 3, .rpn = "1", .shm = "no", .ipc = 0});
+}
+
+Test(virtual_nodes, np4_two_nodes_of_two, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 4, .rpn = "2", .ipc = -1});
+}
