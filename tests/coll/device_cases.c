@@ -50,9 +50,9 @@ static weft_status_t finish(weft_status_t s, int mode, weft_request_t *req, weft
 /* One collective in the case's form: weft_<fn>, weft_i<fn> or weft_<fn>_enqueue
  * (the request is read through a pointer: it is written by the call). */
 #define CALL3(fn, ...)                                                                             \
-    finish(tc->mode == DD_BLOCK ? weft_##fn(__VA_ARGS__)                                            \
-           : tc->mode == DD_NB  ? weft_i##fn(__VA_ARGS__, &req)                                     \
-                               : weft_##fn##_enqueue(__VA_ARGS__, stream),                         \
+    finish(tc->mode == DD_BLOCK ? weft_##fn(__VA_ARGS__)                                           \
+           : tc->mode == DD_NB  ? weft_i##fn(__VA_ARGS__, &req)                                    \
+                                : weft_##fn##_enqueue(__VA_ARGS__, stream),                        \
            tc->mode, &req, stream)
 
 int dd_run_case(const dd_env_t *env, weft_comm_t comm, int r, weft_stream_t stream,
@@ -347,8 +347,8 @@ done:
 
 static int has_inplace2(weft_coll_kind_t kind)
 {
-    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_REDUCE ||
-           kind == WEFT_COLL_ALLGATHER || kind == WEFT_COLL_GATHER;
+    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_REDUCE || kind == WEFT_COLL_ALLGATHER ||
+           kind == WEFT_COLL_GATHER;
 }
 
 /*
@@ -370,11 +370,12 @@ int dd_build_cases(int p, int large, dd_case_t *cases)
                 tc->kind = (weft_coll_kind_t)k;
                 tc->mode = m;
                 tc->ci = (p * 5 + k * 3 + m + v * 7) % dd_ncombos;
-                tc->n = v == 0 ? (size_t)((p + k + m) % 2) : v == 3 ? DD_LARGE_COUNT
-                                                                    : (size_t)(2 * p + 13);
+                tc->n = v == 0   ? (size_t)((p + k + m) % 2)
+                        : v == 3 ? DD_LARGE_COUNT
+                                 : (size_t)(2 * p + 13);
                 tc->inplace = v != 2 || k == WEFT_COLL_BCAST ? 0
-                              : has_inplace2(tc->kind)      ? 1 + (p + m) % 2
-                                                            : 1;
+                              : has_inplace2(tc->kind)       ? 1 + (p + m) % 2
+                                                             : 1;
                 tc->root = (p - 1 + v * (p / 2 + 1) + m) % p;
                 tc->host = m == DD_ENQ && (v == 1 || (v == 0 && (p + k) % 2 == 0));
             }

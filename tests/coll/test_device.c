@@ -88,7 +88,6 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
     }
 }
 
-
 static long run_cases(int p, const dd_case_t *cases, int ncases)
 {
     shared_t sh = {.p = p, .cases = cases, .ncases = ncases};
@@ -202,8 +201,11 @@ Test(device, shm_allreduce_in_steps, .timeout = 240)
     cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:shm"), WEFT_OK, "%s", weft_last_error());
     for (int m = 0; m < DD_NMODES; m++) {
         for (int k = 0; k < 3; k++) {
-            cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = (m + k) % 3,
-                                      .n = counts[k], .inplace = k == 2};
+            cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLREDUCE,
+                                      .mode = m,
+                                      .ci = (m + k) % 3,
+                                      .n = counts[k],
+                                      .inplace = k == 2};
         }
     }
     for (int p = 2; p <= 4; p++) {

@@ -68,8 +68,7 @@ static void fail(world_t *w, int rank, const char *fmt, ...)
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         pthread_mutex_lock(&w->lock);
-        snprintf(w->first_failure, sizeof(w->first_failure), "p=%d rank %d: %s", w->p, rank,
-                 msg);
+        snprintf(w->first_failure, sizeof(w->first_failure), "p=%d rank %d: %s", w->p, rank, msg);
         pthread_mutex_unlock(&w->lock);
     }
 }
@@ -245,8 +244,8 @@ static void copies_around_body(weft_comm_t comm, int r, void *arg)
         dd_fill(ci, r + 100, 0, n, junk);
         gated_create(w, r, &g);
         CHECK_OK(weft_memcpy_async(e, in, bytes, g.st));
-        CHECK_OK(weft_allreduce_enqueue(e, res, n, dd_combos[ci].dtype, dd_combos[ci].op, comm,
-                                        g.st));
+        CHECK_OK(
+            weft_allreduce_enqueue(e, res, n, dd_combos[ci].dtype, dd_combos[ci].op, comm, g.st));
         CHECK_OK(weft_memcpy_async(e, junk, bytes, g.st));
         CHECK_OK(weft_memcpy_async(out, res, bytes, g.st));
         nap_ms(10);
@@ -348,8 +347,8 @@ static void chain_body(weft_comm_t comm, int r, void *arg)
     CHECK_OK(weft_scatter_enqueue(b[4], b[5], n, WEFT_INT64, 0, comm, g.st));
     CHECK_OK(weft_gather_enqueue(b[5], b[6], n, WEFT_INT64, root1, comm, g.st));
     CHECK_OK(weft_bcast_enqueue(b[6], (size_t)p * n, WEFT_INT64, root1, comm, g.st));
-    CHECK_OK(weft_reduce_enqueue(b[6], b[7], (size_t)p * n, WEFT_INT64, WEFT_SUM, root2, comm,
-                                 g.st));
+    CHECK_OK(
+        weft_reduce_enqueue(b[6], b[7], (size_t)p * n, WEFT_INT64, WEFT_SUM, root2, comm, g.st));
     nap_ms(10);
     for (int k = 1; k < 8; k++) {
         CHECK(dd_check_fill(b[k], k == 3 || k == 5 ? blk : all) < 0,
@@ -483,8 +482,8 @@ static void bad_input_body(weft_comm_t comm, int r, void *arg)
     CHECK_ERR(weft_barrier_enqueue(comm, &local), WEFT_ERR_INVALID_ARG, "stream");
     CHECK_ERR(weft_allreduce_enqueue(h, res, n, WEFT_INT32, WEFT_SUM, comm, st),
               WEFT_ERR_INVALID_ARG, "memory type");
-    CHECK_ERR(weft_allreduce_enqueue(e, h, n, WEFT_INT32, WEFT_SUM, comm, st),
-              WEFT_ERR_INVALID_ARG, "memory type");
+    CHECK_ERR(weft_allreduce_enqueue(e, h, n, WEFT_INT32, WEFT_SUM, comm, st), WEFT_ERR_INVALID_ARG,
+              "memory type");
     CHECK_ERR(weft_allreduce_enqueue(dead, res, n, WEFT_INT32, WEFT_SUM, comm, st),
               WEFT_ERR_INVALID_ARG, "sendbuf");
     CHECK_ERR(weft_allreduce_enqueue(e, dead, n, WEFT_INT32, WEFT_SUM, comm, st),
@@ -505,8 +504,8 @@ static void bad_input_body(weft_comm_t comm, int r, void *arg)
     CHECK_ERR(weft_allreduce(dead, res, n, WEFT_INT32, WEFT_SUM, comm), WEFT_ERR_INVALID_ARG,
               "sendbuf");
     req = never;
-    CHECK_ERR(weft_iallreduce(e, dead, n, WEFT_INT32, WEFT_SUM, comm, &req),
-              WEFT_ERR_INVALID_ARG, "recvbuf");
+    CHECK_ERR(weft_iallreduce(e, dead, n, WEFT_INT32, WEFT_SUM, comm, &req), WEFT_ERR_INVALID_ARG,
+              "recvbuf");
     CHECK(req == never, "a failed weft_iallreduce wrote its request");
     CHECK_ERR(weft_allreduce(e, h, n, WEFT_INT32, WEFT_SUM, comm), WEFT_ERR_INVALID_ARG,
               "memory type");
@@ -516,8 +515,8 @@ static void bad_input_body(weft_comm_t comm, int r, void *arg)
     CHECK_OK(weft_iallreduce(WEFT_IN_PLACE, h, n, WEFT_INT32, WEFT_SUM, comm, &req));
     CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st),
               WEFT_ERR_INVALID_ARG, "nonblocking");
-    CHECK_ERR(weft_send_enqueue(e, n, WEFT_INT32, (r + 1) % p, 3, comm, st),
-              WEFT_ERR_INVALID_ARG, "nonblocking");
+    CHECK_ERR(weft_send_enqueue(e, n, WEFT_INT32, (r + 1) % p, 3, comm, st), WEFT_ERR_INVALID_ARG,
+              "nonblocking");
     CHECK_OK(weft_wait(req));
     CHECK_OK(weft_request_free(req));
     CHECK_DATA(dd_check_reduced(ci, p, 0, n, h), "the nonblocking allreduce");
@@ -656,8 +655,10 @@ static void timeout_body(weft_comm_t comm, int r, void *arg)
         t0 = now_s();
         s = weft_stream_synchronize(st);
         took = now_s() - t0;
-        CHECK(s == WEFT_ERR_TIMEOUT, "weft_stream_synchronize returned %s (%s), expected a "
-              "timeout", weft_status_string(s), weft_last_error());
+        CHECK(s == WEFT_ERR_TIMEOUT,
+              "weft_stream_synchronize returned %s (%s), expected a "
+              "timeout",
+              weft_status_string(s), weft_last_error());
         CHECK(strstr(weft_last_error(), "weft_allreduce_enqueue") != NULL,
               "the timeout does not name the enqueued call: %s", weft_last_error());
         CHECK(took < 20.0, "the timeout of 1 s was reported after %.1f s", took);

@@ -23,3 +23,6 @@ tests_device_test_emu_procs_SOURCES = tests/device/test_emu_procs.c tests/coll/d
 	tests/coll/device_cases.h tests/coll/device_data.c tests/coll/device_data.h
 tests_device_test_emu_procs_CFLAGS = $(test_cflags)
 tests_device_test_emu_procs_LDADD = $(test_ldadd)
+# emu collectives under mpirun (weft_bench -d emu, --enqueue)
+TESTS += tests/mpi/test_device_mpirun.sh
+EXTRA_DIST += tests/mpi/test_device_mpirun.sh

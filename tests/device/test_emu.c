@@ -344,10 +344,8 @@ Test(stream, memcpy_async_checks)
     cr_assert_eq(weft_mem_free(dead), WEFT_OK);
     expect_error(weft_memcpy_async(e, h, 64, &local), WEFT_ERR_INVALID_ARG, "stream",
                  "copy on a non-stream");
-    expect_error(weft_memcpy_async(NULL, h, 64, st), WEFT_ERR_INVALID_ARG, "dst",
-                 "copy to NULL");
-    expect_error(weft_memcpy_async(e, NULL, 64, st), WEFT_ERR_INVALID_ARG, "src",
-                 "copy from NULL");
+    expect_error(weft_memcpy_async(NULL, h, 64, st), WEFT_ERR_INVALID_ARG, "dst", "copy to NULL");
+    expect_error(weft_memcpy_async(e, NULL, 64, st), WEFT_ERR_INVALID_ARG, "src", "copy from NULL");
     expect_error(weft_memcpy_async(dead, h, 64, st), WEFT_ERR_INVALID_ARG, "dst",
                  "copy to freed emu memory");
     expect_error(weft_memcpy_async(h, dead, 64, st), WEFT_ERR_INVALID_ARG, "src",
@@ -601,8 +599,7 @@ Test(ipc, same_process_and_bad_handles)
     cr_assert_eq(weft_mem_free(e), WEFT_OK);
     expect_error(ops->ipc_import(handle, &p), WEFT_ERR_INVALID_ARG, "freed",
                  "import of a freed allocation");
-    expect_error(ops->ipc_export(e, handle), WEFT_ERR_INVALID_ARG, NULL,
-                 "export of freed memory");
+    expect_error(ops->ipc_export(e, handle), WEFT_ERR_INVALID_ARG, NULL, "export of freed memory");
     free(h);
 }
 
@@ -669,9 +666,9 @@ Test(reduce, every_dtype_and_op_matches_the_host_table, .timeout = 120)
                     if (op == WEFT_AVG) {
                         cr_assert_eq(weft__host_avg_finalize(want, count, (weft_dtype_t)dt, 3),
                                      WEFT_OK);
-                        cr_assert_eq(emu->avg_finalize(inplace ? in[0] : dst, count,
-                                                       (weft_dtype_t)dt, 3),
-                                     WEFT_OK, "%s", weft_last_error());
+                        cr_assert_eq(
+                            emu->avg_finalize(inplace ? in[0] : dst, count, (weft_dtype_t)dt, 3),
+                            WEFT_OK, "%s", weft_last_error());
                     }
                     cr_assert_eq(memcmp(inplace ? in[0] : dst, want, bytes), 0,
                                  "%s %s n=%d inplace=%d differs from the host table",

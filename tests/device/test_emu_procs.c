@@ -139,12 +139,12 @@ static void rank_main(area_t *area, int nranks, int rank)
     /* several MiB: many staging fragments, several shared-memory steps */
     for (int m = 0; m < DD_NMODES; m++) {
         cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = m, .n = 1000003};
-        cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = 1 + m,
-                                  .n = 600001, .inplace = 1};
+        cases[nc++] = (dd_case_t){
+            .kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = 1 + m, .n = 600001, .inplace = 1};
     }
     cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLGATHER, .mode = DD_ENQ, .ci = 1, .n = 300001};
-    cases[nc++] = (dd_case_t){.kind = WEFT_COLL_BCAST, .mode = DD_BLOCK, .ci = 5, .n = 400001,
-                              .root = nranks - 1};
+    cases[nc++] = (dd_case_t){
+        .kind = WEFT_COLL_BCAST, .mode = DD_BLOCK, .ci = 5, .n = 400001, .root = nranks - 1};
     slot->ncases = nc;
     for (int i = 0; i < nc && stream != NULL; i++) {
         slot->checked += dd_run_case(&env, ctx.comm, rank, stream, &cases[i]);
@@ -274,7 +274,8 @@ static void run_job(const job_opts_t *o)
                          (unsigned long long)sl->imports);
         }
     }
-    fprintf(stderr, "emu procs np=%d%s%s: %d cases checked on every rank, IPC imports of rank 0: "
+    fprintf(stderr,
+            "emu procs np=%d%s%s: %d cases checked on every rank, IPC imports of rank 0: "
             "%llu\n",
             o->nranks, o->rpn != NULL ? " ranks-per-node=" : "", o->rpn != NULL ? o->rpn : "",
             area->slot[0].ncases, (unsigned long long)area->slot[0].imports);
