@@ -622,6 +622,50 @@ Test(enqueue, send_recv, .timeout = 120)
     }
 }
 
+/*
+ * Many operations queued at once on one stream (flags recycled while the
+ * queue is long), each on its own buffers, with the stream destroyed right
+ * after the last enqueue (it waits for them) on some ranks and synchronized
+ * on the others.
+ */
+#define MANY 150
+
+static void many_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const size_t n = 5;
+    const int ci = 1; /* float32 sum */
+    unsigned char *in = xalloc(w, r, 1, MANY * n * 4), *out = xalloc(w, r, 1, MANY * n * 4);
+    weft_stream_t st = NULL;
+
+    dd_fill(ci, r, 0, MANY * n, in);
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+    for (int k = 0; k < MANY; k++) {
+        CHECK_OK(weft_allreduce_enqueue(in + (size_t)k * n * 4, out + (size_t)k * n * 4, n,
+                                        WEFT_FLOAT32, WEFT_SUM, comm, st));
+    }
+    if (r % 2 == 0) {
+        CHECK_OK(weft_stream_destroy(st));
+    } else {
+        CHECK_OK(weft_stream_synchronize(st));
+        CHECK_OK(weft_stream_destroy(st));
+    }
+    CHECK_DATA(dd_check_reduced(ci, w->p, 0, MANY * n, out), "%d allreduces", MANY);
+    pthread_barrier_wait(&w->barrier);
+    dd_free(in);
+    dd_free(out);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, many_queued_and_destroy_waits, .timeout = 120)
+{
+    for (int p = 1; p <= 4; p += 3) {
+        world_t w = {0};
+
+        run_world(p, many_body, &w);
+    }
+}
+
 /* --------------------------------------------------------------- timeout */
 
 static void timeout_setup(void)
@@ -643,7 +687,7 @@ static void timeout_body(weft_comm_t comm, int r, void *arg)
     const size_t n = 100, bytes = n * 4;
     unsigned char *e = xalloc(w, r, 1, bytes), *res = xalloc(w, r, 1, bytes);
     unsigned char *h = xalloc(w, r, 0, bytes);
-    weft_stream_t st = NULL;
+    weft_stream_t st = NULL, other = NULL;
 
     if (r == 0) {
         double t0, took;
@@ -651,6 +695,7 @@ static void timeout_body(weft_comm_t comm, int r, void *arg)
 
         dd_fill(CI_INT32_SUM, 5, 0, n, h);
         CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+        CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &other));
         CHECK_OK(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st));
         t0 = now_s();
         s = weft_stream_synchronize(st);
@@ -662,6 +707,9 @@ static void timeout_body(weft_comm_t comm, int r, void *arg)
         CHECK(strstr(weft_last_error(), "weft_allreduce_enqueue") != NULL,
               "the timeout does not name the enqueued call: %s", weft_last_error());
         CHECK(took < 20.0, "the timeout of 1 s was reported after %.1f s", took);
+        /* the failure belongs to its stream: another one synchronizes clean */
+        CHECK_OK(weft_stream_synchronize(other));
+        CHECK_OK(weft_stream_destroy(other));
         CHECK_OK(weft_stream_synchronize(st)); /* reported once */
         CHECK_ERR(weft_barrier(comm), WEFT_ERR_TIMEOUT, "weft_allreduce_enqueue");
         /* the stream still runs work */
@@ -687,4 +735,56 @@ Test(timeout, reported_by_synchronize_and_the_next_call, .timeout = 120)
 
     cr_assert_eq(weft__runtime_config.timeout, 1.0, "WEFT_TIMEOUT=1 was not read");
     run_world(2, timeout_body, &w);
+}
+
+/*
+ * A blocking call waits for the communicator's enqueued operations, with
+ * the deadline: rank 0's allreduce is enqueued on a stream held by a closed
+ * gate, so its weft_barrier times out without starting; once the gate opens
+ * and rank 1 joins, the allreduce and a barrier complete normally.
+ */
+static void drain_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const size_t n = 257, bytes = n * 4;
+    unsigned char *in = xalloc(w, r, 1, bytes), *out = xalloc(w, r, 1, bytes);
+    weft_stream_t st = NULL;
+
+    dd_fill(CI_INT32_SUM, r, 0, n, in);
+    if (r == 0) {
+        gated_t g;
+        double t0;
+
+        gated_create(w, r, &g);
+        CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_INT32, WEFT_SUM, comm, g.st));
+        t0 = now_s();
+        CHECK_ERR(weft_barrier(comm), WEFT_ERR_TIMEOUT, "enqueued");
+        CHECK(now_s() - t0 < 20.0,
+              "the wait for enqueued operations took %.1f s with "
+              "WEFT_TIMEOUT=1",
+              now_s() - t0);
+        gated_open(&g);
+        atomic_store(&w->flag[0], 1);
+        CHECK_OK(weft_stream_synchronize(g.st));
+        gated_destroy(w, r, &g);
+    } else {
+        CHECK(await(&w->flag[0], 1), "rank 0's barrier did not time out");
+        CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+        CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_INT32, WEFT_SUM, comm, st));
+        CHECK_OK(weft_stream_synchronize(st));
+        CHECK_OK(weft_stream_destroy(st));
+    }
+    CHECK_DATA(dd_check_reduced(CI_INT32_SUM, w->p, 0, n, out), "the allreduce after the gate");
+    CHECK_OK(weft_barrier(comm));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(in);
+    dd_free(out);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(timeout, blocking_call_waits_for_enqueued_work_with_a_deadline, .timeout = 120)
+{
+    world_t w = {0};
+
+    run_world(2, drain_body, &w);
 }
