@@ -12,7 +12,9 @@
  *    through host memory in fragments (WEFT_STAGE_FRAG=64k: a message of
  *    several MiB takes dozens); no process imports anything;
  *  - on two virtual nodes of two (the hierarchical algorithms: shared
- *    memory inside, UCX between).
+ *    memory inside, UCX between);
+ *  - with a peer that dies while the others' enqueued allreduce waits for
+ *    it: weft_stream_synchronize and the next call report it.
  *
  * The test process is rank 0. It loads the configuration (weft_init) and
  * forks the other ranks before any weft thread exists (as
@@ -55,6 +57,7 @@ typedef struct slot {
 
 typedef struct area {
     atomic_int id_ready;
+    atomic_int enqueued; /* dead-peer job: rank 0's operation is queued */
     weft_unique_id_t id;
     slot_t slot[MAX_PROCS];
 } area_t;
@@ -65,6 +68,7 @@ typedef struct job_opts {
     const char *shm;  /* WEFT_SHM, or NULL */
     const char *tune; /* WEFT_TUNE, or NULL */
     int ipc;          /* 1: every rank must import; 0: none may; -1: not asserted */
+    int dead_peer;    /* rank 1 kills itself while the others' enqueued allreduce waits for it */
 } job_opts_t;
 
 static double now_s(void)
@@ -161,12 +165,106 @@ static void rank_main(area_t *area, int nranks, int rank)
     slot->finished = 1;
 }
 
+/*
+ * Dead peer: every rank but 1 enqueues an allreduce on emu buffers; rank 1
+ * kills itself once rank 0's is queued. The survivors' synchronize returns
+ * the failure (the peer's death, or the timeout where the transport does not
+ * notice it), naming the enqueued call, and so does their next call on the
+ * communicator.
+ */
+static void rank_main_dead_peer(area_t *area, int nranks, int rank)
+{
+    slot_t *slot = &area->slot[rank];
+    const size_t n = 1000, bytes = n * 4;
+    weft_comm_t comm;
+    weft_stream_t stream = NULL;
+    void *in = NULL, *out = NULL;
+    weft_status_t s;
+    char msg[600];
+    double t0;
+
+#define DEAD_FAIL(...)                                                                             \
+    do {                                                                                           \
+        snprintf(msg, sizeof(msg), __VA_ARGS__);                                                   \
+        note_failure(slot, msg);                                                                   \
+        return;                                                                                    \
+    } while (0)
+
+    if (weft_comm_init_rank(nranks, &area->id, rank, &comm) != WEFT_OK) {
+        DEAD_FAIL("weft_comm_init_rank: %s", weft_last_error());
+    }
+    if (rank == 1) {
+        double until = now_s() + 60.0;
+
+        while (!atomic_load(&area->enqueued) && now_s() < until) {
+            nap_ms(1);
+        }
+        kill(getpid(), SIGKILL);
+    }
+    if (weft_mem_alloc(WEFT_MEM_EMU, bytes, &in) != WEFT_OK ||
+        weft_mem_alloc(WEFT_MEM_EMU, bytes, &out) != WEFT_OK ||
+        weft_stream_create(WEFT_MEM_EMU, &stream) != WEFT_OK) {
+        DEAD_FAIL("setup: %s", weft_last_error());
+    }
+    memset(in, 1, bytes);
+    if (weft_allreduce_enqueue(in, out, n, WEFT_INT32, WEFT_SUM, comm, stream) != WEFT_OK) {
+        DEAD_FAIL("weft_allreduce_enqueue: %s", weft_last_error());
+    }
+    if (rank == 0) {
+        atomic_store(&area->enqueued, 1);
+    }
+    t0 = now_s();
+    s = weft_stream_synchronize(stream);
+    if (s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) {
+        DEAD_FAIL("weft_stream_synchronize returned %s (%s), expected the peer's failure",
+                  weft_status_string(s), weft_last_error());
+    }
+    if (strstr(weft_last_error(), "weft_allreduce_enqueue") == NULL) {
+        DEAD_FAIL("the failure does not name the enqueued call: %s", weft_last_error());
+    }
+    if (now_s() - t0 > 60.0) {
+        DEAD_FAIL("the failure was reported after %.0f s (WEFT_TIMEOUT=10)", now_s() - t0);
+    }
+    snprintf(slot->error, sizeof(slot->error), "%s", weft_status_string(s));
+    s = weft_barrier(comm);
+    if (s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) {
+        DEAD_FAIL("the next call on the communicator returned %s (%s)", weft_status_string(s),
+                  weft_last_error());
+    }
+    weft_stream_destroy(stream);
+    weft_mem_free(in);
+    weft_mem_free(out);
+    weft_comm_destroy(comm); /* may report the dead peer again */
+    slot->finished = 1;
+#undef DEAD_FAIL
+}
+
 static void set_env(const char *name, const char *value)
 {
     if (value != NULL) {
         setenv(name, value, 1);
     } else {
         unsetenv(name);
+    }
+}
+
+/* Rank 1 died by its own SIGKILL; every other rank saw the failure. */
+static void check_dead_peer(const job_opts_t *o, const area_t *area, const int *wstatus)
+{
+    cr_assert(WIFSIGNALED(wstatus[1]) && WTERMSIG(wstatus[1]) == SIGKILL,
+              "rank 1 was to kill itself: status 0x%x (%s)", wstatus[1], area->slot[1].error);
+    for (int r = 0; r < o->nranks; r++) {
+        const slot_t *sl = &area->slot[r];
+
+        if (r == 1) {
+            continue;
+        }
+        cr_assert_eq(sl->failures, 0, "np=%d: rank %d: %s", o->nranks, r, sl->error);
+        cr_assert(sl->finished, "rank %d did not finish", r);
+        cr_assert(r == 0 || (WIFEXITED(wstatus[r]) && WEXITSTATUS(wstatus[r]) == 0),
+                  "rank %d ended with status 0x%x", r, wstatus[r]);
+        fprintf(stderr, "emu procs np=%d, rank 1 killed: rank %d's synchronize returned %s\n",
+                o->nranks, r, sl->error);
     }
 }
 
@@ -185,7 +283,7 @@ static void run_job(const job_opts_t *o)
     unsetenv("PMIX_NAMESPACE");
     unsetenv("PMIX_RANK");
     setenv("WEFT_LOG_LEVEL", "error", 1);
-    setenv("WEFT_TIMEOUT", "60", 1);
+    setenv("WEFT_TIMEOUT", o->dead_peer ? "10" : "60", 1);
     setenv("WEFT_STAGE_FRAG", "64k", 1);
     set_env("WEFT_RANKS_PER_NODE", o->rpn);
     set_env("WEFT_SHM", o->shm);
@@ -208,7 +306,7 @@ static void run_job(const job_opts_t *o)
                 nap_ms(1);
             }
             if (atomic_load(&area->id_ready)) {
-                rank_main(area, o->nranks, r);
+                (o->dead_peer ? rank_main_dead_peer : rank_main)(area, o->nranks, r);
             } else {
                 note_failure(&area->slot[r], "no unique id from rank 0 within 60 s");
             }
@@ -231,7 +329,7 @@ static void run_job(const job_opts_t *o)
         }
     } else {
         atomic_store(&area->id_ready, 1);
-        rank_main(area, o->nranks, 0);
+        (o->dead_peer ? rank_main_dead_peer : rank_main)(area, o->nranks, 0);
     }
     deadline = now_s() + JOB_DEADLINE_S;
     for (int left = o->nranks - 1; left > 0;) {
@@ -254,6 +352,11 @@ static void run_job(const job_opts_t *o)
         nap_ms(2);
     }
     weft_finalize();
+    if (o->dead_peer) {
+        check_dead_peer(o, area, wstatus);
+        munmap(area, sizeof(*area));
+        return;
+    }
     for (int r = 0; r < o->nranks; r++) {
         const slot_t *sl = &area->slot[r];
 
@@ -310,4 +413,19 @@ Test(virtual_nodes, np3_staged, .timeout = 300)
 Test(virtual_nodes, np4_two_nodes_of_two, .timeout = 300)
 {
     run_job(&(job_opts_t){.nranks = 4, .rpn = "2", .ipc = -1});
+}
+
+Test(dead_peer, np2_enqueued_allreduce, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .ipc = -1, .dead_peer = 1});
+}
+
+Test(dead_peer, np3_enqueued_allreduce, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 3, .ipc = -1, .dead_peer = 1});
+}
+
+Test(dead_peer, np2_staged_over_ucx, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .rpn = "1", .shm = "no", .ipc = -1, .dead_peer = 1});
 }
