@@ -666,6 +666,47 @@ Test(enqueue, many_queued_and_destroy_waits, .timeout = 120)
     }
 }
 
+/*
+ * A duplicated communicator destroyed right after an enqueue (its
+ * operation still waiting on the gated stream): the destroy waits for it,
+ * the result is right, and the handle is refused afterwards.
+ */
+static void destroy_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const size_t n = 99, bytes = n * 2;
+    unsigned char *in = xalloc(w, r, 1, bytes), *out = xalloc(w, r, 1, bytes);
+    weft_comm_t dup = NULL;
+    gated_t g;
+
+    dd_fill(CI_F16_SUM, r, 0, n, in);
+    CHECK_OK(weft_comm_dup(comm, &dup));
+    gated_create(w, r, &g);
+    CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_FLOAT16, WEFT_SUM, dup, g.st));
+    gated_open(&g);
+    CHECK_OK(weft_comm_destroy(dup));
+    CHECK_DATA(dd_check_reduced(CI_F16_SUM, w->p, 0, n, out), "allreduce on a destroyed dup");
+    CHECK_OK(weft_stream_synchronize(g.st));
+    CHECK_ERR(weft_allreduce_enqueue(in, out, n, WEFT_FLOAT16, WEFT_SUM, dup, g.st),
+              WEFT_ERR_INVALID_ARG, "comm");
+    CHECK_ERR(weft_barrier_enqueue(NULL, g.st), WEFT_ERR_INVALID_ARG, "comm");
+    CHECK_OK(weft_stream_synchronize(g.st));
+    gated_destroy(w, r, &g);
+    pthread_barrier_wait(&w->barrier);
+    dd_free(in);
+    dd_free(out);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, comm_destroy_waits_for_enqueued_work, .timeout = 120)
+{
+    for (int p = 1; p <= 3; p++) {
+        world_t w = {0};
+
+        run_world(p, destroy_body, &w);
+    }
+}
+
 /* --------------------------------------------------------------- timeout */
 
 static void timeout_setup(void)
