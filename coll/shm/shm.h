@@ -26,13 +26,14 @@
  * No system call in this path: waiting is polling (the schedule engine
  * yields the core between polls when it waits long).
  *
- * Device memory: an allreduce of device buffers (emu, cuda) never stages
- * through the host slots: every rank publishes IPC handles of its buffers
- * in its slot, maps its peers' (the device table's ipc_import), reduces its
- * slice of everyone's input on the device and copies the others' results
- * from their buffers, as the single-copy path below does with
- * process_vm_readv. Every local rank must then pass device memory of the
- * same type (the memory type is part of what ranks must agree on).
+ * Device memory: allreduce, allgather, bcast and reduce of device buffers
+ * (emu, cuda) never stage through the host slots: every rank publishes IPC
+ * handles of its buffers in its slot, maps its peers' (the device table's
+ * ipc_import) and reads them on the device (allreduce: reduces its slice
+ * of everyone's input and copies the others' results from their buffers,
+ * as the single-copy path below does with process_vm_readv). Every local
+ * rank must then pass memory of the same type (the memory type is part of
+ * what ranks must agree on).
  *
  * Single copy: where the kernel lets local ranks read each other's memory
  * (process_vm_readv: same user, no ptrace restriction), a large allreduce
