@@ -3,9 +3,11 @@
  * mpirun): every collective in its three forms on emu buffers
  * (tests/coll/device_cases.h), plus allreduces of several MiB, at 2..4
  * processes,
- *  - on one node with the shared-memory allreduce forced: the processes
- *    map each other's emu buffers, so every process asserts that it made
- *    IPC imports (weft__emu_ipc_imports_total() > 0);
+ *  - on one node with the shared-memory allreduce, allgather, bcast and
+ *    reduce forced: the processes map each other's emu buffers, so every
+ *    process asserts that its allreduces made IPC imports, and the job that
+ *    some process's allgathers, bcasts and reduces did
+ *    (weft__emu_ipc_imports_total() before and after each case);
  *  - on virtual nodes of one process each with shared memory off
  *    (WEFT_RANKS_PER_NODE=1, WEFT_SHM=no): every byte goes point to point
  *    over UCX, which cannot reach emu memory, so the transport stages it
@@ -45,6 +47,8 @@
 #define MAX_PROCS 4
 #define JOB_DEADLINE_S 200.0
 #define MAX_CASES (WEFT_COLL_KIND_COUNT * DD_NMODES * 4 + 8)
+/* the shared-memory forms that map the peers' device buffers, forced */
+#define IPC_TUNE "allreduce:0-inf:shm,allgather:0-inf:shm,bcast:0-inf:shm,reduce:0-inf:shm"
 
 typedef struct slot {
     char error[640]; /* first failure */
@@ -53,6 +57,7 @@ typedef struct slot {
     int ncases;   /* cases run */
     int finished; /* reached the end */
     uint64_t imports;
+    uint64_t kind_imports[WEFT_COLL_KIND_COUNT]; /* imports made by each collective */
 } slot_t;
 
 typedef struct area {
@@ -151,7 +156,10 @@ static void rank_main(area_t *area, int nranks, int rank)
         .kind = WEFT_COLL_BCAST, .mode = DD_BLOCK, .ci = 5, .n = 400001, .root = nranks - 1};
     slot->ncases = nc;
     for (int i = 0; i < nc && stream != NULL; i++) {
+        uint64_t before = weft__emu_ipc_imports_total();
+
         slot->checked += dd_run_case(&env, ctx.comm, rank, stream, &cases[i]);
+        slot->kind_imports[cases[i].kind] += weft__emu_ipc_imports_total() - before;
     }
     slot->imports = weft__emu_ipc_imports_total();
     if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
@@ -370,11 +378,25 @@ static void run_job(const job_opts_t *o)
         cr_assert_eq(sl->checked, sl->ncases, "rank %d: %d of %d cases checked", r, sl->checked,
                      sl->ncases);
         if (o->ipc == 1 && o->nranks > 1) {
-            cr_assert_gt(sl->imports, 0, "np=%d: rank %d mapped no peer's emu buffer (IPC unused)",
+            cr_assert_gt(sl->kind_imports[WEFT_COLL_ALLREDUCE], 0,
+                         "np=%d: rank %d's allreduces mapped no peer's emu buffer (IPC unused)",
                          o->nranks, r);
         } else if (o->ipc == 0) {
             cr_assert_eq(sl->imports, 0, "np=%d: rank %d made %llu IPC imports", o->nranks, r,
                          (unsigned long long)sl->imports);
+        }
+    }
+    for (int k = 0; k < WEFT_COLL_KIND_COUNT && o->ipc == 1 && o->nranks > 1; k++) {
+        uint64_t total = 0;
+
+        for (int r = 0; r < o->nranks; r++) {
+            total += area->slot[r].kind_imports[k];
+        }
+        /* the shared-memory forms that read the peers' device buffers */
+        if (k == WEFT_COLL_ALLREDUCE || k == WEFT_COLL_ALLGATHER || k == WEFT_COLL_BCAST ||
+            k == WEFT_COLL_REDUCE) {
+            cr_assert_gt(total, 0, "np=%d: no rank's %s mapped a peer's emu buffer (IPC unused)",
+                         o->nranks, weft__coll_kind_name((weft_coll_kind_t)k));
         }
     }
     fprintf(stderr,
@@ -387,17 +409,17 @@ static void run_job(const job_opts_t *o)
 
 Test(one_node, np2_ipc, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 2, .tune = "allreduce:0-inf:shm", .ipc = 1});
+    run_job(&(job_opts_t){.nranks = 2, .tune = IPC_TUNE, .ipc = 1});
 }
 
 Test(one_node, np3_ipc, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 3, .tune = "allreduce:0-inf:shm", .ipc = 1});
+    run_job(&(job_opts_t){.nranks = 3, .tune = IPC_TUNE, .ipc = 1});
 }
 
 Test(one_node, np4_ipc, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 4, .tune = "allreduce:0-inf:shm", .ipc = 1});
+    run_job(&(job_opts_t){.nranks = 4, .tune = IPC_TUNE, .ipc = 1});
 }
 
 Test(virtual_nodes, np2_staged, .timeout = 300)
