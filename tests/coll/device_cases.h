@@ -12,7 +12,8 @@
  * The first failure is passed to env->fail; the rank still takes part in
  * the collective (so nobody hangs). Before freeing its buffers it calls
  * env->sync (every rank of the case must reach it: peers may still be
- * reading them). Returns 1 when every check passed.
+ * reading them). Returns 1 when every check passed (2: the collective was
+ * refused with WEFT_ERR_MISMATCH, where the case allows it).
  */
 #ifndef WEFT_TESTS_DEVICE_CASES_H
 #define WEFT_TESTS_DEVICE_CASES_H
@@ -32,7 +33,8 @@ typedef struct dd_case {
     size_t n;    /* count (per rank block for the per-rank collectives) */
     int inplace; /* 0 no; 1 WEFT_IN_PLACE; 2 the aliasing form (sendbuf == recvbuf ...) */
     int root;
-    int host; /* host buffers (on the emu stream when enqueued) */
+    int host;        /* host buffers (on the emu stream when enqueued) */
+    int mismatch_ok; /* WEFT_ERR_MISMATCH is an answer (then dd_run_case returns 2) */
 } dd_case_t;
 
 typedef struct dd_env {

@@ -212,3 +212,94 @@ Test(device, shm_allreduce_in_steps, .timeout = 240)
         run_cases(p, cases, nc);
     }
 }
+
+/*
+ * Ranks passing different memory types (rank 0 host buffers, the others
+ * emu), in every form, with the shared-memory algorithms forced where they
+ * read the peers' buffers and with the default selection: CUDA-aware MPI
+ * accepts it; weft may instead refuse it with WEFT_ERR_MISMATCH on every
+ * rank. Either way no rank hangs, crashes, or gets a wrong result.
+ */
+#define MIXED_CASES (4 * DD_NMODES)
+
+typedef struct mixed {
+    shared_t sh;
+    int answer[MIXED_CASES][DD_MAX_RANKS]; /* dd_run_case's result per case and rank */
+} mixed_t;
+
+static void mixed_body(weft_comm_t comm, int rank, void *arg)
+{
+    mixed_t *mx = arg;
+    shared_t *sh = &mx->sh;
+    const dd_env_t env = {.p = sh->p, .fail = env_fail, .sync = env_sync, .ctx = sh};
+    weft_stream_t stream = NULL;
+
+    if (weft_stream_create(WEFT_MEM_EMU, &stream) != WEFT_OK) {
+        fail(sh, "rank %d: weft_stream_create: %s", rank, weft_last_error());
+        return;
+    }
+    for (int i = 0; i < sh->ncases; i++) {
+        dd_case_t c = sh->cases[i];
+
+        c.host = rank == 0;
+        mx->answer[i][rank] = dd_run_case(&env, comm, rank, stream, &c);
+    }
+    if (weft_stream_destroy(stream) != WEFT_OK) {
+        fail(sh, "rank %d: weft_stream_destroy: %s", rank, weft_last_error());
+    }
+}
+
+static void run_mixed(const char *tune)
+{
+    const weft_coll_kind_t kinds[] = {WEFT_COLL_ALLREDUCE, WEFT_COLL_ALLGATHER, WEFT_COLL_BCAST,
+                                      WEFT_COLL_REDUCE};
+    dd_case_t cases[MIXED_CASES];
+    int nc = 0;
+
+    weft__runtime_config.timeout = 10; /* a disagreement between ranks fails quickly */
+    if (tune != NULL) {
+        cr_assert_eq(weft__coll_tune_load(tune), WEFT_OK, "%s", weft_last_error());
+    }
+    for (int k = 0; k < 4; k++) {
+        for (int m = 0; m < DD_NMODES; m++) {
+            cases[nc++] = (dd_case_t){.kind = kinds[k],
+                                      .mode = m,
+                                      .ci = (k + m) % 3,
+                                      .n = 1001,
+                                      .root = 1,
+                                      .mismatch_ok = 1};
+        }
+    }
+    for (int p = 2; p <= 3; p++) {
+        mixed_t mx = {.sh = {.p = p, .cases = cases, .ncases = nc}};
+        weft_thread_world_opts_t opts = {.nranks = p, .seed = 3};
+        weft_status_t status;
+
+        pthread_barrier_init(&mx.sh.barrier, NULL, (unsigned)p);
+        pthread_mutex_init(&mx.sh.lock, NULL);
+        status = weft__thread_world_run(&opts, mixed_body, &mx);
+        cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
+        cr_assert_eq(atomic_load(&mx.sh.failures), 0, "%d failure(s) at p=%d; first: %s",
+                     atomic_load(&mx.sh.failures), p, mx.sh.first_failure);
+        for (int i = 0; i < nc; i++) {
+            for (int r = 1; r < p; r++) {
+                cr_assert_eq(mx.answer[i][r], mx.answer[i][0],
+                             "p=%d %s case %d: rank %d answered %d, rank 0 %d (1 ok, 2 mismatch)",
+                             p, weft__coll_kind_name(cases[i].kind), i, r, mx.answer[i][r],
+                             mx.answer[i][0]);
+            }
+        }
+        pthread_barrier_destroy(&mx.sh.barrier);
+        pthread_mutex_destroy(&mx.sh.lock);
+    }
+}
+
+Test(device, mixed_memory_types_default, .timeout = 240)
+{
+    run_mixed(NULL);
+}
+
+Test(device, mixed_memory_types_shm, .timeout = 240)
+{
+    run_mixed("allreduce:0-inf:shm,allgather:0-inf:shm,bcast:0-inf:shm,reduce:0-inf:shm");
+}
