@@ -57,6 +57,7 @@ typedef struct slot {
     int ncases;   /* cases run */
     int finished; /* reached the end */
     uint64_t imports;
+    int imports_open; /* mappings of peers' memory still open at the end */
     uint64_t kind_imports[WEFT_COLL_KIND_COUNT]; /* imports made by each collective */
 } slot_t;
 
@@ -162,6 +163,7 @@ static void rank_main(area_t *area, int nranks, int rank)
         slot->kind_imports[cases[i].kind] += weft__emu_ipc_imports_total() - before;
     }
     slot->imports = weft__emu_ipc_imports_total();
+    slot->imports_open = weft__emu_ipc_imports_open();
     if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
         snprintf(msg, sizeof(msg), "weft_stream_destroy: %s", weft_last_error());
         note_failure(slot, msg);
@@ -377,6 +379,10 @@ static void run_job(const job_opts_t *o)
         cr_assert(sl->finished, "rank %d did not finish", r);
         cr_assert_eq(sl->checked, sl->ncases, "rank %d: %d of %d cases checked", r, sl->checked,
                      sl->ncases);
+        cr_assert_eq(sl->imports_open, 0,
+                     "np=%d: rank %d still maps %d of its peers' allocations after every "
+                     "collective ended",
+                     o->nranks, r, sl->imports_open);
         if (o->ipc == 1 && o->nranks > 1) {
             cr_assert_gt(sl->kind_imports[WEFT_COLL_ALLREDUCE], 0,
                          "np=%d: rank %d's allreduces mapped no peer's emu buffer (IPC unused)",
