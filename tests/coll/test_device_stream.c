@@ -1,222 +1,27 @@
 /*
  * Stream-ordered collectives (weft_<collective>_enqueue) among in-process
- * ranks: what the stream order promises, what returns when, and errors.
+ * ranks: what the stream order promises and what returns when (errors are
+ * in test_device_errors.c).
  *
  *  - order: a copy queued before a collective is what it reads, a copy
  *    queued after it into its input does not change its result, a copy
  *    queued after it sees its result; 8 collectives queued back to back,
  *    each reading the previous one's output from a buffer that holds
- *    sentinel bytes until then, all with right results; a blocking call
- *    made right after an enqueue runs after it (program order). Each stream
- *    starts held by a flag the host opens only after everything is queued,
- *    so the enqueues are shown to return before any of it ran.
+ *    sentinel bytes until then, all with right results; collectives of two
+ *    communicators interleaved on one stream; a blocking call made right
+ *    after an enqueue runs after it (program order). Each stream starts held
+ *    by a flag the host opens only after everything is queued, so the
+ *    enqueues are shown to return before any of it ran.
  *  - an enqueue returns while its peers have not called yet: the peers
  *    wait (with a deadline) for rank 0's calls to return before making
  *    theirs, and the results are right after synchronize.
- *  - a timeout (WEFT_TIMEOUT=1, one rank never calls) is returned by
- *    weft_stream_synchronize, once, and by the next call on the
- *    communicator.
- *  - bad input (a stream that is none, mixed memory types, freed emu
- *    buffers, a bad root or dtype, unfinished nonblocking requests) is
- *    WEFT_ERR_INVALID_ARG naming the argument, and queues nothing: the
- *    stream then synchronizes clean and the next collective is right.
+ *  - many operations queued at once; destroying the stream or the
+ *    communicator waits for them.
  *  - send/recv enqueued on one stream (ordered so that no rank waits for
  *    itself) and on two, host and emu buffers, 0 bytes, and an enqueued
  *    send matched by a blocking receive.
  */
-#include <criterion/criterion.h>
-
-#include "device/device.h"
-#include "runtime/config.h"
-#include "runtime/thread_world.h"
-#include "tests/coll/device_data.h"
-
-#include <errno.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#define PEER_DEADLINE_S 10.0
-#define CI_INT32_SUM 0 /* dd_combos[0] */
-#define CI_F16_SUM 2   /* dd_combos[2] */
-
-typedef struct world {
-    int p;
-    pthread_barrier_t barrier;
-    atomic_int failures;
-    atomic_int finished; /* ranks that reached the end of their body */
-    atomic_int flag[4];  /* scenario signals between ranks */
-    int host;            /* scenario's buffers in host memory (on emu streams) */
-    pthread_mutex_t lock;
-    char first_failure[768];
-} world_t;
-
-static void fail(world_t *w, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void fail(world_t *w, int rank, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&w->failures, 1) == 0) {
-        char msg[640];
-
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        pthread_mutex_lock(&w->lock);
-        snprintf(w->first_failure, sizeof(w->first_failure), "p=%d rank %d: %s", w->p, rank, msg);
-        pthread_mutex_unlock(&w->lock);
-    }
-}
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fail(w, r, __VA_ARGS__);                                                               \
-        }                                                                                          \
-    } while (0)
-#define CHECK_OK(call)                                                                             \
-    do {                                                                                           \
-        weft_status_t st_ = (call);                                                                \
-        CHECK(st_ == WEFT_OK, "line %d: %s: %s (%s)", __LINE__, #call, weft_status_string(st_),    \
-              weft_last_error());                                                                  \
-    } while (0)
-/* A call that must fail with `want` and a message naming `needle`. */
-#define CHECK_ERR(call, want, needle)                                                              \
-    do {                                                                                           \
-        weft_status_t st_ = (call);                                                                \
-        CHECK(st_ == (want) && strstr(weft_last_error(), (needle)) != NULL,                        \
-              "line %d: %s returned %s (%s), expected %s naming \"%s\"", __LINE__, #call,          \
-              weft_status_string(st_), weft_last_error(), weft_status_string(want), (needle));     \
-    } while (0)
-/* check: the index of the first wrong element, or -1 */
-#define CHECK_DATA(check, ...) check_data(w, r, __LINE__, (check), __VA_ARGS__)
-
-static void check_data(world_t *w, int r, int line, long bad, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static void check_data(world_t *w, int r, int line, long bad, const char *fmt, ...)
-{
-    char what[256];
-    va_list ap;
-
-    if (bad < 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    fail(w, r, "line %d: %s: element %ld differs from the reference", line, what, bad);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-/* Wait until *f >= value, at most PEER_DEADLINE_S; 0 when it timed out. */
-static int await(atomic_int *f, int value)
-{
-    double deadline = now_s() + PEER_DEADLINE_S;
-
-    while (atomic_load(f) < value) {
-        if (now_s() > deadline) {
-            return 0;
-        }
-        nap_ms(1);
-    }
-    return 1;
-}
-
-static void *xalloc(world_t *w, int r, int emu, size_t bytes)
-{
-    void *p = dd_alloc(emu, bytes);
-
-    if (p == NULL) {
-        fail(w, r, "cannot allocate %zu bytes: %s", bytes, weft_last_error());
-        abort();
-    }
-    return p;
-}
-
-static void run_world(int p, weft_thread_rank_fn body, world_t *w)
-{
-    weft_thread_world_opts_t opts = {.nranks = p, .seed = (uint64_t)p * 31 + 1};
-    weft_status_t status;
-
-    w->p = p;
-    pthread_barrier_init(&w->barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&w->lock, NULL);
-    status = weft__thread_world_run(&opts, body, w);
-    cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
-    cr_assert_eq(atomic_load(&w->failures), 0, "%d failure(s); first: %s",
-                 atomic_load(&w->failures), w->first_failure);
-    cr_assert_eq(atomic_load(&w->finished), p, "only %d of %d ranks finished",
-                 atomic_load(&w->finished), p);
-    pthread_barrier_destroy(&w->barrier);
-    pthread_mutex_destroy(&w->lock);
-}
-
-static void init_with_timeout(const char *timeout)
-{
-    setenv("WEFT_LOG_LEVEL", "error", 1);
-    setenv("WEFT_TIMEOUT", timeout, 1);
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_RANKS_PER_NODE");
-    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
-}
-
-static void setup(void)
-{
-    init_with_timeout("30");
-}
-
-static void teardown(void)
-{
-    weft_finalize();
-}
-
-/* A stream that runs nothing until open_gate: everything queued on it is
- * queued before any of it runs. */
-typedef struct gated {
-    weft_stream_t st;
-    uint32_t *gate;
-} gated_t;
-
-static void gated_create(world_t *w, int r, gated_t *g)
-{
-    const weft_device_ops_t *emu = &weft__device_emu_ops;
-
-    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &g->st));
-    CHECK_OK(emu->flag_alloc(&g->gate));
-    CHECK_OK(emu->stream_wait_flag(g->st, g->gate, 1));
-}
-
-static void gated_open(gated_t *g)
-{
-    weft__device_flag_set(g->gate, 1);
-}
-
-static void gated_destroy(world_t *w, int r, gated_t *g)
-{
-    CHECK_OK(weft_stream_destroy(g->st));
-    weft__device_emu_ops.flag_free(g->gate);
-}
+#include "tests/coll/device_world.h"
 
 /* ------------------------------------------------------------------ order */
 
@@ -394,6 +199,63 @@ Test(order, eight_collectives_back_to_back, .timeout = 120)
     }
 }
 
+/*
+ * Two communicators (comm and a duplicate) interleaved on one stream, each
+ * operation reading what the one before, on the other communicator, wrote:
+ *   allreduce in -> x (comm), allgather x -> y (dup),
+ *   reduce_scatter y -> z (comm), alltoall y -> u (dup)
+ * so x is the sum, every block of y and u is x, and z is p * x.
+ */
+static void two_comms_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p;
+    const size_t n = 513, bytes = n * 4, all = (size_t)p * bytes;
+    int32_t *in = xalloc(w, r, 1, bytes), *x = xalloc(w, r, 1, bytes);
+    int32_t *y = xalloc(w, r, 1, all), *z = xalloc(w, r, 1, bytes), *u = xalloc(w, r, 1, all);
+    weft_comm_t dup = NULL;
+    gated_t g;
+
+    dd_fill(CI_INT32_SUM, r, 0, n, in);
+    CHECK_OK(weft_comm_dup(comm, &dup));
+    gated_create(w, r, &g);
+    CHECK_OK(weft_allreduce_enqueue(in, x, n, WEFT_INT32, WEFT_SUM, comm, g.st));
+    CHECK_OK(weft_allgather_enqueue(x, y, n, WEFT_INT32, dup, g.st));
+    CHECK_OK(weft_reduce_scatter_enqueue(y, z, n, WEFT_INT32, WEFT_SUM, comm, g.st));
+    CHECK_OK(weft_alltoall_enqueue(y, u, n, WEFT_INT32, dup, g.st));
+    gated_open(&g);
+    CHECK_OK(weft_stream_synchronize(g.st));
+    CHECK_DATA(dd_check_reduced(CI_INT32_SUM, p, 0, n, x), "allreduce on comm");
+    for (int b = 0; b < p; b++) {
+        CHECK_DATA(dd_check_reduced(CI_INT32_SUM, p, 0, n, y + (size_t)b * n),
+                   "allgather on dup, block %d", b);
+        CHECK_DATA(dd_check_reduced(CI_INT32_SUM, p, 0, n, u + (size_t)b * n),
+                   "alltoall on dup, block %d", b);
+    }
+    for (size_t i = 0; i < n; i++) {
+        CHECK(z[i] == p * x[i], "reduce_scatter on comm: element %zu is %d, not %d * %d", i,
+              (int)z[i], p, (int)x[i]);
+    }
+    gated_destroy(w, r, &g);
+    CHECK_OK(weft_comm_destroy(dup));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(in);
+    dd_free(x);
+    dd_free(y);
+    dd_free(z);
+    dd_free(u);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(order, two_communicators_on_one_stream, .timeout = 120)
+{
+    for (int p = 1; p <= 4; p++) {
+        world_t w = {0};
+
+        run_world(p, two_comms_body, &w);
+    }
+}
+
 /* ---------------------------------------------------------------- enqueue */
 
 TestSuite(enqueue, .init = setup, .fini = teardown);
@@ -452,96 +314,6 @@ Test(enqueue, returns_while_peers_are_absent, .timeout = 120)
         world_t w = {0};
 
         run_world(p, absent_body, &w);
-    }
-}
-
-/*
- * Bad input on every path: each call fails naming the argument and queues
- * nothing; then the stream synchronizes clean and a collective is right.
- */
-static void bad_input_body(weft_comm_t comm, int r, void *arg)
-{
-    world_t *w = arg;
-    const int p = w->p, ci = CI_INT32_SUM;
-    const size_t n = 64, bytes = n * 4;
-    unsigned char *e = xalloc(w, r, 1, bytes), *res = xalloc(w, r, 1, bytes);
-    unsigned char *h = xalloc(w, r, 0, bytes), *dead = xalloc(w, r, 1, bytes);
-    weft_stream_t st = NULL;
-    weft_request_t req = NULL, never = (weft_request_t)&req;
-    int local = 0;
-
-    dd_fill(ci, r, 0, n, e);
-    dd_fill(ci, r, 0, n, h);
-    CHECK_OK(weft_mem_free(dead));
-    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
-
-    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, &local),
-              WEFT_ERR_INVALID_ARG, "stream");
-    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, NULL),
-              WEFT_ERR_INVALID_ARG, "stream");
-    CHECK_ERR(weft_barrier_enqueue(comm, &local), WEFT_ERR_INVALID_ARG, "stream");
-    CHECK_ERR(weft_allreduce_enqueue(h, res, n, WEFT_INT32, WEFT_SUM, comm, st),
-              WEFT_ERR_INVALID_ARG, "memory type");
-    CHECK_ERR(weft_allreduce_enqueue(e, h, n, WEFT_INT32, WEFT_SUM, comm, st), WEFT_ERR_INVALID_ARG,
-              "memory type");
-    CHECK_ERR(weft_allreduce_enqueue(dead, res, n, WEFT_INT32, WEFT_SUM, comm, st),
-              WEFT_ERR_INVALID_ARG, "sendbuf");
-    CHECK_ERR(weft_allreduce_enqueue(e, dead, n, WEFT_INT32, WEFT_SUM, comm, st),
-              WEFT_ERR_INVALID_ARG, "recvbuf");
-    CHECK_ERR(weft_bcast_enqueue(dead, n, WEFT_INT32, 0, comm, st), WEFT_ERR_INVALID_ARG, "freed");
-    CHECK_ERR(weft_allgather_enqueue(e, dead, n / (size_t)p, WEFT_INT32, comm, st),
-              WEFT_ERR_INVALID_ARG, "recvbuf");
-    CHECK_ERR(weft_reduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, p, comm, st),
-              WEFT_ERR_INVALID_ARG, "root");
-    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_FLOAT32, WEFT_BXOR, comm, st),
-              WEFT_ERR_INVALID_ARG, "op");
-    CHECK_ERR(weft_allreduce_enqueue(e, res, n, (weft_dtype_t)99, WEFT_SUM, comm, st),
-              WEFT_ERR_INVALID_ARG, "dtype");
-    CHECK_ERR(weft_send_enqueue(dead, n, WEFT_INT32, (r + 1) % p, 3, comm, st),
-              WEFT_ERR_INVALID_ARG, "buf");
-    CHECK_ERR(weft_recv_enqueue(e, n, WEFT_INT32, p, 3, comm, st), WEFT_ERR_INVALID_ARG, "peer");
-    /* the blocking and nonblocking forms refuse freed memory the same way */
-    CHECK_ERR(weft_allreduce(dead, res, n, WEFT_INT32, WEFT_SUM, comm), WEFT_ERR_INVALID_ARG,
-              "sendbuf");
-    req = never;
-    CHECK_ERR(weft_iallreduce(e, dead, n, WEFT_INT32, WEFT_SUM, comm, &req), WEFT_ERR_INVALID_ARG,
-              "recvbuf");
-    CHECK(req == never, "a failed weft_iallreduce wrote its request");
-    CHECK_ERR(weft_allreduce(e, h, n, WEFT_INT32, WEFT_SUM, comm), WEFT_ERR_INVALID_ARG,
-              "memory type");
-    CHECK(dd_check_fill(res, bytes) < 0, "a refused call wrote recvbuf");
-
-    /* unfinished nonblocking requests: enqueueing is refused until they end */
-    CHECK_OK(weft_iallreduce(WEFT_IN_PLACE, h, n, WEFT_INT32, WEFT_SUM, comm, &req));
-    CHECK_ERR(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st),
-              WEFT_ERR_INVALID_ARG, "nonblocking");
-    CHECK_ERR(weft_send_enqueue(e, n, WEFT_INT32, (r + 1) % p, 3, comm, st), WEFT_ERR_INVALID_ARG,
-              "nonblocking");
-    CHECK_OK(weft_wait(req));
-    CHECK_OK(weft_request_free(req));
-    CHECK_DATA(dd_check_reduced(ci, p, 0, n, h), "the nonblocking allreduce");
-
-    /* nothing was queued: the stream is clean, the next collective right */
-    CHECK_OK(weft_stream_synchronize(st));
-    CHECK(dd_check_fill(res, bytes) < 0, "a refused enqueue wrote recvbuf");
-    CHECK_OK(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st));
-    CHECK_OK(weft_stream_synchronize(st));
-    CHECK_DATA(dd_check_reduced(ci, p, 0, n, res), "the allreduce after the refused calls");
-    CHECK_OK(weft_barrier(comm));
-    CHECK_OK(weft_stream_destroy(st));
-    pthread_barrier_wait(&w->barrier);
-    dd_free(e);
-    dd_free(res);
-    dd_free(h);
-    atomic_fetch_add(&w->finished, 1);
-}
-
-Test(enqueue, bad_input_queues_nothing, .timeout = 120)
-{
-    for (int p = 1; p <= 3; p++) {
-        world_t w = {0};
-
-        run_world(p, bad_input_body, &w);
     }
 }
 
@@ -705,127 +477,4 @@ Test(enqueue, comm_destroy_waits_for_enqueued_work, .timeout = 120)
 
         run_world(p, destroy_body, &w);
     }
-}
-
-/* --------------------------------------------------------------- timeout */
-
-static void timeout_setup(void)
-{
-    init_with_timeout("1");
-}
-
-TestSuite(timeout, .init = timeout_setup, .fini = teardown);
-
-/*
- * Rank 0 enqueues an allreduce that rank 1 never joins: synchronize returns
- * WEFT_ERR_TIMEOUT naming the enqueued call, once; the next call on the
- * communicator returns it too; the stream works afterwards. Rank 1 waits
- * for rank 0 to finish (flag[0]) and calls nothing.
- */
-static void timeout_body(weft_comm_t comm, int r, void *arg)
-{
-    world_t *w = arg;
-    const size_t n = 100, bytes = n * 4;
-    unsigned char *e = xalloc(w, r, 1, bytes), *res = xalloc(w, r, 1, bytes);
-    unsigned char *h = xalloc(w, r, 0, bytes);
-    weft_stream_t st = NULL, other = NULL;
-
-    if (r == 0) {
-        double t0, took;
-        weft_status_t s;
-
-        dd_fill(CI_INT32_SUM, 5, 0, n, h);
-        CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
-        CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &other));
-        CHECK_OK(weft_allreduce_enqueue(e, res, n, WEFT_INT32, WEFT_SUM, comm, st));
-        t0 = now_s();
-        s = weft_stream_synchronize(st);
-        took = now_s() - t0;
-        CHECK(s == WEFT_ERR_TIMEOUT,
-              "weft_stream_synchronize returned %s (%s), expected a "
-              "timeout",
-              weft_status_string(s), weft_last_error());
-        CHECK(strstr(weft_last_error(), "weft_allreduce_enqueue") != NULL,
-              "the timeout does not name the enqueued call: %s", weft_last_error());
-        CHECK(took < 20.0, "the timeout of 1 s was reported after %.1f s", took);
-        /* the failure belongs to its stream: another one synchronizes clean */
-        CHECK_OK(weft_stream_synchronize(other));
-        CHECK_OK(weft_stream_destroy(other));
-        CHECK_OK(weft_stream_synchronize(st)); /* reported once */
-        CHECK_ERR(weft_barrier(comm), WEFT_ERR_TIMEOUT, "weft_allreduce_enqueue");
-        /* the stream still runs work */
-        CHECK_OK(weft_memcpy_async(e, h, bytes, st));
-        CHECK_OK(weft_stream_synchronize(st));
-        CHECK_DATA(dd_check_values(CI_INT32_SUM, 5, 0, n, e), "a copy after the timeout");
-        CHECK_OK(weft_stream_destroy(st));
-        atomic_store(&w->flag[0], 1);
-    } else {
-        /* absent: rank 0's wait is bounded by WEFT_TIMEOUT */
-        CHECK(await(&w->flag[0], 1), "rank 0 did not come back from the timed-out operation");
-    }
-    pthread_barrier_wait(&w->barrier);
-    dd_free(e);
-    dd_free(res);
-    dd_free(h);
-    atomic_fetch_add(&w->finished, 1);
-}
-
-Test(timeout, reported_by_synchronize_and_the_next_call, .timeout = 120)
-{
-    world_t w = {0};
-
-    cr_assert_eq(weft__runtime_config.timeout, 1.0, "WEFT_TIMEOUT=1 was not read");
-    run_world(2, timeout_body, &w);
-}
-
-/*
- * A blocking call waits for the communicator's enqueued operations, with
- * the deadline: rank 0's allreduce is enqueued on a stream held by a closed
- * gate, so its weft_barrier times out without starting; once the gate opens
- * and rank 1 joins, the allreduce and a barrier complete normally.
- */
-static void drain_body(weft_comm_t comm, int r, void *arg)
-{
-    world_t *w = arg;
-    const size_t n = 257, bytes = n * 4;
-    unsigned char *in = xalloc(w, r, 1, bytes), *out = xalloc(w, r, 1, bytes);
-    weft_stream_t st = NULL;
-
-    dd_fill(CI_INT32_SUM, r, 0, n, in);
-    if (r == 0) {
-        gated_t g;
-        double t0;
-
-        gated_create(w, r, &g);
-        CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_INT32, WEFT_SUM, comm, g.st));
-        t0 = now_s();
-        CHECK_ERR(weft_barrier(comm), WEFT_ERR_TIMEOUT, "enqueued");
-        CHECK(now_s() - t0 < 20.0,
-              "the wait for enqueued operations took %.1f s with "
-              "WEFT_TIMEOUT=1",
-              now_s() - t0);
-        gated_open(&g);
-        atomic_store(&w->flag[0], 1);
-        CHECK_OK(weft_stream_synchronize(g.st));
-        gated_destroy(w, r, &g);
-    } else {
-        CHECK(await(&w->flag[0], 1), "rank 0's barrier did not time out");
-        CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
-        CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_INT32, WEFT_SUM, comm, st));
-        CHECK_OK(weft_stream_synchronize(st));
-        CHECK_OK(weft_stream_destroy(st));
-    }
-    CHECK_DATA(dd_check_reduced(CI_INT32_SUM, w->p, 0, n, out), "the allreduce after the gate");
-    CHECK_OK(weft_barrier(comm));
-    pthread_barrier_wait(&w->barrier);
-    dd_free(in);
-    dd_free(out);
-    atomic_fetch_add(&w->finished, 1);
-}
-
-Test(timeout, blocking_call_waits_for_enqueued_work_with_a_deadline, .timeout = 120)
-{
-    world_t w = {0};
-
-    run_world(2, drain_body, &w);
 }
