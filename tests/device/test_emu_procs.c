@@ -12,7 +12,8 @@
  *    (WEFT_RANKS_PER_NODE=1, WEFT_SHM=no): every byte goes point to point
  *    over UCX, which cannot reach emu memory, so the transport stages it
  *    through host memory in fragments (WEFT_STAGE_FRAG=64k: a message of
- *    several MiB takes dozens); no process imports anything;
+ *    several MiB takes dozens): every process asserts that its transport
+ *    made its emu staging stream, and that it imported nothing;
  *  - on two virtual nodes of two (the hierarchical algorithms: shared
  *    memory inside, UCX between);
  *  - with a peer that dies while the others' enqueued allreduce waits for
@@ -30,6 +31,8 @@
 #include <criterion/criterion.h>
 
 #include "device/emu/emu.h"
+#include "pt2pt/ucx/ucx_internal.h"
+#include "runtime/comm.h"
 #include "tests/coll/device_cases.h"
 
 #include <errno.h>
@@ -58,6 +61,8 @@ typedef struct slot {
     int finished; /* reached the end */
     uint64_t imports;
     int imports_open; /* mappings of peers' memory still open at the end */
+    int staged;       /* the UCX transport made its emu staging stream: it staged emu memory */
+    int staged_early; /* ... already before the first collective (it must not have) */
     uint64_t kind_imports[WEFT_COLL_KIND_COUNT]; /* imports made by each collective */
 } slot_t;
 
@@ -74,6 +79,7 @@ typedef struct job_opts {
     const char *shm;  /* WEFT_SHM, or NULL */
     const char *tune; /* WEFT_TUNE, or NULL */
     int ipc;          /* 1: every rank must import; 0: none may; -1: not asserted */
+    int staged;       /* 1: every rank's UCX transport must have staged emu memory */
     int dead_peer;    /* rank 1 kills itself while the others' enqueued allreduce waits for it */
 } job_opts_t;
 
@@ -123,6 +129,15 @@ static void env_sync(void *ctx)
     }
 }
 
+/* Whether comm's UCX transport staged emu memory through host memory: it
+ * creates its staging stream for emu on the first such message. */
+static int staged_through_host(weft_comm_t comm)
+{
+    const ucx_comm_t *uc = comm->p2p_ep;
+
+    return comm->p2p == &weft__ucx_ops && uc->ctx->stage_streams[WEFT_MEM_EMU] != NULL;
+}
+
 /* The whole life of one rank in the job: join, run every case, leave. */
 static void rank_main(area_t *area, int nranks, int rank)
 {
@@ -145,6 +160,7 @@ static void rank_main(area_t *area, int nranks, int rank)
         snprintf(msg, sizeof(msg), "weft_stream_create: %s", weft_last_error());
         note_failure(slot, msg);
     }
+    slot->staged_early = staged_through_host(ctx.comm);
     nc = dd_build_cases(nranks, 1, cases);
     /* several MiB: many staging fragments, several shared-memory steps */
     for (int m = 0; m < DD_NMODES; m++) {
@@ -164,6 +180,7 @@ static void rank_main(area_t *area, int nranks, int rank)
     }
     slot->imports = weft__emu_ipc_imports_total();
     slot->imports_open = weft__emu_ipc_imports_open();
+    slot->staged = staged_through_host(ctx.comm);
     if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
         snprintf(msg, sizeof(msg), "weft_stream_destroy: %s", weft_last_error());
         note_failure(slot, msg);
@@ -383,6 +400,12 @@ static void run_job(const job_opts_t *o)
                      "np=%d: rank %d still maps %d of its peers' allocations after every "
                      "collective ended",
                      o->nranks, r, sl->imports_open);
+        if (o->staged && o->nranks > 1) {
+            cr_assert(sl->staged && !sl->staged_early,
+                      "np=%d: rank %d's transport never staged emu memory (before the "
+                      "collectives: %d, after: %d)",
+                      o->nranks, r, sl->staged_early, sl->staged);
+        }
         if (o->ipc == 1 && o->nranks > 1) {
             cr_assert_gt(sl->kind_imports[WEFT_COLL_ALLREDUCE], 0,
                          "np=%d: rank %d's allreduces mapped no peer's emu buffer (IPC unused)",
@@ -430,12 +453,12 @@ Test(one_node, np4_ipc, .timeout = 300)
 
 Test(virtual_nodes, np2_staged, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 2, .rpn = "1", .shm = "no", .ipc = 0});
+    run_job(&(job_opts_t){.nranks = 2, .rpn = "1", .shm = "no", .ipc = 0, .staged = 1});
 }
 
 Test(virtual_nodes, np3_staged, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 3, .rpn = "1", .shm = "no", .ipc = 0});
+    run_job(&(job_opts_t){.nranks = 3, .rpn = "1", .shm = "no", .ipc = 0, .staged = 1});
 }
 
 Test(virtual_nodes, np4_two_nodes_of_two, .timeout = 300)
