@@ -478,3 +478,48 @@ Test(enqueue, comm_destroy_waits_for_enqueued_work, .timeout = 120)
         run_world(p, destroy_body, &w);
     }
 }
+
+/*
+ * Split communicators (even and odd ranks, in reverse order): an enqueued
+ * allreduce and a blocking allgather on emu buffers within each half.
+ */
+static void split_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const size_t n = 301, bytes = n * 2;
+    weft_comm_t half = NULL;
+    weft_stream_t st = NULL;
+    int hr = -1, hp = 0;
+    unsigned char *in = xalloc(w, r, 1, bytes), *out = xalloc(w, r, 1, bytes);
+    unsigned char *all = xalloc(w, r, 1, bytes * (size_t)w->p);
+
+    CHECK_OK(weft_comm_split(comm, r % 2, -r, &half));
+    CHECK_OK(weft_comm_rank(half, &hr));
+    CHECK_OK(weft_comm_size(half, &hp));
+    dd_fill(CI_F16_SUM, hr, 0, n, in);
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+    CHECK_OK(weft_allreduce_enqueue(in, out, n, WEFT_FLOAT16, WEFT_SUM, half, st));
+    CHECK_OK(weft_stream_synchronize(st));
+    CHECK_DATA(dd_check_reduced(CI_F16_SUM, hp, 0, n, out), "allreduce in a half of %d", hp);
+    CHECK_OK(weft_allgather(in, all, n, WEFT_FLOAT16, half));
+    for (int b = 0; b < hp; b++) {
+        CHECK_DATA(dd_check_values(CI_F16_SUM, b, 0, n, all + (size_t)b * bytes),
+                   "allgather in a half, block %d", b);
+    }
+    CHECK_OK(weft_stream_destroy(st));
+    CHECK_OK(weft_comm_destroy(half));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(in);
+    dd_free(out);
+    dd_free(all);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, split_communicators, .timeout = 120)
+{
+    for (int p = 2; p <= 5; p++) {
+        world_t w = {0};
+
+        run_world(p, split_body, &w);
+    }
+}
