@@ -45,19 +45,28 @@ _DL_DTYPES = {
 }
 
 
+_KNOWN = {}  # numpy dtype -> weft.Dtype, filled as dtypes are seen
+
+
 def weft_dtype(dtype):
     """The weft.Dtype of a numpy dtype (or anything numpy.dtype accepts);
     TypeError for a dtype weft does not have."""
+    found = _KNOWN.get(dtype) if isinstance(dtype, np.dtype) else None
+    if found is not None:
+        return found
     try:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise TypeError("weft: %r is not a dtype (%s)" % (dtype, e)) from None
     if BFLOAT16 is not None and dt == BFLOAT16:
+        _KNOWN[dt] = Dtype.BFLOAT16
         return Dtype.BFLOAT16
     if not dt.isnative:
         raise TypeError("weft: dtype %s is not in native byte order" % dt.str)
     found = _BY_KIND.get((dt.kind, dt.itemsize))
-    if found is None:
+    if found is not None:
+        _KNOWN[dt] = found
+    else:
         raise TypeError("weft: numpy dtype %s has no weft dtype (weft has int8, uint8, int32, "
                         "uint32, int64, uint64, float16, %sfloat32, float64)"
                         % (dt, "bfloat16, " if BFLOAT16 is not None else ""))
@@ -104,7 +113,11 @@ def _from_numpy(obj, arr, what, write, keep):
     if write and not arr.flags.writeable and obj is arr:
         raise ValueError("weft: %s is read-only and weft writes the result into it" % what)
     dtype = weft_dtype(arr.dtype)
-    return Buf(obj, arr.ctypes.data, arr.size, dtype, arr.itemsize, False, keep, arr, arr.shape)
+    if arr.flags.writeable and arr.nbytes:  # the fast way to the address
+        ptr = ctypes.addressof(ctypes.c_char.from_buffer(arr))
+    else:
+        ptr = arr.ctypes.data
+    return Buf(obj, ptr, arr.size, dtype, arr.itemsize, False, keep, arr, arr.shape)
 
 
 def _from_cai(obj, what):

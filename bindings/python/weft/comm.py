@@ -63,11 +63,18 @@ def _usable():
     return _state["initialized"] and not _state["finalized"]
 
 
+_OP_NAMES = {}
+for _o in Op:
+    _OP_NAMES[_o.name] = _OP_NAMES[_o.name.lower()] = _o
+
+
 def parse_op(op):
     """weft.Op from an Op, its int value, or a name ('sum', 'MAX', ...)."""
     if isinstance(op, Op):
         return op
     if isinstance(op, str):
+        if op in _OP_NAMES:
+            return _OP_NAMES[op]
         try:
             return Op[op.upper()]
         except KeyError:
@@ -89,6 +96,12 @@ def get_unique_id():
     uid = _lib._UniqueId()
     check(lib.weft_get_unique_id(ctypes.byref(uid)), "weft_get_unique_id")
     return bytes(uid.internal)
+
+
+_CALLS = ["allreduce", "reduce", "bcast", "allgather", "allgatherv", "reduce_scatter",
+          "reduce_scatter_v", "alltoall", "alltoallv", "gather", "scatter", "send", "recv"]
+_BLOCKING = {name: getattr(lib, "weft_" + name) for name in _CALLS}
+_NONBLOCKING = {name: getattr(lib, "weft_i" + name) for name in _CALLS}
 
 
 def _size_array(values, n, what):
@@ -373,14 +386,18 @@ class Comm:
     # -- running a validated call ---------------------------------------
 
     def _run(self, call):
-        status = getattr(lib, "weft_" + call.name)(*call.args, self._live())
-        check(status, "weft_" + call.name)
+        fn = _BLOCKING[call.name]
+        status = fn(*call.args, self._live())
+        if status:
+            check(status, fn.__name__)
         return call.result
 
     def _start(self, call):
         req = ctypes.c_void_p()
-        status = getattr(lib, "weft_i" + call.name)(*call.args, self._live(), ctypes.byref(req))
-        check(status, "weft_i" + call.name)
+        fn = _NONBLOCKING[call.name]
+        status = fn(*call.args, self._live(), ctypes.byref(req))
+        if status:
+            check(status, fn.__name__)
         return Request(self, req.value, call)
 
     def _root(self, root):
