@@ -406,3 +406,12 @@ def test_split_of_split_and_destroy_order(comm):
     a.destroy()  # the parent first: b keeps working
     same(b.allreduce(np.ones(3, np.int32)), np.full(3, comm.size, np.int32))
     b.destroy()
+
+
+def test_second_world_communicator(comm):
+    """weft_comm_world again: a new communicator of the same ranks."""
+    with weft.Comm.world() as again:
+        assert (again.rank, again.size) == (comm.rank, comm.size)
+        r = comm.iallreduce(np.full(5, comm.rank, np.int64))
+        same(again.allreduce(np.ones(5, np.int64)), np.full(5, comm.size, np.int64))
+        same(r.wait(), np.full(5, comm.size * (comm.size - 1) // 2, np.int64))

@@ -92,7 +92,7 @@ def test_intercommunicator_is_refused():
 
 def test_weft_and_mpi_interleaved(wcomm):
     """Nonblocking weft operations outstanding across MPI calls."""
-    me, p = wcomm.rank, wcomm.size
+    me = wcomm.rank
     req = wcomm.iallreduce(np.full(1000, me, np.int64))
     total = MPI.COMM_WORLD.allreduce(me)
     same(req.wait(), np.full(1000, total, np.int64))

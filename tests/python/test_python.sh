@@ -3,7 +3,8 @@
 # single-process unit tests (the bindings mirror include/weft.h, dtype
 # mapping, weft.Error, loading the library), then every collective on numpy
 # arrays, errors, DLPack/__cuda_array_interface__ objects and mpi4py
-# interop under mpirun -np 1..4, with libweft from the build tree
+# interop under mpirun -np 1..4, and a short run of python3 -m weft.bench,
+# with libweft from the build tree
 # (WEFT_LIBRARY). Every rank of every job must report a pytest exit status
 # of 0 (5, "no tests collected", fails); a job that overstays its deadline
 # is killed with all its ranks.
@@ -81,4 +82,17 @@ for np in 1 2 3 4; do
     check_ranks "mpirun -np $np" "$dir" "$np"
     cleanup
 done
+# the benchmark module runs and its checked pass agrees with MPI
+out=$(set -o pipefail; timeout -k 5 300 mpirun -np 2 --oversubscribe --bind-to none \
+    --mca mpi_yield_when_idle 1 -x WEFT_LIBRARY -x PYTHONPATH -x WEFT_TIMEOUT \
+    "$python" -m weft.bench -e 64k -n 10 -r 2 2>&1 | tr -d '\000')
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q '^# check: every size ok' <<<"$out" || \
+        ! grep -qE '^ +65536 +16384 +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out"; then
+    failures=$((failures + 1))
+    echo "FAIL: mpirun -np 2 python3 -m weft.bench -e 64k (exit $rc)"
+    tail -n 20 <<<"$out"
+else
+    echo "weft.bench -np 2 8 B..64 KiB: check ok, every size timed"
+fi
 [ $failures -eq 0 ] && echo "PASS" || { echo "FAIL: $failures job(s)"; exit 1; }

@@ -51,10 +51,12 @@ def _finalize():
     with _state_lock:
         if not _state["initialized"] or _state["finalized"]:
             return
-        for req in list(_live_requests):
-            req.free()
-        for comm in list(_live_comms):
-            comm.destroy()
+        for obj, release in [(r, r.free) for r in list(_live_requests)] + \
+                [(c, c.destroy) for c in list(_live_comms)]:
+            try:
+                release()
+            except Error:  # a handle C no longer knows: nothing left to release
+                pass
         _state["finalized"] = True
         lib.weft_finalize()
 
