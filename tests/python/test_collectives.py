@@ -355,6 +355,9 @@ def test_freed_unfinished_request_completes_on_its_own(comm):
     req = comm.iallreduce(buf)
     req.free()  # weft_request_free: the operation finishes on its own
     assert req.done
+    with pytest.raises(weft.Error, match="freed") as e:
+        req.wait()
+    assert e.value.status == weft.Status.ERR_INVALID_ARG
     # the next operation of the communicator completes the freed one first
     nxt = comm.allreduce(np.full(10, 2 * me, dtype=np.int32))
     same(nxt, np.full(10, p * (p - 1), dtype=np.int32))
@@ -415,3 +418,17 @@ def test_second_world_communicator(comm):
         r = comm.iallreduce(np.full(5, comm.rank, np.int64))
         same(again.allreduce(np.ones(5, np.int64)), np.full(5, comm.size, np.int64))
         same(r.wait(), np.full(5, comm.size * (comm.size - 1) // 2, np.int64))
+
+
+def test_abort(comm):
+    """weft_comm_abort: later operations of that communicator (and only
+    that one) fail with ERR_ABORTED at once."""
+    d = comm.dup()
+    d.abort()
+    x = np.ones(4, np.int32)
+    with pytest.raises(weft.Error) as e:
+        d.allreduce(x)
+    assert e.value.status == weft.Status.ERR_ABORTED
+    same(x, np.ones(4, np.int32))
+    d.destroy()
+    same(comm.allreduce(x), np.full(4, comm.size, np.int32))

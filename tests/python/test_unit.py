@@ -120,6 +120,9 @@ def test_error_carries_status_name_and_message():
     assert (e.status, e.name, e.message) == (-8, "WEFT_ERR_MISMATCH", "counts differ")
     assert str(e) == "WEFT_ERR_MISMATCH: counts differ"
     assert weft.Error(-99, "x").name == "WEFT_STATUS_-99"
+    import pickle  # mpi4py pickles it (from_mpi4py sends rank 0's failure)
+    back = pickle.loads(pickle.dumps(e))
+    assert (back.status, back.name, str(back)) == (e.status, e.name, str(e))
 
 
 def test_c_failure_raises_error_with_last_error():

@@ -82,6 +82,9 @@ class Error(Exception):
         self.message = message
         super().__init__("%s: %s" % (self.name, message))
 
+    def __reduce__(self):  # pickled as (status, message), e.g. by mpi4py
+        return (Error, (self.status, self.message))
+
 
 class _UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_ubyte * UNIQUE_ID_BYTES)]

@@ -51,8 +51,8 @@ def _finalize():
     with _state_lock:
         if not _state["initialized"] or _state["finalized"]:
             return
-        for obj, release in [(r, r.free) for r in list(_live_requests)] + \
-                [(c, c.destroy) for c in list(_live_comms)]:
+        for release in [r.free for r in list(_live_requests)] + \
+                [c.destroy for c in list(_live_comms)]:
             try:
                 release()
             except Error:  # a handle C no longer knows: nothing left to release
@@ -115,7 +115,8 @@ def _size_array(values, n, what):
     for i, v in enumerate(vals):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError("weft: %s[%d] = %r is not a non-negative integer" % (what, i, v))
-    return (ctypes.c_size_t * n)(*[int(v) for v in vals]), vals
+    vals = [int(v) for v in vals]
+    return (ctypes.c_size_t * n)(*vals), vals
 
 
 def _packed(counts):
@@ -195,6 +196,7 @@ class Request:
         self._keep = call.keep
         self._result = call.result
         self._error = None
+        self._freed = False
         _live_requests.add(self)
 
     def _settle(self, status, call):
@@ -213,9 +215,15 @@ class Request:
 
     @property
     def done(self):
+        """True once complete (or freed)."""
         return self._handle is None
 
+    def _check_not_freed(self):
+        if self._freed:
+            raise Error(Status.ERR_INVALID_ARG, "the request was freed before it completed")
+
     def test(self):
+        self._check_not_freed()
         if self._handle is not None:
             flag = ctypes.c_int(0)
             status = lib.weft_test(self._handle, ctypes.byref(flag))
@@ -227,6 +235,7 @@ class Request:
         return True
 
     def wait(self):
+        self._check_not_freed()
         if self._handle is not None:
             self._settle(lib.weft_wait(self._handle), "weft_wait")
         if self._error is not None:
@@ -241,6 +250,7 @@ class Request:
         if self._keep is not None and self._comm._family is not None:
             self._comm._family.orphans.append(self._keep)
         self._keep = None
+        self._freed = True
         self._release_handle()
 
     def __del__(self):
@@ -354,9 +364,11 @@ class Comm:
             return
         handle, self._handle = self._handle, None
         _live_comms.discard(self)
-        if _usable():
-            check(lib.weft_comm_destroy(handle), "weft_comm_destroy")
-        self._family.leave()
+        try:
+            if _usable():
+                check(lib.weft_comm_destroy(handle), "weft_comm_destroy")
+        finally:
+            self._family.leave()
 
     @property
     def destroyed(self):
