@@ -103,3 +103,15 @@ def test_device_memory_needs_the_device_backend(comm):
         with pytest.raises(ValueError, match="out="):
             comm.allgather(make(a))  # weft allocates host arrays only
     same(comm.allreduce(np.ones(2, np.int8)), np.full(2, p, np.int8))  # nothing was sent
+
+
+def test_dlpack_host_without_numpy_from_dlpack(comm, monkeypatch):
+    """Where numpy has no from_dlpack, host tensors are read from the
+    capsule and served as host memory."""
+    monkeypatch.delattr(np, "from_dlpack")
+    p, me = comm.size, comm.rank
+    t = HostTensor(data(np.int32, 40, me))
+    b = _buffer.resolve(t, "buf")
+    assert (b.ptr, b.count, b.device) == (t.array.ctypes.data, 40, False)
+    assert comm.allreduce(t, "max") is t
+    same(t.array, expected_reduce(np.int32, 40, p, "max"))

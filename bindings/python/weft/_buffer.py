@@ -157,10 +157,11 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def _from_dlpack_device(obj, what):
-    """A device tensor: read the DLTensor of an unconsumed capsule. The
-    capsule is kept (its destructor releases the tensor), so the memory
-    stays valid while weft uses it."""
+def _from_dlpack_capsule(obj, what, device):
+    """Read the DLTensor of an unconsumed capsule (device memory, or host
+    memory where numpy has no from_dlpack). The capsule is kept (its
+    destructor releases the tensor), so the memory stays valid while weft
+    uses it."""
     capsule = obj.__dlpack__()
     t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     dtype = _DL_DTYPES.get((t.dtype.code, t.dtype.bits))
@@ -177,7 +178,7 @@ def _from_dlpack_device(obj, what):
     for n in shape:
         count *= n
     ptr = (t.data or 0) + t.byte_offset
-    return Buf(obj, ptr, count, dtype, itemsize, True, [obj, capsule], None, shape)
+    return Buf(obj, ptr, count, dtype, itemsize, device, [obj, capsule], None, shape)
 
 
 def resolve(obj, what, write=False):
@@ -188,12 +189,12 @@ def resolve(obj, what, write=False):
     if hasattr(obj, "__cuda_array_interface__"):
         return _from_cai(obj, what)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        device_type = obj.__dlpack_device__()[0]
-        if device_type in (_DL_CPU, _DL_CUDA_HOST) and hasattr(np, "from_dlpack"):
+        host = obj.__dlpack_device__()[0] in (_DL_CPU, _DL_CUDA_HOST)
+        if host and hasattr(np, "from_dlpack"):
             # numpy marks imported arrays read-only (DLPack before 1.0 has no
             # such flag): the producer's memory is writable, weft writes it
             return _from_numpy(obj, np.from_dlpack(obj), what, write, [obj])
-        return _from_dlpack_device(obj, what)
+        return _from_dlpack_capsule(obj, what, not host)
     if obj is None:
         raise TypeError("weft: %s is None" % what)
     raise TypeError("weft: %s must be a numpy array or expose __cuda_array_interface__ or "
