@@ -177,6 +177,12 @@ def test_library_not_found_is_a_clear_error():
     assert "/nonexistent/libweft.so" in r.stderr
 
 
+def test_library_without_the_api_is_refused():
+    r = _run("import weft", {"WEFT_LIBRARY": "libm.so.6", "PYTHONPATH": PACKAGE})
+    assert r.returncode != 0
+    assert "libm.so.6 lacks weft_init" in r.stderr
+
+
 def test_library_found_by_the_loader(tmp_path):
     """Without WEFT_LIBRARY, a copy of the package outside the source tree
     loads libweft.so.0 through the dynamic loader's path."""

@@ -191,7 +191,7 @@ def _load():
                       "the dynamic loader finds libweft.so.0. Tried: " + "; ".join(tried))
 
 
-def _declare(handle):
+def _declare(handle, path):
     missing = []
     for name, (restype, argtypes) in _PROTOTYPES.items():
         try:
@@ -202,13 +202,12 @@ def _declare(handle):
         fn.restype = restype
         fn.argtypes = argtypes
     if missing:
-        raise ImportError("weft: %s lacks %s: it is not the libweft these bindings were written "
-                          "for (include/weft.h %s)" % (library_path, ", ".join(missing),
-                                                       "0.1"))
+        raise ImportError("weft: %s lacks %s: it is older than the weft.h these bindings "
+                          "mirror" % (path, ", ".join(missing)))
 
 
 lib, library_path = _load()
-_declare(lib)
+_declare(lib, library_path)
 
 
 def last_error():
