@@ -113,7 +113,8 @@ def _from_numpy(obj, arr, what, write, keep):
     if write and not arr.flags.writeable and obj is arr:
         raise ValueError("weft: %s is read-only and weft writes the result into it" % what)
     dtype = weft_dtype(arr.dtype)
-    if arr.flags.writeable and arr.nbytes:  # the fast way to the address
+    if arr.flags.writeable and arr.nbytes and dtype != Dtype.BFLOAT16:
+        # the fast way to the address (the buffer protocol has no bfloat16)
         ptr = ctypes.addressof(ctypes.c_char.from_buffer(arr))
     else:
         ptr = arr.ctypes.data
