@@ -447,13 +447,21 @@ class Comm:
 
     @staticmethod
     def _device_check(*bufs):
-        """Device memory goes to C only when libweft has a device backend
-        (include/weft.h gains weft_mem_type with it); the host-only library
+        """Device memory goes to C only when libweft knows it as device memory
+        (weft_mem_type: CUDA with the CUDA backend, or emu); otherwise libweft
         would read the pointer as host memory."""
-        if any(b is not None and b.device for b in bufs) and \
-                not hasattr(lib, "weft_mem_type"):
-            raise Error(Status.ERR_UNSUPPORTED, "device buffers need libweft's device backend, "
-                        "which this libweft (%s) does not have" % _lib.library_path)
+        for b in bufs:
+            if b is None or not b.device:
+                continue
+            if not hasattr(lib, "weft_mem_type"):
+                raise Error(Status.ERR_UNSUPPORTED, "device buffers need libweft's device "
+                            "layer, which this libweft (%s) does not have" % _lib.library_path)
+            mt = ctypes.c_int(0)
+            st = lib.weft_mem_type(ctypes.c_void_p(b.ptr), ctypes.byref(mt))
+            if st != 0 or mt.value == 0:  # WEFT_MEM_HOST: no backend claims the pointer
+                raise Error(Status.ERR_UNSUPPORTED, "device buffer at %#x: no device backend of "
+                            "this libweft (%s) knows it (a CUDA buffer needs the CUDA backend "
+                            "and a GPU)" % (b.ptr or 0, _lib.library_path))
 
     # -- collectives: each _x builds the call for x and ix ----------------
 
