@@ -18,17 +18,20 @@ extern "C" {
 
 /*
  * The weft communicator of an MPI intracommunicator: the one the
- * interposer uses for comm, made on first use (collective over comm: every
- * rank of comm calls it, or a collective the interposer serves, at the
- * same point). Returns MPI_SUCCESS and sets *comm_p, or an MPI error class
- * (MPI_ERR_COMM for MPI_COMM_NULL or an intercommunicator, MPI_ERR_ARG for
- * a NULL comm_p, MPI_ERR_OTHER when weft is off (WEFT_MPI=off) or could not
- * connect the ranks); *comm_p is written only on success.
+ * interposer uses for comm. MPI_COMM_WORLD and MPI_COMM_SELF have one from
+ * MPI_Init; a communicator made by MPI_Comm_dup, MPI_Comm_dup_with_info,
+ * MPI_Comm_split, MPI_Comm_split_type, MPI_Comm_create, MPI_Cart_create,
+ * MPI_Cart_sub, MPI_Graph_create or MPI_Dist_graph_create(_adjacent) from
+ * one that has one gets one when it is made. Returns MPI_SUCCESS and sets
+ * *comm_p, or an MPI error class (MPI_ERR_ARG for a NULL comm_p,
+ * MPI_ERR_COMM for MPI_COMM_NULL or an intercommunicator, MPI_ERR_OTHER
+ * when weft is off (WEFT_MPI=off), could not connect the ranks, or comm was
+ * made another way); *comm_p is written only on success. Not collective.
  *
  * The interposer owns the weft communicator: do not destroy it; it is
- * destroyed when comm is freed (MPI_Comm_free) or at MPI_Finalize. A weft
- * communicator is driven by one thread at a time: do not use it while
- * another thread runs an MPI collective on comm.
+ * destroyed when comm is freed (MPI_Comm_free) or at MPI_Finalize. Every
+ * such weft communicator shares one transport: drive them from one thread
+ * at a time, and not while another thread is in an MPI collective.
  */
 int weft_comm_from_mpi(MPI_Comm comm, weft_comm_t *comm_p);
 

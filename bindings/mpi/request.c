@@ -77,10 +77,10 @@ int weft__mpi_request_start(weft__mpi_comm_t *e, weft_request_t wreq, weft__mpi_
 
     if (rc != MPI_SUCCESS) {
         /* no MPI request to hand back: finish the collective here */
-        pthread_mutex_lock(&e->lock);
+        pthread_mutex_lock(&weft__mpi_lock);
         weft_wait(wreq);
         weft_request_free(wreq);
-        pthread_mutex_unlock(&e->lock);
+        pthread_mutex_unlock(&weft__mpi_lock);
         free(r);
         free(c->arrays);
         weft__mpi_comm_put(e);
@@ -127,9 +127,9 @@ static void complete(rec_t *r, weft_status_t status)
     weft__mpi_comm_t *e = r->e;
 
     find(r->mreq, 1);
-    pthread_mutex_lock(&e->lock);
+    pthread_mutex_lock(&weft__mpi_lock);
     weft_request_free(r->wreq);
-    pthread_mutex_unlock(&e->lock);
+    pthread_mutex_unlock(&weft__mpi_lock);
     free(r->arrays);
     r->arrays = NULL;
     if (status != WEFT_OK) {
@@ -152,9 +152,9 @@ static int poll(int n, const MPI_Request *reqs)
         if (reqs[i] == MPI_REQUEST_NULL || (r = find(reqs[i], 0)) == NULL) {
             continue;
         }
-        pthread_mutex_lock(&r->e->lock);
+        pthread_mutex_lock(&weft__mpi_lock);
         status = weft_test(r->wreq, &done);
-        pthread_mutex_unlock(&r->e->lock);
+        pthread_mutex_unlock(&weft__mpi_lock);
         if (done || status != WEFT_OK) {
             complete(r, status);
         } else {
@@ -296,9 +296,9 @@ void weft__mpi_request_drain(void)
         while ((r = buckets[b]) != NULL) {
             weft_status_t status;
 
-            pthread_mutex_lock(&r->e->lock);
+            pthread_mutex_lock(&weft__mpi_lock);
             status = weft_wait(r->wreq);
-            pthread_mutex_unlock(&r->e->lock);
+            pthread_mutex_unlock(&weft__mpi_lock);
             complete(r, status);
         }
     }

@@ -1,9 +1,10 @@
 /*
  * Running a checked call on weft: one dispatch for the blocking and the
- * nonblocking forms, under the communicator's lock.
+ * nonblocking forms, under weft__mpi_lock.
  */
 #include "bindings/mpi/weft_mpi_internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 size_t *weft__mpi_arrays(weft__mpi_call_t *c, int n, int size)
@@ -94,9 +95,37 @@ weft__mpi_why_t weft__mpi_serve(MPI_Comm comm, weft__mpi_why_t why, weft__mpi_ca
         weft__mpi_count_forward(why);
         return why;
     }
-    pthread_mutex_lock(&e->lock);
-    status = req == NULL ? run(c, e->wc) : start(c, e->wc, &wreq);
-    pthread_mutex_unlock(&e->lock);
+    pthread_mutex_lock(&weft__mpi_lock);
+    if (req == NULL && !weft__mpi_multiple) {
+        status = run(c, e->wc);
+    } else {
+        status = start(c, e->wc, &wreq);
+    }
+    pthread_mutex_unlock(&weft__mpi_lock);
+    if (req == NULL && weft__mpi_multiple && status == WEFT_OK) {
+        /* blocking, but other threads' collectives move meanwhile; each
+         * test is bounded by the operation's deadline */
+        int done = 0;
+
+        while (!done) {
+            pthread_mutex_lock(&weft__mpi_lock);
+            status = weft_test(wreq, &done);
+            if (status != WEFT_OK) {
+                done = 1;
+            }
+            if (done) {
+                weft_request_free(wreq);
+            }
+            pthread_mutex_unlock(&weft__mpi_lock);
+            if (!done) {
+                sched_yield();
+            }
+        }
+        /* a weft argument error after the start is a failure, not a refusal */
+        if (status == WEFT_ERR_INVALID_ARG || status == WEFT_ERR_UNSUPPORTED) {
+            status = WEFT_ERR_INTERNAL;
+        }
+    }
     /* weft checks every argument before it sends anything, identically on
      * every rank: what it refuses, MPI gets instead */
     if (status == WEFT_ERR_INVALID_ARG || status == WEFT_ERR_UNSUPPORTED) {

@@ -1,13 +1,20 @@
 /*
  * The interposer's lifetime: MPI_Init/MPI_Init_thread start weft and make
- * the weft communicator of MPI_COMM_WORLD; other communicators get theirs
- * on first use, cached in an MPI attribute whose delete callback (run by
- * MPI_Comm_free, or by MPI_Finalize here) releases it; MPI_Finalize prints
- * the statistics (WEFT_MPI_STATS=1) and stops weft before MPI stops.
+ * the weft communicators of MPI_COMM_WORLD and MPI_COMM_SELF; the
+ * communicator constructors (comm.c) split one from the parent's for every
+ * new intracommunicator. Each is cached in an MPI attribute whose delete
+ * callback (run by MPI_Comm_free, or by MPI_Finalize here) releases it.
+ * MPI_Finalize prints the statistics (WEFT_MPI_STATS=1) and stops weft
+ * before MPI stops.
  *
- * A weft communicator is made with a unique id broadcast by PMPI over the
- * MPI communicator (no launcher involved), then every rank agrees by a
- * PMPI allreduce whether all of them got one: either all serve or none.
+ * The world's weft communicator is made with a unique id broadcast by PMPI
+ * (no launcher involved). The others are split from their parent's, never
+ * made with another unique id: weft numbers communicators so that split
+ * ones never match each other's messages, while every communicator made by
+ * weft_comm_init_rank has the same number (0) and shares the process's
+ * transport, so two of them between the same processes could. After each,
+ * every rank agrees by a PMPI allreduce whether all of them got one:
+ * either all serve on it or none.
  */
 #include "bindings/mpi/weft_mpi_internal.h"
 
@@ -15,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+pthread_mutex_t weft__mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+int weft__mpi_multiple;
 atomic_int weft__mpi_state; /* 0 before MPI_Init, 1 serving, 2 off, 3 finalizing */
 static int stats_on;
 static int comm_keyval = MPI_KEYVAL_INVALID;
@@ -112,10 +121,11 @@ void weft__mpi_comm_put(weft__mpi_comm_t *e)
         return;
     }
     if (e->wc != NULL) {
+        pthread_mutex_lock(&weft__mpi_lock);
         weft_comm_destroy(e->wc);
+        pthread_mutex_unlock(&weft__mpi_lock);
         atomic_fetch_add(&comms_released, 1);
     }
-    pthread_mutex_destroy(&e->lock);
     free(e);
 }
 
@@ -132,51 +142,111 @@ static int delete_attr(MPI_Comm comm, int keyval, void *value, void *extra)
     return MPI_SUCCESS;
 }
 
-/* Collective over comm: a weft communicator of the same ranks, or an entry
- * with wc == NULL when some rank could not make one. */
-static weft__mpi_comm_t *make_entry(MPI_Comm comm, int size, int rank)
+/* Cache wc (NULL: some rank has none, never served) as comm's attribute. */
+static weft__mpi_comm_t *attach(MPI_Comm comm, weft_comm_t wc, int size, int rank)
 {
-    struct {
-        weft_unique_id_t id;
-        int ok;
-    } msg;
     weft__mpi_comm_t *e = calloc(1, sizeof(*e));
-    int ok, all_ok = 0;
 
-    memset(&msg, 0, sizeof(msg));
-    if (rank == 0) {
-        msg.ok = e != NULL && weft_get_unique_id(&msg.id) == WEFT_OK;
-    }
-    PMPI_Bcast(&msg, (int)sizeof(msg), MPI_BYTE, 0, comm);
-    ok = msg.ok && e != NULL;
-    if (ok && weft_comm_init_rank(size, &msg.id, rank, &e->wc) != WEFT_OK) {
-        fprintf(stderr, "weft_mpi: rank %d of %d: no weft communicator: %s\n", rank, size,
-                weft_last_error());
-        e->wc = NULL;
-        ok = 0;
-    }
-    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     if (e == NULL) {
+        if (wc != NULL) {
+            weft_comm_destroy(wc);
+        }
         return NULL;
     }
-    if (!all_ok && e->wc != NULL) {
-        weft_comm_destroy(e->wc);
-        e->wc = NULL;
-    }
-    if (e->wc != NULL) {
+    if (wc != NULL) {
         atomic_fetch_add(&comms_made, 1);
     }
+    e->wc = wc;
     e->mcomm = comm;
     e->rank = rank;
     e->size = size;
     atomic_init(&e->refs, 1);
-    pthread_mutex_init(&e->lock, NULL);
     if (PMPI_Comm_set_attr(comm, comm_keyval, e) != MPI_SUCCESS) {
         weft__mpi_comm_put(e);
         return NULL;
     }
     registry_add(e);
     return e;
+}
+
+/* Every rank of comm got its weft communicator (ok), or none keeps one. */
+static int agree(int ok, MPI_Comm comm)
+{
+    int all_ok = 0;
+
+    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    return all_ok;
+}
+
+/* MPI_COMM_WORLD's: a unique id from rank 0, broadcast by PMPI. */
+static void make_world(int size, int rank)
+{
+    struct {
+        weft_unique_id_t id;
+        int ok;
+    } msg;
+    weft_comm_t wc = NULL;
+    int ok;
+
+    memset(&msg, 0, sizeof(msg));
+    if (rank == 0) {
+        msg.ok = weft_get_unique_id(&msg.id) == WEFT_OK;
+    }
+    PMPI_Bcast(&msg, (int)sizeof(msg), MPI_BYTE, 0, MPI_COMM_WORLD);
+    ok = msg.ok;
+    if (ok && weft_comm_init_rank(size, &msg.id, rank, &wc) != WEFT_OK) {
+        fprintf(stderr, "weft_mpi: rank %d of %d: no weft communicator: %s\n", rank, size,
+                weft_last_error());
+        wc = NULL;
+        ok = 0;
+    }
+    if (!agree(ok, MPI_COMM_WORLD) && wc != NULL) {
+        weft_comm_destroy(wc);
+        wc = NULL;
+    }
+    attach(MPI_COMM_WORLD, wc, size, rank);
+}
+
+void weft__mpi_derive(MPI_Comm parent, MPI_Comm newc)
+{
+    weft__mpi_comm_t *pe = NULL;
+    weft_comm_t wc = NULL;
+    weft_status_t status;
+    int flag = 0, inter = 0, color = -1, key = 0, size = 0, zero = 0, ok;
+    MPI_Group pg, ng;
+
+    if (atomic_load(&weft__mpi_state) != 1 || parent == MPI_COMM_NULL ||
+        PMPI_Comm_get_attr(parent, comm_keyval, &pe, &flag) != MPI_SUCCESS || !flag ||
+        pe->wc == NULL) {
+        return; /* the same on every rank of parent: no weft communicator to split */
+    }
+    if (newc != MPI_COMM_NULL && PMPI_Comm_test_inter(newc, &inter) == MPI_SUCCESS && !inter) {
+        /* one color per new communicator: its rank 0's rank in parent */
+        PMPI_Comm_rank(newc, &key);
+        PMPI_Comm_size(newc, &size);
+        PMPI_Comm_group(parent, &pg);
+        PMPI_Comm_group(newc, &ng);
+        PMPI_Group_translate_ranks(ng, 1, &zero, pg, &color);
+        PMPI_Group_free(&ng);
+        PMPI_Group_free(&pg);
+    }
+    pthread_mutex_lock(&weft__mpi_lock);
+    status = weft_comm_split(pe->wc, color < 0 ? -1 : color, key, &wc);
+    pthread_mutex_unlock(&weft__mpi_lock);
+    ok = status == WEFT_OK && (color < 0 || wc != NULL);
+    if (status != WEFT_OK) {
+        fprintf(stderr, "weft_mpi: no weft communicator for a new MPI communicator: %s\n",
+                weft_last_error());
+    }
+    if (!agree(ok, parent) && wc != NULL) {
+        weft_comm_destroy(wc);
+        wc = NULL;
+    }
+    if (color >= 0) {
+        attach(newc, wc, size, key);
+    } else if (wc != NULL) {
+        weft_comm_destroy(wc);
+    }
 }
 
 weft__mpi_why_t weft__mpi_comm_check(MPI_Comm comm, int *size_p, int *rank_p)
@@ -206,18 +276,12 @@ weft__mpi_why_t weft__mpi_comm_check(MPI_Comm comm, int *size_p, int *rank_p)
 weft__mpi_why_t weft__mpi_comm_get(MPI_Comm comm, weft__mpi_comm_t **e_p)
 {
     weft__mpi_comm_t *e = NULL;
-    int flag = 0, size, rank;
+    int flag = 0;
 
     if (PMPI_Comm_get_attr(comm, comm_keyval, &e, &flag) != MPI_SUCCESS) {
         return WEFT__MPI_WHY_ARGS;
     }
-    if (!flag) {
-        /* weft__mpi_comm_check ran first: an intracommunicator */
-        PMPI_Comm_size(comm, &size);
-        PMPI_Comm_rank(comm, &rank);
-        e = make_entry(comm, size, rank);
-    }
-    if (e == NULL || e->wc == NULL) {
+    if (!flag || e->wc == NULL) {
         return WEFT__MPI_WHY_NO_COMM;
     }
     atomic_fetch_add(&e->refs, 1);
@@ -267,11 +331,12 @@ static int env_on(const char *name)
 }
 
 /* After PMPI_Init succeeded: start weft and the world's communicator. */
-static void setup(void)
+static void setup(int provided)
 {
     int ok, all_ok = 0, size, rank;
 
     stats_on = env_on("WEFT_MPI_STATS");
+    weft__mpi_multiple = provided == MPI_THREAD_MULTIPLE;
     if (env_off("WEFT_MPI")) {
         atomic_store(&weft__mpi_state, 2);
         return;
@@ -296,11 +361,10 @@ static void setup(void)
         atomic_store(&weft__mpi_state, 2);
         return;
     }
-    /* every rank is here: the world's communicator, made now */
+    /* every rank is here: the world's communicator and this process's */
     atomic_store(&weft__mpi_state, 1);
-    if (make_entry(MPI_COMM_WORLD, size, rank) == NULL) {
-        atomic_store(&weft__mpi_state, 2);
-    }
+    make_world(size, rank);
+    weft__mpi_derive(MPI_COMM_WORLD, MPI_COMM_SELF);
 }
 
 WEFT_MPI_EXPORT int MPI_Init(int *argc, char ***argv)
@@ -308,7 +372,7 @@ WEFT_MPI_EXPORT int MPI_Init(int *argc, char ***argv)
     int rc = PMPI_Init(argc, argv);
 
     if (rc == MPI_SUCCESS) {
-        setup();
+        setup(MPI_THREAD_SINGLE);
     }
     return rc;
 }
@@ -318,7 +382,7 @@ WEFT_MPI_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *
     int rc = PMPI_Init_thread(argc, argv, required, provided);
 
     if (rc == MPI_SUCCESS) {
-        setup();
+        setup(*provided);
     }
     return rc;
 }

@@ -6,18 +6,20 @@
  *   2. local checks, each a reason to forward: arguments MPI calls
  *      erroneous (then Open MPI reports them exactly as it would), datatype
  *      and op weft lacks, intercommunicator, memory type;
- *   3. the communicator's weft communicator, made on first use (collective
- *      over the MPI communicator, so it only happens once every local check
- *      has passed: the checks depend only on arguments MPI requires to be
- *      consistent across ranks);
+ *   3. the communicator's weft communicator (comm.c: MPI_COMM_WORLD's made
+ *      at MPI_Init, every other one split from its parent's when MPI makes
+ *      the communicator; one without is forwarded);
  *   4. weft runs (blocking) or starts (I-forms: an MPI generalized request
  *      completed when weft finishes, see request.c) the collective.
  * Anything forwarded goes to the PMPI_ function with the caller's own
  * arguments.
  *
  * Threading: the registry of communicators and the request map have their
- * own locks; each weft communicator is driven under its entry's lock, so
- * MPI_THREAD_MULTIPLE programs never drive one from two threads at once.
+ * own locks. Every weft communicator is split from the world's and shares
+ * its transport, so weft is driven under one lock, weft__mpi_lock; under
+ * MPI_THREAD_MULTIPLE a blocking collective is started and tested with the
+ * lock released between tests, so that threads blocked in collectives of
+ * different communicators never wait for each other.
  */
 #ifndef WEFT_MPI_INTERNAL_H
 #define WEFT_MPI_INTERNAL_H
@@ -55,7 +57,6 @@ typedef enum {
 typedef struct weft__mpi_comm {
     weft_comm_t wc;         /* NULL: making it failed on some rank, so never served */
     MPI_Comm mcomm;         /* for the error handler; stale once freed */
-    pthread_mutex_t lock;   /* held while weft drives wc */
     atomic_int refs;        /* the attribute + one per unfinished request */
     atomic_int mcomm_freed; /* the MPI communicator is gone */
     int rank, size;
@@ -93,16 +94,21 @@ typedef struct weft__mpi_call {
 } weft__mpi_call_t;
 
 /* state.c */
+extern pthread_mutex_t weft__mpi_lock;
+extern int weft__mpi_multiple;     /* MPI_THREAD_MULTIPLE was provided */
 extern atomic_int weft__mpi_state; /* 0 before MPI_Init, 1 serving, 2 off, 3 finalizing */
 int weft__mpi_gate(void);          /* 1: try to serve; else counted as forwarded */
 void weft__mpi_count_forward(weft__mpi_why_t why);
 void weft__mpi_count_served(void);
-/* The communicator's entry, made on first use: WEFT__MPI_SERVE with *e_p set
- * (a reference for the caller, dropped with weft__mpi_comm_put), or a reason. */
+/* The communicator's entry: WEFT__MPI_SERVE with *e_p set (a reference for
+ * the caller, dropped with weft__mpi_comm_put), or a reason. */
 weft__mpi_why_t weft__mpi_comm_get(MPI_Comm comm, weft__mpi_comm_t **e_p);
 void weft__mpi_comm_put(weft__mpi_comm_t *e);
 /* NULL: MPI_COMM_NULL; else size, rank and whether it is an intercomm. */
 weft__mpi_why_t weft__mpi_comm_check(MPI_Comm comm, int *size_p, int *rank_p);
+/* Collective over parent, after MPI made newc from it (MPI_COMM_NULL on
+ * ranks outside it): newc's weft communicator, split from parent's. */
+void weft__mpi_derive(MPI_Comm parent, MPI_Comm newc);
 int weft__mpi_error_class(weft_status_t status);
 /* Raise a weft failure through comm's error handler; returns the class. */
 int weft__mpi_raise(weft__mpi_comm_t *e, const char *call, weft_status_t status);

@@ -15,6 +15,7 @@
  */
 #include <dlfcn.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -701,6 +702,60 @@ static void test_comm_from_mpi(MPI_Comm comm)
     }
 }
 
+/* MPI_THREAD_MULTIPLE: two threads, each on its own communicator, at once. */
+typedef struct {
+    MPI_Comm comm;
+    int id, wrong;
+} thread_arg_t;
+
+static void *thread_main(void *p)
+{
+    thread_arg_t *t = p;
+    int n, rank, x[3], y[3];
+
+    MPI_Comm_size(t->comm, &n);
+    MPI_Comm_rank(t->comm, &rank);
+    for (int j = 0; j < 300; j++) {
+        MPI_Request req;
+
+        for (int i = 0; i < 3; i++) {
+            x[i] = rank * (t->id + 1) + i + j;
+        }
+        if (j % 2) {
+            MPI_Iallreduce(x, y, 3, MPI_INT, MPI_SUM, t->comm, &req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Allreduce(x, y, 3, MPI_INT, MPI_SUM, t->comm);
+        }
+        for (int i = 0; i < 3; i++) {
+            t->wrong += y[i] != (t->id + 1) * n * (n - 1) / 2 + n * (i + j);
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(int provided)
+{
+    thread_arg_t args[2];
+    pthread_t threads[2];
+
+    if (provided < MPI_THREAD_MULTIPLE) {
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        args[i] = (thread_arg_t){.id = i};
+        MPI_Comm_dup(MPI_COMM_WORLD, &args[i].comm);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_create(&threads[i], NULL, thread_main, &args[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(threads[i], NULL);
+        expect(args[i].wrong == 0, "threads", "allreduce results", args[i].wrong);
+        MPI_Comm_free(&args[i].comm);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided, n, all_failures = 0;
@@ -723,6 +778,7 @@ int main(int argc, char **argv)
     test_many(split);
     test_forwarded();
     test_errors();
+    test_threads(provided);
 
     /* communicators freed after use: their weft communicators are released */
     MPI_Comm_free(&split);
