@@ -35,12 +35,14 @@ fail() {
 }
 
 # run SECONDS LABEL mpirun-arguments...: output in $out, status in $rc; the
-# job runs in its own process group, killed whole at the deadline
+# job runs in its own session (a background job of this script is no group
+# leader, so setsid does not fork: the session id is $!), and what is left
+# of it after a failure or the deadline is killed whole
 run() {
     local secs=$1 label=$2
     shift 2
     runs=$((runs + 1))
-    setsid timeout -s KILL "$secs" mpirun "${mpirun_opts[@]}" "$@" >"$work/out" 2>&1 &
+    setsid -w timeout -k 5 "$secs" mpirun "${mpirun_opts[@]}" "$@" >"$work/out" 2>&1 &
     local pid=$!
     wait $pid
     rc=$?
