@@ -166,14 +166,32 @@ weft__mpi_why_t weft__mpi_movable(MPI_Datatype dt, size_t *size_p)
     return WEFT__MPI_SERVE;
 }
 
+/* The memory type of a buffer the call passes (NULL, MPI_IN_PLACE and
+ * WEFT_IN_PLACE: none, -1); -2 when weft refuses the pointer (freed device
+ * memory). */
+static int memtype_of(const void *p)
+{
+    weft_memtype_t t;
+
+    if (p == NULL || p == MPI_IN_PLACE || p == WEFT_IN_PLACE) {
+        return -1;
+    }
+    return weft_mem_type(p, &t) == WEFT_OK ? (int)t : -2;
+}
+
 /*
- * Every buffer is host memory today. With a device backend in weft, this
- * is where a buffer's memory type is queried: device memory weft serves
- * passes, anything else returns WEFT__MPI_WHY_MEMORY and goes to MPI.
+ * The CUDA-aware MPI contract: host and device buffers (CUDA memory with
+ * weft's CUDA backend, emu memory) are served by weft, whose collectives
+ * take either. A call whose buffers are of two memory types (weft wants
+ * one), or a pointer weft refuses, goes to MPI.
  */
 weft__mpi_why_t weft__mpi_memory(const void *a, const void *b)
 {
-    (void)a, (void)b;
+    int ta = memtype_of(a), tb = memtype_of(b);
+
+    if (ta == -2 || tb == -2 || (ta >= 0 && tb >= 0 && ta != tb)) {
+        return WEFT__MPI_WHY_MEMORY;
+    }
     return WEFT__MPI_SERVE;
 }
 

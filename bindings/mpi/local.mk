@@ -16,6 +16,11 @@ tests_bindings_test_mpi_coll_SOURCES = tests/bindings/test_mpi_coll.c
 tests_bindings_test_mpi_coll_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_bindings_test_mpi_coll_LDADD = $(MPI_LIBS)
 
+check_PROGRAMS += tests/bindings/test_mpi_device
+tests_bindings_test_mpi_device_SOURCES = tests/bindings/test_mpi_device.c
+tests_bindings_test_mpi_device_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_bindings_test_mpi_device_LDADD = libweft.la $(MPI_LIBS)
+
 noinst_PROGRAMS += benchmarks/weft_mpi_allreduce
 benchmarks_weft_mpi_allreduce_SOURCES = benchmarks/mpi_allreduce.c
 benchmarks_weft_mpi_allreduce_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)

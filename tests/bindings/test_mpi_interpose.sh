@@ -82,6 +82,21 @@ for np in 1 2 3 4; do
 expected the 5 the program freed"
 done
 
+# device buffers (emu memory from weft_mem_alloc): served through weft's
+# device path with the interposer, read as host memory by Open MPI without
+dev="$top_builddir/tests/bindings/test_mpi_device"
+for np in 2 3; do
+    run 120 "device np $np plain" -np $np "$dev"
+    grep -q "^test_mpi_device: $np ranks, [1-9][0-9]* checks, 0 failed" <<<"$out" ||
+        fail "device np $np plain: checks"
+    run 120 "device np $np interposed" -np $np "${preload[@]}" "$dev"
+    grep -q "^test_mpi_device: $np ranks, [1-9][0-9]* checks, 0 failed" <<<"$out" ||
+        fail "device np $np interposed: checks"
+    [ "$(stat_field served)" -ge 20 ] 2>/dev/null || fail "device np $np: not every call served"
+    grep -q "^weft_mpi: served.*memory_type=[1-9]" <<<"$out" &&
+        fail "device np $np: device buffers forwarded to MPI"
+done
+
 run 120 "WEFT_MPI=off" -np 2 "${preload[@]}" -x WEFT_MPI=off "$prog"
 grep -q "^test_mpi_coll: 2 ranks, .* 0 failed" <<<"$out" || fail "WEFT_MPI=off: checks"
 grep -q '^weft_mpi: served 0 calls, forwarded [1-9].*off=' <<<"$out" ||
