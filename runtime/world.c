@@ -124,8 +124,8 @@ static weft_status_t measure_cost(weft_comm_t comm)
 }
 
 /* Exchange worker addresses and build the communicator (takes boot_ctx). */
-static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx, int rank,
-                                         int size, weft_comm_t *comm_p)
+static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
+                                         uint32_t id, int rank, int size, weft_comm_t *comm_p)
 {
     uint64_t deadline = weft__deadline_ns();
     weft_ucx_context_t *ucx = NULL;
@@ -164,7 +164,7 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     memcpy(blob, addr, len);
     WEFT_CHECK_GOTO(boot->allgather(boot_ctx, blob, addrs, maxlen, deadline), err_free);
     WEFT_CHECK_GOTO(weft__ucx_ep_create(ucx, rank, size, addrs, maxlen, alens, &ep), err_free);
-    WEFT_CHECK_GOTO(weft__comm_create(rank, size, 0, &weft__ucx_ops, ep, boot, boot_ctx, comm_p),
+    WEFT_CHECK_GOTO(weft__comm_create(rank, size, id, &weft__ucx_ops, ep, boot, boot_ctx, comm_p),
                     err_release_ep);
     (*comm_p)->oversubscribed = local > weft__usable_cores();
     for (int r = 0; r < size; r++) {
@@ -217,6 +217,24 @@ err_release_boot:
     return status;
 }
 
+/*
+ * The communicator id (part of every tag) of a job made from a unique id:
+ * from the id's bytes (its random job token among them), in the upper half
+ * of the id space, so that two such communicators between the same
+ * processes (they share one UCX worker) almost never match each other's
+ * messages, and never those of communicators split or duplicated (ids from
+ * 1 up, runtime/comm_split.c) or of the PMIx world (id 0).
+ */
+static uint32_t id_comm_id(const weft_tcp_id_t *id)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (size_t i = 0; i < sizeof(id->bytes); i++) {
+        h = (h ^ id->bytes[i]) * 16777619u;
+    }
+    return 0x8000u | ((h ^ (h >> 16)) & 0x7fffu);
+}
+
 static weft_status_t comm_from_id(int nranks, const weft_tcp_id_t *id, int rank,
                                   weft_comm_t *comm_p)
 {
@@ -226,7 +244,7 @@ static weft_status_t comm_from_id(int nranks, const weft_tcp_id_t *id, int rank,
     if (status != WEFT_OK) {
         return status;
     }
-    return comm_from_bootstrap(&weft__tcp_boot_ops, ctx, rank, nranks, comm_p);
+    return comm_from_bootstrap(&weft__tcp_boot_ops, ctx, id_comm_id(id), rank, nranks, comm_p);
 }
 
 static weft_status_t comm_singleton(weft_comm_t *comm_p)
@@ -278,7 +296,7 @@ WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
         if (status != WEFT_OK) {
             return status;
         }
-        return comm_from_bootstrap(&weft__pmix_boot_ops, ctx, rank, size, comm);
+        return comm_from_bootstrap(&weft__pmix_boot_ops, ctx, 0, rank, size, comm);
     }
     if (cfg->unique_id[0] != '\0') {
         weft_tcp_id_t id;
