@@ -1,10 +1,117 @@
 /* Memory-type dispatch and the dtype/op rules shared by every device table. */
 #include "device/device.h"
 
+#include "runtime/init.h"
+
+#ifdef WEFT_HAVE_CUDA_BACKEND
+#include "device/cuda/cuda.h"
+#endif
+
+#include <pthread.h>
+
+static const weft_device_ops_t *cuda_ops; /* set once by weft__device_init */
+static char cuda_why[256] = "weft was built without CUDA (configure found no nvcc)";
+static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+
+static void cuda_load(void)
+{
+#ifdef WEFT_HAVE_CUDA_BACKEND
+    cuda_ops = weft__device_cuda_load(cuda_why, sizeof(cuda_why));
+#endif
+}
+
+void weft__device_init(void)
+{
+    pthread_once(&cuda_once, cuda_load);
+}
+
+const weft_device_ops_t *weft__device_ops(weft_memtype_t type)
+{
+    switch (type) {
+    case WEFT_MEM_HOST:
+        return &weft__device_host_ops;
+    case WEFT_MEM_EMU:
+        return &weft__device_emu_ops;
+    case WEFT_MEM_CUDA:
+        weft__device_init();
+        return cuda_ops;
+    }
+    return NULL;
+}
+
+const char *weft__device_unavailable(weft_memtype_t type)
+{
+    if (weft__device_ops(type) != NULL) {
+        return "";
+    }
+    return type == WEFT_MEM_CUDA ? cuda_why : "not a weft_memtype_t";
+}
+
+/* The table claiming ptr and what it says (1 live, -1 freed). */
+static const weft_device_ops_t *claim(const void *ptr, int *how_p)
+{
+    int how = weft__device_emu_ops.owns(ptr);
+
+    if (how != 0) {
+        *how_p = how;
+        return &weft__device_emu_ops;
+    }
+    if (cuda_ops != NULL && (how = cuda_ops->owns(ptr)) != 0) {
+        *how_p = how;
+        return cuda_ops;
+    }
+    *how_p = 1;
+    return &weft__device_host_ops;
+}
+
 const weft_device_ops_t *weft__device_query(const void *ptr)
 {
-    (void)ptr;
-    return &weft__device_host_ops;
+    int how;
+
+    return claim(ptr, &how);
+}
+
+weft_status_t weft__device_check(const void *ptr, const char *call, const char *what,
+                                 const weft_device_ops_t **dev_p)
+{
+    int how;
+    const weft_device_ops_t *dev = claim(ptr, &how);
+
+    if (how < 0) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: %s %p points into %s memory that was freed",
+                           call, what, ptr, dev->name);
+    }
+    *dev_p = dev;
+    return WEFT_OK;
+}
+
+weft_status_t weft__device_stream_check(void *stream, const char *call,
+                                        const weft_device_ops_t **dev_p)
+{
+    if (stream != NULL && weft__device_emu_ops.stream_owns(stream)) {
+        *dev_p = &weft__device_emu_ops;
+        return WEFT_OK;
+    }
+    weft__device_init();
+    if (cuda_ops != NULL && cuda_ops->stream_owns(stream)) {
+        *dev_p = cuda_ops;
+        return WEFT_OK;
+    }
+    if (stream == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "%s: stream is NULL, and the CUDA default stream needs the CUDA "
+                           "backend (%s)",
+                           call, cuda_why);
+    }
+    if (cuda_ops == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "%s: stream %p is not a weft emu stream, and CUDA streams need the "
+                           "CUDA backend (%s)",
+                           call, stream, cuda_why);
+    }
+    return weft__error(WEFT_ERR_INVALID_ARG,
+                       "%s: stream %p is neither a weft emu stream nor a CUDA stream", call,
+                       stream);
 }
 
 int weft__op_valid_for_dtype(weft_op_t op, weft_dtype_t dtype)

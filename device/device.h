@@ -1,58 +1,119 @@
 /*
- * Device layer: one ops table per memory type (host now; cuda and emu come
- * with the device issues). coll/ and pt2pt/ reach memory only through it, so
- * an algorithm never branches on the memory type: the type is data passed
- * down.
+ * Device layer: one ops table per memory type (host, emu, cuda). coll/ and
+ * pt2pt/ reach memory only through it, so an algorithm never branches on
+ * the memory type: the type is data passed down.
  *
  * Contract of every table:
- *  - copy and reduce may run asynchronously on devices; the host table
- *    completes them before returning.
+ *  - copy, reduce and avg_finalize have finished when they return (device
+ *    tables run them on their own internal stream and wait for it; emu runs
+ *    them on a stream worker thread, never in the caller). copy moves bytes
+ *    between memory of this type and host memory in either direction, or
+ *    within this type; dst == src is a no-op.
  *  - reduce combines n >= 1 inputs element-wise into dst. dst may be the
  *    same pointer as one of the inputs (in-place accumulate); any other
- *    overlap is undefined. Half types (FLOAT16, BFLOAT16) are widened to
- *    float, combined, and rounded once to nearest even. WEFT_AVG combines as
- *    a sum; the caller divides once at the end with avg_finalize.
+ *    overlap is undefined. Inputs may be memory of this type or host
+ *    memory. Half types (FLOAT16, BFLOAT16) are widened to float, combined,
+ *    and rounded once to nearest even. WEFT_AVG combines as a sum; the
+ *    caller divides once at the end with avg_finalize.
  *  - inputs combine in index order, ((s0 op s1) op s2) ..., wherever dst
  *    points, so results are bit-identical in place or not; every table must
- *    follow the same rules: float MIN/MAX give NaN if an input is NaN and
- *    order -0 below +0 (the same bits whatever the operand order); narrowing
- *    a NaN to a half type keeps it a quiet NaN with its sign.
+ *    follow the same rules (device/reduce_elem.h holds the per-element
+ *    arithmetic every backend shares): float MIN/MAX give NaN if an input
+ *    is NaN and order -0 below +0 (the same bits whatever the operand
+ *    order); narrowing a NaN to a half type keeps it a quiet NaN with its
+ *    sign.
  *  - one input is a plain copy (LAND/LOR/LXOR do not normalise it to 0/1,
  *    as a one-rank MPI reduction does not).
  *  - avg_finalize of half types divides in float and rounds to the half type.
  *  - the caller has validated dtype/op (weft__op_valid_for_dtype).
  *  - every function is thread-safe.
+ *
+ * Streams (NULL members in the host table): a stream runs its work in the
+ * order it was queued. A device table accepts the streams it creates; the
+ * cuda table also accepts any cudaStream_t of the current context. Work
+ * queued by these functions returns at once (WEFT_OK means queued); the
+ * first failure of queued work is returned by stream_sync.
+ *
+ * Flags are 32-bit words of host memory that a stream can write (after the
+ * work queued before) and wait on (work queued after waits until the word
+ * is >= the value); the host reads and writes them with atomics. This is
+ * how `_enqueue` collectives join a stream without the host ever blocking
+ * on it (runtime/enqueue.c), and why the logic is the same for emu and
+ * cuda (cuStreamWriteValue32 / cuStreamWaitValue32 there).
+ *
+ * IPC: ipc_export describes the allocation holding ptr in a handle of at
+ * most WEFT_DEVICE_IPC_MAX bytes (plain bytes, sent to another process of
+ * the same node); ipc_import in that process maps it and returns the
+ * address of the exported pointer; ipc_close unmaps it. Imports may be
+ * cached by the table: close each import once.
  */
 #ifndef WEFT_DEVICE_H
 #define WEFT_DEVICE_H
 
 #include "runtime/base.h"
 
-typedef enum {
-    WEFT_MEMTYPE_HOST,
-    WEFT_MEMTYPE_COUNT
-} weft_memtype_t;
+#define WEFT_MEM_TYPE_COUNT 3
+#define WEFT_DEVICE_IPC_MAX 96
 
 typedef struct weft_device_ops {
     const char *name;
     weft_memtype_t memtype;
-    /* 1 when ptr is memory of this type */
+    /* 1 when ptr points into live memory of this type; -1 when it points
+     * into memory of this type that was freed (tables that can tell); 0
+     * otherwise. Cheap for host pointers: it is asked on every call. */
     int (*owns)(const void *ptr);
     weft_status_t (*alloc)(size_t bytes, void **ptr_p);
-    void (*free)(void *ptr);
+    /* ptr: the start of an allocation of this table */
+    weft_status_t (*free)(void *ptr);
     weft_status_t (*copy)(void *dst, const void *src, size_t bytes);
     weft_status_t (*reduce)(void *dst, const void *const *srcs, int nsrcs, size_t count,
                             weft_dtype_t dtype, weft_op_t op);
     /* buf[i] /= divisor for WEFT_AVG (integers truncate toward zero) */
     weft_status_t (*avg_finalize)(void *buf, size_t count, weft_dtype_t dtype, size_t divisor);
+
+    /* Streams */
+    int (*stream_owns)(void *stream);
+    weft_status_t (*stream_create)(void **stream_p);
+    weft_status_t (*stream_destroy)(void *stream);
+    weft_status_t (*stream_sync)(void *stream);
+    weft_status_t (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
+    weft_status_t (*flag_alloc)(uint32_t **flag_p);
+    void (*flag_free)(uint32_t *flag);
+    weft_status_t (*stream_write_flag)(void *stream, uint32_t *flag, uint32_t value);
+    weft_status_t (*stream_wait_flag)(void *stream, uint32_t *flag, uint32_t value);
+
+    /* IPC */
+    size_t ipc_handle_size;
+    weft_status_t (*ipc_export)(const void *ptr, void *handle);
+    weft_status_t (*ipc_import)(const void *handle, void **ptr_p);
+    void (*ipc_close)(void *ptr);
 } weft_device_ops_t;
 
 extern const weft_device_ops_t weft__device_host_ops;
+extern const weft_device_ops_t weft__device_emu_ops;
+
+/* The table of a memory type, or NULL when that backend is not built or
+ * cannot run here (no CUDA driver, no GPU). */
+const weft_device_ops_t *weft__device_ops(weft_memtype_t type);
+/* Why weft__device_ops(type) is NULL ("" when it is not). */
+const char *weft__device_unavailable(weft_memtype_t type);
 
 /* The table that owns ptr (host when no other claims it). */
 const weft_device_ops_t *weft__device_query(const void *ptr);
+/* The same for a pointer the user passed as argument `what` of `call`:
+ * memory freed through weft_mem_free is WEFT_ERR_INVALID_ARG naming it. */
+weft_status_t weft__device_check(const void *ptr, const char *call, const char *what,
+                                 const weft_device_ops_t **dev_p);
+/* The device table whose stream this is, or an error naming the argument
+ * (the stream of no built backend: WEFT_ERR_INVALID_ARG). */
+weft_status_t weft__device_stream_check(void *stream, const char *call,
+                                        const weft_device_ops_t **dev_p);
 
 /* 1 when op is defined for dtype (bitwise and logical ops are integer-only). */
 int weft__op_valid_for_dtype(weft_op_t op, weft_dtype_t dtype);
+
+/* Backend registration of the cuda table (device/cuda), made by
+ * weft__device_init when the backend is built and usable. */
+void weft__device_init(void);
 
 #endif /* WEFT_DEVICE_H */

@@ -269,6 +269,97 @@ weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
                                     const size_t *recvcounts, weft_dtype_t dtype, weft_op_t op,
                                     weft_comm_t comm);
 
+/*
+ * Memory types and streams.
+ *
+ * WEFT_MEM_HOST: ordinary process memory. WEFT_MEM_CUDA: CUDA device
+ * memory (cudaMalloc'd or weft_mem_alloc'd); needs a libweft built with
+ * CUDA and a GPU. WEFT_MEM_EMU: an accelerator emulated on the CPU, in every
+ * build: its memory comes only from weft_mem_alloc, and weft treats it as it
+ * treats device memory (transports stage it, reductions run on its stream
+ * workers, peers on the node map it through IPC), so every device code path
+ * runs on machines without a GPU.
+ *
+ * Every collective, blocking and nonblocking, accepts device buffers with
+ * CUDA-aware MPI semantics: the data is in place when the call (or request)
+ * completes. sendbuf and recvbuf must be of the same memory type.
+ *
+ * weft_mem_type: the type of the memory ptr points into (malloc'd memory and
+ * any address weft knows nothing of: HOST). A pointer into emu memory that
+ * was freed is WEFT_ERR_INVALID_ARG.
+ *
+ * Streams: weft_stream_create makes a stream of a device type (a CUDA user
+ * may pass its own cudaStream_t instead). weft_memcpy_async queues a copy
+ * (host <-> device or device <-> device). weft_stream_synchronize waits
+ * for everything queued and returns the first error of it, including
+ * errors of enqueued collectives (then with weft_last_error's diagnosis).
+ */
+typedef enum { WEFT_MEM_HOST, WEFT_MEM_CUDA, WEFT_MEM_EMU } weft_memtype_t;
+typedef void *weft_stream_t;
+
+weft_status_t weft_mem_alloc(weft_memtype_t type, size_t bytes, void **ptr_p);
+weft_status_t weft_mem_free(void *ptr);
+weft_status_t weft_mem_type(const void *ptr, weft_memtype_t *type_p);
+const char *weft_memtype_name(weft_memtype_t type);
+weft_status_t weft_stream_create(weft_memtype_t type, weft_stream_t *stream_p);
+weft_status_t weft_stream_destroy(weft_stream_t stream);
+weft_status_t weft_stream_synchronize(weft_stream_t stream);
+weft_status_t weft_memcpy_async(void *dst, const void *src, size_t bytes, weft_stream_t stream);
+
+/*
+ * Stream-ordered collectives: weft_<collective>_enqueue takes the blocking
+ * form's arguments plus a trailing stream, and returns at once, without
+ * waiting for peers or for the stream. The operation starts once the work
+ * queued on the stream before it is done, and work queued after it waits
+ * for it. It runs on weft's progress thread, in enqueue order per
+ * communicator. Errors found later (timeout, dead peer, mismatch) are
+ * returned by weft_stream_synchronize and by the next call on the
+ * communicator. A blocking or nonblocking call on a communicator first
+ * waits (with WEFT_TIMEOUT) until its enqueued operations are done, so
+ * operations run in program order; enqueueing on a communicator that has
+ * unfinished nonblocking requests is WEFT_ERR_INVALID_ARG.
+ * Buffers may be host or device memory; argument errors are returned at
+ * once and nothing is queued.
+ */
+weft_status_t weft_allreduce_enqueue(const void *sendbuf, void *recvbuf, size_t count,
+                                     weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                     weft_stream_t stream);
+weft_status_t weft_reduce_scatter_enqueue(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                          weft_stream_t stream);
+weft_status_t weft_allgather_enqueue(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                     weft_dtype_t dtype, weft_comm_t comm, weft_stream_t stream);
+weft_status_t weft_bcast_enqueue(void *buf, size_t count, weft_dtype_t dtype, int root,
+                                 weft_comm_t comm, weft_stream_t stream);
+weft_status_t weft_reduce_enqueue(const void *sendbuf, void *recvbuf, size_t count,
+                                  weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm,
+                                  weft_stream_t stream);
+weft_status_t weft_gather_enqueue(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                  weft_dtype_t dtype, int root, weft_comm_t comm,
+                                  weft_stream_t stream);
+weft_status_t weft_scatter_enqueue(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                   weft_dtype_t dtype, int root, weft_comm_t comm,
+                                   weft_stream_t stream);
+weft_status_t weft_alltoall_enqueue(const void *sendbuf, void *recvbuf, size_t count,
+                                    weft_dtype_t dtype, weft_comm_t comm, weft_stream_t stream);
+weft_status_t weft_barrier_enqueue(weft_comm_t comm, weft_stream_t stream);
+weft_status_t weft_allgatherv_enqueue(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      const size_t *recvcounts, const size_t *displs,
+                                      weft_dtype_t dtype, weft_comm_t comm,
+                                      weft_stream_t stream);
+weft_status_t weft_alltoallv_enqueue(const void *sendbuf, void *recvbuf,
+                                     const size_t *sendcounts, const size_t *sdispls,
+                                     const size_t *recvcounts, const size_t *rdispls,
+                                     weft_dtype_t dtype, weft_comm_t comm, weft_stream_t stream);
+weft_status_t weft_reduce_scatter_v_enqueue(const void *sendbuf, void *recvbuf,
+                                            const size_t *recvcounts, weft_dtype_t dtype,
+                                            weft_op_t op, weft_comm_t comm,
+                                            weft_stream_t stream);
+weft_status_t weft_send_enqueue(const void *buf, size_t count, weft_dtype_t dtype, int peer,
+                                int tag, weft_comm_t comm, weft_stream_t stream);
+weft_status_t weft_recv_enqueue(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
+                                weft_comm_t comm, weft_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
