@@ -90,6 +90,8 @@ typedef struct options {
     int check, vs_mpi, in_place;
     int root;
     format_t format;
+    weft_memtype_t mem; /* where the buffers live (-d host|emu|cuda) */
+    int enqueue;        /* time weft's _enqueue forms on a stream */
 } options_t;
 
 static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
@@ -270,9 +272,40 @@ static void expected(const options_t *o, size_t i, size_t count, int iter, void 
 }
 
 typedef struct bufs {
-    void *send, *recv;
+    void *send, *recv; /* host memory: filled and checked here */
     size_t send_count, recv_count, count; /* count: the collective's count argument */
+    void *dsend, *drecv; /* device copies (-d emu|cuda), else send and recv */
+    size_t send_bytes, recv_bytes;
 } bufs_t;
+
+static weft_stream_t stream; /* -d emu|cuda, --enqueue */
+
+static void weft_check(weft_status_t status, const char *what)
+{
+    if (status != WEFT_OK) {
+        fprintf(stderr, "weft_bench rank %d: %s: %s\n", rank, what, weft_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* Host buffers to the device ones (from_host) or back, through the stream. */
+static void sync_device(const options_t *o, bufs_t *b, int from_host, int send, int recv)
+{
+    if (o->mem == WEFT_MEM_HOST) {
+        return;
+    }
+    if (send && b->send_bytes > 0) {
+        weft_check(from_host ? weft_memcpy_async(b->dsend, b->send, b->send_bytes, stream)
+                             : weft_memcpy_async(b->send, b->dsend, b->send_bytes, stream),
+                   "memcpy");
+    }
+    if (recv && b->recv_bytes > 0) {
+        weft_check(from_host ? weft_memcpy_async(b->drecv, b->recv, b->recv_bytes, stream)
+                             : weft_memcpy_async(b->recv, b->drecv, b->recv_bytes, stream),
+                   "memcpy");
+    }
+    weft_check(weft_stream_synchronize(stream), "weft_stream_synchronize");
+}
 
 /* In place, the input lives in recv: allreduce the vector, allgather this
  * rank's slot, reduce_scatter the whole input (recv is then send-sized). */
@@ -320,10 +353,51 @@ static void set_vectors(size_t count)
     }
 }
 
+static weft_status_t run_enqueue(const options_t *o, bufs_t *b, weft_comm_t comm)
+{
+    const void *send = o->in_place ? WEFT_IN_PLACE : b->dsend;
+    void *recv = b->drecv;
+
+    switch (o->coll) {
+    case COLL_ALLREDUCE:
+        return weft_allreduce_enqueue(send, recv, b->count, o->dtype, o->op, comm, stream);
+    case COLL_ALLGATHER:
+        return weft_allgather_enqueue(send, recv, b->count, o->dtype, comm, stream);
+    case COLL_REDUCE_SCATTER:
+        return weft_reduce_scatter_enqueue(send, recv, b->count, o->dtype, o->op, comm, stream);
+    case COLL_BCAST:
+        return weft_bcast_enqueue(recv, b->count, o->dtype, o->root, comm, stream);
+    case COLL_REDUCE:
+        return weft_reduce_enqueue(send, recv, b->count, o->dtype, o->op, o->root, comm, stream);
+    case COLL_GATHER:
+        return weft_gather_enqueue(send, recv, b->count, o->dtype, o->root, comm, stream);
+    case COLL_SCATTER:
+        return weft_scatter_enqueue(send, recv, b->count, o->dtype, o->root, comm, stream);
+    case COLL_ALLTOALL:
+        return weft_alltoall_enqueue(send, recv, b->count, o->dtype, comm, stream);
+    case COLL_ALLGATHERV:
+        return weft_allgatherv_enqueue(send, recv, b->count, vcounts, vdispls, o->dtype, comm,
+                                       stream);
+    case COLL_ALLTOALLV:
+        return weft_alltoallv_enqueue(send, recv, vcounts, vdispls, vcounts, vdispls, o->dtype,
+                                      comm, stream);
+    case COLL_REDUCE_SCATTER_V:
+        return weft_reduce_scatter_v_enqueue(send, recv, vcounts, o->dtype, o->op, comm, stream);
+    default:
+        return weft_barrier_enqueue(comm, stream);
+    }
+}
+
 static weft_status_t run_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
 {
-    const void *send = o->in_place ? WEFT_IN_PLACE : b->send;
+    const void *send = o->in_place ? WEFT_IN_PLACE : b->dsend;
+    weft_status_t status;
 
+    if (o->enqueue) {
+        status = run_enqueue(o, b, comm);
+        return status == WEFT_OK ? weft_stream_synchronize(stream) : status;
+    }
+    b = &(bufs_t){.recv = b->drecv, .count = b->count};
     switch (o->coll) {
     case COLL_ALLREDUCE:
         return weft_allreduce(send, b->recv, b->count, o->dtype, o->op, comm);
@@ -538,6 +612,11 @@ static const char usage[] =
     "  -w N         warm-up iterations (default n/10)\n"
     "  -d DTYPE     float32 (default) float64 int32 int64 int8 uint8 uint32 uint64 float16\n"
     "               bfloat16\n"
+    "  -d MEM       host (default) emu cuda: where weft's buffers live; the MPI side\n"
+    "               (--vs-mpi) then copies to host memory, calls MPI and copies back,\n"
+    "               as a CUDA-aware MPI without device support does; timed with the copies\n"
+    "  --enqueue    time weft's stream-ordered form (_enqueue, then synchronize the stream;\n"
+    "               host buffers use an emu stream)\n"
     "  -o OP        sum (default) prod min max avg band bor bxor land lor lxor\n"
     "  --algo NAME  force weft's algorithm for this collective\n"
     "  --check      validate every iteration's result\n"
@@ -557,11 +636,12 @@ static void parse(int argc, char **argv, options_t *o)
         {"algo", required_argument, NULL, 'A'}, {"check", no_argument, NULL, 'C'},
         {"format", required_argument, NULL, 'F'}, {"vs-mpi", no_argument, NULL, 'V'},
         {"in-place", no_argument, NULL, 'I'}, {"root", required_argument, NULL, 'R'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"enqueue", no_argument, NULL, 'Q'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     int c;
 
     *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, -1, -1, WEFT_FLOAT32, WEFT_SUM, NULL,
-                     0, 0, 0, 0, FORMAT_OSU};
+                     0, 0, 0, 0, FORMAT_OSU, WEFT_MEM_HOST, 0};
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->min_bytes = parse_bytes(optarg); break;
@@ -573,12 +653,19 @@ static void parse(int argc, char **argv, options_t *o)
             int d;
             for (d = 0; d < WEFT_DTYPE_COUNT && strcmp(weft_dtype_name(d), optarg); d++) {
             }
-            if (d == WEFT_DTYPE_COUNT) {
-                die("unknown dtype '%s'", optarg);
+            if (d < WEFT_DTYPE_COUNT) {
+                o->dtype = (weft_dtype_t)d;
+                break;
             }
-            o->dtype = (weft_dtype_t)d;
+            for (d = 0; d <= WEFT_MEM_EMU && strcmp(weft_memtype_name(d), optarg); d++) {
+            }
+            if (d > WEFT_MEM_EMU) {
+                die("unknown dtype or memory type '%s'", optarg);
+            }
+            o->mem = (weft_memtype_t)d;
             break;
         }
+        case 'Q': o->enqueue = 1; break;
         case 'o': {
             int p;
             for (p = 0; p < WEFT_OP_COUNT && strcmp(weft_op_name(p), optarg); p++) {
@@ -782,6 +869,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft_bench: weft sees %d ranks, MPI %d\n", wsize, nranks);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    if (o.mem != WEFT_MEM_HOST || o.enqueue) {
+        weft_check(weft_stream_create(o.mem == WEFT_MEM_HOST ? WEFT_MEM_EMU : o.mem, &stream),
+                   "weft_stream_create");
+    }
     vcounts = calloc((size_t)nranks, sizeof(size_t));
     vdispls = calloc((size_t)nranks, sizeof(size_t));
     mcounts = calloc((size_t)nranks, sizeof(int));
@@ -838,10 +929,20 @@ int main(int argc, char **argv)
             fprintf(stderr, "weft_bench: out of memory at %zu bytes\n", bytes);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
+        b.send_bytes = b.send_count * es;
+        b.recv_bytes = (o.in_place && o.coll == COLL_REDUCE_SCATTER ? b.send_count : b.recv_count) *
+                       es;
+        b.dsend = b.send;
+        b.drecv = b.recv;
+        if (o.mem != WEFT_MEM_HOST) {
+            weft_check(weft_mem_alloc(o.mem, b.send_bytes + 1, &b.dsend), "weft_mem_alloc");
+            weft_check(weft_mem_alloc(o.mem, b.recv_bytes + 1, &b.drecv), "weft_mem_alloc");
+        }
         for (int it = -warmup; it < iters; it++) {
             weft_status_t status;
 
             fill(&o, &b, it);
+            sync_device(&o, &b, 1, 1, 1);
             MPI_Barrier(MPI_COMM_WORLD);
             t = MPI_Wtime();
             status = run_weft(&o, &b, comm);
@@ -853,19 +954,28 @@ int main(int argc, char **argv)
             if (it >= 0) {
                 t_weft += t;
                 if (o.check) {
+                    sync_device(&o, &b, 0, 0, 1);
                     wrong += check(&o, &b, it);
                 }
             }
             if (o.vs_mpi) {
                 fill(&o, &b, it);
+                sync_device(&o, &b, 1, 1, 1);
                 MPI_Barrier(MPI_COMM_WORLD);
                 t = MPI_Wtime();
+                /* MPI without device support: stage through host memory */
+                sync_device(&o, &b, 0, 1, o.in_place || o.coll == COLL_BCAST);
                 run_mpi(&o, &b);
+                sync_device(&o, &b, 1, 0, 1);
                 t = MPI_Wtime() - t;
                 if (it >= 0) {
                     t_mpi += t;
                 }
             }
+        }
+        if (o.mem != WEFT_MEM_HOST) {
+            weft_mem_free(b.dsend);
+            weft_mem_free(b.drecv);
         }
         free(b.send);
         free(b.recv);
@@ -889,6 +999,9 @@ int main(int argc, char **argv)
         }
     }
     weft_comm_destroy(comm);
+    if (stream != NULL) {
+        weft_stream_destroy(stream);
+    }
     weft_finalize();
     MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();

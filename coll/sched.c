@@ -43,6 +43,7 @@ typedef struct edge {
 typedef struct scratch {
     void *buf;
     size_t cap;
+    const weft_device_ops_t *dev; /* buf is memory of this table (the schedule's) */
 } scratch_t;
 
 struct weft_sched {
@@ -196,7 +197,9 @@ static void cancel_active(weft_sched_t *s)
 static void sched_free(weft_sched_t *s)
 {
     for (int i = 0; i < s->cap_scratch; i++) {
-        free(s->scratch[i].buf);
+        if (s->scratch[i].buf != NULL) {
+            s->scratch[i].dev->free(s->scratch[i].buf);
+        }
     }
     free(s->scratch);
     free(s->tasks);
@@ -530,15 +533,21 @@ void *weft__sched_scratch(weft_sched_t *s, size_t bytes)
         s->cap_scratch += 4;
     }
     sc = &s->scratch[s->nscratch];
-    if (sc->cap < bytes || sc->buf == NULL) {
-        free(sc->buf);
+    /* scratch is memory of the operation's type: device kernels reduce it */
+    if (sc->cap < bytes || sc->buf == NULL || sc->dev != s->dev) {
+        weft_status_t status;
+
+        if (sc->buf != NULL) {
+            sc->dev->free(sc->buf);
+        }
+        sc->buf = NULL;
         sc->cap = 0;
-        sc->buf = malloc(bytes ? bytes : 1);
-        if (sc->buf == NULL) {
-            weft__sched_fail(
-                s, weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes));
+        status = s->dev->alloc(bytes ? bytes : 1, &sc->buf);
+        if (status != WEFT_OK) {
+            weft__sched_fail(s, status);
             return NULL;
         }
+        sc->dev = s->dev;
         sc->cap = bytes;
     }
     s->nscratch++;

@@ -7,7 +7,11 @@
 #include "device/cuda/cuda.h"
 #endif
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static const weft_device_ops_t *cuda_ops; /* set once by weft__device_init */
 static char cuda_why[256] = "weft was built without CUDA (configure found no nvcc)";
@@ -112,6 +116,17 @@ weft_status_t weft__device_stream_check(void *stream, const char *call,
     return weft__error(WEFT_ERR_INVALID_ARG,
                        "%s: stream %p is neither a weft emu stream nor a CUDA stream", call,
                        stream);
+}
+
+void weft__device_flag_set(uint32_t *flag, uint32_t value)
+{
+    atomic_store_explicit((_Atomic uint32_t *)flag, value, memory_order_release);
+    syscall(SYS_futex, flag, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+uint32_t weft__device_flag_get(const uint32_t *flag)
+{
+    return atomic_load_explicit((_Atomic uint32_t *)flag, memory_order_acquire);
 }
 
 int weft__op_valid_for_dtype(weft_op_t op, weft_dtype_t dtype)

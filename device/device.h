@@ -109,6 +109,11 @@ weft_status_t weft__device_check(const void *ptr, const char *call, const char *
 weft_status_t weft__device_stream_check(void *stream, const char *call,
                                         const weft_device_ops_t **dev_p);
 
+/* Host side of flags: an atomic store that also wakes emu workers waiting
+ * on the flag, and an atomic load. */
+void weft__device_flag_set(uint32_t *flag, uint32_t value);
+uint32_t weft__device_flag_get(const uint32_t *flag);
+
 /* 1 when op is defined for dtype (bitwise and logical ops are integer-only). */
 int weft__op_valid_for_dtype(weft_op_t op, weft_dtype_t dtype);
 

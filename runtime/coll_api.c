@@ -4,6 +4,7 @@
  * schedule.
  */
 #include "coll/coll.h"
+#include "runtime/coll_impl.h"
 #include "runtime/init.h"
 #include "runtime/request.h"
 
@@ -81,6 +82,27 @@ static weft_status_t check_common(const buf_check_t *c, size_t *esize_p, int *si
     return WEFT_OK;
 }
 
+/* Device buffers: live memory, and sendbuf and recvbuf of one memory type. */
+static weft_status_t check_memory(const buf_check_t *c)
+{
+    const weft_device_ops_t *sdev = NULL, *rdev = NULL;
+    weft_status_t status = WEFT_OK;
+
+    if (!c->no_send && c->sendbuf != NULL && c->sendbuf != WEFT_IN_PLACE) {
+        status = weft__device_check(c->sendbuf, c->call, "sendbuf", &sdev);
+    }
+    if (status == WEFT_OK && !c->no_recv && c->recvbuf != NULL) {
+        status = weft__device_check(c->recvbuf, c->call, "recvbuf", &rdev);
+    }
+    if (status == WEFT_OK && sdev != NULL && rdev != NULL && sdev != rdev) {
+        status = weft__error(WEFT_ERR_INVALID_ARG,
+                             "%s: sendbuf is %s memory and recvbuf %s memory: both must be of "
+                             "one memory type",
+                             c->call, sdev->name, rdev->name);
+    }
+    return status;
+}
+
 static weft_status_t overlap_error(const buf_check_t *c)
 {
     return weft__error(WEFT_ERR_INVALID_ARG,
@@ -94,7 +116,7 @@ static weft_status_t overlap_error(const buf_check_t *c)
 static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const void *src,
                               void *dst, size_t esize, int root, const size_t *counts,
                               const size_t *displs, const size_t *scounts, const size_t *sdispls,
-                              weft_sched_t **started)
+                              const weft_call_mode_t *how)
 {
     weft_coll_args_t args = {
         .kind = kind,
@@ -113,17 +135,22 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
         .sdispls = sdispls,
     };
 
-    return started != NULL ? weft__coll_start(c->comm, &args, started)
-                           : weft__coll_run(c->comm, &args);
+    if (how == NULL) {
+        return weft__coll_run(c->comm, &args);
+    }
+    if (how->enqueue) {
+        return weft__enqueue_coll(c->comm, &args, how->stream, c->call);
+    }
+    return weft__coll_start(c->comm, &args, how->started);
 }
 
 static weft_status_t run(weft_coll_kind_t kind, const buf_check_t *c, const void *src, void *dst,
-                         size_t esize, weft_sched_t **started)
+                         size_t esize, const weft_call_mode_t *how)
 {
     if (c->count == 0) {
         return WEFT_OK;
     }
-    return run_args(kind, c, src, dst, esize, 0, NULL, NULL, NULL, NULL, started);
+    return run_args(kind, c, src, dst, esize, 0, NULL, NULL, NULL, NULL, how);
 }
 
 static weft_status_t check_root(const buf_check_t *c, int root)
@@ -137,68 +164,83 @@ static weft_status_t check_root(const buf_check_t *c, int root)
 
 /* Every entry point starts here: forget the last error, check what all
  * collectives share, and the root when there is one (root NULL: none). */
-static weft_status_t enter(const buf_check_t *c, const int *root, size_t *esize_p)
+static weft_status_t enter(buf_check_t *c, const int *root, const weft_call_mode_t *how,
+                           size_t *esize_p)
 {
     int size;
     weft_status_t status;
 
     weft__error_clear();
+    if (how != NULL && how->call != NULL) {
+        c->call = how->call;
+    }
     status = check_common(c, esize_p, &size);
     if (status == WEFT_OK && root != NULL) {
         status = check_root(c, *root);
     }
-    return status;
+    if (status == WEFT_OK) {
+        status = check_memory(c);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (how != NULL && how->enqueue) {
+        return weft__enqueue_check(c->comm, how->stream, c->no_send ? NULL : c->sendbuf,
+                                   c->no_recv ? NULL : c->recvbuf, c->call);
+    }
+    /* operations enqueued earlier on comm run first (program order) */
+    return weft__enqueue_comm_drain(c->comm, c->call);
 }
 
-static weft_status_t allreduce_impl(const void *sendbuf, void *recvbuf, size_t count,
+weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t count,
                                     weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                    weft_sched_t **started)
+                                    const weft_call_mode_t *how)
 {
     buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, 0};
     size_t esize;
     weft_status_t status;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
     }
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
-        return run(WEFT_COLL_ALLREDUCE, &c, recvbuf, recvbuf, esize, started);
+        return run(WEFT_COLL_ALLREDUCE, &c, recvbuf, recvbuf, esize, how);
     }
     if (overlaps(sendbuf, count * esize, recvbuf, count * esize)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize, started);
+    return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize, how);
 }
 
-static weft_status_t reduce_scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
+weft_status_t weft__reduce_scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
                                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                         weft_sched_t **started)
+                                         const weft_call_mode_t *how)
 {
     buf_check_t c = {
         "weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, 0, 0};
     size_t esize, bytes;
     weft_status_t status;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
     }
     bytes = recvcount * esize;
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
-        return run(WEFT_COLL_REDUCE_SCATTER, &c, recvbuf, recvbuf, esize, started);
+        return run(WEFT_COLL_REDUCE_SCATTER, &c, recvbuf, recvbuf, esize, how);
     }
     if ((const char *)recvbuf == (const char *)sendbuf + (size_t)comm->rank * bytes) {
-        return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize, started);
+        return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize, how);
     }
     if (overlaps(sendbuf, bytes * (size_t)comm->size, recvbuf, bytes)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize, started);
+    return run(WEFT_COLL_REDUCE_SCATTER, &c, sendbuf, recvbuf, esize, how);
 }
 
-static weft_status_t allgather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                    weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
+weft_status_t weft__allgather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                    weft_dtype_t dtype, weft_comm_t comm, const weft_call_mode_t *how)
 {
     buf_check_t c = {
         "weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
@@ -206,19 +248,19 @@ static weft_status_t allgather_impl(const void *sendbuf, void *recvbuf, size_t s
     weft_status_t status;
     char *own;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
     }
     bytes = sendcount * esize;
     own = (char *)recvbuf + (size_t)comm->rank * bytes;
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf || sendbuf == own) {
-        return run(WEFT_COLL_ALLGATHER, &c, own, recvbuf, esize, started);
+        return run(WEFT_COLL_ALLGATHER, &c, own, recvbuf, esize, how);
     }
     if (overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)comm->size)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize, started);
+    return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize, how);
 }
 
 /* comm is valid when this runs (check_common passed or is about to). */
@@ -227,23 +269,23 @@ static int rank_of(weft_comm_t comm)
     return comm != NULL && comm->magic == WEFT_COMM_MAGIC ? comm->rank : -1;
 }
 
-static weft_status_t bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                weft_comm_t comm, weft_sched_t **started)
+weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int root,
+                                weft_comm_t comm, const weft_call_mode_t *how)
 {
     buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize;
     weft_status_t status;
 
-    status = enter(&c, &root, &esize);
+    status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || count == 0) {
         return status;
     }
-    return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL, started);
+    return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL, how);
 }
 
-static weft_status_t reduce_impl(const void *sendbuf, void *recvbuf, size_t count,
+weft_status_t weft__reduce_impl(const void *sendbuf, void *recvbuf, size_t count,
                                  weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm,
-                                 weft_sched_t **started)
+                                 const weft_call_mode_t *how)
 {
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, !is_root};
@@ -251,7 +293,7 @@ static weft_status_t reduce_impl(const void *sendbuf, void *recvbuf, size_t coun
     weft_status_t status;
     const void *src = sendbuf;
 
-    status = enter(&c, &root, &esize);
+    status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || count == 0) {
         return status;
     }
@@ -264,12 +306,12 @@ static weft_status_t reduce_impl(const void *sendbuf, void *recvbuf, size_t coun
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_REDUCE, &c, src, is_root ? recvbuf : NULL, esize, root, NULL, NULL,
-                    NULL, NULL, started);
+                    NULL, NULL, how);
 }
 
-static weft_status_t gather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
+weft_status_t weft__gather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
                                  weft_dtype_t dtype, int root, weft_comm_t comm,
-                                 weft_sched_t **started)
+                                 const weft_call_mode_t *how)
 {
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1,
@@ -278,7 +320,7 @@ static weft_status_t gather_impl(const void *sendbuf, void *recvbuf, size_t send
     weft_status_t status;
     const void *src = sendbuf;
 
-    status = enter(&c, &root, &esize);
+    status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || sendcount == 0) {
         return status;
     }
@@ -293,12 +335,12 @@ static weft_status_t gather_impl(const void *sendbuf, void *recvbuf, size_t send
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_GATHER, &c, src, is_root ? recvbuf : NULL, esize, root, NULL, NULL,
-                    NULL, NULL, started);
+                    NULL, NULL, how);
 }
 
-static weft_status_t scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
+weft_status_t weft__scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
                                   weft_dtype_t dtype, int root, weft_comm_t comm,
-                                  weft_sched_t **started)
+                                  const weft_call_mode_t *how)
 {
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_scatter", sendbuf,  recvbuf, recvcount, dtype, WEFT_SUM, 0, 1,
@@ -306,7 +348,7 @@ static weft_status_t scatter_impl(const void *sendbuf, void *recvbuf, size_t rec
     size_t esize, bytes;
     weft_status_t status;
 
-    status = enter(&c, &root, &esize);
+    status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || recvcount == 0) {
         return status;
     }
@@ -316,41 +358,41 @@ static weft_status_t scatter_impl(const void *sendbuf, void *recvbuf, size_t rec
         return overlap_error(&c);
     }
     return run_args(WEFT_COLL_SCATTER, &c, is_root ? sendbuf : NULL, recvbuf, esize, root, NULL,
-                    NULL, NULL, NULL, started);
+                    NULL, NULL, NULL, how);
 }
 
-static weft_status_t alltoall_impl(const void *sendbuf, void *recvbuf, size_t count,
-                                   weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
+weft_status_t weft__alltoall_impl(const void *sendbuf, void *recvbuf, size_t count,
+                                   weft_dtype_t dtype, weft_comm_t comm, const weft_call_mode_t *how)
 {
     buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
     size_t esize;
     weft_status_t status;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
     }
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
-        return run(WEFT_COLL_ALLTOALL, &c, recvbuf, recvbuf, esize, started);
+        return run(WEFT_COLL_ALLTOALL, &c, recvbuf, recvbuf, esize, how);
     }
     if (overlaps(sendbuf, count * esize * (size_t)comm->size, recvbuf,
                  count * esize * (size_t)comm->size)) {
         return overlap_error(&c);
     }
-    return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize, started);
+    return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize, how);
 }
 
-static weft_status_t barrier_impl(weft_comm_t comm, weft_sched_t **started)
+weft_status_t weft__barrier_impl(weft_comm_t comm, const weft_call_mode_t *how)
 {
     buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0, comm, 1, 1};
     size_t esize;
     weft_status_t status;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
     }
-    return run_args(WEFT_COLL_BARRIER, &c, NULL, NULL, esize, 0, NULL, NULL, NULL, NULL, started);
+    return run_args(WEFT_COLL_BARRIER, &c, NULL, NULL, esize, 0, NULL, NULL, NULL, NULL, how);
 }
 
 /* Per-rank count and displacement arrays: present, and every block inside a
@@ -379,16 +421,16 @@ static weft_status_t check_vector(const buf_check_t *c, const char *cname, const
     return WEFT_OK;
 }
 
-static weft_status_t allgatherv_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
+weft_status_t weft__allgatherv_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
                                      const size_t *recvcounts, const size_t *displs,
-                                     weft_dtype_t dtype, weft_comm_t comm, weft_sched_t **started)
+                                     weft_dtype_t dtype, weft_comm_t comm, const weft_call_mode_t *how)
 {
     buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, total;
     weft_status_t status;
     const void *src = sendbuf;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status == WEFT_OK) {
         status = check_vector(&c, "recvcounts", recvcounts, "displs", displs, esize, &total);
     }
@@ -417,20 +459,20 @@ static weft_status_t allgatherv_impl(const void *sendbuf, void *recvbuf, size_t 
     }
     c.count = sendcount;
     return run_args(WEFT_COLL_ALLGATHERV, &c, src, recvbuf, esize, 0, recvcounts, displs, NULL,
-                    NULL, started);
+                    NULL, how);
 }
 
-static weft_status_t alltoallv_impl(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+weft_status_t weft__alltoallv_impl(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
                                     const size_t *sdispls, const size_t *recvcounts,
                                     const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm,
-                                    weft_sched_t **started)
+                                    const weft_call_mode_t *how)
 {
     buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
     size_t esize, stotal = 0, rtotal;
     weft_status_t status;
     int in_place = sendbuf == WEFT_IN_PLACE;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status == WEFT_OK) {
         status = check_vector(&c, "recvcounts", recvcounts, "rdispls", rdispls, esize, &rtotal);
     }
@@ -455,18 +497,18 @@ static weft_status_t alltoallv_impl(const void *sendbuf, void *recvbuf, const si
     }
     /* runs even when this rank moves nothing: its peers' schedules expect it */
     return run_args(WEFT_COLL_ALLTOALLV, &c, sendbuf, recvbuf, esize, 0, recvcounts, rdispls,
-                    sendcounts, sdispls, started);
+                    sendcounts, sdispls, how);
 }
 
-static weft_status_t reduce_scatter_v_impl(const void *sendbuf, void *recvbuf,
+weft_status_t weft__reduce_scatter_v_impl(const void *sendbuf, void *recvbuf,
                                            const size_t *recvcounts, weft_dtype_t dtype,
-                                           weft_op_t op, weft_comm_t comm, weft_sched_t **started)
+                                           weft_op_t op, weft_comm_t comm, const weft_call_mode_t *how)
 {
     buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, 0, 0};
     size_t esize, total;
     weft_status_t status;
 
-    status = enter(&c, NULL, &esize);
+    status = enter(&c, NULL, how, &esize);
     if (status == WEFT_OK) {
         status = check_vector(&c, "recvcounts", recvcounts, NULL, NULL, esize, &total);
     }
@@ -487,219 +529,5 @@ static weft_status_t reduce_scatter_v_impl(const void *sendbuf, void *recvbuf,
     }
     c.count = recvcounts[comm->rank];
     return run_args(WEFT_COLL_REDUCE_SCATTER_V, &c, sendbuf, recvbuf, esize, 0, recvcounts, NULL,
-                    NULL, NULL, started);
-}
-
-/* The public entry points: blocking, and the nonblocking 'i' forms. */
-
-WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
-{
-    return allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                          weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_iallreduce")
-                       : weft__request_start(
-                             allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                              weft_dtype_t dtype, weft_op_t op, weft_comm_t comm)
-{
-    return reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                               weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                               weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter")
-                       : weft__request_start(
-                             reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, &s),
-                             &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                         weft_dtype_t dtype, weft_comm_t comm)
-{
-    return allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_iallgather")
-                       : weft__request_start(
-                             allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                     weft_comm_t comm)
-{
-    return bcast_impl(buf, count, dtype, root, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_ibcast(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                      weft_comm_t comm, weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL
-               ? WEFT_REQ_NULL("weft_ibcast")
-               : weft__request_start(bcast_impl(buf, count, dtype, root, comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                                      weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm)
-{
-    return reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_ireduce(const void *sendbuf, void *recvbuf, size_t count,
-                                       weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm,
-                                       weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL
-               ? WEFT_REQ_NULL("weft_ireduce")
-               : weft__request_start(
-                     reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                      weft_dtype_t dtype, int root, weft_comm_t comm)
-{
-    return gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                       weft_dtype_t dtype, int root, weft_comm_t comm,
-                                       weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL
-               ? WEFT_REQ_NULL("weft_igather")
-               : weft__request_start(
-                     gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                       weft_dtype_t dtype, int root, weft_comm_t comm)
-{
-    return scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                        weft_dtype_t dtype, int root, weft_comm_t comm,
-                                        weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL
-               ? WEFT_REQ_NULL("weft_iscatter")
-               : weft__request_start(
-                     scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                        weft_dtype_t dtype, weft_comm_t comm)
-{
-    return alltoall_impl(sendbuf, recvbuf, count, dtype, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_ialltoall")
-                       : weft__request_start(
-                             alltoall_impl(sendbuf, recvbuf, count, dtype, comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
-{
-    return barrier_impl(comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_ibarrier")
-                       : weft__request_start(barrier_impl(comm, &s), &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                          const size_t *recvcounts, const size_t *displs,
-                                          weft_dtype_t dtype, weft_comm_t comm)
-{
-    return allgatherv_impl(sendbuf, recvbuf, sendcount, recvcounts, displs, dtype, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                           const size_t *recvcounts, const size_t *displs,
-                                           weft_dtype_t dtype, weft_comm_t comm,
-                                           weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_iallgatherv")
-                       : weft__request_start(allgatherv_impl(sendbuf, recvbuf, sendcount,
-                                                             recvcounts, displs, dtype, comm, &s),
-                                             &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
-                                         const size_t *sendcounts, const size_t *sdispls,
-                                         const size_t *recvcounts, const size_t *rdispls,
-                                         weft_dtype_t dtype, weft_comm_t comm)
-{
-    return alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, dtype, comm,
-                          NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_ialltoallv(const void *sendbuf, void *recvbuf,
-                                          const size_t *sendcounts, const size_t *sdispls,
-                                          const size_t *recvcounts, const size_t *rdispls,
-                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_ialltoallv")
-                       : weft__request_start(alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls,
-                                                            recvcounts, rdispls, dtype, comm, &s),
-                                             &s, req);
-}
-
-WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
-                                                const size_t *recvcounts, weft_dtype_t dtype,
-                                                weft_op_t op, weft_comm_t comm)
-{
-    return reduce_scatter_v_impl(sendbuf, recvbuf, recvcounts, dtype, op, comm, NULL);
-}
-
-WEFT_EXPORT weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
-                                                 const size_t *recvcounts, weft_dtype_t dtype,
-                                                 weft_op_t op, weft_comm_t comm,
-                                                 weft_request_t *req)
-{
-    weft_sched_t *s = NULL;
-
-    return req == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter_v")
-                       : weft__request_start(reduce_scatter_v_impl(sendbuf, recvbuf, recvcounts,
-                                                                   dtype, op, comm, &s),
-                                             &s, req);
+                    NULL, NULL, how);
 }

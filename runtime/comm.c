@@ -1,5 +1,6 @@
 /* Communicator objects: creation, checks, destruction with tombstones. */
 #include "runtime/comm.h"
+#include "runtime/enqueue.h"
 #include "coll/sched.h"
 #include "coll/shm/shm.h"
 #include "runtime/config.h"
@@ -111,6 +112,11 @@ WEFT_EXPORT weft_status_t weft_comm_destroy(weft_comm_t comm)
 
     if (status != WEFT_OK) {
         return status;
+    }
+    /* its enqueued operations end first (their failure, if any, was
+     * reported to their streams) */
+    if (weft__enqueue_comm_drain(comm, "weft_comm_destroy") == WEFT_ERR_TIMEOUT) {
+        return WEFT_ERR_TIMEOUT;
     }
     comm->magic = WEFT_COMM_DESTROYED;
     pthread_mutex_lock(&tombstone_lock);

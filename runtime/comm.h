@@ -42,6 +42,9 @@ struct weft_comm {
     weft_node_map_t *node;            /* where the ranks run (runtime/node.h) */
     struct weft_shm *shm;             /* this node's segment, or NULL (coll/shm/shm.h) */
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
+    atomic_int enq_pending;           /* enqueued operations not finished (runtime/enqueue.c) */
+    weft_status_t enq_error;          /* the first failure of one, for the next call */
+    char enq_msg[512];
 };
 
 /* Takes ownership of ep and boot_ctx (released by weft_comm_destroy). */

@@ -1,5 +1,6 @@
 /* Configuration registry: parsing, loading and dumping of every module's table. */
 #include "runtime/config.h"
+#include "pt2pt/ucx/ucx.h"
 
 #include "coll/coll.h"
 
@@ -51,7 +52,8 @@ static weft_config_table_t runtime_table = {
     &weft__runtime_config, runtime_values};
 
 /* Every module's table, in the order weft_info -c prints them. */
-static weft_config_table_t *const tables[] = {&runtime_table, &weft__coll_config_table};
+static weft_config_table_t *const tables[] = {&runtime_table, &weft__coll_config_table,
+                                              &weft__ucx_config_table};
 
 #define NUM_TABLES (sizeof(tables) / sizeof(tables[0]))
 

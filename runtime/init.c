@@ -4,6 +4,7 @@
  * weft_finalize releases them and the tombstones of destroyed communicators.
  */
 #include "runtime/init.h"
+#include "runtime/enqueue.h"
 
 #include "coll/coll.h"
 #include "runtime/comm.h"
@@ -48,6 +49,7 @@ WEFT_EXPORT weft_status_t weft_finalize(void)
     if (atomic_load(&init_count) == 0) {
         status = weft__error(WEFT_ERR_NOT_INITIALIZED, "weft_finalize without weft_init");
     } else if (atomic_fetch_sub(&init_count, 1) == 1) {
+        weft__enqueue_shutdown();
         weft__coll_tune_release();
         weft__config_release();
         weft__comm_release_tombstones();

@@ -6,22 +6,21 @@
  * ordering between a pair of ranks.
  */
 #include "coll/sched.h"
+#include "runtime/enqueue.h"
 #include "runtime/init.h"
+#include "runtime/p2p.h"
 #include "runtime/request.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
-/* Blocking (req NULL) or started with a request. */
-static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
-                         weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
-                         weft_request_t *req)
+/* The argument checks of every point-to-point entry point. */
+static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype_t dtype,
+                           int peer, int tag, weft_comm_t comm)
 {
-    char what[32];
+    char what[40];
     size_t esize = weft_dtype_size(dtype);
-    weft_op_desc_t desc = {.coll = call, .algo = "p2p", .count = count, .dtype = dtype,
-                           .p2p = 1};
-    weft_sched_t *s;
+    const weft_device_ops_t *dev;
     weft_status_t status;
 
     weft__error_clear();
@@ -53,7 +52,19 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
         return weft__error(WEFT_ERR_INVALID_ARG, "%s: tag %d is outside 0..%d", call, tag,
                            WEFT_TAG_UB);
     }
-    status = weft__comm_health(comm);
+    return buf != NULL ? weft__device_check(buf, call, "buf", &dev) : WEFT_OK;
+}
+
+weft_status_t weft__p2p_start(const char *call, int is_send, void *buf, size_t count,
+                              weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
+                              weft_sched_t **sched_p)
+{
+    size_t esize = weft_dtype_size(dtype);
+    weft_op_desc_t desc = {.coll = call, .algo = "p2p", .count = count, .dtype = dtype,
+                           .p2p = 1};
+    weft_sched_t *s;
+    weft_status_t status = weft__comm_health(comm);
+
     if (status == WEFT_OK) {
         status = weft__sched_create(comm, &desc, weft__device_query(buf), &s);
     }
@@ -66,16 +77,53 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
     } else {
         weft__sched_recv(s, peer, (uint32_t)tag, buf, count * esize);
     }
+    status = weft__sched_start(s);
+    if (status != WEFT_OK) {
+        weft__sched_destroy(s);
+        return status;
+    }
+    *sched_p = s;
+    return WEFT_OK;
+}
+
+/* Blocking (req NULL) or started with a request. */
+static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
+                         weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
+                         weft_request_t *req)
+{
+    weft_sched_t *s = NULL;
+    weft_status_t status = check(call, buf, count, dtype, peer, tag, comm);
+
+    if (status == WEFT_OK) {
+        status = weft__enqueue_comm_drain(comm, call);
+    }
+    if (status == WEFT_OK) {
+        status = weft__p2p_start(call, is_send, buf, count, dtype, peer, tag, comm, &s);
+    }
     if (req != NULL) {
-        status = weft__sched_start(s);
-        if (status != WEFT_OK) {
-            weft__sched_destroy(s);
-        }
         return weft__request_start(status, &s, req);
     }
-    status = weft__sched_run(s);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = weft__sched_wait(s);
     weft__sched_destroy(s);
     return status;
+}
+
+static weft_status_t p2p_enqueue(const char *call, int is_send, void *buf, size_t count,
+                                 weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
+                                 weft_stream_t stream)
+{
+    weft_status_t status = check(call, buf, count, dtype, peer, tag, comm);
+
+    if (status == WEFT_OK) {
+        status = weft__enqueue_check(comm, stream, buf, NULL, call);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    return weft__enqueue_p2p(comm, is_send, buf, count, dtype, peer, tag, stream, call);
 }
 
 WEFT_EXPORT weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int peer,
@@ -106,4 +154,18 @@ WEFT_EXPORT weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype
         return WEFT_REQ_NULL("weft_irecv");
     }
     return p2p("weft_irecv", 0, buf, count, dtype, peer, tag, comm, req);
+}
+
+WEFT_EXPORT weft_status_t weft_send_enqueue(const void *buf, size_t count, weft_dtype_t dtype,
+                                            int peer, int tag, weft_comm_t comm,
+                                            weft_stream_t stream)
+{
+    return p2p_enqueue("weft_send_enqueue", 1, (void *)buf, count, dtype, peer, tag, comm,
+                       stream);
+}
+
+WEFT_EXPORT weft_status_t weft_recv_enqueue(void *buf, size_t count, weft_dtype_t dtype, int peer,
+                                            int tag, weft_comm_t comm, weft_stream_t stream)
+{
+    return p2p_enqueue("weft_recv_enqueue", 0, buf, count, dtype, peer, tag, comm, stream);
 }

@@ -158,7 +158,7 @@ static size_t span(size_t total, size_t chunk, uint64_t r)
 #define SLOT(o, q, R) ((char *)weft__shm_slot((o)->shm, (q), (R)))
 /* one-phase data of n elements: in the control line when it fits */
 #define DATA1(o, q, R, n)                                                                          \
-    ((n) * (o)->esize <= sizeof(uint64_t) && (o)->dev->memtype == WEFT_MEMTYPE_HOST                \
+    ((n) * (o)->esize <= sizeof(uint64_t) && (o)->dev->memtype == WEFT_MEM_HOST                \
          ? (char *)&(o)->shm->ctrl[(q)].tiny[(R)&1]                                                \
          : SLOT((o), (q), (R)))
 
@@ -538,7 +538,7 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
 
     switch (kind) {
     case WEFT_COLL_ALLREDUCE:
-        if (shm->cma && memtype == WEFT_MEMTYPE_HOST && bytes >= weft__coll_config.shm_cma) {
+        if (shm->cma && memtype == WEFT_MEM_HOST && bytes >= weft__coll_config.shm_cma) {
             return OP_ALLREDUCE_CMA;
         }
         return one ? OP_ALLREDUCE1 : OP_ALLREDUCE2;

@@ -29,9 +29,10 @@ static weft_status_t host_alloc(size_t bytes, void **ptr_p)
     return WEFT_OK;
 }
 
-static void host_free(void *ptr)
+static weft_status_t host_free(void *ptr)
 {
     free(ptr);
+    return WEFT_OK;
 }
 
 static weft_status_t host_copy(void *dst, const void *src, size_t bytes)
@@ -45,7 +46,7 @@ static weft_status_t host_copy(void *dst, const void *src, size_t bytes)
 
 const weft_device_ops_t weft__device_host_ops = {
     .name = "host",
-    .memtype = WEFT_MEMTYPE_HOST,
+    .memtype = WEFT_MEM_HOST, /* no streams, no IPC: those members are NULL */
     .owns = host_owns,
     .alloc = host_alloc,
     .free = host_free,

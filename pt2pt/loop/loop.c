@@ -24,6 +24,7 @@ struct weft_p2p_req {
     uint64_t tag;
     void *buf;
     size_t bytes;
+    const weft_device_ops_t *dev; /* of buf: device memory is reached through its table */
 };
 
 typedef struct mailbox {
@@ -172,10 +173,7 @@ static void deliver(weft_p2p_req_t *req, const loop_msg_t *m)
                                   "message of %zu bytes from rank %d for a receive of %zu bytes",
                                   m->bytes, m->src, req->bytes);
     } else {
-        if (m->bytes > 0) {
-            memcpy(req->buf, m->data, m->bytes);
-        }
-        req->status = WEFT_OK;
+        req->status = m->bytes > 0 ? req->dev->copy(req->buf, m->data, m->bytes) : WEFT_OK;
     }
     req->done = 1;
 }
@@ -189,7 +187,13 @@ static weft_status_t loop_isend(void *ep_, int peer, const void *buf, size_t byt
     loop_msg_t *m, **tail;
     weft_p2p_req_t *req;
 
-    (void)memtype;
+    const weft_device_ops_t *dev = weft__device_ops(memtype);
+    weft_status_t status;
+
+    if (dev == NULL) {
+        return weft__error(WEFT_ERR_UNSUPPORTED, "loop: no device table for memory type %d",
+                           (int)memtype);
+    }
     if (peer < 0 || peer >= w->nranks) {
         return weft__error(WEFT_ERR_INVALID_ARG, "send to rank %d of %d", peer, w->nranks);
     }
@@ -205,8 +209,10 @@ static weft_status_t loop_isend(void *ep_, int peer, const void *buf, size_t byt
     m->src = ep->rank;
     m->tag = tag;
     m->bytes = bytes;
-    if (bytes > 0) {
-        memcpy(m->data, buf, bytes);
+    if (bytes > 0 && (status = dev->copy(m->data, buf, bytes)) != WEFT_OK) {
+        free(m);
+        free(req);
+        return status;
     }
     req->done = 1;
     req->status = WEFT_OK;
@@ -233,7 +239,10 @@ static weft_status_t loop_irecv(void *ep_, int peer, void *buf, size_t bytes,
     weft_p2p_req_t *req, **tail;
     loop_msg_t **mp;
 
-    (void)memtype;
+    if (weft__device_ops(memtype) == NULL) {
+        return weft__error(WEFT_ERR_UNSUPPORTED, "loop: no device table for memory type %d",
+                           (int)memtype);
+    }
     if (peer < 0 || peer >= ep->world->nranks) {
         return weft__error(WEFT_ERR_INVALID_ARG, "receive from rank %d of %d", peer,
                            ep->world->nranks);
@@ -242,6 +251,7 @@ static weft_status_t loop_irecv(void *ep_, int peer, void *buf, size_t bytes,
     if (req == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a receive");
     }
+    req->dev = weft__device_ops(memtype);
     pthread_mutex_lock(&box->lock);
     for (mp = &box->unexpected; *mp != NULL; mp = &(*mp)->next) {
         if ((*mp)->src == peer && (*mp)->tag == tag) {

@@ -48,13 +48,6 @@
 /* Sleep of idle_wait when the worker has no event file descriptor. */
 #define IDLE_NAP_NS 100000ull
 
-typedef struct ucx_comm {
-    weft_ucx_context_t *ctx;
-    int rank;
-    int size;
-    ucx_peer_t *peers[];
-} ucx_comm_t;
-
 /* ------------------------------------------------------------ status */
 
 /* Statuses with which UCX reports that the remote process is gone. */
@@ -76,10 +69,13 @@ static int is_peer_failure(ucs_status_t status)
 static weft_status_t memtype_to_ucs(weft_memtype_t memtype, ucs_memory_type_t *ucs_p)
 {
     switch (memtype) {
-    case WEFT_MEMTYPE_HOST:
+    case WEFT_MEM_HOST:
         *ucs_p = UCS_MEMORY_TYPE_HOST;
         return WEFT_OK;
-    case WEFT_MEMTYPE_COUNT:
+    case WEFT_MEM_CUDA:
+        *ucs_p = UCS_MEMORY_TYPE_CUDA;
+        return WEFT_OK;
+    case WEFT_MEM_EMU:
         break;
     }
     return weft__error(WEFT_ERR_UNSUPPORTED, "memory type %d has no UCX equivalent", (int)memtype);
@@ -233,10 +229,9 @@ static weft_status_t req_prepare(weft_ucx_context_t *ctx, weft_p2p_req_t *req, i
 
 /* ------------------------------------------------------------ ops */
 
-static weft_status_t ucx_isend(void *ep, int peer, const void *buf, size_t bytes,
+static weft_status_t post_send(ucx_comm_t *comm, int peer, const void *buf, size_t bytes,
                                weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p)
 {
-    ucx_comm_t *comm = ep;
     weft_ucx_context_t *ctx = comm->ctx;
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -275,10 +270,9 @@ err_unlock:
     return status;
 }
 
-static weft_status_t ucx_irecv(void *ep, int peer, void *buf, size_t bytes, weft_memtype_t memtype,
-                               uint64_t tag, weft_p2p_req_t **req_p)
+static weft_status_t post_recv(ucx_comm_t *comm, int peer, void *buf, size_t bytes,
+                               weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p)
 {
-    ucx_comm_t *comm = ep;
     weft_ucx_context_t *ctx = comm->ctx;
     /* UCX 1.13 does not fill recv_info when a receive completes at once, so
      * the size check needs the callback: deny immediate completion (the
@@ -325,12 +319,46 @@ err_unlock:
     return status;
 }
 
+weft_status_t weft__ucx_post(ucx_comm_t *comm, int is_recv, int peer, void *buf, size_t bytes,
+                             uint64_t tag, weft_p2p_req_t **req_p)
+{
+    return is_recv ? post_recv(comm, peer, buf, bytes, WEFT_MEM_HOST, tag, req_p)
+                   : post_send(comm, peer, buf, bytes, WEFT_MEM_HOST, tag, req_p);
+}
+
+/* Messages over one fragment, and device memory UCX cannot reach, go
+ * through ucx_stage.c; the rest straight to UCX. */
+static weft_status_t ucx_isend(void *ep, int peer, const void *buf, size_t bytes,
+                               weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p)
+{
+    ucx_comm_t *comm = ep;
+
+    if (weft__ucx_needs_stage(comm->ctx, memtype, bytes)) {
+        return weft__ucx_stage_post(comm, 0, peer, (void *)buf, bytes, memtype, tag, req_p);
+    }
+    return post_send(comm, peer, buf, bytes, memtype, tag, req_p);
+}
+
+static weft_status_t ucx_irecv(void *ep, int peer, void *buf, size_t bytes, weft_memtype_t memtype,
+                               uint64_t tag, weft_p2p_req_t **req_p)
+{
+    ucx_comm_t *comm = ep;
+
+    if (weft__ucx_needs_stage(comm->ctx, memtype, bytes)) {
+        return weft__ucx_stage_post(comm, 1, peer, buf, bytes, memtype, tag, req_p);
+    }
+    return post_recv(comm, peer, buf, bytes, memtype, tag, req_p);
+}
+
 static weft_status_t ucx_test(void *ep, weft_p2p_req_t *req, int *done_p)
 {
     ucx_comm_t *comm = ep;
     weft_ucx_context_t *ctx = comm->ctx;
     weft_status_t status;
 
+    if (req->stage != NULL) {
+        return weft__ucx_stage_test(comm, req, done_p);
+    }
     /* fast path, no lock: the completion and failure flags are written with
      * release stores under the lock; seeing neither means "not yet" */
     if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
@@ -378,6 +406,10 @@ static void ucx_cancel(void *ep, weft_p2p_req_t *req)
     ucx_comm_t *comm = ep;
     weft_ucx_context_t *ctx = comm->ctx;
 
+    if (req->stage != NULL) {
+        weft__ucx_stage_cancel(comm, req);
+        return;
+    }
     pthread_mutex_lock(&ctx->lock);
     if (!req->done) {
         /* removes a receive that is not matched yet; completes it at once */

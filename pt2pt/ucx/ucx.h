@@ -47,6 +47,7 @@
 #define WEFT_PT2PT_UCX_H
 
 #include "pt2pt/pt2pt.h"
+#include "runtime/config.h"
 
 /* Keepalive round applied unless UCX_KEEPALIVE_INTERVAL is set (UCX's default
  * is 20 s): UCX notices a dead peer on shared memory within one round. */
@@ -79,5 +80,14 @@ weft_status_t weft__ucx_ep_create(weft_ucx_context_t *ctx, int rank, int size, c
 
 /* UCP endpoints this process has created (one per distinct peer reached). */
 size_t weft__ucx_context_num_eps(weft_ucx_context_t *ctx);
+/* Bit t set: UCX carries weft memory type t without staging (ucp_context_query). */
+unsigned weft__ucx_context_memtypes(weft_ucx_context_t *ctx);
+
+/* The transport's settings (ucx_stage.c). */
+typedef struct weft_ucx_config {
+    size_t stage_frag; /* bytes per fragment of large messages and of staging */
+} weft_ucx_config_t;
+extern weft_ucx_config_t weft__ucx_config;
+extern weft_config_table_t weft__ucx_config_table;
 
 #endif /* WEFT_PT2PT_UCX_H */

@@ -197,6 +197,24 @@ static weft_status_t address_create(weft_ucx_context_t *ctx)
     return WEFT_OK;
 }
 
+/* The weft memory types UCX carries itself (bit per weft_memtype_t). */
+static unsigned query_memtypes(ucp_context_h ucp)
+{
+    ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+    unsigned types = 1u << WEFT_MEM_HOST;
+
+    if (ucp_context_query(ucp, &attr) == UCS_OK &&
+        (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA))) {
+        types |= 1u << WEFT_MEM_CUDA;
+    }
+    return types;
+}
+
+unsigned weft__ucx_context_memtypes(weft_ucx_context_t *ctx)
+{
+    return ctx->memtypes;
+}
+
 static weft_status_t context_create(weft_ucx_context_t **ctx_p)
 {
     ucp_params_t params = {
@@ -249,6 +267,7 @@ static weft_status_t context_create(weft_ucx_context_t **ctx_p)
     }
     pthread_mutex_init(&ctx->lock, NULL);
     ctx->refs = 1;
+    ctx->memtypes = query_memtypes(ctx->ucp);
     weft__log_debug("ucx: context created, address of %zu bytes, %s, %s", ctx->address_len,
                     ctx->efd >= 0 ? "wakeup by event fd" : "no wakeup support",
                     ctx->host != 0 ? "local peers checked in /proc" : "no /proc liveness check");
@@ -310,6 +329,7 @@ static void close_endpoints(weft_ucx_context_t *ctx)
 
 static void context_destroy(weft_ucx_context_t *ctx)
 {
+    weft__ucx_stage_release(ctx);
     close_endpoints(ctx);
     ucp_worker_destroy(ctx->worker);
     ucp_cleanup(ctx->ucp);

@@ -28,8 +28,10 @@ typedef struct ucx_addr_hdr {
 } ucx_addr_hdr_t;
 
 typedef struct ucx_peer ucx_peer_t;
+typedef struct ucx_stage ucx_stage_t;
 
 struct weft_p2p_req {
+    ucx_stage_t *stage;        /* a fragmented or staged message (ucx_stage.c); else NULL */
     struct weft_p2p_req *prev; /* in peer->recvs while posted */
     struct weft_p2p_req *next;
     ucx_peer_t *peer;
@@ -78,7 +80,17 @@ struct weft_ucx_context {
     ucx_peer_t *failed;
     uint64_t cancel_until; /* deadline of the current burst of cancels */
     uint64_t cancel_last;  /* when the last cancel returned */
+    unsigned memtypes;     /* bit t: UCX carries weft memory type t itself */
+    void *stage_streams[WEFT_MEM_TYPE_COUNT]; /* staging stream per device (ucx_stage.c) */
 };
+
+/* The endpoint table of one communicator (ucx.c). */
+typedef struct ucx_comm {
+    weft_ucx_context_t *ctx;
+    int rank;
+    int size;
+    ucx_peer_t *peers[];
+} ucx_comm_t;
 
 /* Guards the context's reference count (ucx_context.c). */
 extern pthread_mutex_t weft__ucx_global_lock;
@@ -94,5 +106,25 @@ void weft__ucx_recv_link(weft_p2p_req_t *req);
 void weft__ucx_recv_unlink(weft_p2p_req_t *req);
 void weft__ucx_reap_failures(weft_ucx_context_t *ctx);
 unsigned weft__ucx_worker_progress(weft_ucx_context_t *ctx);
+
+/* ---- ucx.c ------------------------------------------------------------- */
+
+/* Post one host-memory message of at most one fragment (the ops' isend and
+ * irecv without fragmenting or staging). */
+weft_status_t weft__ucx_post(ucx_comm_t *comm, int is_recv, int peer, void *buf, size_t bytes,
+                             uint64_t tag, weft_p2p_req_t **req_p);
+
+/* ---- ucx_stage.c: fragments and staging (contract at the top of the file) */
+
+/* 1 when a message of this size and memory type goes through ucx_stage.c. */
+int weft__ucx_needs_stage(weft_ucx_context_t *ctx, weft_memtype_t memtype, size_t bytes);
+size_t weft__ucx_frag_size(void);
+weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void *buf,
+                                   size_t bytes, weft_memtype_t memtype, uint64_t tag,
+                                   weft_p2p_req_t **req_p);
+weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *done_p);
+void weft__ucx_stage_cancel(ucx_comm_t *comm, weft_p2p_req_t *req);
+/* Destroy the staging streams (context destruction). */
+void weft__ucx_stage_release(weft_ucx_context_t *ctx);
 
 #endif /* WEFT_PT2PT_UCX_INTERNAL_H */

@@ -647,7 +647,7 @@ static void rank_timeout(weft_comm_t comm, int rank, void *arg_)
             int done;
             uint64_t tag = weft__tag_make(comm->id, 0, 3);
 
-            if (comm->p2p->isend(comm->p2p_ep, 0, &late, sizeof(late), WEFT_MEMTYPE_HOST, tag,
+            if (comm->p2p->isend(comm->p2p_ep, 0, &late, sizeof(late), WEFT_MEM_HOST, tag,
                                  &req) == WEFT_OK) {
                 comm->p2p->test(comm->p2p_ep, req, &done);
             }

@@ -1137,7 +1137,7 @@ Test(host, ops_table)
     unsigned char pattern[1000];
 
     cr_assert_str_eq(ops->name, "host");
-    cr_assert_eq(ops->memtype, WEFT_MEMTYPE_HOST);
+    cr_assert_eq(ops->memtype, WEFT_MEM_HOST);
     cr_assert(ops->reduce == weft__host_reduce);
     cr_assert(ops->avg_finalize == weft__host_avg_finalize);
     cr_assert(weft__device_query(pattern) == ops);

@@ -52,7 +52,7 @@ static void send_ok(world_t *w, int from, int to, uint64_t tag, const void *buf,
 {
     weft_p2p_req_t *req = NULL;
     int done = 0;
-    weft_status_t st = ops->isend(w->ep[from], to, buf, bytes, WEFT_MEMTYPE_HOST, tag, &req);
+    weft_status_t st = ops->isend(w->ep[from], to, buf, bytes, WEFT_MEM_HOST, tag, &req);
 
     cr_assert_eq(st, WEFT_OK, "isend %d->%d: %s", from, to, weft_last_error());
     cr_assert_not_null(req);
@@ -65,7 +65,7 @@ static weft_p2p_req_t *recv_post(world_t *w, int at, int from, uint64_t tag, voi
                                  size_t bytes)
 {
     weft_p2p_req_t *req = NULL;
-    weft_status_t st = ops->irecv(w->ep[at], from, buf, bytes, WEFT_MEMTYPE_HOST, tag, &req);
+    weft_status_t st = ops->irecv(w->ep[at], from, buf, bytes, WEFT_MEM_HOST, tag, &req);
 
     cr_assert_eq(st, WEFT_OK, "irecv at %d from %d: %s", at, from, weft_last_error());
     cr_assert_not_null(req);
@@ -531,7 +531,7 @@ static void *late_send(void *arg)
 
     nanosleep(&ts, NULL);
     ls->sent_at = weft__time_ns();
-    if (ops->isend(ls->w->ep[1], 0, &v, 4, WEFT_MEMTYPE_HOST, 77, &req) == WEFT_OK) {
+    if (ops->isend(ls->w->ep[1], 0, &v, 4, WEFT_MEM_HOST, 77, &req) == WEFT_OK) {
         ops->test(ls->w->ep[1], req, &done);
     }
     return NULL;
@@ -657,12 +657,12 @@ Test(loop, out_of_range_peer)
     void *ep = (void *)(uintptr_t)0x3;
 
     world_open(&w, 3, 1, 0);
-    cr_assert_eq(ops->isend(w.ep[0], 3, &v, 4, WEFT_MEMTYPE_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(ops->isend(w.ep[0], 3, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
     cr_assert_not_null(strstr(weft_last_error(), "3"), "%s", weft_last_error());
-    cr_assert_eq(ops->isend(w.ep[0], -1, &v, 4, WEFT_MEMTYPE_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
-    cr_assert_eq(ops->irecv(w.ep[0], 3, &v, 4, WEFT_MEMTYPE_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
-    cr_assert_eq(ops->irecv(w.ep[0], -1, &v, 4, WEFT_MEMTYPE_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
-    cr_assert_eq(ops->irecv(w.ep[0], 1000, &v, 4, WEFT_MEMTYPE_HOST, 1, &req),
+    cr_assert_eq(ops->isend(w.ep[0], -1, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(ops->irecv(w.ep[0], 3, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(ops->irecv(w.ep[0], -1, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(ops->irecv(w.ep[0], 1000, &v, 4, WEFT_MEM_HOST, 1, &req),
                  WEFT_ERR_INVALID_ARG);
     cr_assert_eq(req, (weft_p2p_req_t *)(uintptr_t)0x1, "request written on failure");
     cr_assert_eq(weft__loop_ep_create(w.lw, 3, &ep), WEFT_ERR_INVALID_ARG);

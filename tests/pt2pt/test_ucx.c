@@ -171,7 +171,7 @@ static weft_p2p_req_t *post_send(rank_t *r, void *ep, int peer, uint64_t tag, co
                                  size_t bytes)
 {
     weft_p2p_req_t *req = NULL;
-    weft_status_t st = ops->isend(ep, peer, buf, bytes, WEFT_MEMTYPE_HOST, tag, &req);
+    weft_status_t st = ops->isend(ep, peer, buf, bytes, WEFT_MEM_HOST, tag, &req);
 
     CHECK(r, st == WEFT_OK && req != NULL, "isend to %d (%zu bytes): %s", peer, bytes,
           weft_last_error());
@@ -182,7 +182,7 @@ static weft_p2p_req_t *post_recv(rank_t *r, void *ep, int peer, uint64_t tag, vo
                                  size_t bytes)
 {
     weft_p2p_req_t *req = NULL;
-    weft_status_t st = ops->irecv(ep, peer, buf, bytes, WEFT_MEMTYPE_HOST, tag, &req);
+    weft_status_t st = ops->irecv(ep, peer, buf, bytes, WEFT_MEM_HOST, tag, &req);
 
     CHECK(r, st == WEFT_OK && req != NULL, "irecv from %d (%zu bytes): %s", peer, bytes,
           weft_last_error());

@@ -1,0 +1,99 @@
+/*
+ * The emu ops table. Its synchronous copy/reduce/avg_finalize queue the work
+ * on the calling thread's internal stream and wait for it, so they run on a
+ * worker thread as a device's would, never in the caller.
+ */
+#include "device/emu/emu.h"
+
+#include "runtime/init.h"
+
+#include <stdlib.h>
+
+static weft_status_t run_sync(weft_status_t queued, void *stream)
+{
+    if (queued != WEFT_OK) {
+        return queued;
+    }
+    return weft__emu_stream_sync(stream);
+}
+
+static weft_status_t emu_copy(void *dst, const void *src, size_t bytes)
+{
+    void *st;
+    weft_status_t status;
+
+    if (dst == src || bytes == 0) {
+        return WEFT_OK;
+    }
+    status = weft__emu_thread_stream(&st);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    return run_sync(weft__emu_memcpy_async(dst, src, bytes, st), st);
+}
+
+static weft_status_t emu_reduce(void *dst, const void *const *srcs, int nsrcs, size_t count,
+                                weft_dtype_t dtype, weft_op_t op)
+{
+    void *st;
+    weft_status_t status = weft__emu_thread_stream(&st);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    return run_sync(weft__emu_reduce_async(st, dst, srcs, nsrcs, count, dtype, op), st);
+}
+
+static weft_status_t emu_avg_finalize(void *buf, size_t count, weft_dtype_t dtype,
+                                      size_t divisor)
+{
+    void *st;
+    weft_status_t status = weft__emu_thread_stream(&st);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    return run_sync(weft__emu_avg_async(st, buf, count, dtype, divisor), st);
+}
+
+static weft_status_t emu_flag_alloc(uint32_t **flag_p)
+{
+    void *p;
+
+    /* a cache line of its own: the host and the workers poll it */
+    if (posix_memalign(&p, 64, 64) != 0) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "emu: cannot allocate a flag");
+    }
+    *(uint32_t *)p = 0;
+    *flag_p = p;
+    return WEFT_OK;
+}
+
+static void emu_flag_free(uint32_t *flag)
+{
+    free(flag);
+}
+
+const weft_device_ops_t weft__device_emu_ops = {
+    .name = "emu",
+    .memtype = WEFT_MEM_EMU,
+    .owns = weft__emu_owns,
+    .alloc = weft__emu_alloc,
+    .free = weft__emu_free,
+    .copy = emu_copy,
+    .reduce = emu_reduce,
+    .avg_finalize = emu_avg_finalize,
+    .stream_owns = weft__emu_stream_owns,
+    .stream_create = weft__emu_stream_create,
+    .stream_destroy = weft__emu_stream_destroy,
+    .stream_sync = weft__emu_stream_sync,
+    .memcpy_async = weft__emu_memcpy_async,
+    .flag_alloc = emu_flag_alloc,
+    .flag_free = emu_flag_free,
+    .stream_write_flag = weft__emu_write_flag,
+    .stream_wait_flag = weft__emu_wait_flag,
+    .ipc_handle_size = WEFT_EMU_IPC_HANDLE_SIZE,
+    .ipc_export = weft__emu_ipc_export,
+    .ipc_import = weft__emu_ipc_import,
+    .ipc_close = weft__emu_ipc_close,
+};

@@ -1,0 +1,53 @@
+/*
+ * The emulated accelerator (device/emu): "device memory" that is process
+ * memory allocated through it (a memfd per allocation, so another process
+ * of the node can map it), streams that are worker threads running queued
+ * work in order, and flags that streams write and wait on.
+ *
+ * It exists so that every device code path of weft (memory-type dispatch,
+ * staging in the transports, IPC between the processes of a node, stream
+ * ordering of _enqueue collectives, asynchronous completion) runs in CI on
+ * machines without a GPU. Its arithmetic is the host table's
+ * (device/host/reduce.c), run on a stream worker, never in the caller.
+ *
+ * Internal interface between its files (memory.c: allocations, IPC;
+ * stream.c: streams; emu.c: the ops table).
+ */
+#ifndef WEFT_DEVICE_EMU_EMU_H
+#define WEFT_DEVICE_EMU_EMU_H
+
+#include "device/device.h"
+
+/* Memory (memory.c). owns: 1 live, -1 freed, 0 not emu memory. */
+int weft__emu_owns(const void *ptr);
+weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p);
+weft_status_t weft__emu_free(void *ptr);
+weft_status_t weft__emu_ipc_export(const void *ptr, void *handle);
+weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p);
+void weft__emu_ipc_close(void *ptr);
+/* Bytes of an IPC handle. */
+#define WEFT_EMU_IPC_HANDLE_SIZE 40
+/* Mappings of other processes' memory made by ipc_import and still open
+ * (for tests: proof that IPC was really used). */
+int weft__emu_ipc_imports_open(void);
+/* Imports made since the process started. */
+uint64_t weft__emu_ipc_imports_total(void);
+
+/* Streams (stream.c). */
+typedef struct weft_emu_stream weft_emu_stream_t;
+int weft__emu_stream_owns(void *stream);
+weft_status_t weft__emu_stream_create(void **stream_p);
+weft_status_t weft__emu_stream_destroy(void *stream);
+weft_status_t weft__emu_stream_sync(void *stream);
+weft_status_t weft__emu_memcpy_async(void *dst, const void *src, size_t bytes, void *stream);
+weft_status_t weft__emu_reduce_async(void *stream, void *dst, const void *const *srcs, int nsrcs,
+                                     size_t count, weft_dtype_t dtype, weft_op_t op);
+weft_status_t weft__emu_avg_async(void *stream, void *buf, size_t count, weft_dtype_t dtype,
+                                  size_t divisor);
+weft_status_t weft__emu_write_flag(void *stream, uint32_t *flag, uint32_t value);
+weft_status_t weft__emu_wait_flag(void *stream, uint32_t *flag, uint32_t value);
+/* This thread's internal stream (created on first use, destroyed when the
+ * thread exits): the synchronous copy/reduce of the table run there. */
+weft_status_t weft__emu_thread_stream(void **stream_p);
+
+#endif /* WEFT_DEVICE_EMU_EMU_H */

@@ -1,0 +1,301 @@
+/*
+ * Large messages and device memory over UCX: fragments and staging.
+ *
+ * A message larger than WEFT_STAGE_FRAG travels as fragments of that size
+ * (the last one shorter), sent and received in order under the message's
+ * tag: the rule depends on the size alone, which both sides know (receives
+ * are exact-size), so a host buffer on one side and a device buffer on the
+ * other still agree. Host memory goes straight from and to the user's
+ * buffer, fragment by fragment.
+ *
+ * Device memory that UCX cannot carry (every memory type but host, unless
+ * ucp_context_query lists it: Debian's UCX has no CUDA transport, and no
+ * UCX knows emu) is staged through a host bounce buffer on the context's
+ * staging stream of that device, pipelined per fragment:
+ *
+ *   send  stream:  D2H f0 | D2H f1 | D2H f2 | ...        (queued at once)
+ *         UCX:             send f0 | send f1 | send f2    (each once its copy is done)
+ *   recv  UCX:     recv f0 | recv f1 | recv f2            (posted at once)
+ *         stream:            H2D f0  | H2D f1  | H2D f2   (each once it arrived)
+ *
+ * so the copy of fragment k+1 overlaps the transfer of fragment k. After
+ * each copy the stream writes the number of copies done into the
+ * request's flag; the request polls it, with no thread of its own.
+ *
+ * Threading: as the rest of the transport: one thread drives a request.
+ */
+#include "pt2pt/ucx/ucx_internal.h"
+
+#include "runtime/config.h"
+#include "runtime/init.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+weft_ucx_config_t weft__ucx_config;
+
+static const weft_config_entry_t ucx_entries[] = {
+    {"STAGE_FRAG", "1m",
+     "bytes per fragment of a large UCX message; device memory that UCX cannot reach is "
+     "copied through host memory one fragment at a time, overlapping the copy of the next "
+     "fragment with the transfer of this one",
+     weft__config_parse_size, offsetof(weft_ucx_config_t, stage_frag)},
+};
+
+static const char *ucx_values[sizeof(ucx_entries) / sizeof(ucx_entries[0])];
+
+weft_config_table_t weft__ucx_config_table = {"ucx", ucx_entries,
+                                              sizeof(ucx_entries) / sizeof(ucx_entries[0]),
+                                              &weft__ucx_config, ucx_values};
+
+struct ucx_stage {
+    int is_recv;
+    const weft_device_ops_t *dev; /* NULL: host memory, no copies */
+    char *user;
+    char *bounce; /* host copy of the message (device memory only) */
+    size_t bytes;
+    size_t frag;
+    int nfrag;
+    int peer;
+    uint64_t tag;
+    void *stream;
+    uint32_t *flag;         /* copies done, written by the stream */
+    weft_p2p_req_t **subs;  /* per fragment; NULL once done (or not posted) */
+    unsigned char *landed;  /* recv: fragment arrived (its copy is queued) */
+    int nposted;            /* send: fragments posted */
+    int ncopies;            /* recv: copies queued */
+    int nsubs_done;
+    weft_status_t status;
+};
+
+size_t weft__ucx_frag_size(void)
+{
+    return weft__ucx_config.stage_frag > 0 ? weft__ucx_config.stage_frag : 1;
+}
+
+int weft__ucx_needs_stage(weft_ucx_context_t *ctx, weft_memtype_t memtype, size_t bytes)
+{
+    return bytes > weft__ucx_frag_size() ||
+           (memtype != WEFT_MEM_HOST && !(ctx->memtypes & (1u << memtype)));
+}
+
+static size_t frag_bytes(const ucx_stage_t *st, int k)
+{
+    size_t off = (size_t)k * st->frag;
+
+    return st->bytes - off < st->frag ? st->bytes - off : st->frag;
+}
+
+/* The context's staging stream for dev (created on first use; ctx locked). */
+static weft_status_t stage_stream(weft_ucx_context_t *ctx, const weft_device_ops_t *dev,
+                                  void **stream_p)
+{
+    weft_status_t status = WEFT_OK;
+
+    if (ctx->stage_streams[dev->memtype] == NULL) {
+        status = dev->stream_create(&ctx->stage_streams[dev->memtype]);
+    }
+    if (status == WEFT_OK) {
+        *stream_p = ctx->stage_streams[dev->memtype];
+    }
+    return status;
+}
+
+static void stage_free(ucx_stage_t *st)
+{
+    if (st->flag != NULL) {
+        st->dev->flag_free(st->flag);
+    }
+    free(st->bounce);
+    free(st->subs);
+    free(st->landed);
+    free(st);
+}
+
+weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void *buf,
+                                   size_t bytes, weft_memtype_t memtype, uint64_t tag,
+                                   weft_p2p_req_t **req_p)
+{
+    weft_ucx_context_t *ctx = comm->ctx;
+    ucx_stage_t *st = calloc(1, sizeof(*st));
+    weft_p2p_req_t *req = calloc(1, sizeof(*req));
+    weft_status_t status = WEFT_OK;
+
+    if (st == NULL || req == NULL) {
+        free(st);
+        free(req);
+        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a staged UCX request");
+    }
+    st->is_recv = is_recv;
+    st->user = buf;
+    st->bytes = bytes;
+    st->frag = weft__ucx_frag_size();
+    st->nfrag = bytes == 0 ? 1 : (int)((bytes + st->frag - 1) / st->frag);
+    st->peer = peer;
+    st->tag = tag;
+    st->subs = calloc((size_t)st->nfrag, sizeof(*st->subs));
+    st->landed = calloc((size_t)st->nfrag, 1);
+    if (st->subs == NULL || st->landed == NULL) {
+        status = weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a staged UCX request");
+        goto err_free;
+    }
+    if (memtype != WEFT_MEM_HOST && !(ctx->memtypes & (1u << memtype))) {
+        st->dev = weft__device_ops(memtype);
+        if (st->dev == NULL || st->dev->stream_create == NULL) {
+            status = weft__error(WEFT_ERR_UNSUPPORTED,
+                                 "ucx: %s memory cannot be staged (no device table)",
+                                 weft_memtype_name(memtype));
+            goto err_free;
+        }
+        st->bounce = malloc(bytes ? bytes : 1);
+        if (st->bounce == NULL) {
+            status = weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %zu bytes to stage", bytes);
+            goto err_free;
+        }
+        pthread_mutex_lock(&ctx->lock);
+        status = stage_stream(ctx, st->dev, &st->stream);
+        pthread_mutex_unlock(&ctx->lock);
+        WEFT_CHECK_GOTO(status, err_free);
+        WEFT_CHECK_GOTO(st->dev->flag_alloc(&st->flag), err_free);
+    }
+    if (st->dev != NULL && !is_recv) {
+        /* every device-to-host copy at once; each fragment is sent when its own is done */
+        for (int k = 0; k < st->nfrag && status == WEFT_OK; k++) {
+            size_t off = (size_t)k * st->frag;
+
+            status = st->dev->memcpy_async(st->bounce + off, st->user + off, frag_bytes(st, k),
+                                           st->stream);
+            if (status == WEFT_OK) {
+                status = st->dev->stream_write_flag(st->stream, st->flag, (uint32_t)k + 1);
+            }
+        }
+        if (status != WEFT_OK) {
+            st->dev->stream_sync(st->stream);
+            goto err_free;
+        }
+    } else {
+        char *base = st->dev != NULL ? st->bounce : st->user;
+
+        for (int k = 0; k < st->nfrag && status == WEFT_OK; k++) {
+            status = weft__ucx_post(comm, is_recv, peer, base + (size_t)k * st->frag,
+                                    frag_bytes(st, k), tag, &st->subs[k]);
+            st->nposted += status == WEFT_OK;
+        }
+        if (status != WEFT_OK) {
+            for (int k = 0; k < st->nposted; k++) {
+                weft__ucx_ops.cancel(comm, st->subs[k]);
+            }
+            goto err_free;
+        }
+    }
+    st->status = WEFT_OK;
+    req->stage = st;
+    *req_p = req;
+    return WEFT_OK;
+
+err_free:
+    stage_free(st);
+    free(req);
+    return status;
+}
+
+/* Withdraw every fragment still outstanding and let the stream finish the
+ * copies that use the bounce buffer. */
+static void stage_cancel_all(ucx_comm_t *comm, ucx_stage_t *st)
+{
+    for (int k = 0; k < st->nfrag; k++) {
+        if (st->subs[k] != NULL) {
+            weft__ucx_ops.cancel(comm, st->subs[k]);
+            st->subs[k] = NULL;
+        }
+    }
+    if (st->dev != NULL) {
+        st->dev->stream_sync(st->stream);
+    }
+}
+
+weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *done_p)
+{
+    ucx_stage_t *st = req->stage;
+    weft_status_t status;
+    int finished;
+
+    if (st->dev != NULL && !st->is_recv) {
+        uint32_t copied = weft__device_flag_get(st->flag);
+
+        while (st->nposted < (int)copied && st->status == WEFT_OK) {
+            int k = st->nposted;
+
+            st->status = weft__ucx_post(comm, 0, st->peer, st->bounce + (size_t)k * st->frag,
+                                        frag_bytes(st, k), st->tag, &st->subs[k]);
+            st->nposted++;
+        }
+    }
+    for (int k = 0; k < st->nposted && st->status == WEFT_OK; k++) {
+        int done = 0;
+
+        if (st->subs[k] == NULL) {
+            continue;
+        }
+        status = weft__ucx_ops.test(comm, st->subs[k], &done);
+        if (!done) {
+            continue;
+        }
+        st->subs[k] = NULL;
+        st->nsubs_done++;
+        if (status != WEFT_OK) {
+            st->status = status;
+            break;
+        }
+        if (st->dev != NULL && st->is_recv) {
+            size_t off = (size_t)k * st->frag;
+
+            st->status = st->dev->memcpy_async(st->user + off, st->bounce + off,
+                                               frag_bytes(st, k), st->stream);
+            if (st->status == WEFT_OK) {
+                st->status =
+                    st->dev->stream_write_flag(st->stream, st->flag, (uint32_t)++st->ncopies);
+            }
+        }
+    }
+    if (st->status != WEFT_OK) {
+        status = st->status;
+        stage_cancel_all(comm, st);
+        stage_free(st);
+        free(req);
+        *done_p = 1;
+        return status;
+    }
+    finished = st->nsubs_done == st->nfrag;
+    if (finished && st->dev != NULL && st->is_recv) {
+        finished = weft__device_flag_get(st->flag) == (uint32_t)st->nfrag;
+    }
+    if (!finished) {
+        *done_p = 0;
+        return WEFT_INPROGRESS;
+    }
+    stage_free(st);
+    free(req);
+    *done_p = 1;
+    return WEFT_OK;
+}
+
+void weft__ucx_stage_cancel(ucx_comm_t *comm, weft_p2p_req_t *req)
+{
+    ucx_stage_t *st = req->stage;
+
+    stage_cancel_all(comm, st);
+    stage_free(st);
+    free(req);
+}
+
+void weft__ucx_stage_release(weft_ucx_context_t *ctx)
+{
+    for (int t = 0; t < WEFT_MEM_TYPE_COUNT; t++) {
+        if (ctx->stage_streams[t] != NULL) {
+            weft__device_ops((weft_memtype_t)t)->stream_destroy(ctx->stage_streams[t]);
+            ctx->stage_streams[t] = NULL;
+        }
+    }
+}

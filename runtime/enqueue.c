@@ -1,0 +1,475 @@
+/*
+ * Stream-ordered operations: the queue and weft's progress thread
+ * (contract in enqueue.h).
+ *
+ *   user thread                 stream                      progress thread
+ *   enqueue(op) ------------->  ... earlier work ...
+ *                               write flag = 1  ----------> flag 1 and op is its comm's
+ *                                                           next: start (nonblocking)
+ *                               wait flag >= 2              test ... test: done
+ *                               (later work held)  <------- write flag = 2
+ *                               ... later work ...
+ */
+#include "runtime/enqueue.h"
+
+#include "device/device.h"
+#include "runtime/init.h"
+#include "runtime/p2p.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Sleep of the progress thread between looks at flags that are not set. */
+#define FLAG_NAP_NS 20000
+/* Stream errors kept until weft_stream_synchronize takes them. */
+#define MAX_STREAM_ERRORS 64
+
+typedef enum { OP_QUEUED, OP_RUNNING } op_state_t;
+
+typedef struct enq_op {
+    weft_comm_t comm;
+    void *stream;
+    const weft_device_ops_t *sdev; /* the stream's table */
+    uint32_t *flag;
+    op_state_t state;
+    int is_p2p;
+    weft_coll_args_t args;
+    size_t *arrays; /* copies of args' count/displacement arrays */
+    int is_send;    /* point-to-point */
+    void *buf;
+    int peer, tag;
+    const char *call;
+    weft_sched_t *sched;
+    struct enq_op *next;
+} enq_op_t;
+
+typedef struct stream_error {
+    void *stream;
+    weft_status_t status;
+    char msg[512];
+} stream_error_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
+static enq_op_t *head, *tail;
+static int nops;
+static pthread_t thread;
+static int thread_started, stopping;
+static stream_error_t errors[MAX_STREAM_ERRORS];
+static int nerrors;
+
+/* Flags of finished operations, freed once their stream wrote 3 after its
+ * wait: before that the stream may still read them. */
+typedef struct retired {
+    uint32_t *flag;
+    const weft_device_ops_t *sdev;
+    struct retired *next;
+} retired_t;
+static retired_t *retired;
+
+/* Lock held. */
+static void reap_flags(void)
+{
+    for (retired_t **r = &retired; *r != NULL;) {
+        retired_t *x = *r;
+
+        if (weft__device_flag_get(x->flag) == 3) {
+            *r = x->next;
+            x->sdev->flag_free(x->flag);
+            free(x);
+        } else {
+            r = &x->next;
+        }
+    }
+}
+
+static void nap(long ns)
+{
+    struct timespec ts = {0, ns};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Keep the first error of each stream; the comm keeps its own. Lock held. */
+static void record_error(enq_op_t *op, weft_status_t status)
+{
+    const char *msg = weft_last_error();
+    weft_comm_t comm = op->comm;
+    int i;
+
+    for (i = 0; i < nerrors && errors[i].stream != op->stream; i++) {
+    }
+    if (i == nerrors && nerrors < MAX_STREAM_ERRORS) {
+        errors[nerrors++] = (stream_error_t){.stream = op->stream, .status = status};
+        snprintf(errors[i].msg, sizeof(errors[i].msg), "%s: %s", op->call, msg);
+    }
+    if (comm->enq_error == WEFT_OK) {
+        comm->enq_error = status;
+        snprintf(comm->enq_msg, sizeof(comm->enq_msg), "%s: %s", op->call, msg);
+    }
+    weft__log_error("%s on stream %p failed: %s", op->call, op->stream, msg);
+}
+
+static weft_status_t op_start(enq_op_t *op)
+{
+    if (op->is_p2p) {
+        return weft__p2p_start(op->call, op->is_send, op->buf, op->args.count, op->args.dtype,
+                               op->peer, op->tag, op->comm, &op->sched);
+    }
+    return weft__coll_start(op->comm, &op->args, &op->sched);
+}
+
+/* Remove op (lock held), release its stream and its communicator. */
+static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
+{
+    retired_t *r;
+
+    if (status != WEFT_OK) {
+        record_error(op, status);
+    }
+    if (op->sched != NULL) {
+        weft__sched_destroy(op->sched);
+    }
+    if (prev != NULL) {
+        prev->next = op->next;
+    } else {
+        head = op->next;
+    }
+    if (tail == op) {
+        tail = prev;
+    }
+    nops--;
+    r = malloc(sizeof(*r));
+    if (r != NULL) {
+        *r = (retired_t){.flag = op->flag, .sdev = op->sdev, .next = retired};
+        retired = r;
+    } /* else the flag leaks: 64 bytes, never a stream reading freed memory */
+    weft__device_flag_set(op->flag, 2);
+    /* last: after this the user's thread may drive the communicator again */
+    atomic_fetch_sub(&op->comm->enq_pending, 1);
+    free(op->arrays);
+    free(op);
+}
+
+/* One pass over the queue; returns 1 when something started or ended,
+ * and sets *running_p when an operation is in progress. */
+static int pass(int *running_p)
+{
+    int moved = 0;
+    enq_op_t *prev = NULL, *op = head, *next;
+
+    *running_p = 0;
+    reap_flags();
+    while (op != NULL) {
+        weft_status_t status = WEFT_INPROGRESS;
+        int blocked = 0;
+
+        next = op->next;
+        if (op->state == OP_QUEUED) {
+            /* an earlier operation of the communicator that has not started */
+            for (enq_op_t *e = head; e != op && !blocked; e = e->next) {
+                blocked = e->comm == op->comm && e->state == OP_QUEUED;
+            }
+            if (!blocked && weft__device_flag_get(op->flag) >= 1) {
+                status = op_start(op);
+                if (status == WEFT_OK) {
+                    op->state = OP_RUNNING;
+                    status = WEFT_INPROGRESS;
+                    moved = 1;
+                }
+            }
+        }
+        if (op->state == OP_RUNNING && op->sched != NULL) {
+            if (weft__sched_test(op->sched, &status)) {
+                moved = 1;
+            } else {
+                *running_p = 1;
+            }
+        } else if (op->state == OP_RUNNING) {
+            status = WEFT_OK; /* nothing to do (point-to-point of 0 bytes) */
+        }
+        if (status != WEFT_INPROGRESS) {
+            op_finish(prev, op, status);
+            moved = 1;
+        } else {
+            prev = op;
+        }
+        op = next;
+    }
+    return moved;
+}
+
+static void *progress_main(void *arg)
+{
+    int idle = 0;
+
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    while (!stopping || head != NULL) {
+        int running, moved;
+
+        if (head == NULL && retired != NULL) {
+            reap_flags();
+            pthread_mutex_unlock(&lock);
+            nap(FLAG_NAP_NS);
+            pthread_mutex_lock(&lock);
+            continue;
+        }
+        if (head == NULL) {
+            pthread_cond_wait(&work, &lock);
+            continue;
+        }
+        moved = pass(&running);
+        pthread_mutex_unlock(&lock);
+        if (moved) {
+            idle = 0;
+        } else if (running || ++idle < 64) {
+            sched_yield();
+        } else {
+            nap(FLAG_NAP_NS);
+        }
+        pthread_mutex_lock(&lock);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+/* Lock held. */
+static weft_status_t ensure_thread(void)
+{
+    int rc;
+
+    if (thread_started) {
+        return WEFT_OK;
+    }
+    rc = pthread_create(&thread, NULL, progress_main, NULL);
+    if (rc != 0) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "cannot start the progress thread: %s",
+                           strerror(rc));
+    }
+    thread_started = 1;
+    stopping = 0;
+    return WEFT_OK;
+}
+
+weft_status_t weft__enqueue_check(weft_comm_t comm, void *stream, const void *buf1,
+                                  const void *buf2, const char *call)
+{
+    const weft_device_ops_t *sdev, *dev;
+    const void *bufs[2] = {buf1, buf2};
+    weft_status_t status = weft__device_stream_check(stream, call, &sdev);
+
+    for (int i = 0; i < 2 && status == WEFT_OK; i++) {
+        if (bufs[i] == NULL || bufs[i] == WEFT_IN_PLACE) {
+            continue;
+        }
+        status = weft__device_check(bufs[i], call, i == 0 ? "sendbuf" : "recvbuf", &dev);
+        if (status == WEFT_OK && dev != sdev && dev->memtype != WEFT_MEM_HOST) {
+            status = weft__error(WEFT_ERR_INVALID_ARG,
+                                 "%s: %s is %s memory, which a %s stream cannot reach", call,
+                                 i == 0 ? "sendbuf" : "recvbuf", dev->name, sdev->name);
+        }
+    }
+    if (status == WEFT_OK && atomic_load(&comm->enq_pending) == 0 && comm->active != NULL) {
+        status = weft__error(WEFT_ERR_INVALID_ARG,
+                             "%s: comm has unfinished nonblocking requests; complete them before "
+                             "enqueueing on it",
+                             call);
+    }
+    return status;
+}
+
+static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
+{
+    weft_status_t status = weft__device_stream_check(stream, call, &op->sdev);
+
+    op->stream = stream;
+    op->call = call;
+    if (status == WEFT_OK) {
+        status = op->sdev->flag_alloc(&op->flag);
+    }
+    if (status != WEFT_OK) {
+        free(op->arrays);
+        free(op);
+        return status;
+    }
+    pthread_mutex_lock(&lock);
+    status = ensure_thread();
+    if (status == WEFT_OK) {
+        status = op->sdev->stream_write_flag(stream, op->flag, 1);
+    }
+    if (status == WEFT_OK) {
+        status = op->sdev->stream_wait_flag(stream, op->flag, 2);
+        if (status == WEFT_OK) {
+            status = op->sdev->stream_write_flag(stream, op->flag, 3);
+        }
+        if (status != WEFT_OK) {
+            /* the stream holds a write already: let it run into a finished op */
+            weft__device_flag_set(op->flag, 2);
+        }
+    }
+    if (status != WEFT_OK) {
+        pthread_mutex_unlock(&lock);
+        free(op->arrays);
+        free(op);
+        return status;
+    }
+    atomic_fetch_add(&op->comm->enq_pending, 1);
+    if (tail != NULL) {
+        tail->next = op;
+    } else {
+        head = op;
+    }
+    tail = op;
+    nops++;
+    pthread_cond_signal(&work);
+    pthread_mutex_unlock(&lock);
+    return WEFT_OK;
+}
+
+static size_t *copy_array(size_t *dst, const size_t *src, int n)
+{
+    if (src == NULL) {
+        return NULL;
+    }
+    memcpy(dst, src, (size_t)n * sizeof(size_t));
+    return dst;
+}
+
+weft_status_t weft__enqueue_coll(weft_comm_t comm, const weft_coll_args_t *args, void *stream,
+                                 const char *call)
+{
+    enq_op_t *op = calloc(1, sizeof(*op));
+    int n = args->size;
+
+    if (op == NULL ||
+        (op->arrays = malloc(4 * (size_t)n * sizeof(size_t) + 1)) == NULL) {
+        free(op);
+        return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot queue the operation", call);
+    }
+    op->comm = comm;
+    op->args = *args;
+    op->args.counts = copy_array(op->arrays, args->counts, n);
+    op->args.displs = copy_array(op->arrays + n, args->displs, n);
+    op->args.scounts = copy_array(op->arrays + 2 * n, args->scounts, n);
+    op->args.sdispls = copy_array(op->arrays + 3 * n, args->sdispls, n);
+    return enqueue(op, stream, call);
+}
+
+weft_status_t weft__enqueue_p2p(weft_comm_t comm, int is_send, void *buf, size_t count,
+                                weft_dtype_t dtype, int peer, int tag, void *stream,
+                                const char *call)
+{
+    enq_op_t *op = calloc(1, sizeof(*op));
+
+    if (op == NULL) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot queue the operation", call);
+    }
+    op->comm = comm;
+    op->is_p2p = 1;
+    op->is_send = is_send;
+    op->buf = buf;
+    op->args.count = count;
+    op->args.dtype = dtype;
+    op->peer = peer;
+    op->tag = tag;
+    return enqueue(op, stream, call);
+}
+
+/* Wait until pending() is 0, with the deadline of a wait. */
+static weft_status_t drain(int (*pending)(const void *), const void *what, const char *call)
+{
+    uint64_t deadline = 0;
+    int polls = 0;
+
+    while (pending(what)) {
+        if (deadline == 0) {
+            deadline = weft__deadline_ns();
+        }
+        if (weft__time_ns() >= deadline) {
+            return weft__error(WEFT_ERR_TIMEOUT,
+                               "%s: operations enqueued earlier did not finish within "
+                               "WEFT_TIMEOUT (is the work queued before them on their stream "
+                               "stuck?)",
+                               call);
+        }
+        if (++polls < 256) {
+            sched_yield();
+        } else {
+            nap(FLAG_NAP_NS);
+        }
+    }
+    return WEFT_OK;
+}
+
+static int comm_pending(const void *comm)
+{
+    return atomic_load(&((weft_comm_t)comm)->enq_pending) > 0;
+}
+
+weft_status_t weft__enqueue_comm_drain(weft_comm_t comm, const char *call)
+{
+    weft_status_t status;
+
+    if (atomic_load(&comm->enq_pending) == 0 && comm->enq_error == WEFT_OK) {
+        return WEFT_OK;
+    }
+    status = drain(comm_pending, comm, call);
+    if (status == WEFT_OK && comm->enq_error != WEFT_OK) {
+        status = weft__error(comm->enq_error, "%s: an enqueued operation failed: %s", call,
+                             comm->enq_msg);
+        comm->enq_error = WEFT_OK;
+    }
+    return status;
+}
+
+static int stream_pending(const void *stream)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&lock);
+    for (enq_op_t *op = head; op != NULL && !found; op = op->next) {
+        found = op->stream == stream;
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+weft_status_t weft__enqueue_stream_drain(void *stream, const char *call)
+{
+    return drain(stream_pending, stream, call);
+}
+
+weft_status_t weft__enqueue_stream_error(void *stream)
+{
+    weft_status_t status = WEFT_OK;
+
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nerrors; i++) {
+        if (errors[i].stream == stream) {
+            status = weft__error(errors[i].status, "%s", errors[i].msg);
+            errors[i] = errors[--nerrors];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
+void weft__enqueue_shutdown(void)
+{
+    pthread_mutex_lock(&lock);
+    if (!thread_started) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    stopping = 1;
+    pthread_cond_signal(&work);
+    pthread_mutex_unlock(&lock);
+    pthread_join(thread, NULL);
+    thread_started = 0;
+}
