@@ -526,14 +526,22 @@ const weft_device_ops_t *weft__device_cuda_load(char *why, size_t len)
         return NULL;
     }
     result = weft__cu.cuInit(0);
+    if (result == CUDA_ERROR_STUB_LIBRARY) {
+        snprintf(why, len, "cuInit failed: the libcuda.so.1 found is the CUDA toolkit's stub "
+                           "library, not a driver");
+        return NULL;
+    }
     if (result != CUDA_SUCCESS) {
         char what[128];
 
-        weft__cu.cuDriverGetVersion(&version);
-        snprintf(what, sizeof(what),
-                 "cuInit failed (driver for CUDA %d.%d, weft built with CUDA %d.%d)",
-                 version / 1000, version % 1000 / 10, CUDA_VERSION / 1000,
-                 CUDA_VERSION % 1000 / 10);
+        if (weft__cu.cuDriverGetVersion(&version) == CUDA_SUCCESS && version > 0) {
+            snprintf(what, sizeof(what),
+                     "cuInit failed (driver for CUDA %d.%d, weft built with CUDA %d.%d)",
+                     version / 1000, version % 1000 / 10, CUDA_VERSION / 1000,
+                     CUDA_VERSION % 1000 / 10);
+        } else {
+            snprintf(what, sizeof(what), "cuInit failed");
+        }
         return load_failed(why, len, result, what);
     }
     result = weft__cu.cuDeviceGetCount(&count);

@@ -31,7 +31,7 @@ device/cuda/kernels.fatbin: $(srcdir)/device/cuda/kernels.cu $(srcdir)/device/cu
 	$(AM_V_GEN)$(NVCC) --fatbin -std=c++17 -O3 -fmad=false -Werror all-warnings \
 		-I$(top_srcdir) $(NVCC_GENCODE) -o $@ $(srcdir)/device/cuda/kernels.cu
 
-device/cuda/kernels_fatbin.c: device/cuda/kernels.fatbin
+device/cuda/kernels_fatbin.c: device/cuda/kernels.fatbin $(srcdir)/device/cuda/local.mk
 	$(AM_V_GEN){ \
 		echo '/* Generated from device/cuda/kernels.cu by device/cuda/local.mk. */'; \
 		echo 'const unsigned char weft__cuda_fatbin[] __attribute__((aligned(64))) = {'; \

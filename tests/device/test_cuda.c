@@ -139,6 +139,15 @@ Test(cuda_pure, ipc_handle_round_trip)
     cr_assert_eq(weft__cuda_ipc_unpack(handle, back, &offset), -1);
 }
 
+/* weft_last_error() starts with the status's description */
+static int ends_with(const char *text, const char *tail)
+{
+    size_t n = strlen(text);
+    size_t k = strlen(tail);
+
+    return n >= k && strcmp(text + n - k, tail) == 0;
+}
+
 Test(cuda_pure, cuda_errors_become_weft_statuses_naming_them)
 {
     static const struct {
@@ -158,10 +167,12 @@ Test(cuda_pure, cuda_errors_become_weft_statuses_naming_them)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cr_assert_eq(weft__cuda_status(cases[i].result, "NAME_OF_IT", "what it means", "cuda op"),
                      cases[i].status, "CUresult %d", (int)cases[i].result);
-        cr_assert_str_eq(weft_last_error(), "cuda op: NAME_OF_IT (what it means)");
+        cr_assert(ends_with(weft_last_error(), ": cuda op: NAME_OF_IT (what it means)"), "%s",
+                  weft_last_error());
     }
     cr_assert_eq(weft__cuda_status(999999, NULL, NULL, "cuda op"), WEFT_ERR_DEVICE);
-    cr_assert_str_eq(weft_last_error(), "cuda op: CUresult 999999 (unknown to this driver)");
+    cr_assert(ends_with(weft_last_error(), ": cuda op: CUresult 999999 (unknown to this driver)"),
+              "%s", weft_last_error());
 }
 
 Test(cuda_pure, backend_loads_or_says_why)
@@ -241,8 +252,8 @@ Test(cuda_pure, stub_driver_fails_in_cuinit_with_a_reason)
     run_probe(dir, out, sizeof(out));
     remove_stand_in(dir);
     /* every symbol resolved (the stub exports the whole API), then cuInit refuses */
-    cr_assert(strncmp(out, "unavailable: cuInit failed (driver for CUDA ", 44) == 0, "%s", out);
-    cr_assert(strstr(out, "weft built with CUDA") != NULL, "%s", out);
+    cr_assert_str_eq(out, "unavailable: cuInit failed: the libcuda.so.1 found is the CUDA "
+                          "toolkit's stub library, not a driver\n");
 }
 
 Test(cuda_pure, library_that_is_not_a_driver_is_named)
@@ -547,19 +558,19 @@ Test(cuda_gpu, streams_order_work_through_flags)
     cr_assert_eq(cu->stream_owns(NULL), 1);
     cr_assert_eq(cu->flag_alloc(&go), WEFT_OK);
     cr_assert_eq(cu->flag_alloc(&done), WEFT_OK);
-    cr_assert_eq(__atomic_load_n(go, __ATOMIC_ACQUIRE), 0);
+    cr_assert_eq(weft__device_flag_get(go), 0);
     cr_assert_eq(cu->stream_wait_flag(stream, go, 2), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(cu->memcpy_async(dev, host, bytes, stream), WEFT_OK);
     cr_assert_eq(cu->memcpy_async(back, dev, bytes, stream), WEFT_OK);
     cr_assert_eq(cu->stream_write_flag(stream, done, 7), WEFT_OK, "%s", weft_last_error());
     usleep(100000);
-    cr_assert_eq(__atomic_load_n(done, __ATOMIC_ACQUIRE), 0, "ran before the flag was set");
-    __atomic_store_n(go, 1, __ATOMIC_RELEASE); /* below the value waited for */
+    cr_assert_eq(weft__device_flag_get(done), 0, "ran before the flag was set");
+    weft__device_flag_set(go, 1); /* below the value waited for */
     usleep(100000);
-    cr_assert_eq(__atomic_load_n(done, __ATOMIC_ACQUIRE), 0, "ran with the flag below 2");
-    __atomic_store_n(go, 3, __ATOMIC_RELEASE);
+    cr_assert_eq(weft__device_flag_get(done), 0, "ran with the flag below 2");
+    weft__device_flag_set(go, 3);
     cr_assert_eq(cu->stream_sync(stream), WEFT_OK, "%s", weft_last_error());
-    cr_assert_eq(__atomic_load_n(done, __ATOMIC_ACQUIRE), 7);
+    cr_assert_eq(weft__device_flag_get(done), 7);
     cr_assert_arr_eq(back, host, bytes);
     cr_assert_eq(cu->stream_destroy(stream), WEFT_OK);
     cr_assert_eq(cu->stream_destroy(NULL), WEFT_ERR_INVALID_ARG);
@@ -591,6 +602,8 @@ Test(cuda_gpu, ipc_between_two_processes, .timeout = 120)
         void *p2 = NULL;
         char verdict = 'x';
 
+        close(to_child[1]);
+        close(to_parent[0]);
         if (read(to_child[0], handle, sizeof(handle)) != (ssize_t)sizeof(handle)) {
             _exit(2); /* the parent skipped */
         }
@@ -619,6 +632,8 @@ Test(cuda_gpu, ipc_between_two_processes, .timeout = 120)
     unsigned char *base;
     char verdict = 0;
 
+    close(to_child[0]);
+    close(to_parent[1]);
     if (cu == NULL) {
         close(to_child[1]);
         waitpid(pid, &status, 0);
