@@ -276,8 +276,7 @@ int main(int argc, char **argv)
                !op->is_memcpy                  ? op->name
                : dev->memtype == WEFT_MEM_HOST ? "memcpy"
                                                : "copy d2d",
-               bytes,
-               (double)bytes / t.best_s * 1e-9, (double)bytes / t.median_s * 1e-9,
+               bytes, (double)bytes / t.best_s * 1e-9, (double)bytes / t.median_s * 1e-9,
                traffic / t.best_s * 1e-9, traffic / t.median_s * 1e-9,
                traffic / t.best_s / ((double)(2 * bytes) / copy.best_s),
                traffic / t.median_s / ((double)(2 * bytes) / copy.median_s));

@@ -58,18 +58,48 @@
 #endif
 
 #define WEFT__ELEM_UNSIGNED(sfx, T)                                                                \
-    WEFT_HD static inline T weft__elem_sum_##sfx(T a, T b) { return (T)(a + b); }                  \
-    WEFT_HD static inline T weft__elem_prod_##sfx(T a, T b) { return (T)(a * b); }                 \
-    WEFT_HD static inline T weft__elem_band_##sfx(T a, T b) { return (T)(a & b); }                 \
-    WEFT_HD static inline T weft__elem_bor_##sfx(T a, T b) { return (T)(a | b); }                  \
-    WEFT_HD static inline T weft__elem_bxor_##sfx(T a, T b) { return (T)(a ^ b); }                 \
-    WEFT_HD static inline T weft__elem_land_##sfx(T a, T b) { return (T)((a != 0) & (b != 0)); }  \
-    WEFT_HD static inline T weft__elem_lor_##sfx(T a, T b) { return (T)((a != 0) | (b != 0)); }   \
-    WEFT_HD static inline T weft__elem_lxor_##sfx(T a, T b) { return (T)((a != 0) ^ (b != 0)); }
+    WEFT_HD static inline T weft__elem_sum_##sfx(T a, T b)                                         \
+    {                                                                                              \
+        return (T)(a + b);                                                                         \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_prod_##sfx(T a, T b)                                        \
+    {                                                                                              \
+        return (T)(a * b);                                                                         \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_band_##sfx(T a, T b)                                        \
+    {                                                                                              \
+        return (T)(a & b);                                                                         \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_bor_##sfx(T a, T b)                                         \
+    {                                                                                              \
+        return (T)(a | b);                                                                         \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_bxor_##sfx(T a, T b)                                        \
+    {                                                                                              \
+        return (T)(a ^ b);                                                                         \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_land_##sfx(T a, T b)                                        \
+    {                                                                                              \
+        return (T)((a != 0) & (b != 0));                                                           \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_lor_##sfx(T a, T b)                                         \
+    {                                                                                              \
+        return (T)((a != 0) | (b != 0));                                                           \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_lxor_##sfx(T a, T b)                                        \
+    {                                                                                              \
+        return (T)((a != 0) ^ (b != 0));                                                           \
+    }
 
 #define WEFT__ELEM_INT_MINMAX(sfx, T)                                                              \
-    WEFT_HD static inline T weft__elem_min_##sfx(T a, T b) { return b < a ? b : a; }               \
-    WEFT_HD static inline T weft__elem_max_##sfx(T a, T b) { return a < b ? b : a; }
+    WEFT_HD static inline T weft__elem_min_##sfx(T a, T b)                                         \
+    {                                                                                              \
+        return b < a ? b : a;                                                                      \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_max_##sfx(T a, T b)                                         \
+    {                                                                                              \
+        return a < b ? b : a;                                                                      \
+    }
 
 /* uint8_t * uint8_t is computed in int, which holds every product of two bytes */
 WEFT__ELEM_UNSIGNED(u8, uint8_t)
@@ -83,8 +113,14 @@ WEFT__ELEM_INT_MINMAX(i64, int64_t)
 WEFT__ELEM_INT_MINMAX(u64, uint64_t)
 
 #define WEFT__ELEM_FLOAT(sfx, T, U)                                                                \
-    WEFT_HD static inline T weft__elem_sum_##sfx(T a, T b) { return a + b; }                       \
-    WEFT_HD static inline T weft__elem_prod_##sfx(T a, T b) { return a * b; }                      \
+    WEFT_HD static inline T weft__elem_sum_##sfx(T a, T b)                                         \
+    {                                                                                              \
+        return a + b;                                                                              \
+    }                                                                                              \
+    WEFT_HD static inline T weft__elem_prod_##sfx(T a, T b)                                        \
+    {                                                                                              \
+        return a * b;                                                                              \
+    }                                                                                              \
     WEFT_HD static inline U weft__elem_bits_##sfx(T x)                                             \
     {                                                                                              \
         U bits;                                                                                    \
@@ -95,8 +131,8 @@ WEFT__ELEM_INT_MINMAX(u64, uint64_t)
     /* at least one of a and b is a NaN */                                                         \
     WEFT_HD static inline T weft__elem_nan_##sfx(T a, T b)                                         \
     {                                                                                              \
-        return WEFT__ELEM_ISNAN(b) &&                                                              \
-                       (!WEFT__ELEM_ISNAN(a) || weft__elem_bits_##sfx(b) > weft__elem_bits_##sfx(a)) \
+        return WEFT__ELEM_ISNAN(b) && (!WEFT__ELEM_ISNAN(a) ||                                     \
+                                       weft__elem_bits_##sfx(b) > weft__elem_bits_##sfx(a))        \
                    ? b                                                                             \
                    : a;                                                                            \
     }                                                                                              \
@@ -130,7 +166,10 @@ WEFT_HD static inline int8_t weft__elem_div_i8(int8_t x, uint64_t d)
 {
     return (int8_t)weft__elem_div_signed(x, d);
 }
-WEFT_HD static inline uint8_t weft__elem_div_u8(uint8_t x, uint64_t d) { return (uint8_t)(x / d); }
+WEFT_HD static inline uint8_t weft__elem_div_u8(uint8_t x, uint64_t d)
+{
+    return (uint8_t)(x / d);
+}
 WEFT_HD static inline int32_t weft__elem_div_i32(int32_t x, uint64_t d)
 {
     return (int32_t)weft__elem_div_signed(x, d);
@@ -143,8 +182,17 @@ WEFT_HD static inline int64_t weft__elem_div_i64(int64_t x, uint64_t d)
 {
     return weft__elem_div_signed(x, d);
 }
-WEFT_HD static inline uint64_t weft__elem_div_u64(uint64_t x, uint64_t d) { return x / d; }
-WEFT_HD static inline float weft__elem_div_f32(float x, uint64_t d) { return x / (float)d; }
-WEFT_HD static inline double weft__elem_div_f64(double x, uint64_t d) { return x / (double)d; }
+WEFT_HD static inline uint64_t weft__elem_div_u64(uint64_t x, uint64_t d)
+{
+    return x / d;
+}
+WEFT_HD static inline float weft__elem_div_f32(float x, uint64_t d)
+{
+    return x / (float)d;
+}
+WEFT_HD static inline double weft__elem_div_f64(double x, uint64_t d)
+{
+    return x / (double)d;
+}
 
 #endif /* WEFT_DEVICE_REDUCE_ELEM_H */

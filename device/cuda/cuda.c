@@ -140,8 +140,7 @@ int weft__cuda_is_device(const void *ptr)
         return 0;
     }
     result = weft__cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)ptr);
-    if (result == CUDA_ERROR_INVALID_CONTEXT &&
-        weft__cuda_enter(&pushed, "cuda owns") == WEFT_OK) {
+    if (result == CUDA_ERROR_INVALID_CONTEXT && weft__cuda_enter(&pushed, "cuda owns") == WEFT_OK) {
         result = weft__cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)ptr);
         weft__cuda_leave(pushed);
     }
@@ -278,9 +277,9 @@ static weft_status_t launch_reduce(CUfunction fn, void *dst, const void **srcs, 
         args.more = (const void *const *)more;
     }
     blocks = weft__cuda_grid_blocks(count, size, args.vector, weft__cuda.sm_count, BLOCKS_PER_SM);
-    return weft__cuda_check(weft__cu.cuLaunchKernel(fn, blocks, 1, 1, WEFT_CUDA_THREADS, 1, 1, 0,
-                                                    stream, params, NULL),
-                            "cuda reduce: cuLaunchKernel");
+    return weft__cuda_check(
+        weft__cu.cuLaunchKernel(fn, blocks, 1, 1, WEFT_CUDA_THREADS, 1, 1, 0, stream, params, NULL),
+        "cuda reduce: cuLaunchKernel");
 }
 
 /* Stages what is not device memory, launches, copies a host dst back. Runs in the context. */
@@ -384,8 +383,7 @@ static weft_status_t cuda_reduce(void *dst, const void *const *srcs, int nsrcs, 
     return status;
 }
 
-static weft_status_t cuda_avg_finalize(void *buf, size_t count, weft_dtype_t dtype,
-                                       size_t divisor)
+static weft_status_t cuda_avg_finalize(void *buf, size_t count, weft_dtype_t dtype, size_t divisor)
 {
     weft_cuda_avg_args_t args = {.buf = buf, .count = count, .divisor = divisor};
     void *params[] = {&args};
@@ -394,8 +392,7 @@ static weft_status_t cuda_avg_finalize(void *buf, size_t count, weft_dtype_t dty
     int pushed;
 
     if ((unsigned)dtype >= WEFT_DTYPE_COUNT) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "cuda avg_finalize: unknown dtype %d",
-                           (int)dtype);
+        return weft__error(WEFT_ERR_INVALID_ARG, "cuda avg_finalize: unknown dtype %d", (int)dtype);
     }
     if (divisor == 0) {
         return weft__error(WEFT_ERR_INVALID_ARG, "cuda avg_finalize: divisor 0");
@@ -486,9 +483,8 @@ static const weft_device_ops_t *load_kernels(char *why, size_t len)
                                       weft__cuda.dev);
         weft__cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                                       weft__cuda.dev);
-        snprintf(what, sizeof(what),
-                 "cannot load weft's CUDA kernels (%s) on %s (sm_%d%d)", WEFT_CUDA_ARCHS, device,
-                 major, minor);
+        snprintf(what, sizeof(what), "cannot load weft's CUDA kernels (%s) on %s (sm_%d%d)",
+                 WEFT_CUDA_ARCHS, device, major, minor);
         return load_failed(why, len, result, what);
     }
     for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
@@ -496,8 +492,8 @@ static const weft_device_ops_t *load_kernels(char *why, size_t len)
             if (weft__cuda_kernel_name((weft_op_t)o, (weft_dtype_t)d, name, sizeof(name)) != 0) {
                 continue;
             }
-            result = weft__cu.cuModuleGetFunction(&weft__cuda.reduce[d][o], weft__cuda.module,
-                                                  name);
+            result =
+                weft__cu.cuModuleGetFunction(&weft__cuda.reduce[d][o], weft__cuda.module, name);
             if (result != CUDA_SUCCESS) {
                 snprintf(what, sizeof(what), "weft's CUDA kernel %s is missing", name);
                 return load_failed(why, len, result, what);
@@ -527,8 +523,9 @@ const weft_device_ops_t *weft__device_cuda_load(char *why, size_t len)
     }
     result = weft__cu.cuInit(0);
     if (result == CUDA_ERROR_STUB_LIBRARY) {
-        snprintf(why, len, "cuInit failed: the libcuda.so.1 found is the CUDA toolkit's stub "
-                           "library, not a driver");
+        snprintf(why, len,
+                 "cuInit failed: the libcuda.so.1 found is the CUDA toolkit's stub "
+                 "library, not a driver");
         return NULL;
     }
     if (result != CUDA_SUCCESS) {

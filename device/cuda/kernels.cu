@@ -18,23 +18,42 @@
 
 #include <stdint.h>
 
-namespace {
+namespace
+{
 
 /* Storage type S, computed in C: identity for all but the half types. */
 template <typename S> struct plain {
     typedef S compute;
-    __device__ static S load(S x) { return x; }
-    __device__ static S store(S x) { return x; }
+    __device__ static S load(S x)
+    {
+        return x;
+    }
+    __device__ static S store(S x)
+    {
+        return x;
+    }
 };
 struct f16 {
     typedef float compute;
-    __device__ static float load(uint16_t x) { return weft__f16_to_float(x); }
-    __device__ static uint16_t store(float x) { return weft__float_to_f16(x); }
+    __device__ static float load(uint16_t x)
+    {
+        return weft__f16_to_float(x);
+    }
+    __device__ static uint16_t store(float x)
+    {
+        return weft__float_to_f16(x);
+    }
 };
 struct bf16 {
     typedef float compute;
-    __device__ static float load(uint16_t x) { return weft__bf16_to_float(x); }
-    __device__ static uint16_t store(float x) { return weft__float_to_bf16(x); }
+    __device__ static float load(uint16_t x)
+    {
+        return weft__bf16_to_float(x);
+    }
+    __device__ static uint16_t store(float x)
+    {
+        return weft__float_to_bf16(x);
+    }
 };
 
 __device__ __forceinline__ const void *input(const weft_cuda_reduce_args_t &a, int j)
@@ -100,8 +119,7 @@ __device__ __forceinline__ void reduce_body(const weft_cuda_reduce_args_t &a)
 
 template <typename S, typename F>
 __device__ __forceinline__ void avg_body(const weft_cuda_avg_args_t &a,
-                                         typename F::compute (*div)(typename F::compute,
-                                                                    uint64_t))
+                                         typename F::compute (*div)(typename F::compute, uint64_t))
 {
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -116,9 +134,13 @@ __device__ __forceinline__ void avg_body(const weft_cuda_avg_args_t &a,
 
 /* OP::apply of each element function of reduce_elem.h */
 #define WEFT_CUDA_OP(op, sfx, C)                                                                   \
-    namespace {                                                                                    \
+    namespace                                                                                      \
+    {                                                                                              \
     struct op##_##sfx {                                                                            \
-        __device__ static C apply(C a, C b) { return weft__elem_##op##_##sfx(a, b); }              \
+        __device__ static C apply(C a, C b)                                                        \
+        {                                                                                          \
+            return weft__elem_##op##_##sfx(a, b);                                                  \
+        }                                                                                          \
     };                                                                                             \
     }
 

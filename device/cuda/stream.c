@@ -30,8 +30,7 @@ int weft__cuda_stream_owns(void *stream)
         stream == (void *)CU_STREAM_PER_THREAD) {
         return 1;
     }
-    return weft__cu.cuStreamGetCtx((CUstream)stream, &ctx) == CUDA_SUCCESS &&
-           ctx == weft__cuda.ctx;
+    return weft__cu.cuStreamGetCtx((CUstream)stream, &ctx) == CUDA_SUCCESS && ctx == weft__cuda.ctx;
 }
 
 weft_status_t weft__cuda_stream_create(void **stream_p)
@@ -152,9 +151,9 @@ static weft_status_t flag_op(void *stream, uint32_t *flag, uint32_t value, int w
     }
     status = weft__cuda_check(weft__cu.cuMemHostGetDevicePointer(&dev, flag, 0), what);
     if (status == WEFT_OK && wait) {
-        status = weft__cuda_check(weft__cu.cuStreamWaitValue32((CUstream)stream, dev, value,
-                                                               CU_STREAM_WAIT_VALUE_GEQ),
-                                  what);
+        status = weft__cuda_check(
+            weft__cu.cuStreamWaitValue32((CUstream)stream, dev, value, CU_STREAM_WAIT_VALUE_GEQ),
+            what);
     } else if (status == WEFT_OK) {
         status = weft__cuda_check(weft__cu.cuStreamWriteValue32((CUstream)stream, dev, value,
                                                                 CU_STREAM_WRITE_VALUE_DEFAULT),
@@ -229,9 +228,9 @@ static weft_status_t import_get(const unsigned char *raw, import_t **import_p)
         return weft__error(WEFT_ERR_NO_MEMORY, "cuda ipc_import: no memory");
     }
     memcpy(handle.reserved, raw, WEFT_CUDA_IPC_RAW);
-    status = weft__cuda_check(weft__cu.cuIpcOpenMemHandle(&im->base, handle,
-                                                          CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-                              "cuda ipc_import: cuIpcOpenMemHandle");
+    status = weft__cuda_check(
+        weft__cu.cuIpcOpenMemHandle(&im->base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+        "cuda ipc_import: cuIpcOpenMemHandle");
     if (status == WEFT_OK) {
         status = weft__cuda_check(weft__cu.cuMemGetAddressRange(NULL, &im->size, im->base),
                                   "cuda ipc_import: cuMemGetAddressRange");

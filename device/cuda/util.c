@@ -50,7 +50,8 @@ unsigned weft__cuda_grid_blocks(uint64_t count, size_t elem_size, int vector, in
     uint64_t per_thread = vector ? WEFT_CUDA_VECTOR_BYTES / elem_size : 1;
     uint64_t items = (count + per_thread - 1) / per_thread;
     uint64_t blocks = (items + WEFT_CUDA_THREADS - 1) / WEFT_CUDA_THREADS;
-    uint64_t most = (uint64_t)(sm_count > 0 ? sm_count : 1) * (blocks_per_sm > 0 ? blocks_per_sm : 1);
+    uint64_t most =
+        (uint64_t)(sm_count > 0 ? sm_count : 1) * (blocks_per_sm > 0 ? blocks_per_sm : 1);
 
     if (blocks > most) {
         blocks = most;

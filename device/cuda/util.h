@@ -39,9 +39,10 @@ int weft__cuda_ipc_unpack(const void *handle, void *raw, uint64_t *offset_p);
 
 /* The weft status of a CUresult (given as int: CUDA_SUCCESS is 0), with the message
  * "<what>: <cuGetErrorName> (<cuGetErrorString>)" recorded through weft__error. name and
- * text may be NULL (a code the driver cannot name): then "CUresult <number>" is written. Out of memory -> WEFT_ERR_NO_MEMORY; invalid value, handle
- * or context -> WEFT_ERR_INVALID_ARG; no device, no binary for the GPU, driver mismatch ->
- * WEFT_ERR_UNSUPPORTED; anything else -> WEFT_ERR_DEVICE. */
+ * text may be NULL (a code the driver cannot name): then "CUresult <number>" is written. Out of
+ * memory -> WEFT_ERR_NO_MEMORY; invalid value, handle or context -> WEFT_ERR_INVALID_ARG; no
+ * device, no binary for the GPU, driver mismatch -> WEFT_ERR_UNSUPPORTED; anything else ->
+ * WEFT_ERR_DEVICE. */
 weft_status_t weft__cuda_status(int result, const char *name, const char *text, const char *what);
 
 #endif /* WEFT_DEVICE_CUDA_UTIL_H */

@@ -54,8 +54,7 @@ Test(cuda_pure, kernel_names_match_the_fatbin)
             int valid = weft__op_valid_for_dtype((weft_op_t)o, (weft_dtype_t)d);
             char expected[64];
 
-            cr_assert_eq(weft__cuda_kernel_name((weft_op_t)o, (weft_dtype_t)d, name,
-                                                sizeof(name)),
+            cr_assert_eq(weft__cuda_kernel_name((weft_op_t)o, (weft_dtype_t)d, name, sizeof(name)),
                          valid ? 0 : -1, "%s %s", weft_op_name(o), weft_dtype_name(d));
             if (!valid) {
                 continue;
@@ -184,8 +183,8 @@ Test(cuda_pure, backend_loads_or_says_why)
     if (ops == NULL) {
         cr_assert_gt(strlen(why), 10, "no reason given");
         if (driver == NULL) {
-            cr_assert(strstr(why, "cannot load the CUDA driver library libcuda.so.1") != NULL,
-                      "%s", why);
+            cr_assert(strstr(why, "cannot load the CUDA driver library libcuda.so.1") != NULL, "%s",
+                      why);
         }
         return;
     }
@@ -426,9 +425,9 @@ static void check_reduce(const weft_device_ops_t *cu, weft_dtype_t d, weft_op_t 
     }
     cr_assert_eq(cu->alloc(bytes, &dev_dst), WEFT_OK);
     if (in_place) {
-        cr_assert_eq(weft__host_reduce((char *)host_in[1] + shift * size, host_srcs, nsrcs, count,
-                                       d, op),
-                     WEFT_OK);
+        cr_assert_eq(
+            weft__host_reduce((char *)host_in[1] + shift * size, host_srcs, nsrcs, count, d, op),
+            WEFT_OK);
         memcpy(want, host_in[1], bytes);
         cr_assert_eq(cu->reduce((char *)dev_in[1] + shift * size, srcs, nsrcs, count, d, op),
                      WEFT_OK, "%s", weft_last_error());
@@ -436,8 +435,8 @@ static void check_reduce(const weft_device_ops_t *cu, weft_dtype_t d, weft_op_t 
     } else {
         cr_assert_eq(weft__host_reduce((char *)want + shift * size, host_srcs, nsrcs, count, d, op),
                      WEFT_OK);
-        cr_assert_eq(cu->reduce((char *)dev_dst + shift * size, srcs, nsrcs, count, d, op),
-                     WEFT_OK, "%s", weft_last_error());
+        cr_assert_eq(cu->reduce((char *)dev_dst + shift * size, srcs, nsrcs, count, d, op), WEFT_OK,
+                     "%s", weft_last_error());
         cr_assert_eq(cu->copy(got, dev_dst, bytes), WEFT_OK);
     }
     assert_same(d, op, (char *)got + shift * size, (char *)want + shift * size, count, what);
@@ -522,11 +521,11 @@ Test(cuda_gpu, copies_alloc_and_ownership)
     cr_assert_eq(cu->owns(a + 100), 1);
     cr_assert_eq(cu->owns(host), 0);
     cr_assert_eq(cu->owns(&bytes), 0);
-    cr_assert_eq(cu->copy(a, host, bytes), WEFT_OK);           /* host -> device */
-    cr_assert_eq(cu->copy(b + 1, a, bytes - 1), WEFT_OK);      /* device -> device */
-    cr_assert_eq(cu->copy(b, b, bytes), WEFT_OK);              /* onto itself */
+    cr_assert_eq(cu->copy(a, host, bytes), WEFT_OK);      /* host -> device */
+    cr_assert_eq(cu->copy(b + 1, a, bytes - 1), WEFT_OK); /* device -> device */
+    cr_assert_eq(cu->copy(b, b, bytes), WEFT_OK);         /* onto itself */
     memset(back, 0, bytes);
-    cr_assert_eq(cu->copy(back, b + 1, bytes - 1), WEFT_OK);   /* device -> host */
+    cr_assert_eq(cu->copy(back, b + 1, bytes - 1), WEFT_OK); /* device -> host */
     cr_assert_arr_eq(back, host, bytes - 1);
     cr_assert_eq(cu->free(a + 1), WEFT_ERR_INVALID_ARG);
     cr_assert(strstr(weft_last_error(), "not the start") != NULL, "%s", weft_last_error());
