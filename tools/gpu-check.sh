@@ -84,7 +84,7 @@ if [ $build -eq 1 ]; then
         exit 1
     fi
 fi
-if ! grep -q 'WEFT_HAVE_CUDA_BACKEND' Makefile 2>/dev/null || [ ! -x tests/device/test_cuda ]; then
+if ! grep -q '^[^#].*-DWEFT_HAVE_CUDA_BACKEND' Makefile 2>/dev/null || [ ! -x tests/device/test_cuda ]; then
     fail "this tree is not built with CUDA (run without --no-build)" /dev/null
     exit 1
 fi
