@@ -7,11 +7,13 @@ cuda_sources = \
 	device/cuda/driver.h device/cuda/driver.c device/cuda/util.h device/cuda/util.c \
 	device/cuda/kernel_args.h
 # Makefile.am sets no CLEANFILES: this is its first definition (others may add with +=).
-CLEANFILES = device/cuda/kernels.fatbin device/cuda/kernels_fatbin.c
+CLEANFILES = device/cuda/kernels.fatbin device/cuda/kernels_fatbin.c \
+	tests/device/cuda_kernel_host
 
 # the headers and sources travel in every tarball, with or without nvcc
-EXTRA_DIST += $(cuda_sources) device/cuda/kernels.cu device/reduce_elem.h \
-	tests/device/test_cuda.c tests/device/cuda_probe.c tools/gpu-check.sh
+EXTRA_DIST += $(cuda_sources) device/cuda/kernels.cu device/cuda/kernel_body.cuh \
+	device/reduce_elem.h tests/device/test_cuda.c tests/device/cuda_probe.c tests/device/cuda_kernel_host.cu \
+	tools/gpu-check.sh
 
 if HAVE_CUDA
 noinst_LTLIBRARIES += libweft_cuda.la
@@ -25,8 +27,9 @@ libweft_core_la_LIBADD += libweft_cuda.la
 libweft_core_la_CFLAGS += -DWEFT_HAVE_CUDA_BACKEND
 
 # -fmad=false: no FMA contraction, so the kernels give the host table's bits
-device/cuda/kernels.fatbin: $(srcdir)/device/cuda/kernels.cu $(srcdir)/device/cuda/kernel_args.h \
-		$(srcdir)/device/reduce_elem.h $(srcdir)/device/host/half.h
+cuda_kernel_deps = $(srcdir)/device/cuda/kernel_body.cuh $(srcdir)/device/cuda/kernel_args.h \
+	$(srcdir)/device/reduce_elem.h $(srcdir)/device/host/half.h
+device/cuda/kernels.fatbin: $(srcdir)/device/cuda/kernels.cu $(cuda_kernel_deps)
 	@$(MKDIR_P) device/cuda
 	$(AM_V_GEN)$(NVCC) --fatbin -std=c++17 -O3 -fmad=false -Werror all-warnings \
 		-I$(top_srcdir) $(NVCC_GENCODE) -o $@ $(srcdir)/device/cuda/kernels.cu
@@ -49,4 +52,12 @@ tests_device_test_cuda_CFLAGS = $(test_cflags)
 tests_device_test_cuda_LDADD = $(test_ldadd) -ldl
 tests_device_cuda_probe_SOURCES = tests/device/cuda_probe.c
 tests_device_cuda_probe_LDADD = libweft_core.la
+
+# the kernels' thread bodies run on the CPU (nvcc, host code only)
+check_SCRIPTS = tests/device/cuda_kernel_host
+TESTS += tests/device/cuda_kernel_host
+tests/device/cuda_kernel_host: $(srcdir)/tests/device/cuda_kernel_host.cu $(cuda_kernel_deps)
+	@$(MKDIR_P) tests/device
+	$(AM_V_GEN)$(NVCC) -std=c++17 -O2 -fmad=false -Werror all-warnings -Xcompiler -Wall,-Wextra \
+		-I$(top_srcdir) -o $@ $(srcdir)/tests/device/cuda_kernel_host.cu
 endif
