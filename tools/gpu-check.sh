@@ -79,12 +79,13 @@ if [ $build -eq 1 ]; then
         exit 1
     fi
     if ! step 300 "$logs/make.log" make -j"$(nproc)" all tests/device/test_cuda \
-            tests/device/cuda_probe; then
+            tests/device/cuda_probe tests/device/cuda_kernel_host; then
         fail "make" "$logs/make.log"
         exit 1
     fi
 fi
-if ! grep -q '^[^#].*-DWEFT_HAVE_CUDA_BACKEND' Makefile 2>/dev/null || [ ! -x tests/device/test_cuda ]; then
+if ! grep -q '^[^#].*-DWEFT_HAVE_CUDA_BACKEND' Makefile 2>/dev/null ||
+    [ ! -x tests/device/test_cuda ]; then
     fail "this tree is not built with CUDA (run without --no-build)" /dev/null
     exit 1
 fi

@@ -12,8 +12,8 @@ CLEANFILES = device/cuda/kernels.fatbin device/cuda/kernels_fatbin.c \
 
 # the headers and sources travel in every tarball, with or without nvcc
 EXTRA_DIST += $(cuda_sources) device/cuda/kernels.cu device/cuda/kernel_body.cuh \
-	device/reduce_elem.h tests/device/test_cuda.c tests/device/cuda_probe.c tests/device/cuda_kernel_host.cu \
-	tools/gpu-check.sh
+	device/reduce_elem.h tests/device/test_cuda.c tests/device/cuda_probe.c \
+	tests/device/cuda_kernel_host.cu tools/gpu-check.sh
 
 if HAVE_CUDA
 noinst_LTLIBRARIES += libweft_cuda.la
