@@ -2,6 +2,10 @@
  * The CUDA device table: loading, memory, copies and reductions (streams, flags and IPC are in
  * stream.c). Contract: device/device.h and device/cuda/cuda.h.
  *
+ * weft__device_cuda_load only opens and initialises the driver; the context and the kernels
+ * are set up by the first call that needs them (setup), so that a program that never uses CUDA
+ * memory gets no CUDA context, and a program that calls cudaSetDevice first gets its device.
+ *
  * Blocking members (copy, reduce, avg_finalize) queue their work on the calling thread's
  * internal stream (non-blocking, created on first use, destroyed when the thread exits) and
  * wait for it with WEFT_TIMEOUT as deadline, so threads never wait on each other's work.
@@ -52,11 +56,22 @@ weft_status_t weft__cuda_check(CUresult result, const char *what)
     return weft__cuda_status((int)result, name, text, what);
 }
 
+/* setup(): the context and the kernels, made on the first use of the table */
+static void setup(void);
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static weft_status_t setup_status = WEFT_ERR_INTERNAL;
+static int setup_done; /* setup finished with WEFT_OK (atomic) */
+static char setup_why[256];
+
 weft_status_t weft__cuda_enter(int *pushed_p, const char *what)
 {
     CUcontext current = NULL;
 
     *pushed_p = 0;
+    pthread_once(&setup_once, setup);
+    if (setup_status != WEFT_OK) {
+        return weft__error(setup_status, "%s: CUDA cannot be used: %s", what, setup_why);
+    }
     if (weft__cu.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == weft__cuda.ctx) {
         return WEFT_OK;
     }
@@ -140,7 +155,10 @@ int weft__cuda_is_device(const void *ptr)
         return 0;
     }
     result = weft__cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)ptr);
-    if (result == CUDA_ERROR_INVALID_CONTEXT && weft__cuda_enter(&pushed, "cuda owns") == WEFT_OK) {
+    /* no context on this thread: retry in weft's if weft made one, but never create one just
+     * to look at a pointer (host-only programs must not get a CUDA context) */
+    if (result == CUDA_ERROR_INVALID_CONTEXT && __atomic_load_n(&setup_done, __ATOMIC_ACQUIRE) &&
+        weft__cuda_enter(&pushed, "cuda owns") == WEFT_OK) {
         result = weft__cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)ptr);
         weft__cuda_leave(pushed);
     }
@@ -467,7 +485,8 @@ static const weft_device_ops_t *load_failed(char *why, size_t len, CUresult resu
     return NULL;
 }
 
-static const weft_device_ops_t *load_kernels(char *why, size_t len)
+/* 0, or -1 with the reason in why */
+static int load_kernels(char *why, size_t len)
 {
     char name[64];
     char what[160];
@@ -485,7 +504,8 @@ static const weft_device_ops_t *load_kernels(char *why, size_t len)
                                       weft__cuda.dev);
         snprintf(what, sizeof(what), "cannot load weft's CUDA kernels (%s) on %s (sm_%d%d)",
                  WEFT_CUDA_ARCHS, device, major, minor);
-        return load_failed(why, len, result, what);
+        load_failed(why, len, result, what);
+        return -1;
     }
     for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
         for (int o = 0; o < WEFT_OP_COUNT; o++) {
@@ -496,27 +516,63 @@ static const weft_device_ops_t *load_kernels(char *why, size_t len)
                 weft__cu.cuModuleGetFunction(&weft__cuda.reduce[d][o], weft__cuda.module, name);
             if (result != CUDA_SUCCESS) {
                 snprintf(what, sizeof(what), "weft's CUDA kernel %s is missing", name);
-                return load_failed(why, len, result, what);
+                load_failed(why, len, result, what);
+                return -1;
             }
         }
         weft__cuda_avg_kernel_name((weft_dtype_t)d, name, sizeof(name));
         result = weft__cu.cuModuleGetFunction(&weft__cuda.avg[d], weft__cuda.module, name);
         if (result != CUDA_SUCCESS) {
             snprintf(what, sizeof(what), "weft's CUDA kernel %s is missing", name);
-            return load_failed(why, len, result, what);
+            load_failed(why, len, result, what);
+            return -1;
         }
     }
-    return &cuda_ops;
+    return 0;
+}
+
+/* The first use of the table: the context of the calling thread (current after
+ * cudaSetDevice) or else device 0's primary one, its SM count, and the kernels. */
+static void setup(void)
+{
+    CUcontext current = NULL;
+    CUcontext popped;
+    CUresult result;
+
+    if (weft__cu.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != NULL) {
+        weft__cuda.ctx = current;
+        result = weft__cu.cuCtxGetDevice(&weft__cuda.dev);
+    } else {
+        result = weft__cu.cuDeviceGet(&weft__cuda.dev, 0);
+        if (result == CUDA_SUCCESS) {
+            result = weft__cu.cuDevicePrimaryCtxRetain(&weft__cuda.ctx, weft__cuda.dev);
+        }
+    }
+    if (result != CUDA_SUCCESS) {
+        load_failed(setup_why, sizeof(setup_why), result, "cannot get a CUDA context");
+        setup_status = WEFT_ERR_DEVICE;
+        return;
+    }
+    result = weft__cu.cuDeviceGetAttribute(
+        &weft__cuda.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, weft__cuda.dev);
+    if (result == CUDA_SUCCESS) {
+        result = weft__cu.cuCtxPushCurrent(weft__cuda.ctx);
+    }
+    if (result != CUDA_SUCCESS) {
+        load_failed(setup_why, sizeof(setup_why), result, "cannot use the CUDA context");
+        setup_status = WEFT_ERR_DEVICE;
+        return;
+    }
+    setup_status = load_kernels(setup_why, sizeof(setup_why)) == 0 ? WEFT_OK : WEFT_ERR_UNSUPPORTED;
+    weft__cu.cuCtxPopCurrent(&popped);
+    __atomic_store_n(&setup_done, setup_status == WEFT_OK, __ATOMIC_RELEASE);
 }
 
 const weft_device_ops_t *weft__device_cuda_load(char *why, size_t len)
 {
-    const weft_device_ops_t *ops;
-    CUcontext current = NULL;
     CUresult result;
     int count = 0;
     int version = 0;
-    int pushed;
 
     if (weft__cu_open(why, len) != 0) {
         return NULL;
@@ -549,33 +605,10 @@ const weft_device_ops_t *weft__device_cuda_load(char *why, size_t len)
         snprintf(why, len, "the CUDA driver sees no device");
         return NULL;
     }
-    /* the caller's context (cudaSetDevice made it current), else device 0's primary one */
-    if (weft__cu.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != NULL) {
-        weft__cuda.ctx = current;
-        result = weft__cu.cuCtxGetDevice(&weft__cuda.dev);
-    } else {
-        result = weft__cu.cuDeviceGet(&weft__cuda.dev, 0);
-        if (result == CUDA_SUCCESS) {
-            result = weft__cu.cuDevicePrimaryCtxRetain(&weft__cuda.ctx, weft__cuda.dev);
-        }
-    }
-    if (result != CUDA_SUCCESS) {
-        return load_failed(why, len, result, "cannot get a CUDA context");
-    }
-    result = weft__cu.cuDeviceGetAttribute(
-        &weft__cuda.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, weft__cuda.dev);
-    if (result != CUDA_SUCCESS) {
-        return load_failed(why, len, result, "cannot read the GPU's SM count");
-    }
     if (pthread_key_create(&weft__cuda.stream_key, destroy_thread_stream) != 0) {
         snprintf(why, len, "cannot create the per-thread CUDA stream key");
         return NULL;
     }
-    if (weft__cuda_enter(&pushed, "cuda load") != WEFT_OK) {
-        snprintf(why, len, "cannot make the CUDA context current");
-        return NULL;
-    }
-    ops = load_kernels(why, len);
-    weft__cuda_leave(pushed);
-    return ops;
+    /* the context and the kernels wait for the first use (setup) */
+    return &cuda_ops;
 }
