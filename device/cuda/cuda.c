@@ -63,6 +63,12 @@ static weft_status_t setup_status = WEFT_ERR_INTERNAL;
 static int setup_done; /* setup finished with WEFT_OK (atomic) */
 static char setup_why[256];
 
+weft_status_t weft__cuda_ready(void)
+{
+    pthread_once(&setup_once, setup);
+    return setup_status;
+}
+
 weft_status_t weft__cuda_enter(int *pushed_p, const char *what)
 {
     CUcontext current = NULL;

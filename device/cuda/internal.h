@@ -30,6 +30,9 @@ extern const unsigned long weft__cuda_fatbin_size;
 /* WEFT_OK for CUDA_SUCCESS; else the weft status, with "<what>: <error name> (<text>)". */
 weft_status_t weft__cuda_check(CUresult result, const char *what);
 
+/* Sets up weft's context and kernels on first use; WEFT_OK, or why not (no message). */
+weft_status_t weft__cuda_ready(void);
+
 /* Makes weft's context current on this thread; *pushed_p tells weft__cuda_leave to pop it. */
 weft_status_t weft__cuda_enter(int *pushed_p, const char *what);
 void weft__cuda_leave(int pushed);
