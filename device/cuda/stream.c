@@ -30,7 +30,9 @@ int weft__cuda_stream_owns(void *stream)
         stream == (void *)CU_STREAM_PER_THREAD) {
         return 1;
     }
-    return weft__cu.cuStreamGetCtx((CUstream)stream, &ctx) == CUDA_SUCCESS && ctx == weft__cuda.ctx;
+    /* a user's stream is a use of CUDA: weft's context is set up (from this thread's) */
+    return weft__cuda_ready() == WEFT_OK &&
+           weft__cu.cuStreamGetCtx((CUstream)stream, &ctx) == CUDA_SUCCESS && ctx == weft__cuda.ctx;
 }
 
 weft_status_t weft__cuda_stream_create(void **stream_p)
