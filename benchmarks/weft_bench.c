@@ -92,6 +92,7 @@ typedef struct options {
     format_t format;
     weft_memtype_t mem; /* where the buffers live (-d host|emu|cuda) */
     int enqueue;        /* time weft's _enqueue forms on a stream */
+    int compute_us;     /* the application's work between two iterations */
 } options_t;
 
 static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
@@ -279,6 +280,26 @@ typedef struct bufs {
 } bufs_t;
 
 static weft_stream_t stream; /* -d emu|cuda, --enqueue */
+
+/* The application's work between iterations: a CPU-bound loop over a small
+ * array (in cache) for us microseconds. */
+volatile double compute_sink; /* keeps the loop's result alive */
+
+static void compute(int us)
+{
+    double acc[64] = {0};
+    double end = MPI_Wtime() + us * 1e-6;
+
+    if (us <= 0) {
+        return;
+    }
+    do {
+        for (int k = 0; k < 4096; k++) {
+            acc[k & 63] = acc[k & 63] * 0.999 + (double)k;
+        }
+    } while (MPI_Wtime() < end);
+    compute_sink = acc[7];
+}
 
 static void weft_check(weft_status_t status, const char *what)
 {
@@ -615,6 +636,8 @@ static const char usage[] =
     "  -d MEM       host (default) emu cuda: where weft's buffers live; the MPI side\n"
     "               (--vs-mpi) then copies to host memory, calls MPI and copies back,\n"
     "               as a CUDA-aware MPI without device support does; timed with the copies\n"
+    "  --compute-us N  compute N us (a CPU-bound loop) before every iteration, weft's\n"
+    "               and MPI's alike, as an application does between collectives\n"
     "  --enqueue    time weft's stream-ordered form (_enqueue, then synchronize the stream;\n"
     "               host buffers use an emu stream)\n"
     "  -o OP        sum (default) prod min max avg band bor bxor land lor lxor\n"
@@ -636,12 +659,13 @@ static void parse(int argc, char **argv, options_t *o)
         {"algo", required_argument, NULL, 'A'}, {"check", no_argument, NULL, 'C'},
         {"format", required_argument, NULL, 'F'}, {"vs-mpi", no_argument, NULL, 'V'},
         {"in-place", no_argument, NULL, 'I'}, {"root", required_argument, NULL, 'R'},
-        {"enqueue", no_argument, NULL, 'Q'}, {"help", no_argument, NULL, 'h'},
+        {"enqueue", no_argument, NULL, 'Q'}, {"compute-us", required_argument, NULL, 'U'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c;
 
     *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, -1, -1, WEFT_FLOAT32, WEFT_SUM, NULL,
-                     0, 0, 0, 0, FORMAT_OSU, WEFT_MEM_HOST, 0};
+                     0, 0, 0, 0, FORMAT_OSU, WEFT_MEM_HOST, 0, 0};
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->min_bytes = parse_bytes(optarg); break;
@@ -666,6 +690,7 @@ static void parse(int argc, char **argv, options_t *o)
             break;
         }
         case 'Q': o->enqueue = 1; break;
+        case 'U': o->compute_us = atoi(optarg); break;
         case 'o': {
             int p;
             for (p = 0; p < WEFT_OP_COUNT && strcmp(weft_op_name(p), optarg); p++) {
@@ -705,6 +730,9 @@ static void parse(int argc, char **argv, options_t *o)
             die("unknown collective '%s'", argv[optind]);
         }
         o->coll = (coll_t)k;
+    }
+    if (o->compute_us < 0) {
+        die("%s", "--compute-us takes a number of microseconds >= 0");
     }
     if (o->factor < 2 || o->iters == 0 || o->iters < -1 || o->warmup < -1 ||
         o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
@@ -943,6 +971,7 @@ int main(int argc, char **argv)
 
             fill(&o, &b, it);
             sync_device(&o, &b, 1, 1, 1);
+            compute(o.compute_us);
             MPI_Barrier(MPI_COMM_WORLD);
             t = MPI_Wtime();
             status = run_weft(&o, &b, comm);
@@ -961,6 +990,7 @@ int main(int argc, char **argv)
             if (o.vs_mpi) {
                 fill(&o, &b, it);
                 sync_device(&o, &b, 1, 1, 1);
+                compute(o.compute_us);
                 MPI_Barrier(MPI_COMM_WORLD);
                 t = MPI_Wtime();
                 /* MPI without device support: stage through host memory */

@@ -56,7 +56,6 @@ typedef struct stream_error {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
 static enq_op_t *head, *tail;
-static int nops;
 static pthread_t thread;
 static int thread_started, stopping;
 static stream_error_t errors[MAX_STREAM_ERRORS];
@@ -142,7 +141,6 @@ static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
     if (tail == op) {
         tail = prev;
     }
-    nops--;
     r = malloc(sizeof(*r));
     if (r != NULL) {
         *r = (retired_t){.flag = op->flag, .sdev = op->sdev, .next = retired};
@@ -325,7 +323,6 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
         head = op;
     }
     tail = op;
-    nops++;
     pthread_cond_signal(&work);
     pthread_mutex_unlock(&lock);
     return WEFT_OK;

@@ -7,7 +7,9 @@
 # cores' caches and, with more ranks than cores, reshuffles them on the
 # cores, which distorts short timings (more for weft's shared-memory path
 # than for the MPI library's).
-# Extra arguments go to both passes (e.g. -e 1m, allgather, --format nccl).
+# A third, short pass runs the same collective on emulated-device buffers
+# through the stream-ordered form (-d emu --enqueue), checked.
+# Extra arguments go to every pass (e.g. -e 1m, allgather, --format nccl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh
@@ -15,3 +17,4 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 launch=(mpirun -np "${WEFT_RANKS:-4}" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 "${launch[@]}" ./benchmarks/weft_bench --check -n 5 -w 1 -b 8 -e 64m -f 8 "$@" allreduce
 "${launch[@]}" ./benchmarks/weft_bench --vs-mpi -b 8 -e 64m -f 8 "$@" allreduce
+"${launch[@]}" ./benchmarks/weft_bench --check -n 5 -w 1 -b 8 -e 4m -f 64 -d emu --enqueue "$@" allreduce

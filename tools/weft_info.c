@@ -17,6 +17,8 @@
 #include "runtime/config.h"
 #include "runtime/node.h"
 #include "runtime/topo.h"
+#include "device/device.h"
+#include "pt2pt/ucx/ucx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +76,32 @@ static void print_ucx_transports(void)
     }
     printf("\n");
     ucp_cleanup(context);
+}
+
+/* The device backends that can run here, and what UCX carries itself. */
+static void print_devices(void)
+{
+    weft_ucx_context_t *ctx;
+
+    printf("  device backends:");
+    for (int t = WEFT_MEM_HOST; t <= WEFT_MEM_EMU; t++) {
+        if (weft__device_ops((weft_memtype_t)t) != NULL) {
+            printf(" %s", weft_memtype_name((weft_memtype_t)t));
+        }
+    }
+    printf("\n");
+    if (weft__device_ops(WEFT_MEM_CUDA) == NULL) {
+        printf("  cuda: not usable: %s\n", weft__device_unavailable(WEFT_MEM_CUDA));
+    }
+    if (weft__ucx_context_get(&ctx) != WEFT_OK) {
+        printf("  ucx memory: (UCX could not start: %s)\n", weft_last_error());
+        return;
+    }
+    printf("  ucx carries cuda memory: %s\n",
+           weft__ucx_context_memtypes(ctx) & (1u << WEFT_MEM_CUDA)
+               ? "yes (device buffers go to UCX directly)"
+               : "no (device buffers are staged through host memory, WEFT_STAGE_FRAG per step)");
+    weft__ucx_context_put(ctx);
 }
 
 /* Cores, NUMA nodes, GPUs and NICs of this machine; 0, or 1 when hwloc failed. */
@@ -312,11 +340,11 @@ int main(int argc, char **argv)
         weft__config_dump(stdout);
     } else {
         printf("weft %d.%d.%d\n", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR, WEFT_VERSION_PATCH);
-        printf("  cuda toolkit: %s (no CUDA device backend is built yet)\n",
+        printf("  cuda toolkit: %s\n",
                strcmp(WEFT_BUILD_CUDA, "yes") == 0 ? "found" : "not found");
         printf("  ucx headers:  %d.%d (library %s)\n", UCP_API_MAJOR, UCP_API_MINOR,
                ucp_get_version_string());
-        printf("  memory types: host\n");
+        print_devices();
         printf("  weft transports: ucx (between processes), loop (in-process ranks)\n");
         printf("  bootstraps: pmix (mpirun, srun), tcp (unique id), thread (in-process)\n");
         print_ucx_transports();

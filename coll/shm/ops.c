@@ -35,16 +35,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Bytes per step of a device allreduce through IPC (at least): each step is
+ * a reduction and copies on the device, so it should not be short. */
+#define IPC_CHUNK (2u << 20)
+
 typedef enum {
     OP_ALLREDUCE1,
     OP_ALLREDUCE2,
     OP_ALLREDUCE_CMA,
+    OP_ALLREDUCE_IPC,
     OP_REDUCE_SCATTER,
     OP_ALLGATHER,
     OP_BCAST,
     OP_REDUCE1,
     OP_REDUCE2,
     OP_BARRIER,
+    OP_IPC_ALLGATHER, /* device memory: read the peers' buffers through IPC */
+    OP_IPC_BCAST,
+    OP_IPC_REDUCE,
 } op_kind_t;
 
 typedef struct shm_op {
@@ -257,6 +265,62 @@ static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, siz
     return WEFT_OK;
 }
 
+/* Device memory (IPC): this rank's src and dst handles at the start of its
+ * slot of round R, for the peers to map. */
+static weft_status_t ipc_publish(shm_op_t *o, uint64_t R)
+{
+    char *slot = SLOT(o, o->shm->me, R);
+    weft_status_t status = o->dev->ipc_export(o->src, slot);
+
+    if (status == WEFT_OK && o->kind == OP_ALLREDUCE_IPC) {
+        status = o->dev->ipc_export(o->dst, slot + WEFT_DEVICE_IPC_MAX);
+    }
+    return status;
+}
+
+/* Map every peer's src and dst (the table caches what it can). */
+static weft_status_t ipc_open(shm_op_t *o, uint64_t R)
+{
+    weft_shm_t *shm = o->shm;
+    weft_status_t status = WEFT_OK;
+
+    for (int q = 0; q < shm->L && status == WEFT_OK; q++) {
+        const char *slot = SLOT(o, q, R);
+
+        shm->peer_src[q] = shm->peer_dst[q] = NULL;
+        if (q == shm->me) {
+            continue;
+        }
+        status = o->dev->ipc_import(slot, &shm->peer_src[q]);
+        if (status == WEFT_OK && o->kind == OP_ALLREDUCE_IPC) {
+            status = o->dev->ipc_import(slot + WEFT_DEVICE_IPC_MAX, &shm->peer_dst[q]);
+        }
+    }
+    if (status != WEFT_OK) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", weft_last_error());
+        status = weft__error(status, "shared memory: cannot map a local rank's %s buffer: %s",
+                             o->dev->name, detail);
+    }
+    return status;
+}
+
+static void ipc_close(shm_op_t *o)
+{
+    weft_shm_t *shm = o->shm;
+
+    for (int q = 0; q < shm->L; q++) {
+        if (shm->peer_src[q] != NULL) {
+            o->dev->ipc_close(shm->peer_src[q]);
+        }
+        if (shm->peer_dst[q] != NULL) {
+            o->dev->ipc_close(shm->peer_dst[q]);
+        }
+        shm->peer_src[q] = shm->peer_dst[q] = NULL;
+    }
+}
+
 /*
  * Single-copy allreduce (one round R, the vector in chunks of one slot):
  * every rank publishes its src and dst addresses; for chunk k, rank `me`
@@ -277,10 +341,17 @@ static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
     uint64_t base = R << 24;
     const void **srcs = shm->srcs;
     weft_status_t status = WEFT_OK;
+    int ipc = o->kind == OP_ALLREDUCE_IPC;
 
     if (o->phase == 0) {
         if (!reusable(o, R, peer_p)) { /* the slot is this rank's scratch */
             return WEFT_INPROGRESS;
+        }
+        if (ipc) {
+            status = ipc_publish(o, R);
+            if (status != WEFT_OK) {
+                return status;
+            }
         }
         mine->src_addr = (uint64_t)(uintptr_t)o->src;
         mine->dst_addr = (uint64_t)(uintptr_t)o->dst;
@@ -290,6 +361,12 @@ static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
     if (o->phase == 1) {
         if (!ready_all(o, 0, 4 * R + 1, peer_p)) {
             return WEFT_INPROGRESS;
+        }
+        if (ipc) {
+            status = ipc_open(o, R);
+            if (status != WEFT_OK) {
+                return status;
+            }
         }
         o->phase = 2;
     }
@@ -302,7 +379,9 @@ static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
 
             srcs[0] = o->src + off * es;
             for (int q = 0; q < L && status == WEFT_OK; q++) {
-                if (q != me && cnt > 0) {
+                if (q != me && cnt > 0 && ipc) {
+                    srcs[k++] = (const char *)shm->peer_src[q] + off * es;
+                } else if (q != me && cnt > 0) {
                     status = cma_read(o, q, tmp, shm->ctrl[q].src_addr + off * es, cnt * es);
                     srcs[k++] = tmp;
                     tmp += cnt * es;
@@ -336,8 +415,10 @@ static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
                     }
                     return WEFT_INPROGRESS;
                 }
-                status =
-                    cma_read(o, q, o->dst + off * es, shm->ctrl[q].dst_addr + off * es, cnt * es);
+                status = ipc ? copy(o, o->dst + off * es,
+                                    (const char *)shm->peer_dst[q] + off * es, cnt)
+                             : cma_read(o, q, o->dst + off * es,
+                                        shm->ctrl[q].dst_addr + off * es, cnt * es);
                 if (status != WEFT_OK) {
                     return status;
                 }
@@ -356,7 +437,85 @@ static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
         o->waiting = 0;
     }
     /* nobody reads this rank's buffers any more */
-    return ready_all(o, 1, R + 1, peer_p) ? WEFT_OK : WEFT_INPROGRESS;
+    if (!ready_all(o, 1, R + 1, peer_p)) {
+        return WEFT_INPROGRESS;
+    }
+    if (ipc) {
+        ipc_close(o);
+    }
+    return WEFT_OK;
+}
+
+/* The IPC step of a device allgather, bcast or reduce: read the mapped
+ * peers' src into this rank's dst (reduce: on the root only). */
+static weft_status_t ipc_work(shm_op_t *o)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t es = o->esize;
+    weft_status_t status = WEFT_OK;
+
+    switch (o->kind) {
+    case OP_IPC_ALLGATHER:
+        for (int q = 0; q < L && status == WEFT_OK; q++) {
+            status = copy(o, o->dst + o->boff[q] * es, q == me ? o->src : shm->peer_src[q],
+                          o->bcnt[q]);
+        }
+        return status;
+    case OP_IPC_BCAST:
+        return me == o->root ? WEFT_OK : copy(o, o->dst, shm->peer_src[o->root], o->count);
+    default: /* OP_IPC_REDUCE */
+        if (me != o->root) {
+            return WEFT_OK;
+        }
+        for (int q = 0; q < L; q++) {
+            shm->srcs[q] = q == me ? o->src : shm->peer_src[q];
+        }
+        return reduce_many(o, o->dst, shm->srcs, L, o->count);
+    }
+}
+
+/*
+ * Device allgather, bcast, reduce (one round R): every rank publishes an IPC
+ * handle of its src in its slot, maps the peers' (ipc_open), reads what it
+ * needs straight from their buffers on the device, and waits until every
+ * rank is done before returning (the peers read its src until then).
+ */
+static weft_status_t round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_status_t status;
+
+    if (o->phase == 0) {
+        if (!reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        status = ipc_publish(o, R);
+        if (status != WEFT_OK) {
+            return status;
+        }
+        publish(o, R, 1);
+        o->phase = 1;
+    }
+    if (o->phase == 1) {
+        if (!ready_all(o, 0, 4 * R + 1, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        status = ipc_open(o, R);
+        if (status == WEFT_OK) {
+            status = ipc_work(o);
+        }
+        if (status != WEFT_OK) {
+            ipc_close(o);
+            return status;
+        }
+        store(&o->shm->ctrl[o->shm->me].done, R + 1);
+        o->phase = 2;
+    }
+    if (!ready_all(o, 1, R + 1, peer_p)) {
+        return WEFT_INPROGRESS;
+    }
+    ipc_close(o);
+    return WEFT_OK;
 }
 
 static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
@@ -461,7 +620,13 @@ static weft_status_t op_poll(void *state, int *peer_p)
             status = round_barrier(o, R, peer_p);
             break;
         case OP_ALLREDUCE_CMA:
+        case OP_ALLREDUCE_IPC:
             status = round_cma(o, R, peer_p);
+            break;
+        case OP_IPC_ALLGATHER:
+        case OP_IPC_BCAST:
+        case OP_IPC_REDUCE:
+            status = round_ipc(o, R, peer_p);
             break;
         default:
             status = round_allreduce(o, R, peer_p);
@@ -499,6 +664,10 @@ static void op_init(shm_op_t *o, weft_shm_t *shm, op_kind_t kind, size_t esize,
     o->desc = desc;
     o->dev = dev;
     o->chunk = shm->slot_bytes / o->esize;
+    if (kind == OP_ALLREDUCE_IPC && shm->slot_bytes < IPC_CHUNK) {
+        /* chunks only pace the pipeline between ranks: no slot holds them */
+        o->chunk = IPC_CHUNK / o->esize;
+    }
 }
 
 static shm_op_t *op_new(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, size_t esize)
@@ -514,7 +683,11 @@ static shm_op_t *op_new(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, size_t
 /* Reserve the operation's rounds (in build order on every local rank). */
 static void op_reserve(shm_op_t *o, size_t total)
 {
-    o->nrounds = o->kind == OP_BARRIER || (o->kind == OP_ALLREDUCE_CMA && total > 0)
+    int single = o->kind == OP_ALLREDUCE_CMA || o->kind == OP_ALLREDUCE_IPC ||
+                 o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST ||
+                 o->kind == OP_IPC_REDUCE;
+
+    o->nrounds = o->kind == OP_BARRIER || (single && total > 0)
                      ? 1
                      : (total + o->chunk - 1) / o->chunk;
     o->round0 = o->shm->next_round;
@@ -530,6 +703,15 @@ static int op_add(weft_sched_t *s, shm_op_t *o, size_t total)
     return weft__sched_poll(s, op_poll, op_cancel, o);
 }
 
+/* Device memory whose table can map another process's buffers: the
+ * operations read the peers' buffers instead of staging through the slots
+ * (which must hold the two IPC handles of a rank). */
+static int use_ipc(const weft_shm_t *shm, weft_memtype_t memtype)
+{
+    return memtype != WEFT_MEM_HOST && weft__device_ops(memtype)->ipc_export != NULL &&
+           shm->slot_bytes >= 2 * WEFT_DEVICE_IPC_MAX;
+}
+
 /* The operation that serves a vector collective of `bytes` on this node. */
 static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_t bytes,
                              weft_memtype_t memtype)
@@ -541,11 +723,14 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
         if (shm->cma && memtype == WEFT_MEM_HOST && bytes >= weft__coll_config.shm_cma) {
             return OP_ALLREDUCE_CMA;
         }
+        if (use_ipc(shm, memtype)) {
+            return OP_ALLREDUCE_IPC; /* peers map each other's device buffers */
+        }
         return one ? OP_ALLREDUCE1 : OP_ALLREDUCE2;
     case WEFT_COLL_REDUCE:
-        return one ? OP_REDUCE1 : OP_REDUCE2;
+        return use_ipc(shm, memtype) ? OP_IPC_REDUCE : one ? OP_REDUCE1 : OP_REDUCE2;
     case WEFT_COLL_BCAST:
-        return OP_BCAST;
+        return use_ipc(shm, memtype) ? OP_IPC_BCAST : OP_BCAST;
     default:
         return OP_BARRIER;
     }
@@ -635,7 +820,9 @@ int weft__shm_reduce_scatter(weft_sched_t *s, weft_shm_t *shm, const void *src, 
 int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
                         const size_t *boff, const size_t *bcnt, size_t esize)
 {
-    return blocks_add(s, shm, OP_ALLGATHER, src, dst, boff, bcnt, esize);
+    return blocks_add(s, shm,
+                      use_ipc(shm, weft__sched_dev(s)->memtype) ? OP_IPC_ALLGATHER : OP_ALLGATHER,
+                      src, dst, boff, bcnt, esize);
 }
 
 int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
@@ -735,7 +922,10 @@ weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a, const w
         if (shm->L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
             return WEFT_OK; /* block tables of this many ranks: the schedule's scratch */
         }
-        op_init(&o, shm, a->kind == WEFT_COLL_ALLGATHER ? OP_ALLGATHER : OP_REDUCE_SCATTER,
+        op_init(&o, shm,
+                a->kind == WEFT_COLL_REDUCE_SCATTER ? OP_REDUCE_SCATTER
+                : use_ipc(shm, dev->memtype)        ? OP_IPC_ALLGATHER
+                                                    : OP_ALLGATHER,
                 a->esize, desc, dev);
         for (int q = 0; q < shm->L; q++) {
             b[q] = (size_t)q * a->count;

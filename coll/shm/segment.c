@@ -65,6 +65,8 @@ void weft__shm_release(weft_shm_t *shm)
         munmap(shm->base, shm->bytes);
     }
     free(shm->srcs);
+    free(shm->peer_src);
+    free(shm->peer_dst);
     free(shm);
 }
 
@@ -249,7 +251,9 @@ weft_status_t weft__shm_setup(weft_comm_t comm)
             status = weft_send(&ack, 1, WEFT_INT32, m->local_ranks[0], SHM_TAG, comm);
         }
     }
-    if (shm != NULL && (shm->srcs = calloc((size_t)L, sizeof(*shm->srcs))) == NULL) {
+    if (shm != NULL && ((shm->srcs = calloc((size_t)L, sizeof(*shm->srcs))) == NULL ||
+                        (shm->peer_src = calloc((size_t)L, sizeof(void *))) == NULL ||
+                        (shm->peer_dst = calloc((size_t)L, sizeof(void *))) == NULL)) {
         weft__shm_release(shm);
         shm = NULL;
     }

@@ -26,6 +26,15 @@
  * No system call in this path: waiting is polling (the schedule engine
  * yields the core between polls when it waits long).
  *
+ * Device memory: allreduce, allgather, bcast and reduce of device buffers
+ * (emu, cuda) never stage through the host slots: every rank publishes IPC
+ * handles of its buffers in its slot, maps its peers' (the device table's
+ * ipc_import) and reads them on the device (allreduce: reduces its slice
+ * of everyone's input and copies the others' results from their buffers,
+ * as the single-copy path below does with process_vm_readv). Every local
+ * rank must then pass memory of the same type (the memory type is part of
+ * what ranks must agree on).
+ *
  * Single copy: where the kernel lets local ranks read each other's memory
  * (process_vm_readv: same user, no ptrace restriction), a large allreduce
  * reads its peers' buffers directly instead of staging through the slots
@@ -75,6 +84,8 @@ typedef struct weft_shm {
     uint64_t checked_ns;    /* last liveness check */
     double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
+    void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */
+    void **peer_dst;
     int dead_rank;          /* a local rank found dead (-1: none) */
     pid_t dead_pid;
     int cma; /* every local rank may read the others' memory

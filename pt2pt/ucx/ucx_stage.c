@@ -37,8 +37,8 @@ weft_ucx_config_t weft__ucx_config;
 
 static const weft_config_entry_t ucx_entries[] = {
     {"STAGE_FRAG", "1m",
-     "bytes per fragment of a large UCX message; device memory that UCX cannot reach is "
-     "copied through host memory one fragment at a time, overlapping the copy of the next "
+     "bytes per fragment of a large UCX message (0: 1m); device memory that UCX cannot reach "
+     "is copied through host memory one fragment at a time, overlapping the copy of the next "
      "fragment with the transfer of this one",
      weft__config_parse_size, offsetof(weft_ucx_config_t, stage_frag)},
 };
@@ -69,9 +69,12 @@ struct ucx_stage {
     weft_status_t status;
 };
 
+/* Used before the configuration is loaded (transport tests), and for 0. */
+#define STAGE_FRAG_DEFAULT (1u << 20)
+
 size_t weft__ucx_frag_size(void)
 {
-    return weft__ucx_config.stage_frag > 0 ? weft__ucx_config.stage_frag : 1;
+    return weft__ucx_config.stage_frag > 0 ? weft__ucx_config.stage_frag : STAGE_FRAG_DEFAULT;
 }
 
 int weft__ucx_needs_stage(weft_ucx_context_t *ctx, weft_memtype_t memtype, size_t bytes)
