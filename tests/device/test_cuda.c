@@ -537,9 +537,11 @@ Test(cuda_gpu, copies_alloc_and_ownership)
     free(back);
 }
 
-/* Work queued after a wait on a flag does not run until the host sets it; a write queued after
- * a copy lands after the copy. */
-Test(cuda_gpu, streams_order_work_through_flags)
+/* Work queued after a wait on a flag does not run until the host sets it to at least the value;
+ * a write queued after a copy lands after the copy. The queued copies are device to device:
+ * CUDA may make a copy from pageable host memory wait for the stream, which here waits for the
+ * host. */
+Test(cuda_gpu, streams_order_work_through_flags, .timeout = 60)
 {
     const weft_device_ops_t *cu = gpu_or_skip();
     size_t bytes = 1 << 22;
@@ -548,34 +550,47 @@ Test(cuda_gpu, streams_order_work_through_flags)
     uint32_t *go;
     uint32_t *done;
     void *stream;
-    void *dev;
+    void *src;
+    void *dst;
 
-    memset(host, 0x5a, bytes);
-    cr_assert_eq(cu->alloc(bytes, &dev), WEFT_OK);
+    for (size_t i = 0; i < bytes; i++) {
+        host[i] = (unsigned char)(i * 13 + 5);
+    }
+    cr_assert_eq(cu->alloc(bytes, &src), WEFT_OK);
+    cr_assert_eq(cu->alloc(bytes, &dst), WEFT_OK);
+    cr_assert_eq(cu->copy(src, host, bytes), WEFT_OK);
+    memset(back, 0, bytes);
+    cr_assert_eq(cu->copy(dst, back, bytes), WEFT_OK);
     cr_assert_eq(cu->stream_create(&stream), WEFT_OK);
     cr_assert_eq(cu->stream_owns(stream), 1);
     cr_assert_eq(cu->stream_owns(NULL), 1);
     cr_assert_eq(cu->flag_alloc(&go), WEFT_OK);
     cr_assert_eq(cu->flag_alloc(&done), WEFT_OK);
     cr_assert_eq(weft__device_flag_get(go), 0);
+    cr_assert_eq(weft__device_flag_get(done), 0);
     cr_assert_eq(cu->stream_wait_flag(stream, go, 2), WEFT_OK, "%s", weft_last_error());
-    cr_assert_eq(cu->memcpy_async(dev, host, bytes, stream), WEFT_OK);
-    cr_assert_eq(cu->memcpy_async(back, dev, bytes, stream), WEFT_OK);
+    cr_assert_eq(cu->memcpy_async(dst, src, bytes, stream), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(cu->stream_write_flag(stream, done, 7), WEFT_OK, "%s", weft_last_error());
     usleep(100000);
     cr_assert_eq(weft__device_flag_get(done), 0, "ran before the flag was set");
     weft__device_flag_set(go, 1); /* below the value waited for */
     usleep(100000);
     cr_assert_eq(weft__device_flag_get(done), 0, "ran with the flag below 2");
+    cr_assert_eq(cu->copy(back, dst, bytes), WEFT_OK); /* another stream: the copy not run yet */
+    for (size_t i = 0; i < bytes; i++) {
+        cr_assert_eq(back[i], 0, "byte %zu copied before the flag was set", i);
+    }
     weft__device_flag_set(go, 3);
     cr_assert_eq(cu->stream_sync(stream), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(weft__device_flag_get(done), 7);
+    cr_assert_eq(cu->copy(back, dst, bytes), WEFT_OK);
     cr_assert_arr_eq(back, host, bytes);
     cr_assert_eq(cu->stream_destroy(stream), WEFT_OK);
     cr_assert_eq(cu->stream_destroy(NULL), WEFT_ERR_INVALID_ARG);
     cu->flag_free(go);
     cu->flag_free(done);
-    cr_assert_eq(cu->free(dev), WEFT_OK);
+    cr_assert_eq(cu->free(src), WEFT_OK);
+    cr_assert_eq(cu->free(dst), WEFT_OK);
     free(host);
     free(back);
 }
