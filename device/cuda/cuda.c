@@ -361,10 +361,7 @@ static weft_status_t cuda_reduce(void *dst, const void *const *srcs, int nsrcs, 
     weft_status_t status;
     int pushed;
 
-    if ((unsigned)dtype < WEFT_DTYPE_COUNT && (unsigned)op < WEFT_OP_COUNT) {
-        fn = weft__cuda.reduce[dtype][op];
-    }
-    if (fn == NULL) {
+    if (!weft__op_valid_for_dtype(op, dtype)) {
         return weft__error(WEFT_ERR_INVALID_ARG, "cuda reduce: op %s is not defined for dtype %s",
                            weft_op_name(op), weft_dtype_name(dtype));
     }
@@ -388,6 +385,8 @@ static weft_status_t cuda_reduce(void *dst, const void *const *srcs, int nsrcs, 
     }
     status = weft__cuda_enter(&pushed, "cuda reduce");
     if (status == WEFT_OK) {
+        /* set up by weft__cuda_enter */
+        fn = weft__cuda.reduce[dtype][op];
         status = weft__cuda_internal_stream(&stream, "cuda reduce");
         if (status == WEFT_OK) {
             weft_status_t wait;
@@ -424,13 +423,15 @@ static weft_status_t cuda_avg_finalize(void *buf, size_t count, weft_dtype_t dty
     if (count == 0) {
         return WEFT_OK;
     }
-    if (!weft__cuda_is_device(buf)) {
-        /* the same arithmetic (device/reduce_elem.h) on the host */
-        return weft__host_avg_finalize(buf, count, dtype, divisor);
-    }
     status = weft__cuda_enter(&pushed, "cuda avg_finalize");
     if (status != WEFT_OK) {
         return status;
+    }
+    /* asked in weft's context: this thread may have none */
+    if (!weft__cuda_is_device(buf)) {
+        weft__cuda_leave(pushed);
+        /* the same arithmetic (device/reduce_elem.h) on the host */
+        return weft__host_avg_finalize(buf, count, dtype, divisor);
     }
     status = weft__cuda_internal_stream(&stream, "cuda avg_finalize");
     if (status == WEFT_OK) {
