@@ -1,0 +1,482 @@
+/*
+ * Emu collectives between real processes (UCX, unique-id bootstrap, no
+ * mpirun): every collective in its three forms on emu buffers
+ * (tests/coll/device_cases.h), plus allreduces of several MiB, at 2..4
+ * processes,
+ *  - on one node with the shared-memory allreduce, allgather, bcast and
+ *    reduce forced: the processes map each other's emu buffers, so every
+ *    process asserts that its allreduces made IPC imports, and the job that
+ *    some process's allgathers, bcasts and reduces did
+ *    (weft__emu_ipc_imports_total() before and after each case);
+ *  - on virtual nodes of one process each with shared memory off
+ *    (WEFT_RANKS_PER_NODE=1, WEFT_SHM=no): every byte goes point to point
+ *    over UCX, which cannot reach emu memory, so the transport stages it
+ *    through host memory in fragments (WEFT_STAGE_FRAG=64k: a message of
+ *    several MiB takes dozens): every process asserts that its transport
+ *    made its emu staging stream, and that it imported nothing;
+ *  - on two virtual nodes of two (the hierarchical algorithms: shared
+ *    memory inside, UCX between);
+ *  - with a peer that dies while the others' enqueued allreduce waits for
+ *    it: weft_stream_synchronize and the next call report it.
+ *
+ * The test process is rank 0. It loads the configuration (weft_init) and
+ * forks the other ranks before any weft thread exists (as
+ * tests/runtime/test_multiproc.c explains), then starts the bootstrap root
+ * (weft_get_unique_id) and hands the id over through a shared mapping. The
+ * children never use Criterion: they record their first failure, their
+ * count of checked cases and their IPC imports in the mapping and exit;
+ * they die with the parent. The parent reaps them before a deadline, kills
+ * what is left, then asserts.
+ */
+#include <criterion/criterion.h>
+
+#include "device/emu/emu.h"
+#include "pt2pt/ucx/ucx_internal.h"
+#include "runtime/comm.h"
+#include "tests/coll/device_cases.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 4
+#define JOB_DEADLINE_S 200.0
+#define MAX_CASES (WEFT_COLL_KIND_COUNT * DD_NMODES * 4 + 8)
+/* the shared-memory forms that map the peers' device buffers, forced */
+#define IPC_TUNE "allreduce:0-inf:shm,allgather:0-inf:shm,bcast:0-inf:shm,reduce:0-inf:shm"
+
+typedef struct slot {
+    char error[640]; /* first failure */
+    int failures;
+    int checked;  /* cases whose every check passed */
+    int ncases;   /* cases run */
+    int finished; /* reached the end */
+    uint64_t imports;
+    int imports_open; /* mappings of peers' memory still open at the end */
+    int staged;       /* the UCX transport made its emu staging stream: it staged emu memory */
+    int staged_early; /* ... already before the first collective (it must not have) */
+    uint64_t kind_imports[WEFT_COLL_KIND_COUNT]; /* imports made by each collective */
+} slot_t;
+
+typedef struct area {
+    atomic_int id_ready;
+    atomic_int enqueued; /* dead-peer job: rank 0's operation is queued */
+    weft_unique_id_t id;
+    slot_t slot[MAX_PROCS];
+} area_t;
+
+typedef struct job_opts {
+    int nranks;
+    const char *rpn;  /* WEFT_RANKS_PER_NODE, or NULL */
+    const char *shm;  /* WEFT_SHM, or NULL */
+    const char *tune; /* WEFT_TUNE, or NULL */
+    int ipc;          /* 1: every rank must import; 0: none may; -1: not asserted */
+    int staged;       /* 1: every rank's UCX transport must have staged emu memory */
+    int dead_peer;    /* rank 1 kills itself while the others' enqueued allreduce waits for it */
+} job_opts_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+typedef struct rank_ctx {
+    slot_t *slot;
+    weft_comm_t comm;
+} rank_ctx_t;
+
+static void note_failure(slot_t *slot, const char *msg)
+{
+    if (slot->failures++ == 0) {
+        snprintf(slot->error, sizeof(slot->error), "%s", msg);
+    }
+}
+
+static void env_fail(void *ctx, const char *msg)
+{
+    note_failure(((rank_ctx_t *)ctx)->slot, msg);
+}
+
+/* every rank reaches this once per case: a host barrier on the job */
+static void env_sync(void *ctx)
+{
+    rank_ctx_t *c = ctx;
+
+    if (weft_barrier(c->comm) != WEFT_OK) {
+        char msg[600];
+
+        snprintf(msg, sizeof(msg), "weft_barrier between cases: %s", weft_last_error());
+        note_failure(c->slot, msg);
+    }
+}
+
+/* Whether comm's UCX transport staged emu memory through host memory: it
+ * creates its staging stream for emu on the first such message. */
+static int staged_through_host(weft_comm_t comm)
+{
+    const ucx_comm_t *uc = comm->p2p_ep;
+
+    return comm->p2p == &weft__ucx_ops && uc->ctx->stage_streams[WEFT_MEM_EMU] != NULL;
+}
+
+/* The whole life of one rank in the job: join, run every case, leave. */
+static void rank_main(area_t *area, int nranks, int rank)
+{
+    slot_t *slot = &area->slot[rank];
+    rank_ctx_t ctx = {.slot = slot};
+    const dd_env_t env = {.p = nranks, .fail = env_fail, .sync = env_sync, .ctx = &ctx};
+    static dd_case_t cases[MAX_CASES];
+    weft_stream_t stream = NULL;
+    weft_status_t s;
+    int nc;
+    char msg[600];
+
+    s = weft_comm_init_rank(nranks, &area->id, rank, &ctx.comm);
+    if (s != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_comm_init_rank: %s", weft_last_error());
+        note_failure(slot, msg);
+        return;
+    }
+    if (weft_stream_create(WEFT_MEM_EMU, &stream) != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_stream_create: %s", weft_last_error());
+        note_failure(slot, msg);
+    }
+    slot->staged_early = staged_through_host(ctx.comm);
+    nc = dd_build_cases(nranks, 1, cases);
+    /* several MiB: many staging fragments, several shared-memory steps */
+    for (int m = 0; m < DD_NMODES; m++) {
+        cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = m, .n = 1000003};
+        cases[nc++] = (dd_case_t){
+            .kind = WEFT_COLL_ALLREDUCE, .mode = m, .ci = 1 + m, .n = 600001, .inplace = 1};
+    }
+    cases[nc++] = (dd_case_t){.kind = WEFT_COLL_ALLGATHER, .mode = DD_ENQ, .ci = 1, .n = 300001};
+    cases[nc++] = (dd_case_t){
+        .kind = WEFT_COLL_BCAST, .mode = DD_BLOCK, .ci = 5, .n = 400001, .root = nranks - 1};
+    slot->ncases = nc;
+    for (int i = 0; i < nc && stream != NULL; i++) {
+        uint64_t before = weft__emu_ipc_imports_total();
+
+        slot->checked += dd_run_case(&env, ctx.comm, rank, stream, &cases[i]);
+        slot->kind_imports[cases[i].kind] += weft__emu_ipc_imports_total() - before;
+    }
+    slot->imports = weft__emu_ipc_imports_total();
+    slot->imports_open = weft__emu_ipc_imports_open();
+    slot->staged = staged_through_host(ctx.comm);
+    if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_stream_destroy: %s", weft_last_error());
+        note_failure(slot, msg);
+    }
+    if (weft_comm_destroy(ctx.comm) != WEFT_OK) {
+        snprintf(msg, sizeof(msg), "weft_comm_destroy: %s", weft_last_error());
+        note_failure(slot, msg);
+    }
+    slot->finished = 1;
+}
+
+/*
+ * Dead peer: every rank but 1 enqueues an allreduce on emu buffers; rank 1
+ * kills itself once rank 0's is queued. The survivors' synchronize returns
+ * the failure (the peer's death, or the timeout where the transport does not
+ * notice it), naming the enqueued call, and so does their next call on the
+ * communicator.
+ */
+static void rank_main_dead_peer(area_t *area, int nranks, int rank)
+{
+    slot_t *slot = &area->slot[rank];
+    const size_t n = 1000, bytes = n * 4;
+    weft_comm_t comm;
+    weft_stream_t stream = NULL;
+    void *in = NULL, *out = NULL;
+    weft_status_t s;
+    char msg[600];
+    double t0;
+
+#define DEAD_FAIL(...)                                                                             \
+    do {                                                                                           \
+        snprintf(msg, sizeof(msg), __VA_ARGS__);                                                   \
+        note_failure(slot, msg);                                                                   \
+        return;                                                                                    \
+    } while (0)
+
+    if (weft_comm_init_rank(nranks, &area->id, rank, &comm) != WEFT_OK) {
+        DEAD_FAIL("weft_comm_init_rank: %s", weft_last_error());
+    }
+    if (rank == 1) {
+        double until = now_s() + 60.0;
+
+        while (!atomic_load(&area->enqueued) && now_s() < until) {
+            nap_ms(1);
+        }
+        kill(getpid(), SIGKILL);
+    }
+    if (weft_mem_alloc(WEFT_MEM_EMU, bytes, &in) != WEFT_OK ||
+        weft_mem_alloc(WEFT_MEM_EMU, bytes, &out) != WEFT_OK ||
+        weft_stream_create(WEFT_MEM_EMU, &stream) != WEFT_OK) {
+        DEAD_FAIL("setup: %s", weft_last_error());
+    }
+    memset(in, 1, bytes);
+    if (weft_allreduce_enqueue(in, out, n, WEFT_INT32, WEFT_SUM, comm, stream) != WEFT_OK) {
+        DEAD_FAIL("weft_allreduce_enqueue: %s", weft_last_error());
+    }
+    if (rank == 0) {
+        atomic_store(&area->enqueued, 1);
+    }
+    t0 = now_s();
+    s = weft_stream_synchronize(stream);
+    if (s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) {
+        DEAD_FAIL("weft_stream_synchronize returned %s (%s), expected the peer's failure",
+                  weft_status_string(s), weft_last_error());
+    }
+    if (strstr(weft_last_error(), "weft_allreduce_enqueue") == NULL) {
+        DEAD_FAIL("the failure does not name the enqueued call: %s", weft_last_error());
+    }
+    if (now_s() - t0 > 60.0) {
+        DEAD_FAIL("the failure was reported after %.0f s (WEFT_TIMEOUT=10)", now_s() - t0);
+    }
+    snprintf(slot->error, sizeof(slot->error), "%s", weft_status_string(s));
+    s = weft_barrier(comm);
+    if (s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) {
+        DEAD_FAIL("the next call on the communicator returned %s (%s)", weft_status_string(s),
+                  weft_last_error());
+    }
+    weft_stream_destroy(stream);
+    weft_mem_free(in);
+    weft_mem_free(out);
+    weft_comm_destroy(comm); /* may report the dead peer again */
+    slot->finished = 1;
+#undef DEAD_FAIL
+}
+
+static void set_env(const char *name, const char *value)
+{
+    if (value != NULL) {
+        setenv(name, value, 1);
+    } else {
+        unsetenv(name);
+    }
+}
+
+/* Rank 1 died by its own SIGKILL; every other rank saw the failure. */
+static void check_dead_peer(const job_opts_t *o, const area_t *area, const int *wstatus)
+{
+    cr_assert(WIFSIGNALED(wstatus[1]) && WTERMSIG(wstatus[1]) == SIGKILL,
+              "rank 1 was to kill itself: status 0x%x (%s)", wstatus[1], area->slot[1].error);
+    for (int r = 0; r < o->nranks; r++) {
+        const slot_t *sl = &area->slot[r];
+
+        if (r == 1) {
+            continue;
+        }
+        cr_assert_eq(sl->failures, 0, "np=%d: rank %d: %s", o->nranks, r, sl->error);
+        cr_assert(sl->finished, "rank %d did not finish", r);
+        cr_assert(r == 0 || (WIFEXITED(wstatus[r]) && WEXITSTATUS(wstatus[r]) == 0),
+                  "rank %d ended with status 0x%x", r, wstatus[r]);
+        fprintf(stderr, "emu procs np=%d, rank 1 killed: rank %d's synchronize returned %s\n",
+                o->nranks, r, sl->error);
+    }
+}
+
+static void run_job(const job_opts_t *o)
+{
+    area_t *area;
+    pid_t pids[MAX_PROCS] = {0}, self = getpid();
+    int wstatus[MAX_PROCS] = {0}, reaped[MAX_PROCS] = {0};
+    double deadline;
+
+    cr_assert(o->nranks >= 1 && o->nranks <= MAX_PROCS);
+    unsetenv("WEFT_UNIQUE_ID");
+    unsetenv("WEFT_RANK");
+    unsetenv("WEFT_NRANKS");
+    unsetenv("WEFT_CONFIG_FILE");
+    unsetenv("PMIX_NAMESPACE");
+    unsetenv("PMIX_RANK");
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    setenv("WEFT_TIMEOUT", o->dead_peer ? "10" : "60", 1);
+    setenv("WEFT_STAGE_FRAG", "64k", 1);
+    set_env("WEFT_RANKS_PER_NODE", o->rpn);
+    set_env("WEFT_SHM", o->shm);
+    set_env("WEFT_TUNE", o->tune);
+    cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
+    area = mmap(NULL, sizeof(*area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(area, MAP_FAILED, "mmap: %s", strerror(errno));
+    memset(area, 0, sizeof(*area));
+    fflush(NULL);
+    for (int r = 1; r < o->nranks; r++) {
+        pid_t pid = fork();
+
+        if (pid == 0) {
+            double until = now_s() + 60.0;
+
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != self) {
+                _exit(3);
+            }
+            while (!atomic_load(&area->id_ready) && now_s() < until) {
+                nap_ms(1);
+            }
+            if (atomic_load(&area->id_ready)) {
+                (o->dead_peer ? rank_main_dead_peer : rank_main)(area, o->nranks, r);
+            } else {
+                note_failure(&area->slot[r], "no unique id from rank 0 within 60 s");
+            }
+            weft_finalize();
+            _exit(area->slot[r].failures == 0 && area->slot[r].finished ? 0 : 1);
+        }
+        if (pid < 0) {
+            for (int k = 1; k < r; k++) {
+                kill(pids[k], SIGKILL);
+                waitpid(pids[k], NULL, 0);
+            }
+            cr_assert_fail("fork: %s", strerror(errno));
+        }
+        pids[r] = pid;
+    }
+    if (weft_get_unique_id(&area->id) != WEFT_OK) {
+        note_failure(&area->slot[0], weft_last_error());
+        for (int r = 1; r < o->nranks; r++) {
+            kill(pids[r], SIGKILL);
+        }
+    } else {
+        atomic_store(&area->id_ready, 1);
+        (o->dead_peer ? rank_main_dead_peer : rank_main)(area, o->nranks, 0);
+    }
+    deadline = now_s() + JOB_DEADLINE_S;
+    for (int left = o->nranks - 1; left > 0;) {
+        for (int r = 1; r < o->nranks; r++) {
+            if (!reaped[r] && waitpid(pids[r], &wstatus[r], WNOHANG) == pids[r]) {
+                reaped[r] = 1;
+                left--;
+            }
+        }
+        if (left > 0 && now_s() > deadline) {
+            for (int r = 1; r < o->nranks; r++) {
+                if (!reaped[r]) {
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], &wstatus[r], 0);
+                    reaped[r] = 2;
+                }
+            }
+            break;
+        }
+        nap_ms(2);
+    }
+    weft_finalize();
+    if (o->dead_peer) {
+        check_dead_peer(o, area, wstatus);
+        munmap(area, sizeof(*area));
+        return;
+    }
+    for (int r = 0; r < o->nranks; r++) {
+        const slot_t *sl = &area->slot[r];
+
+        cr_expect(reaped[r] != 2, "rank %d did not finish within %.0f s", r, JOB_DEADLINE_S);
+        cr_expect(r == 0 || (WIFEXITED(wstatus[r]) && WEXITSTATUS(wstatus[r]) == 0) ||
+                      sl->failures > 0,
+                  "rank %d ended with status 0x%x and no recorded failure", r, wstatus[r]);
+        cr_assert_eq(sl->failures, 0, "np=%d: rank %d: %d failure(s); first: %s", o->nranks, r,
+                     sl->failures, sl->error);
+        cr_assert(sl->finished, "rank %d did not finish", r);
+        cr_assert_eq(sl->checked, sl->ncases, "rank %d: %d of %d cases checked", r, sl->checked,
+                     sl->ncases);
+        cr_assert_eq(sl->imports_open, 0,
+                     "np=%d: rank %d still maps %d of its peers' allocations after every "
+                     "collective ended",
+                     o->nranks, r, sl->imports_open);
+        if (o->staged && o->nranks > 1) {
+            cr_assert(sl->staged && !sl->staged_early,
+                      "np=%d: rank %d's transport never staged emu memory (before the "
+                      "collectives: %d, after: %d)",
+                      o->nranks, r, sl->staged_early, sl->staged);
+        }
+        if (o->ipc == 1 && o->nranks > 1) {
+            cr_assert_gt(sl->kind_imports[WEFT_COLL_ALLREDUCE], 0,
+                         "np=%d: rank %d's allreduces mapped no peer's emu buffer (IPC unused)",
+                         o->nranks, r);
+        } else if (o->ipc == 0) {
+            cr_assert_eq(sl->imports, 0, "np=%d: rank %d made %llu IPC imports", o->nranks, r,
+                         (unsigned long long)sl->imports);
+        }
+    }
+    for (int k = 0; k < WEFT_COLL_KIND_COUNT && o->ipc == 1 && o->nranks > 1; k++) {
+        uint64_t total = 0;
+
+        for (int r = 0; r < o->nranks; r++) {
+            total += area->slot[r].kind_imports[k];
+        }
+        /* the shared-memory forms that read the peers' device buffers */
+        if (k == WEFT_COLL_ALLREDUCE || k == WEFT_COLL_ALLGATHER || k == WEFT_COLL_BCAST ||
+            k == WEFT_COLL_REDUCE) {
+            cr_assert_gt(total, 0, "np=%d: no rank's %s mapped a peer's emu buffer (IPC unused)",
+                         o->nranks, weft__coll_kind_name((weft_coll_kind_t)k));
+        }
+    }
+    fprintf(stderr,
+            "emu procs np=%d%s%s: %d cases checked on every rank, IPC imports of rank 0: "
+            "%llu\n",
+            o->nranks, o->rpn != NULL ? " ranks-per-node=" : "", o->rpn != NULL ? o->rpn : "",
+            area->slot[0].ncases, (unsigned long long)area->slot[0].imports);
+    munmap(area, sizeof(*area));
+}
+
+Test(one_node, np2_ipc, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .tune = IPC_TUNE, .ipc = 1});
+}
+
+Test(one_node, np3_ipc, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 3, .tune = IPC_TUNE, .ipc = 1});
+}
+
+Test(one_node, np4_ipc, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 4, .tune = IPC_TUNE, .ipc = 1});
+}
+
+Test(virtual_nodes, np2_staged, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .rpn = "1", .shm = "no", .ipc = 0, .staged = 1});
+}
+
+Test(virtual_nodes, np3_staged, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 3, .rpn = "1", .shm = "no", .ipc = 0, .staged = 1});
+}
+
+Test(virtual_nodes, np4_two_nodes_of_two, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 4, .rpn = "2", .ipc = -1});
+}
+
+Test(dead_peer, np2_enqueued_allreduce, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .ipc = -1, .dead_peer = 1});
+}
+
+Test(dead_peer, np3_enqueued_allreduce, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 3, .ipc = -1, .dead_peer = 1});
+}
+
+Test(dead_peer, np2_staged_over_ucx, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .rpn = "1", .shm = "no", .ipc = -1, .dead_peer = 1});
+}
