@@ -79,7 +79,8 @@ if [ $build -eq 1 ]; then
         exit 1
     fi
     if ! step 300 "$logs/make.log" make -j"$(nproc)" all tests/device/test_cuda \
-            tests/device/cuda_probe tests/device/cuda_kernel_host; then
+            tests/device/cuda_probe tests/device/cuda_kernel_host tests/device/cuda_fake_check \
+            tests/device/libfake_cuda.la; then
         fail "make" "$logs/make.log"
         exit 1
     fi

@@ -4,7 +4,8 @@
  * cuda_pure runs on every machine: kernel names against the embedded fatbin, the vector-width
  * and grid choices, the IPC handle layout, the CUresult translation, and the loader: the backend
  * either loads or says why, and cuda_probe is run against stand-ins for libcuda.so.1 (the
- * toolkit's stub driver, whose cuInit fails; a library that is not a driver; none at all).
+ * toolkit's stub driver, whose cuInit fails; a library that is not a driver; none at all); and
+ * cuda_fake_check runs the table's host side against a fake driver (fake_cuda.c).
  *
  * cuda_gpu needs a usable GPU and skips otherwise: every dtype x op reduced on the GPU against
  * the host table on the same inputs (bit for bit; SUM, PROD and AVG may differ only in which
@@ -200,20 +201,35 @@ Test(cuda_pure, backend_loads_or_says_why)
               ops->ipc_import && ops->ipc_close);
 }
 
-/* Runs cuda_probe with LD_LIBRARY_PATH=dir; its output line in out. */
-static void run_probe(const char *dir, char *out, size_t len)
+static const char *builddir(void)
 {
-    const char *builddir = getenv("top_builddir");
+    const char *dir = getenv("top_builddir");
+
+    return dir != NULL ? dir : ".";
+}
+
+/* Runs tests/device/<program> with LD_LIBRARY_PATH=dir; its last output line in out. */
+static void run_program(const char *program, const char *dir, char *out, size_t len)
+{
     char command[1024];
+    char line[512];
     FILE *pipe;
 
-    snprintf(command, sizeof(command), "LD_LIBRARY_PATH='%s' '%s/tests/device/cuda_probe'", dir,
-             builddir != NULL ? builddir : ".");
+    snprintf(command, sizeof(command), "LD_LIBRARY_PATH='%s' '%s/tests/device/%s'", dir, builddir(),
+             program);
     pipe = popen(command, "r");
     cr_assert_not_null(pipe);
     out[0] = '\0';
-    cr_assert_not_null(fgets(out, (int)len, pipe), "cuda_probe printed nothing (%s)", command);
-    cr_assert_eq(pclose(pipe), 0, "%s", command);
+    while (fgets(line, sizeof(line), pipe) != NULL) {
+        snprintf(out, len, "%s", line);
+    }
+    cr_assert_eq(pclose(pipe), 0, "%s: %s", command, out);
+    cr_assert_neq(out[0], '\0', "%s printed nothing", command);
+}
+
+static void run_probe(const char *dir, char *out, size_t len)
+{
+    run_program("cuda_probe", dir, out, len);
 }
 
 /* A directory holding libcuda.so.1 -> target (target NULL: an empty directory). */
@@ -290,6 +306,22 @@ Test(cuda_pure, no_driver_is_named)
     cr_assert(strncmp(out, "unavailable: cannot load the CUDA driver library libcuda.so.1 (", 63) ==
                   0,
               "%s", out);
+}
+
+/* The table's host side against fake_cuda.c, a libcuda.so.1 that runs on the CPU
+ * (cuda_fake_check says what it checks). */
+Test(cuda_pure, host_side_against_a_fake_driver)
+{
+    char fake[512];
+    char dir[64];
+    char out[512];
+
+    snprintf(fake, sizeof(fake), "%s/tests/device/.libs/libfake_cuda.so", builddir());
+    cr_assert_eq(access(fake, R_OK), 0, "%s is not built", fake);
+    stand_in(dir, fake);
+    run_program("cuda_fake_check", dir, out, sizeof(out));
+    remove_stand_in(dir);
+    cr_assert(strstr(out, "checks passed") != NULL, "%s", out);
 }
 
 /* ----------------------------------------------------------------- cuda_gpu */
