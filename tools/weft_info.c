@@ -345,6 +345,7 @@ int main(int argc, char **argv)
         printf("  ucx headers:  %d.%d (library %s)\n", UCP_API_MAJOR, UCP_API_MINOR,
                ucp_get_version_string());
         print_devices();
+        printf("  mpi interposer: libweft_mpi %s\n", WEFT_INFO_MPI_BINDINGS);
         printf("  weft transports: ucx (between processes), loop (in-process ranks)\n");
         printf("  bootstraps: pmix (mpirun, srun), tcp (unique id), thread (in-process)\n");
         print_ucx_transports();

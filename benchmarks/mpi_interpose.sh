@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# MPI_Allreduce latency through libweft_mpi.so against plain Open MPI:
+# separate mpirun jobs alternating the two, the median of each size over
+# the runs, and their ratio.
+#   benchmarks/mpi_interpose.sh [-np N] [-r runs] [--user-op] [-b MIN] [-e MAX]
+# Run from the build tree (after make; the benchmark is
+# benchmarks/weft_mpi_allreduce, the library .libs/libweft_mpi.so).
+# Example: benchmarks/mpi_interpose.sh -np 4 -r 5 -b 8 -e 64m
+set -euo pipefail
+np=2 runs=5 args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        -np) np=$2; shift 2 ;;
+        -r) runs=$2; shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+top=$(cd "$(dirname "$0")/.." && pwd)
+bench=$top/benchmarks/weft_mpi_allreduce
+lib=$top/.libs/libweft_mpi.so
+[ -x "$bench" ] && [ -f "$lib" ] || { echo "build first: $bench, $lib" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+for r in $(seq "$runs"); do
+    timeout -k 5 600 mpirun -np "$np" "${opts[@]}" "$bench" "${args[@]}" | grep -E '^[0-9]' \
+        >"$tmp/mpi.$r"
+    timeout -k 5 600 mpirun -np "$np" "${opts[@]}" -x LD_PRELOAD="$lib" "$bench" "${args[@]}" \
+        | grep -E '^[0-9]' >"$tmp/weft.$r"
+done
+median() {
+    sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+printf "# MPI_Allreduce float sum %s, %d ranks, median of %d alternating mpirun jobs each\n" \
+    "${args[*]:-}" "$np" "$runs"
+printf "%-10s %14s %14s %10s\n" bytes interposed_us openmpi_us ratio
+for bytes in $(cut -d, -f1 "$tmp/mpi.1"); do
+    w=$(cat "$tmp"/weft.* | awk -F, -v b="$bytes" '$1 == b {print $2}' | median)
+    m=$(cat "$tmp"/mpi.* | awk -F, -v b="$bytes" '$1 == b {print $2}' | median)
+    printf "%-10s %14s %14s %10.2f\n" "$bytes" "$w" "$m" "$(echo "$w / $m" | bc -l)"
+done

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# libweft_mpi.so under unmodified MPI programs: test_mpi_coll (every
+# interposed collective, checked element by element) at np 1..4 without
+# and with the interposer preloaded, with identical results (digests),
+# the interposer's statistics showing served calls, the forwarded cases
+# (derived datatype, user op, intercommunicator) and the released
+# communicators; WEFT_MPI=off forwarding everything; then programs
+# nobody here wrote: an mpi4py script and Debian's hpcc, when installed.
+# Every run has a deadline; a run that overstays it is killed with all
+# its ranks.
+set -u
+: "${top_builddir:?run through make check}"
+: "${top_srcdir:?run through make check}"
+prog="$top_builddir/tests/bindings/test_mpi_coll"
+lib="$top_builddir/.libs/libweft_mpi.so"
+if [ ! -x "$prog" ] || [ ! -f "$lib" ] || ! command -v mpirun >/dev/null; then
+    echo "SKIP: test_mpi_coll, libweft_mpi.so or mpirun not available"
+    exit 77
+fi
+# mpirun jobs of the suite's scripts run one script at a time
+exec 9>"${TMPDIR:-/tmp}/weft-mpi-tests.lock"
+flock 9
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+export WEFT_TIMEOUT=60
+mpirun_opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+preload=(-x LD_PRELOAD="$lib" -x WEFT_MPI_STATS=1)
+runs=0 failures=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+    failures=$((failures + 1))
+    echo "FAIL: $*"
+}
+
+# run SECONDS LABEL mpirun-arguments...: output in $out, status in $rc; the
+# job runs in its own session (a background job of this script is no group
+# leader, so setsid does not fork: the session id is $!), and what is left
+# of it after a failure or the deadline is killed whole
+run() {
+    local secs=$1 label=$2
+    shift 2
+    runs=$((runs + 1))
+    setsid -w timeout -k 5 "$secs" mpirun "${mpirun_opts[@]}" "$@" >"$work/out" 2>&1 &
+    local pid=$!
+    wait $pid
+    rc=$?
+    out=$(cat "$work/out")
+    if [ $rc -ne 0 ]; then
+        pkill -KILL -s "$pid" 2>/dev/null
+        fail "$label: exit $rc"
+        tail -n 15 <<<"$out"
+    fi
+}
+
+stat_field() { # the number after "$1 " in the stats line
+    grep -o "^weft_mpi: served.*" <<<"$out" | grep -o "$1 [0-9]*" | head -n 1 | cut -d' ' -f2
+}
+
+for np in 1 2 3 4; do
+    run 120 "np $np plain" -np $np "$prog"
+    plain=$(grep '^test_mpi_coll: digest' <<<"$out")
+    grep -q "^test_mpi_coll: $np ranks, .* 0 failed" <<<"$out" || fail "np $np plain: checks"
+
+    run 120 "np $np interposed" -np $np "${preload[@]}" "$prog"
+    [ "$(grep '^test_mpi_coll: digest' <<<"$out")" = "$plain" ] && [ -n "$plain" ] ||
+        fail "np $np: results differ from plain Open MPI"
+    grep -q "^test_mpi_coll: $np ranks, .* 0 failed" <<<"$out" || fail "np $np interposed: checks"
+    grep -q '^test_mpi_coll: weft_comm_from_mpi ok' <<<"$out" || fail "np $np: weft_comm_from_mpi"
+    [ "$(grep -c '^weft_mpi: served' <<<"$out")" = 1 ] || fail "np $np: not one stats line"
+    served=$(stat_field served)
+    [ "${served:-0}" -gt 500 ] || fail "np $np: served ${served:-none} calls, expected > 500"
+    reasons=(dtype= op=)
+    [ $np -ge 2 ] && reasons+=(intercomm=)
+    for reason in "${reasons[@]}"; do
+        grep -q "^weft_mpi: served.*reasons: .*$reason" <<<"$out" ||
+            fail "np $np: no forwarded call counted as ${reason%=}"
+    done
+    released=$(stat_field released)
+    [ "${released:-0}" -ge 5 ] || fail "np $np: released ${released:-none} weft communicators, \
+expected the 5 the program freed"
+done
+
+# device buffers (emu memory from weft_mem_alloc): served through weft's
+# device path with the interposer, read as host memory by Open MPI without
+dev="$top_builddir/tests/bindings/test_mpi_device"
+for np in 2 3; do
+    run 120 "device np $np plain" -np $np "$dev"
+    grep -q "^test_mpi_device: $np ranks, [1-9][0-9]* checks, 0 failed" <<<"$out" ||
+        fail "device np $np plain: checks"
+    run 120 "device np $np interposed" -np $np "${preload[@]}" "$dev"
+    grep -q "^test_mpi_device: $np ranks, [1-9][0-9]* checks, 0 failed" <<<"$out" ||
+        fail "device np $np interposed: checks"
+    [ "$(stat_field served)" -ge 20 ] 2>/dev/null || fail "device np $np: not every call served"
+    grep -q "^weft_mpi: served.*memory_type=[1-9]" <<<"$out" &&
+        fail "device np $np: device buffers forwarded to MPI"
+done
+
+run 120 "WEFT_MPI=off" -np 2 "${preload[@]}" -x WEFT_MPI=off "$prog"
+grep -q "^test_mpi_coll: 2 ranks, .* 0 failed" <<<"$out" || fail "WEFT_MPI=off: checks"
+grep -q '^weft_mpi: served 0 calls, forwarded [1-9].*off=' <<<"$out" ||
+    fail "WEFT_MPI=off: calls were served"
+
+if /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null; then
+    for np in 1 3; do
+        run 120 "mpi4py np $np" -np $np "${preload[@]}" /usr/bin/python3 -m mpi4py \
+            "$top_srcdir/tests/bindings/mpi4py_check.py"
+        grep -q '^mpi4py_check: [0-9]* checks passed' <<<"$out" || fail "mpi4py np $np: checks"
+        [ "$(stat_field served)" -gt 0 ] 2>/dev/null || fail "mpi4py np $np: nothing served"
+    done
+else
+    echo "note: mpi4py or numpy missing for /usr/bin/python3: mpi4py run skipped"
+fi
+
+if [ -x /usr/bin/hpcc ]; then
+    mkdir -p "$work/hpcc" && cp "$top_srcdir/tests/bindings/hpccinf.txt" "$work/hpcc/"
+    cd "$work/hpcc" || exit 1 # hpcc reads hpccinf.txt and writes hpccoutf.txt in its cwd
+    run 120 "hpcc np 2" -np 2 "${preload[@]}" /usr/bin/hpcc
+    cd - >/dev/null || exit 1
+    grep -q '^Success=1' "$work/hpcc/hpccoutf.txt" 2>/dev/null || fail "hpcc: no Success=1"
+    grep -q '^HPL_Tflops=' "$work/hpcc/hpccoutf.txt" 2>/dev/null || fail "hpcc: HPL did not run"
+    [ "$(stat_field served)" -gt 0 ] 2>/dev/null || fail "hpcc: nothing served"
+else
+    echo "note: /usr/bin/hpcc missing (Debian package hpcc): hpcc run skipped"
+fi
+
+echo "$runs mpirun jobs, $failures failures"
+[ $failures -eq 0 ] && echo "PASS" || exit 1

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The Python bindings (bindings/python) with pytest and Debian's python:
+# single-process unit tests (the bindings mirror include/weft.h, dtype
+# mapping, weft.Error, loading the library), then every collective on numpy
+# arrays, errors, DLPack/__cuda_array_interface__ objects and mpi4py
+# interop under mpirun -np 1..4, and a short run of python3 -m weft.bench,
+# with libweft from the build tree
+# (WEFT_LIBRARY). Every rank of every job must report a pytest exit status
+# of 0 (5, "no tests collected", fails); a job that overstays its deadline
+# is killed with all its ranks.
+set -u
+: "${top_builddir:?run through make check}" "${top_srcdir:?run through make check}"
+python=/usr/bin/python3
+lib="$top_builddir/.libs/libweft.so"
+tests="$top_srcdir/tests/python"
+if [ ! -x "$python" ] || ! "$python" -c 'import numpy, pytest' 2>/dev/null; then
+    echo "SKIP: $python with numpy and pytest is needed (tools/deps.sh installs them)"
+    exit 77
+fi
+if [ ! -e "$lib" ]; then
+    echo "FAIL: $lib is missing (build first)"
+    exit 1
+fi
+export WEFT_LIBRARY="$lib" PYTHONPATH="$top_srcdir/bindings/python:$tests"
+export PYTHONDONTWRITEBYTECODE=1 WEFT_TIMEOUT=60
+pytest_opts=(-q -p no:cacheprovider -o console_output_style=classic)
+results=$(mktemp -d)
+failures=0
+
+cleanup() { # the ranks of an overdue job, by the pids they recorded
+    local f
+    for f in "$results"/*/pid.*; do
+        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+    done
+}
+trap 'cleanup; rm -rf "$results"' EXIT
+
+check_ranks() { # label, directory, expected rank count
+    local label=$1 dir=$2 np=$3 r rc ok=1
+    for ((r = 0; r < np; r++)); do
+        rc=$(cat "$dir/rc.$r" 2>/dev/null || echo missing)
+        echo "$label rank $r: $(tail -n 1 "$dir/log.$r" 2>/dev/null) (pytest exit $rc)"
+        [ "$rc" = 0 ] || ok=0
+    done
+    if [ $ok -eq 0 ]; then
+        failures=$((failures + 1))
+        for ((r = 0; r < np; r++)); do
+            echo "----- $label rank $r -----"
+            tail -n 60 "$dir/log.$r" 2>/dev/null
+        done
+    fi
+}
+
+# single process, no launcher
+mkdir "$results/unit"
+WEFT_PYTEST_RESULTS="$results/unit" timeout -k 5 300 "$python" -m pytest "${pytest_opts[@]}" \
+    "$tests/test_unit.py" >"$results/unit/log.0" 2>&1
+check_ranks unit "$results/unit" 1
+
+if ! command -v mpirun >/dev/null || ! "$python" -c 'import mpi4py' 2>/dev/null; then
+    [ $failures -eq 0 ] || exit 1
+    echo "SKIP: the multi-process tests need mpirun and mpi4py (tools/deps.sh installs them)"
+    exit 77
+fi
+# under mpirun; jobs of the suite's mpirun scripts run one at a time
+exec 9>"${TMPDIR:-/tmp}/weft-mpi-tests.lock"
+flock 9
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+for np in 1 2 3 4; do
+    dir="$results/np$np"
+    mkdir "$dir"
+    WEFT_PYTEST_RESULTS="$dir" timeout -k 5 300 mpirun -np "$np" --oversubscribe --bind-to none \
+        --mca mpi_yield_when_idle 1 -x WEFT_LIBRARY -x PYTHONPATH -x PYTHONDONTWRITEBYTECODE \
+        -x WEFT_TIMEOUT -x WEFT_PYTEST_RESULTS \
+        bash -c 'exec "$0" "$@" >"$WEFT_PYTEST_RESULTS/log.$OMPI_COMM_WORLD_RANK" 2>&1' \
+        "$python" -m pytest "${pytest_opts[@]}" "$tests/test_collectives.py" \
+        "$tests/test_errors.py" "$tests/test_buffers.py" "$tests/test_mpi4py.py" \
+        >"$dir/mpirun.out" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && { echo "mpirun -np $np exited $rc"; tail -n 5 "$dir/mpirun.out"; }
+    check_ranks "mpirun -np $np" "$dir" "$np"
+    cleanup
+done
+# the benchmark module runs and its checked pass agrees with MPI
+out=$(set -o pipefail; timeout -k 5 300 mpirun -np 2 --oversubscribe --bind-to none \
+    --mca mpi_yield_when_idle 1 -x WEFT_LIBRARY -x PYTHONPATH -x WEFT_TIMEOUT \
+    "$python" -m weft.bench -e 64k -n 10 -r 2 2>&1 | tr -d '\000')
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q '^# check: every size ok' <<<"$out" || \
+        ! grep -qE '^ +65536 +16384 +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out"; then
+    failures=$((failures + 1))
+    echo "FAIL: mpirun -np 2 python3 -m weft.bench -e 64k (exit $rc)"
+    tail -n 20 <<<"$out"
+else
+    echo "weft.bench -np 2 8 B..64 KiB: check ok, every size timed"
+fi
+[ $failures -eq 0 ] && echo "PASS" || { echo "FAIL: $failures job(s)"; exit 1; }
