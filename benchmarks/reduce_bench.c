@@ -1,17 +1,22 @@
 /*
- * weft_reduce_bench [bytes] [iterations]: how close the host reduction runs to memory bandwidth.
+ * weft_reduce_bench [-d host|emu|cuda] [bytes] [iterations]: how close a device table's
+ * reduction runs to memory bandwidth.
  *
- * Times memcpy of `bytes` (default 64 MiB) against a 2-input SUM into `bytes` of output through
- * weft__host_reduce: FLOAT32, then FLOAT16 and FLOAT64 for information. Each is run once to warm
- * up, then `iterations` times (default 20); the table gives the best and the median run as GB/s
- * (10^9 bytes per second) of output and of memory traffic: memcpy reads and writes `bytes`
- * (2x), a 2-input reduce reads two inputs and writes one output (3x). The last column is the
- * reduce's traffic rate over memcpy's: near 1 means the loop is as bandwidth-bound as a copy.
- * Write-allocate traffic is not counted: a plain store loop reads each dst line before writing
- * it, which a large memcpy may avoid (non-temporal stores, rep movsb), so a loop running at full
- * bandwidth can still show a ratio below 1.
+ * Times a copy of `bytes` (default 64 MiB) within the memory type against a 2-input SUM into
+ * `bytes` of output through the table's reduce: FLOAT32, then FLOAT16 and FLOAT64 for
+ * information. host (default) compares weft__host_reduce with memcpy; emu and cuda allocate the
+ * three buffers with the table and compare its reduce with its own device-to-device copy (for
+ * cuda: cuMemcpy D2D against the reduce kernels; both include the launch and the wait). Each is
+ * run once to warm up, then `iterations` times (default 20); the table gives the best and the
+ * median run as GB/s (10^9 bytes per second) of output and of memory traffic: a copy reads and
+ * writes `bytes` (2x), a 2-input reduce reads two inputs and writes one output (3x). The last
+ * column is the reduce's traffic rate over the copy's: near 1 means the reduce is as
+ * bandwidth-bound as a copy. Write-allocate traffic is not counted: a plain store loop reads
+ * each dst line before writing it, which a large memcpy may avoid (non-temporal stores, rep
+ * movsb), so a host loop running at full bandwidth can still show a ratio below 1.
  *
- * Sizes accept a k, m or g suffix (powers of 1024).
+ * Sizes accept a k, m or g suffix (powers of 1024). Exit status: 0, 2 on bad arguments, 77 when
+ * the memory type cannot be used here (no CUDA driver or GPU: the reason is printed).
  */
 #include "device/device.h"
 #include "device/host/half.h"
@@ -20,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const char *name;
@@ -29,9 +35,11 @@ typedef struct {
 } bench_op_t;
 
 typedef struct {
+    const weft_device_ops_t *dev;
     unsigned char *dst;
     unsigned char *a;
     unsigned char *b;
+    unsigned char *stage; /* host memory: inputs are written here, then copied to a and b */
     size_t bytes;
 } buffers_t;
 
@@ -40,9 +48,9 @@ typedef struct {
     double median_s;
 } timing_t;
 
-/* memcpy first: the reductions are compared with it */
+/* the copy first: the reductions are compared with it */
 static const bench_op_t bench_ops[] = {
-    {.name = "memcpy", .is_memcpy = 1, .dtype = WEFT_UINT8, .traffic_factor = 2},
+    {.name = "copy", .is_memcpy = 1, .dtype = WEFT_UINT8, .traffic_factor = 2},
     {.name = "reduce float32 sum", .dtype = WEFT_FLOAT32, .traffic_factor = 3},
     {.name = "reduce float16 sum", .dtype = WEFT_FLOAT16, .traffic_factor = 3},
     {.name = "reduce float64 sum", .dtype = WEFT_FLOAT64, .traffic_factor = 3},
@@ -80,42 +88,55 @@ static int parse_size(const char *text, size_t *value_p)
     return 0;
 }
 
-/* Inputs of normal values near 1, written as dtype, so that no run meets denormals or NaNs. */
-static void fill_inputs(const buffers_t *buf, weft_dtype_t dtype)
+/* One input of normal values near 1 (second: another pattern), written as dtype into out, so
+ * that no run meets denormals or NaNs. */
+static void fill_input(unsigned char *out, size_t bytes, weft_dtype_t dtype, int second)
 {
-    size_t count = buf->bytes / weft_dtype_size(dtype);
+    size_t count = bytes / weft_dtype_size(dtype);
 
     for (size_t i = 0; i < count; i++) {
-        float x = 1.0f + (float)(i % 1024) / 1024.0f;
-        float y = 2.0f - (float)(i % 512) / 512.0f;
+        float x = second ? 2.0f - (float)(i % 512) / 512.0f : 1.0f + (float)(i % 1024) / 1024.0f;
 
         switch (dtype) {
         case WEFT_FLOAT16:
-            ((uint16_t *)buf->a)[i] = weft__float_to_f16(x);
-            ((uint16_t *)buf->b)[i] = weft__float_to_f16(y);
+            ((uint16_t *)out)[i] = weft__float_to_f16(x);
             break;
         case WEFT_FLOAT64:
-            ((double *)buf->a)[i] = x;
-            ((double *)buf->b)[i] = y;
+            ((double *)out)[i] = x;
             break;
         default:
-            ((float *)buf->a)[i] = x;
-            ((float *)buf->b)[i] = y;
+            ((float *)out)[i] = x;
             break;
         }
     }
+}
+
+static weft_status_t fill_inputs(const buffers_t *buf, weft_dtype_t dtype)
+{
+    weft_status_t status;
+
+    fill_input(buf->stage, buf->bytes, dtype, 0);
+    status = buf->dev->copy(buf->a, buf->stage, buf->bytes);
+    if (status == WEFT_OK) {
+        fill_input(buf->stage, buf->bytes, dtype, 1);
+        status = buf->dev->copy(buf->b, buf->stage, buf->bytes);
+    }
+    return status;
 }
 
 static weft_status_t run_once(const bench_op_t *op, const buffers_t *buf)
 {
     const void *srcs[2] = {buf->a, buf->b};
 
-    if (op->is_memcpy) {
+    if (op->is_memcpy && buf->dev->memtype == WEFT_MEM_HOST) {
         memcpy(buf->dst, buf->a, buf->bytes);
         return WEFT_OK;
     }
-    return weft__host_reduce(buf->dst, srcs, 2, buf->bytes / weft_dtype_size(op->dtype), op->dtype,
-                             WEFT_SUM);
+    if (op->is_memcpy) {
+        return buf->dev->copy(buf->dst, buf->a, buf->bytes);
+    }
+    return buf->dev->reduce(buf->dst, srcs, 2, buf->bytes / weft_dtype_size(op->dtype), op->dtype,
+                            WEFT_SUM);
 }
 
 static int compare_double(const void *a, const void *b)
@@ -147,19 +168,61 @@ static weft_status_t measure(const bench_op_t *op, const buffers_t *buf, int ite
     return WEFT_OK;
 }
 
+static void usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [-d host|emu|cuda] [bytes[k|m|g]] [iterations]\n", argv0);
+}
+
+/* The table of -d's memory type; NULL after printing why (*exit_p: 2 usage, 77 unusable). */
+static const weft_device_ops_t *parse_device(const char *name, const char *argv0, int *exit_p)
+{
+    static const weft_memtype_t types[] = {WEFT_MEM_HOST, WEFT_MEM_EMU, WEFT_MEM_CUDA};
+    const weft_device_ops_t *dev;
+
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if (strcmp(name, weft_memtype_name(types[i])) != 0) {
+            continue;
+        }
+        dev = weft__device_ops(types[i]);
+        if (dev == NULL) {
+            fprintf(stderr, "%s: -d %s cannot be used here: %s\n", argv0, name,
+                    weft__device_unavailable(types[i]));
+            *exit_p = 77;
+        }
+        return dev;
+    }
+    usage(argv0);
+    *exit_p = 2;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    const weft_device_ops_t *host = &weft__device_host_ops;
+    const weft_device_ops_t *dev = &weft__device_host_ops;
     size_t bytes = (size_t)64 << 20;
     int iterations = 20;
     buffers_t buf = {0};
     double *times = NULL;
     timing_t copy = {0};
     weft_status_t status = WEFT_OK;
+    int exit_code = 0;
+    int opt;
 
+    while ((opt = getopt(argc, argv, "d:")) != -1) {
+        if (opt != 'd') {
+            usage(argv[0]);
+            return 2;
+        }
+        dev = parse_device(optarg, argv[0], &exit_code);
+        if (dev == NULL) {
+            return exit_code;
+        }
+    }
+    argc -= optind - 1;
+    argv += optind - 1;
     if (argc > 3 || (argc > 1 && parse_size(argv[1], &bytes) != 0) ||
         (argc > 2 && (iterations = atoi(argv[2])) < 1)) {
-        fprintf(stderr, "usage: %s [bytes[k|m|g]] [iterations]\n", argv[0]);
+        usage(argv[0]);
         return 2;
     }
     /* whole elements of every dtype */
@@ -168,22 +231,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: bytes must be at least 8\n", argv[0]);
         return 2;
     }
+    buf.dev = dev;
     buf.bytes = bytes;
     times = malloc((size_t)iterations * sizeof(*times));
-    if (times == NULL || host->alloc(bytes, (void **)&buf.dst) != WEFT_OK ||
-        host->alloc(bytes, (void **)&buf.a) != WEFT_OK ||
-        host->alloc(bytes, (void **)&buf.b) != WEFT_OK) {
-        fprintf(stderr, "%s: cannot allocate 3 x %zu bytes\n", argv[0], bytes);
+    buf.stage = calloc(1, bytes);
+    if (times == NULL || buf.stage == NULL || dev->alloc(bytes, (void **)&buf.dst) != WEFT_OK ||
+        dev->alloc(bytes, (void **)&buf.a) != WEFT_OK ||
+        dev->alloc(bytes, (void **)&buf.b) != WEFT_OK) {
+        fprintf(stderr, "%s: cannot allocate 3 x %zu bytes of %s memory\n", argv[0], bytes,
+                dev->name);
         status = WEFT_ERR_NO_MEMORY;
         goto out;
     }
     /* fault every page in before timing */
-    memset(buf.dst, 0, bytes);
+    status = dev->copy(buf.dst, buf.stage, bytes);
+    if (status != WEFT_OK) {
+        fprintf(stderr, "%s: %s copy failed: %s\n", argv[0], dev->name, weft_last_error());
+        goto out;
+    }
 
-    printf("weft_reduce_bench: %zu bytes per buffer, %d iterations after 1 warm-up\n", bytes,
-           iterations);
+    printf("weft_reduce_bench: %s memory, %zu bytes per buffer, %d iterations after 1 warm-up\n",
+           dev->name, bytes, iterations);
     printf("%-20s %12s %19s %19s %15s\n", "operation", "bytes", "out GB/s", "traffic GB/s",
-           "vs memcpy");
+           "vs copy");
     printf("%-20s %12s %19s %19s %15s\n", "", "", "best / median", "best / median",
            "best / median");
     for (size_t k = 0; k < sizeof(bench_ops) / sizeof(bench_ops[0]); k++) {
@@ -191,8 +261,10 @@ int main(int argc, char **argv)
         timing_t t;
         double traffic = (double)(bytes * op->traffic_factor);
 
-        fill_inputs(&buf, op->is_memcpy ? WEFT_FLOAT32 : op->dtype);
-        status = measure(op, &buf, iterations, times, &t);
+        status = fill_inputs(&buf, op->is_memcpy ? WEFT_FLOAT32 : op->dtype);
+        if (status == WEFT_OK) {
+            status = measure(op, &buf, iterations, times, &t);
+        }
         if (status != WEFT_OK) {
             fprintf(stderr, "%s: %s failed: %s\n", argv[0], op->name, weft_last_error());
             goto out;
@@ -200,17 +272,27 @@ int main(int argc, char **argv)
         if (op->is_memcpy) {
             copy = t;
         }
-        printf("%-20s %12zu %8.2f / %8.2f %8.2f / %8.2f %6.2f / %6.2f\n", op->name, bytes,
-               (double)bytes / t.best_s * 1e-9, (double)bytes / t.median_s * 1e-9,
+        printf("%-20s %12zu %8.2f / %8.2f %8.2f / %8.2f %6.2f / %6.2f\n",
+               !op->is_memcpy                  ? op->name
+               : dev->memtype == WEFT_MEM_HOST ? "memcpy"
+                                               : "copy d2d",
+               bytes, (double)bytes / t.best_s * 1e-9, (double)bytes / t.median_s * 1e-9,
                traffic / t.best_s * 1e-9, traffic / t.median_s * 1e-9,
                traffic / t.best_s / ((double)(2 * bytes) / copy.best_s),
                traffic / t.median_s / ((double)(2 * bytes) / copy.median_s));
     }
 
 out:
-    host->free(buf.b);
-    host->free(buf.a);
-    host->free(buf.dst);
+    if (buf.b != NULL) {
+        dev->free(buf.b);
+    }
+    if (buf.a != NULL) {
+        dev->free(buf.a);
+    }
+    if (buf.dst != NULL) {
+        dev->free(buf.dst);
+    }
+    free(buf.stage);
     free(times);
     return status == WEFT_OK ? 0 : 1;
 }

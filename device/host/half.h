@@ -18,7 +18,8 @@
  * subnormal that can reach that addition is an input far below the smallest FLOAT16 subnormal,
  * which rounds to zero either way.
  *
- * Pure functions: thread-safe.
+ * Pure functions: thread-safe. They are WEFT_HD (__host__ __device__ under nvcc), so the CUDA
+ * kernels convert with this same code (device/reduce_elem.h).
  */
 #ifndef WEFT_DEVICE_HOST_HALF_H
 #define WEFT_DEVICE_HOST_HALF_H
@@ -26,7 +27,15 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t weft__float_bits(float f)
+#ifndef WEFT_HD
+#ifdef __CUDACC__
+#define WEFT_HD __host__ __device__
+#else
+#define WEFT_HD
+#endif
+#endif
+
+WEFT_HD static inline uint32_t weft__float_bits(float f)
 {
     uint32_t bits;
 
@@ -34,7 +43,7 @@ static inline uint32_t weft__float_bits(float f)
     return bits;
 }
 
-static inline float weft__float_from_bits(uint32_t bits)
+WEFT_HD static inline float weft__float_from_bits(uint32_t bits)
 {
     float f;
 
@@ -43,14 +52,14 @@ static inline float weft__float_from_bits(uint32_t bits)
 }
 
 /* cond (0 or 1) ? a : b */
-static inline uint32_t weft__select32(uint32_t cond, uint32_t a, uint32_t b)
+WEFT_HD static inline uint32_t weft__select32(uint32_t cond, uint32_t a, uint32_t b)
 {
     uint32_t mask = 0u - cond;
 
     return (a & mask) | (b & ~mask);
 }
 
-static inline float weft__f16_to_float(uint16_t h)
+WEFT_HD static inline float weft__f16_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     /* exponent and mantissa moved to their float positions */
@@ -67,7 +76,7 @@ static inline float weft__f16_to_float(uint16_t h)
     return weft__float_from_bits(sign | bits);
 }
 
-static inline uint16_t weft__float_to_f16(float f)
+WEFT_HD static inline uint16_t weft__float_to_f16(float f)
 {
     uint32_t bits = weft__float_bits(f);
     uint32_t sign = (bits >> 16) & 0x8000u;
@@ -87,12 +96,12 @@ static inline uint16_t weft__float_to_f16(float f)
     return (uint16_t)(sign | half);
 }
 
-static inline float weft__bf16_to_float(uint16_t h)
+WEFT_HD static inline float weft__bf16_to_float(uint16_t h)
 {
     return weft__float_from_bits((uint32_t)h << 16);
 }
 
-static inline uint16_t weft__float_to_bf16(float f)
+WEFT_HD static inline uint16_t weft__float_to_bf16(float f)
 {
     uint32_t bits = weft__float_bits(f);
     /* same rounding as the FLOAT16 normal case; bfloat16 shares the float exponent range, so

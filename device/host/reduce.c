@@ -20,15 +20,15 @@
  * aliases, because float sums and products round differently in another order and every rank
  * must get the same bits. When dst is a later input, its block is saved before being written.
  *
- * Integers: SUM, PROD and the bitwise and logical ops run on the unsigned type of the same
- * width, which gives two's complement wrap-around without signed-overflow UB; only MIN and MAX
- * look at the sign. Half types widen each block of every input to a float buffer on the stack,
- * combine there with the float kernels, and round once into dst.
+ * Arithmetic: each element is combined by the functions of device/reduce_elem.h, the ones the
+ * CUDA kernels run (integer wrap-around, float MIN/MAX NaN and signed-zero rules are stated
+ * there). Half types widen each block of every input to a float buffer on the stack, combine
+ * there with the float kernels, and round once into dst.
  */
 #include "device/host/host.h"
 #include "device/host/half.h"
+#include "device/reduce_elem.h"
 
-#include <math.h>
 #include <string.h>
 
 /* Bytes of dst per block: well inside L1d (32-48 KiB), leaving room for the input lines. */
@@ -45,52 +45,6 @@ typedef struct {
     void (*widen)(float *restrict out, const uint16_t *restrict in, size_t n);
     void (*narrow)(uint16_t *restrict out, const float *restrict in, size_t n);
 } half_format_t;
-
-#define OP_SUM(a, b) ((a) + (b))
-#define OP_PROD(a, b) ((a) * (b))
-#define OP_MIN(a, b) ((b) < (a) ? (b) : (a))
-#define OP_MAX(a, b) ((a) < (b) ? (b) : (a))
-#define OP_BAND(a, b) ((a) & (b))
-#define OP_BOR(a, b) ((a) | (b))
-#define OP_BXOR(a, b) ((a) ^ (b))
-#define OP_LAND(a, b) (((a) != 0) & ((b) != 0))
-#define OP_LOR(a, b) (((a) != 0) | ((b) != 0))
-#define OP_LXOR(a, b) (((a) != 0) ^ ((b) != 0))
-
-/*
- * Float MIN and MAX give the same bits whichever operand comes first, since ranks combine in
- * different orders: a NaN wins (of two NaNs, the larger bit pattern), and -0 is below +0 (two
- * equal floats other than -0 and +0 have the same bits). Written as selects over quiet
- * comparisons (isless, isunordered) so that the loops vectorize.
- */
-#define FLOAT_MINMAX(T, U)                                                                         \
-    static inline U T##_bits(T x)                                                                  \
-    {                                                                                              \
-        U bits;                                                                                    \
-                                                                                                   \
-        memcpy(&bits, &x, sizeof(bits));                                                           \
-        return bits;                                                                               \
-    }                                                                                              \
-    /* at least one of a and b is a NaN */                                                         \
-    static inline T T##_nan(T a, T b)                                                              \
-    {                                                                                              \
-        return isnan(b) && (!isnan(a) || T##_bits(b) > T##_bits(a)) ? b : a;                       \
-    }                                                                                              \
-    static inline T T##_min(T a, T b)                                                              \
-    {                                                                                              \
-        T min = a == b ? (signbit(a) ? a : b) : isless(b, a) ? b : a;                              \
-                                                                                                   \
-        return isunordered(a, b) ? T##_nan(a, b) : min;                                            \
-    }                                                                                              \
-    static inline T T##_max(T a, T b)                                                              \
-    {                                                                                              \
-        T max = a == b ? (signbit(a) ? b : a) : isless(a, b) ? b : a;                              \
-                                                                                                   \
-        return isunordered(a, b) ? T##_nan(a, b) : max;                                            \
-    }
-
-FLOAT_MINMAX(float, uint32_t)
-FLOAT_MINMAX(double, uint64_t)
 
 /* The binary and accumulate loops of one (type, op), and the kernel_t `name` holding them. */
 #define KERNEL(name, T, OP)                                                                        \
@@ -116,35 +70,36 @@ FLOAT_MINMAX(double, uint64_t)
     }                                                                                              \
     static const kernel_t name = {.binary = name##_binary, .accumulate = name##_accumulate};
 
+/* The element functions of device/reduce_elem.h, shared with the CUDA kernels. */
 #define UNSIGNED_KERNELS(sfx, T)                                                                   \
-    KERNEL(sum_##sfx, T, OP_SUM)                                                                   \
-    KERNEL(prod_##sfx, T, OP_PROD)                                                                 \
-    KERNEL(band_##sfx, T, OP_BAND)                                                                 \
-    KERNEL(bor_##sfx, T, OP_BOR)                                                                   \
-    KERNEL(bxor_##sfx, T, OP_BXOR)                                                                 \
-    KERNEL(land_##sfx, T, OP_LAND)                                                                 \
-    KERNEL(lor_##sfx, T, OP_LOR)                                                                   \
-    KERNEL(lxor_##sfx, T, OP_LXOR)
+    KERNEL(sum_##sfx, T, weft__elem_sum_##sfx)                                                     \
+    KERNEL(prod_##sfx, T, weft__elem_prod_##sfx)                                                   \
+    KERNEL(band_##sfx, T, weft__elem_band_##sfx)                                                   \
+    KERNEL(bor_##sfx, T, weft__elem_bor_##sfx)                                                     \
+    KERNEL(bxor_##sfx, T, weft__elem_bxor_##sfx)                                                   \
+    KERNEL(land_##sfx, T, weft__elem_land_##sfx)                                                   \
+    KERNEL(lor_##sfx, T, weft__elem_lor_##sfx)                                                     \
+    KERNEL(lxor_##sfx, T, weft__elem_lxor_##sfx)
 
-#define MINMAX_KERNELS(sfx, T, MIN, MAX)                                                           \
-    KERNEL(min_##sfx, T, MIN)                                                                      \
-    KERNEL(max_##sfx, T, MAX)
+#define MINMAX_KERNELS(sfx, T)                                                                     \
+    KERNEL(min_##sfx, T, weft__elem_min_##sfx)                                                     \
+    KERNEL(max_##sfx, T, weft__elem_max_##sfx)
 
 UNSIGNED_KERNELS(u8, uint8_t)
 UNSIGNED_KERNELS(u32, uint32_t)
 UNSIGNED_KERNELS(u64, uint64_t)
-MINMAX_KERNELS(i8, int8_t, OP_MIN, OP_MAX)
-MINMAX_KERNELS(u8, uint8_t, OP_MIN, OP_MAX)
-MINMAX_KERNELS(i32, int32_t, OP_MIN, OP_MAX)
-MINMAX_KERNELS(u32, uint32_t, OP_MIN, OP_MAX)
-MINMAX_KERNELS(i64, int64_t, OP_MIN, OP_MAX)
-MINMAX_KERNELS(u64, uint64_t, OP_MIN, OP_MAX)
-MINMAX_KERNELS(f32, float, float_min, float_max)
-MINMAX_KERNELS(f64, double, double_min, double_max)
-KERNEL(sum_f32, float, OP_SUM)
-KERNEL(prod_f32, float, OP_PROD)
-KERNEL(sum_f64, double, OP_SUM)
-KERNEL(prod_f64, double, OP_PROD)
+MINMAX_KERNELS(i8, int8_t)
+MINMAX_KERNELS(u8, uint8_t)
+MINMAX_KERNELS(i32, int32_t)
+MINMAX_KERNELS(u32, uint32_t)
+MINMAX_KERNELS(i64, int64_t)
+MINMAX_KERNELS(u64, uint64_t)
+MINMAX_KERNELS(f32, float)
+MINMAX_KERNELS(f64, double)
+KERNEL(sum_f32, float, weft__elem_sum_f32)
+KERNEL(prod_f32, float, weft__elem_prod_f32)
+KERNEL(sum_f64, double, weft__elem_sum_f64)
+KERNEL(prod_f64, double, weft__elem_prod_f64)
 
 /* AVG combines as SUM; the caller divides once at the end (avg_finalize). */
 #define INT_ROW(s, u)                                                                              \
@@ -288,39 +243,25 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
     return WEFT_OK;
 }
 
-/* Truncates toward zero like C division. Only INT64_MIN has a nonzero quotient by a divisor
- * beyond INT64_MAX, which cannot be converted to int64_t. */
-static int64_t divide_signed(int64_t x, size_t divisor)
-{
-    if (divisor <= INT64_MAX) {
-        return x / (int64_t)divisor;
-    }
-    return x == INT64_MIN && divisor == (size_t)INT64_MAX + 1 ? -1 : 0;
-}
-
-#define SIGNED_QUOTIENT(x, divisor) divide_signed((x), (divisor))
-#define UNSIGNED_QUOTIENT(x, divisor) ((x) / (divisor))
-#define FLOAT_QUOTIENT(x, divisor) ((x) / (float)(divisor))
-#define DOUBLE_QUOTIENT(x, divisor) ((x) / (double)(divisor))
-
-#define DIVIDE(name, T, QUOTIENT)                                                                  \
+/* avg_finalize's division, weft__elem_div_* of device/reduce_elem.h, over a buffer */
+#define DIVIDE(name, T, DIV)                                                                       \
     static void name(void *buf, size_t count, size_t divisor)                                      \
     {                                                                                              \
         T *p = buf;                                                                                \
                                                                                                    \
         for (size_t i = 0; i < count; i++) {                                                       \
-            p[i] = (T)QUOTIENT(p[i], divisor);                                                     \
+            p[i] = DIV(p[i], divisor);                                                             \
         }                                                                                          \
     }
 
-DIVIDE(divide_i8, int8_t, SIGNED_QUOTIENT)
-DIVIDE(divide_u8, uint8_t, UNSIGNED_QUOTIENT)
-DIVIDE(divide_i32, int32_t, SIGNED_QUOTIENT)
-DIVIDE(divide_u32, uint32_t, UNSIGNED_QUOTIENT)
-DIVIDE(divide_i64, int64_t, SIGNED_QUOTIENT)
-DIVIDE(divide_u64, uint64_t, UNSIGNED_QUOTIENT)
-DIVIDE(divide_f32, float, FLOAT_QUOTIENT)
-DIVIDE(divide_f64, double, DOUBLE_QUOTIENT)
+DIVIDE(divide_i8, int8_t, weft__elem_div_i8)
+DIVIDE(divide_u8, uint8_t, weft__elem_div_u8)
+DIVIDE(divide_i32, int32_t, weft__elem_div_i32)
+DIVIDE(divide_u32, uint32_t, weft__elem_div_u32)
+DIVIDE(divide_i64, int64_t, weft__elem_div_i64)
+DIVIDE(divide_u64, uint64_t, weft__elem_div_u64)
+DIVIDE(divide_f32, float, weft__elem_div_f32)
+DIVIDE(divide_f64, double, weft__elem_div_f64)
 
 static void divide_half(const half_format_t *format, uint16_t *buf, size_t count, size_t divisor)
 {

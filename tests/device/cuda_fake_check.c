@@ -1,0 +1,217 @@
+/*
+ * cuda_fake_check: the CUDA table's host side against fake_cuda.c, a libcuda.so.1 stand-in that
+ * runs on the CPU (test_cuda runs this program with LD_LIBRARY_PATH pointing at it). Checks
+ * what weft asks of the driver: allocations and their checks, copies, the staging of host
+ * inputs and the kernel parameters of reduce (kernel, inputs, vector flag, grid, inputs beyond
+ * the inline ones), avg_finalize, streams, flags, the IPC cache, CUDA errors named in weft's
+ * messages, and that every call leaves the thread's context stack as it found it. Prints
+ * "cuda_fake_check: N checks passed" and exits 0, or names the first failed check and exits 1.
+ */
+#include "device/cuda/kernel_args.h"
+#include "device/cuda/util.h"
+#include "device/device.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int checks;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            printf("FAIL line %d: %s: ", __LINE__, #cond);                                         \
+            printf(__VA_ARGS__);                                                                   \
+            printf(" (last error: %s)\n", weft_last_error());                                      \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static int (*fake_launch)(char *name, unsigned *grid_p, void *args, size_t len);
+static void (*fake_ipc_counts)(int *opens_p, int *closes_p);
+static int (*fake_is)(const void *p, int pinned);
+static int (*fake_ctx_get)(void **ctx_p);
+
+static int launches(weft_cuda_reduce_args_t *args, char *name, unsigned *grid)
+{
+    return fake_launch(name, grid, args, sizeof(*args));
+}
+
+static void check_reduce(const weft_device_ops_t *cu)
+{
+    enum { N = 1000, MANY = WEFT_CUDA_INLINE_SRCS + 8 };
+    float host[N];
+    float *dev[MANY];
+    const void *srcs[MANY];
+    weft_cuda_reduce_args_t args;
+    char name[64];
+    unsigned grid;
+    int before;
+
+    for (int i = 0; i < N; i++) {
+        host[i] = (float)i * 0.5f;
+    }
+    for (int j = 0; j < MANY; j++) {
+        CHECK(cu->alloc(N * sizeof(float), (void **)&dev[j]) == WEFT_OK, "alloc %d", j);
+        srcs[j] = dev[j];
+    }
+    /* input 1 in host memory: staged into device scratch holding its bytes */
+    srcs[1] = host;
+    before = launches(&args, name, &grid);
+    CHECK(cu->reduce(dev[0], srcs, 3, N, WEFT_FLOAT32, WEFT_SUM) == WEFT_OK, "reduce");
+    CHECK(launches(&args, name, &grid) == before + 1, "one launch");
+    CHECK(strcmp(name, "weft_reduce_sum_float32") == 0, "kernel %s", name);
+    CHECK(args.dst == dev[0] && args.srcs[0] == dev[0] && args.srcs[2] == dev[2], "pointers");
+    CHECK(args.srcs[1] != host && fake_is(args.srcs[1], 0), "host input staged");
+    CHECK(memcmp(args.srcs[1], host, sizeof(host)) == 0, "staged bytes");
+    CHECK(args.nsrcs == 3 && args.count == N && args.vector == 1 && args.more == NULL, "args");
+    CHECK(grid == weft__cuda_grid_blocks(N, 4, 1, 4, 4), "grid %u", grid);
+
+    /* AVG is SUM's kernel; a misaligned dst takes the scalar path */
+    srcs[1] = dev[1];
+    CHECK(cu->reduce((float *)dev[0] + 1, srcs, 2, N - 1, WEFT_INT32, WEFT_AVG) == WEFT_OK, "avg");
+    launches(&args, name, &grid);
+    CHECK(strcmp(name, "weft_reduce_sum_int32") == 0 && args.vector == 0, "%s", name);
+
+    /* inputs beyond the inline ones travel in a device array */
+    CHECK(cu->reduce(dev[0], srcs, MANY, N, WEFT_UINT8, WEFT_BXOR) == WEFT_OK, "many");
+    launches(&args, name, &grid);
+    CHECK(strcmp(name, "weft_reduce_bxor_uint8") == 0 && args.nsrcs == MANY, "%s", name);
+    CHECK(args.more != NULL && fake_is(args.more, 0), "more in device memory");
+    CHECK(memcmp(args.more, srcs + WEFT_CUDA_INLINE_SRCS, 8 * sizeof(void *)) == 0, "more");
+
+    /* a host dst: computed into device scratch */
+    CHECK(cu->reduce(host, srcs, 2, N, WEFT_FLOAT32, WEFT_MAX) == WEFT_OK, "host dst");
+    launches(&args, name, &grid);
+    CHECK(args.dst != host && fake_is(args.dst, 0), "dst staged");
+
+    /* one input: a copy, no kernel */
+    before = launches(&args, name, &grid);
+    memset(host, 0, sizeof(host));
+    CHECK(cu->copy(dev[5], host, sizeof(host)) == WEFT_OK, "copy");
+    srcs[0] = dev[5];
+    CHECK(cu->reduce(dev[6], srcs, 1, N, WEFT_FLOAT32, WEFT_PROD) == WEFT_OK, "one input");
+    CHECK(launches(&args, name, &grid) == before, "no launch for one input");
+    CHECK(memcmp(dev[6], host, sizeof(host)) == 0, "one input copied");
+
+    CHECK(cu->reduce(dev[0], srcs, 2, N, WEFT_FLOAT32, WEFT_BAND) == WEFT_ERR_INVALID_ARG, "band");
+    CHECK(cu->reduce(dev[0], srcs, 0, N, WEFT_FLOAT32, WEFT_SUM) == WEFT_ERR_INVALID_ARG, "0");
+    for (int j = 0; j < MANY; j++) {
+        CHECK(cu->free(dev[j]) == WEFT_OK, "free %d", j);
+    }
+}
+
+static void check_memory(const weft_device_ops_t *cu)
+{
+    char host[256];
+    char back[256];
+    char *dev;
+
+    CHECK(cu->alloc(sizeof(host), (void **)&dev) == WEFT_OK, "alloc");
+    CHECK(cu->owns(dev) == 1 && cu->owns(dev + 100) == 1 && cu->owns(host) == 0, "owns");
+    for (size_t i = 0; i < sizeof(host); i++) {
+        host[i] = (char)(i * 3);
+    }
+    CHECK(cu->copy(dev, host, sizeof(host)) == WEFT_OK &&
+              cu->copy(back, dev, sizeof(back)) == WEFT_OK,
+          "copies");
+    CHECK(memcmp(host, back, sizeof(host)) == 0, "copied bytes");
+    CHECK(cu->free(dev + 1) == WEFT_ERR_INVALID_ARG, "free inside");
+    CHECK(strstr(weft_last_error(), "not the start of a live CUDA allocation") != NULL, "msg");
+    CHECK(cu->free(host) == WEFT_ERR_INVALID_ARG, "free host");
+    CHECK(cu->free(dev) == WEFT_OK && cu->owns(dev) == 0, "free");
+    CHECK(cu->alloc((size_t)1 << 41, (void **)&dev) == WEFT_ERR_NO_MEMORY, "huge");
+    CHECK(strstr(weft_last_error(), "CUDA_ERROR_OUT_OF_MEMORY (out of memory)") != NULL, "name");
+    CHECK(strstr(weft_last_error(), "cuda alloc of 2199023255552 bytes") != NULL, "size");
+}
+
+static void check_avg(const weft_device_ops_t *cu)
+{
+    int32_t host[10] = {7, -7, 10, 0, 3, 4, 5, 6, 8, 9};
+    weft_cuda_avg_args_t args;
+    char name[64];
+    unsigned grid;
+    void *dev;
+    int before;
+
+    CHECK(cu->alloc(sizeof(host), &dev) == WEFT_OK, "alloc");
+    CHECK(cu->avg_finalize(dev, 10, WEFT_INT32, 3) == WEFT_OK, "device avg");
+    fake_launch(name, &grid, &args, sizeof(args));
+    CHECK(strcmp(name, "weft_avg_int32") == 0 && args.buf == dev && args.count == 10 &&
+              args.divisor == 3,
+          "%s", name);
+    before = fake_launch(name, &grid, &args, sizeof(args));
+    CHECK(cu->avg_finalize(host, 10, WEFT_INT32, 3) == WEFT_OK, "host avg");
+    CHECK(fake_launch(name, &grid, &args, sizeof(args)) == before, "host buffer: no kernel");
+    CHECK(host[0] == 2 && host[1] == -2 && host[2] == 3, "host quotients");
+    CHECK(cu->avg_finalize(dev, 10, WEFT_INT32, 0) == WEFT_ERR_INVALID_ARG, "divisor 0");
+    CHECK(cu->free(dev) == WEFT_OK, "free");
+}
+
+static void check_streams(const weft_device_ops_t *cu)
+{
+    uint32_t *flag;
+    void *stream;
+    int not_a_stream;
+
+    CHECK(cu->stream_create(&stream) == WEFT_OK && cu->stream_owns(stream), "create");
+    CHECK(cu->stream_owns(NULL) == 1 && cu->stream_owns(&not_a_stream) == 0, "owns");
+    CHECK(cu->flag_alloc(&flag) == WEFT_OK && *flag == 0, "flag");
+    CHECK(cu->stream_write_flag(stream, flag, 5) == WEFT_OK && *flag == 5, "write");
+    CHECK(cu->stream_wait_flag(stream, flag, 6) == WEFT_OK, "wait (GEQ on the device pointer)");
+    CHECK(cu->stream_sync(stream) == WEFT_OK, "sync");
+    CHECK(cu->stream_destroy(stream) == WEFT_OK, "destroy");
+    CHECK(cu->stream_destroy(NULL) == WEFT_ERR_INVALID_ARG, "destroy default");
+    cu->flag_free(flag);
+}
+
+static void check_ipc(const weft_device_ops_t *cu)
+{
+    unsigned char handle[WEFT_DEVICE_IPC_MAX];
+    unsigned char *dev;
+    void *p1;
+    void *p2;
+    int opens;
+    int closes;
+
+    CHECK(cu->ipc_handle_size == WEFT_CUDA_IPC_HANDLE_SIZE, "handle size");
+    CHECK(cu->alloc(4096, (void **)&dev) == WEFT_OK, "alloc");
+    CHECK(cu->ipc_export(dev + 100, handle) == WEFT_OK, "export");
+    CHECK(cu->ipc_import(handle, &p1) == WEFT_OK && p1 == dev + 100, "import at the offset");
+    CHECK(cu->ipc_import(handle, &p2) == WEFT_OK && p2 == p1, "import again");
+    fake_ipc_counts(&opens, &closes);
+    CHECK(opens == 1 && closes == 0, "one mapping for two imports");
+    cu->ipc_close(p1);
+    fake_ipc_counts(&opens, &closes);
+    CHECK(closes == 0, "still imported once");
+    cu->ipc_close(p2);
+    fake_ipc_counts(&opens, &closes);
+    CHECK(closes == 1, "unmapped at the last close");
+    handle[0] ^= 1;
+    CHECK(cu->ipc_import(handle, &p1) == WEFT_ERR_INVALID_ARG, "bad handle");
+    CHECK(cu->free(dev) == WEFT_OK, "free");
+}
+
+int main(void)
+{
+    const weft_device_ops_t *cu = weft__device_ops(WEFT_MEM_CUDA);
+    void *fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *ctx = (void *)1;
+
+    CHECK(cu != NULL, "the fake driver loads: %s", weft__device_unavailable(WEFT_MEM_CUDA));
+    CHECK(fake != NULL && (fake_launch = dlsym(fake, "fake_cuda_launch")) != NULL &&
+              (fake_ipc_counts = dlsym(fake, "fake_cuda_ipc_counts")) != NULL &&
+              (fake_is = dlsym(fake, "fake_cuda_is")) != NULL &&
+              (fake_ctx_get = dlsym(fake, "cuCtxGetCurrent")) != NULL,
+          "libcuda.so.1 is fake_cuda");
+    check_memory(cu);
+    check_reduce(cu);
+    check_avg(cu);
+    check_streams(cu);
+    check_ipc(cu);
+    CHECK(fake_ctx_get(&ctx) == 0 && ctx == NULL, "the thread's context stack left as found");
+    printf("cuda_fake_check: %d checks passed\n", checks);
+    return 0;
+}

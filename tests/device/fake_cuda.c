@@ -1,0 +1,369 @@
+/*
+ * A stand-in for libcuda.so.1 that runs on the CPU, for cuda_fake_check: "device" memory is
+ * process memory the fake keeps a list of, copies are memcpy, streams are tokens whose work is
+ * done at once, contexts are a per-thread stack, and kernel launches are recorded instead of
+ * run (fake_cuda_launch() gives the last one). It lets the host side of device/cuda (staging,
+ * launch parameters, context push/pop, IPC cache, error translation) run where no GPU is. Not a
+ * model of CUDA's asynchrony: only of what weft's calls ask for.
+ *
+ * Defined under the names cuda.h maps the API to (cuMemAlloc -> cuMemAlloc_v2), as a driver
+ * exports them. Not thread-safe beyond what cuda_fake_check needs (one thread).
+ */
+#include <cuda.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef struct block {
+    struct block *next;
+    char *base;
+    size_t size;
+    int pinned; /* host memory of cuMemHostAlloc, else device */
+} block_t;
+
+static block_t *blocks;
+static int fake_ctx_object;
+static __thread CUcontext ctx_stack[8];
+static __thread int ctx_depth;
+static char launch_name[64];
+static unsigned launch_grid;
+static unsigned char launch_args[512];
+static int launches;
+static int ipc_opens;
+static int ipc_closes;
+static int stream_tokens[64];
+static int nstreams;
+
+EXPORT int fake_cuda_launch(char *name, unsigned *grid_p, void *args, size_t len)
+{
+    strcpy(name, launch_name);
+    *grid_p = launch_grid;
+    memcpy(args, launch_args, len < sizeof(launch_args) ? len : sizeof(launch_args));
+    return launches;
+}
+
+EXPORT void fake_cuda_ipc_counts(int *opens_p, int *closes_p)
+{
+    *opens_p = ipc_opens;
+    *closes_p = ipc_closes;
+}
+
+/* 1 when p is inside live "device" memory (pinned: host memory of cuMemHostAlloc) */
+EXPORT int fake_cuda_is(const void *p, int pinned)
+{
+    for (block_t *b = blocks; b != NULL; b = b->next) {
+        if ((const char *)p >= b->base && (const char *)p < b->base + b->size) {
+            return b->pinned == pinned;
+        }
+    }
+    return 0;
+}
+
+static block_t *find(CUdeviceptr p)
+{
+    for (block_t *b = blocks; b != NULL; b = b->next) {
+        if ((char *)p >= b->base && (char *)p < b->base + b->size) {
+            return b;
+        }
+    }
+    return NULL;
+}
+
+static CUresult add(size_t size, int pinned, void **p)
+{
+    block_t *b = calloc(1, sizeof(*b));
+
+    if (b == NULL || posix_memalign((void **)&b->base, 256, size ? size : 1) != 0) {
+        free(b);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    b->size = size ? size : 1;
+    b->pinned = pinned;
+    b->next = blocks;
+    blocks = b;
+    *p = b->base;
+    return CUDA_SUCCESS;
+}
+
+static CUresult drop(void *p, int pinned)
+{
+    for (block_t **link = &blocks; *link != NULL; link = &(*link)->next) {
+        block_t *b = *link;
+
+        if (b->base == p && b->pinned == pinned) {
+            *link = b->next;
+            free(b->base);
+            free(b);
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorName(CUresult error, const char **str)
+{
+    switch (error) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+        *str = "CUDA_ERROR_OUT_OF_MEMORY";
+        return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE:
+        *str = "CUDA_ERROR_INVALID_VALUE";
+        return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_HANDLE:
+        *str = "CUDA_ERROR_INVALID_HANDLE";
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+EXPORT CUresult cuGetErrorString(CUresult error, const char **str)
+{
+    *str = error == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "fake error";
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuInit(unsigned int flags)
+{
+    return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuDriverGetVersion(int *v)
+{
+    *v = CUDA_VERSION;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceGetCount(int *n)
+{
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    *d = ordinal;
+    return ordinal == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice d)
+{
+    (void)d;
+    *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT       ? 4
+         : attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9
+                                                                : 0;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+{
+    (void)d;
+    strncpy(name, "fake", (size_t)len);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+    (void)d;
+    *c = (CUcontext)&fake_ctx_object;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d)
+{
+    (void)d;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
+{
+    *c = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxGetDevice(CUdevice *d)
+{
+    *d = 0;
+    return ctx_depth > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+EXPORT CUresult cuCtxPushCurrent(CUcontext c)
+{
+    if (ctx_depth == 8) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    ctx_stack[ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxPopCurrent(CUcontext *c)
+{
+    if (ctx_depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *c = ctx_stack[--ctx_depth];
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
+{
+    *m = (CUmodule)image;
+    return image != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+}
+EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+    (void)m;
+    *f = (CUfunction)strdup(name);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
+                               void **extra)
+{
+    (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)s, (void)extra;
+    if (ctx_depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    strncpy(launch_name, (const char *)f, sizeof(launch_name) - 1);
+    launch_grid = gx;
+    memcpy(launch_args, params[0], sizeof(launch_args));
+    launches++;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data,
+                                       CUdeviceptr p)
+{
+    block_t *b = find(p);
+
+    for (unsigned i = 0; i < n; i++) {
+        if (attrs[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+            *(unsigned *)data[i] = b == NULL   ? 0
+                                   : b->pinned ? CU_MEMORYTYPE_HOST
+                                               : CU_MEMORYTYPE_DEVICE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemAlloc(CUdeviceptr *p, size_t size)
+{
+    if (ctx_depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    return size > ((size_t)1 << 40) ? CUDA_ERROR_OUT_OF_MEMORY : add(size, 0, (void **)p);
+}
+EXPORT CUresult cuMemFree(CUdeviceptr p)
+{
+    return drop((void *)p, 0);
+}
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t size, CUstream s)
+{
+    (void)s;
+    return add(size, 0, (void **)p);
+}
+/* kept (not freed) so that the checker can read what was staged; a leak of a test program */
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    (void)s;
+    return find(p) != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+    block_t *b = find(p);
+
+    if (b == NULL || b->pinned) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    if (base != NULL) {
+        *base = (CUdeviceptr)b->base;
+    }
+    if (size != NULL) {
+        *size = b->size;
+    }
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    (void)s;
+    memmove((void *)dst, (const void *)src, n);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    (void)s;
+    if (find(dst) == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy((void *)dst, src, n);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags)
+{
+    return flags & CU_MEMHOSTALLOC_DEVICEMAP ? add(size, 1, p) : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+    return drop(p, 1);
+}
+EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned flags)
+{
+    block_t *b = find((CUdeviceptr)p);
+
+    if (b == NULL || !b->pinned || flags != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *d = (CUdeviceptr)p;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags)
+{
+    (void)flags;
+    *s = (CUstream)&stream_tokens[nstreams++ % 64];
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamDestroy(CUstream s)
+{
+    (void)s;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamQuery(CUstream s)
+{
+    (void)s;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
+{
+    if ((int *)s < stream_tokens || (int *)s >= stream_tokens + 64) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *c = (CUcontext)&fake_ctx_object;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags)
+{
+    (void)s, (void)flags;
+    *(volatile uint32_t *)addr = v;
+    return CUDA_SUCCESS;
+}
+/* the work after the wait would run once the flag is >= v: here, only the argument is checked */
+EXPORT CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags)
+{
+    (void)s, (void)v;
+    return fake_cuda_is((void *)addr, 1) && flags == CU_STREAM_WAIT_VALUE_GEQ
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+    block_t *b = find(p);
+
+    if (b == NULL || (char *)p != b->base) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memset(h, 0, sizeof(*h));
+    memcpy(h->reserved, &p, sizeof(p));
+    return CUDA_SUCCESS;
+}
+/* one process: the "mapping" is the exporter's own address */
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
+{
+    if (flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(p, h.reserved, sizeof(*p));
+    ipc_opens++;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr p)
+{
+    (void)p;
+    ipc_closes++;
+    return CUDA_SUCCESS;
+}

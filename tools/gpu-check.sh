@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# gpu-check: the CUDA backend on a machine with an NVIDIA GPU, in one run of at most 8 minutes.
+#
+#   1. builds weft with CUDA (./configure --with-cuda; skipped with --no-build, for a tree
+#      already built with CUDA),
+#   2. runs tests/device/test_cuda (its GPU tests must run, not skip),
+#   3. weft_reduce_bench -d cuda: the reduce kernels against cuMemcpy D2D of the same bytes,
+#   4. weft_bench -d cuda --enqueue --vs-mpi allreduce at np=2 on one GPU (two processes):
+#      weft's stream-ordered allreduce against MPI_Allreduce staged D2H + H2D,
+# printing the ratios. Every step has a deadline, and a step that overstays it is killed with
+# its processes.
+#
+# Exit status: 0 every step passed; 1 a step failed; 77 no usable NVIDIA GPU here (nothing is
+# built then). Run from anywhere: it works in the source tree it belongs to.
+#
+#   tools/gpu-check.sh [--no-build]
+set -u
+cd "$(dirname "$0")/.." || exit 1
+export LC_ALL=C
+start=$(date +%s)
+budget=470 # seconds, under 8 minutes with the summary
+build=1
+[ "${1:-}" = --no-build ] && build=0
+
+# at most the seconds left of the budget, and at most $1
+left() {
+    local remaining=$((budget - ($(date +%s) - start)))
+    [ "$remaining" -lt "$1" ] && echo $((remaining > 5 ? remaining : 5)) || echo "$1"
+}
+
+# step TIMEOUT LOGFILE COMMAND...: runs in its own process group, killed whole on timeout
+step() {
+    local limit log rc
+    limit=$(left "$1")
+    log=$2
+    shift 2
+    setsid -w timeout -s KILL "$limit" "$@" >"$log" 2>&1 &
+    local pid=$!
+    wait $pid
+    rc=$?
+    kill -KILL -- -$pid 2>/dev/null
+    [ $rc -eq 137 ] && echo "  (killed after $limit s)" >>"$log"
+    return $rc
+}
+
+# --- 1. is there a GPU? ------------------------------------------------------------------
+gpu=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+    gpu=$(timeout -s KILL 20 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
+          2>/dev/null | head -n 1)
+fi
+if [ -z "$gpu" ]; then
+    echo "gpu-check: SKIP: no usable NVIDIA GPU here (nvidia-smi is missing or lists no GPU);"
+    echo "gpu-check: run it on a machine with a GPU and its driver (libcuda.so.1)"
+    exit 77
+fi
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    echo "gpu-check: SKIP: nvidia-smi sees '$gpu' but the loader finds no libcuda.so.1"
+    exit 77
+fi
+echo "gpu-check: GPU: $gpu"
+logs=$(mktemp -d "${TMPDIR:-/tmp}/weft-gpu-check.XXXXXX")
+echo "gpu-check: logs in $logs"
+failures=0
+fail() {
+    echo "gpu-check: FAIL: $1"
+    [ -f "$2" ] && tail -n 25 "$2" | sed 's/^/    /'
+    failures=$((failures + 1))
+}
+
+# --- 2. build ------------------------------------------------------------------------------
+if [ $build -eq 1 ]; then
+    if [ ! -x configure ] && ! step 120 "$logs/autogen.log" ./autogen.sh; then
+        fail "autogen.sh" "$logs/autogen.log"
+        exit 1
+    fi
+    if ! step 120 "$logs/configure.log" ./configure --quiet --with-cuda; then
+        fail "./configure --with-cuda (build dependencies: tools/deps.sh)" "$logs/configure.log"
+        exit 1
+    fi
+    if ! step 300 "$logs/make.log" make -j"$(nproc)" all tests/device/test_cuda \
+            tests/device/cuda_probe tests/device/cuda_kernel_host tests/device/cuda_fake_check \
+            tests/device/libfake_cuda.la; then
+        fail "make" "$logs/make.log"
+        exit 1
+    fi
+fi
+if ! grep -q '^[^#].*-DWEFT_HAVE_CUDA_BACKEND' Makefile 2>/dev/null ||
+    [ ! -x tests/device/test_cuda ]; then
+    fail "this tree is not built with CUDA (run without --no-build)" /dev/null
+    exit 1
+fi
+
+# --- 3. CUDA tests -----------------------------------------------------------------------
+export WEFT_TIMEOUT=60
+if step 150 "$logs/test_cuda.log" env top_builddir="$PWD" ./tests/device/test_cuda -j1 --verbose
+then
+    if grep -q '^\[SKIP\]' "$logs/test_cuda.log"; then
+        fail "test_cuda skipped its GPU tests on a GPU machine" "$logs/test_cuda.log"
+    fi
+else
+    fail "test_cuda" "$logs/test_cuda.log"
+fi
+grep 'Synthesis' "$logs/test_cuda.log" | sed 's/^/gpu-check: test_cuda: /'
+
+# --- 4. reduce kernels against a D2D copy -----------------------------------------------------
+if step 90 "$logs/reduce_bench.log" ./benchmarks/weft_reduce_bench -d cuda 256m 20; then
+    echo "gpu-check: reduce kernels, traffic rate over cuMemcpy D2D (best / median):"
+    grep -E '^(copy d2d|reduce)' "$logs/reduce_bench.log" |
+        awk '{ printf "    %-20s %s / %s\n", $1 " " $2 " " $3, $(NF-2), $NF }'
+else
+    fail "weft_reduce_bench -d cuda" "$logs/reduce_bench.log"
+fi
+
+# --- 5. _enqueue allreduce at np=2 on one GPU against MPI staged through the host ------------
+if [ ! -x benchmarks/weft_bench ] || ! command -v mpirun >/dev/null 2>&1; then
+    fail "weft_bench or mpirun missing: no Open MPI here (tools/deps.sh)" /dev/null
+else
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    if step 180 "$logs/enqueue.log" mpirun -np 2 --bind-to none --mca mpi_yield_when_idle 1 \
+            benchmarks/weft_bench -d cuda --enqueue --vs-mpi -b 4k -e 64m -f 16 -n 20 -w 3 \
+            allreduce; then
+        echo "gpu-check: allreduce_enqueue np=2, one GPU (weft vs MPI staged D2H + H2D):"
+        grep '^#' "$logs/enqueue.log" | tail -n 1 | sed 's/^/    /'
+        grep -E '^[0-9]' "$logs/enqueue.log" | sed 's/^/    /'
+    else
+        fail "mpirun -np 2 weft_bench -d cuda --enqueue --vs-mpi allreduce" "$logs/enqueue.log"
+    fi
+fi
+
+echo "gpu-check: $failures failure(s) in $(($(date +%s) - start)) s"
+[ $failures -eq 0 ]
