@@ -4,6 +4,7 @@
  * weft_finalize releases them and the tombstones of destroyed communicators.
  */
 #include "runtime/init.h"
+#include "device/device.h"
 #include "runtime/enqueue.h"
 
 #include "coll/coll.h"
@@ -30,6 +31,9 @@ WEFT_EXPORT weft_status_t weft_init(void)
                 weft__config_release();
             }
         }
+        /* the CUDA backend (when built): the driver opened, no context yet,
+         * so that collectives recognise CUDA buffers from the first call */
+        weft__device_init();
     }
     if (status == WEFT_OK) {
         atomic_fetch_add(&init_count, 1);

@@ -6,8 +6,7 @@ cuda_sources = \
 	device/cuda/cuda.h device/cuda/internal.h device/cuda/cuda.c device/cuda/stream.c \
 	device/cuda/driver.h device/cuda/driver.c device/cuda/util.h device/cuda/util.c \
 	device/cuda/kernel_args.h
-# Makefile.am sets no CLEANFILES: this is its first definition (others may add with +=).
-CLEANFILES = device/cuda/kernels.fatbin device/cuda/kernels_fatbin.c \
+CLEANFILES += device/cuda/kernels.fatbin device/cuda/kernels_fatbin.c \
 	tests/device/cuda_kernel_host
 
 # the headers and sources travel in every tarball, with or without nvcc
@@ -57,13 +56,13 @@ tests_device_cuda_probe_LDADD = libweft_core.la
 tests_device_cuda_fake_check_SOURCES = tests/device/cuda_fake_check.c
 tests_device_cuda_fake_check_CPPFLAGS = $(AM_CPPFLAGS) -I$(CUDA_HOME)/include
 tests_device_cuda_fake_check_LDADD = libweft_core.la -ldl
-check_LTLIBRARIES = tests/device/libfake_cuda.la
+check_LTLIBRARIES += tests/device/libfake_cuda.la
 tests_device_libfake_cuda_la_SOURCES = tests/device/fake_cuda.c
 tests_device_libfake_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(CUDA_HOME)/include
 tests_device_libfake_cuda_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 # the kernels' thread bodies run on the CPU (nvcc, host code only)
-check_SCRIPTS = tests/device/cuda_kernel_host
+check_SCRIPTS += tests/device/cuda_kernel_host
 TESTS += tests/device/cuda_kernel_host
 tests/device/cuda_kernel_host: $(srcdir)/tests/device/cuda_kernel_host.cu $(cuda_kernel_deps)
 	@$(MKDIR_P) tests/device
