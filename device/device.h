@@ -82,6 +82,11 @@ typedef struct weft_device_ops {
     weft_status_t (*stream_write_flag)(void *stream, uint32_t *flag, uint32_t value);
     weft_status_t (*stream_wait_flag)(void *stream, uint32_t *flag, uint32_t value);
 
+    /* Host memory the device copies to and from fastest (pinned for CUDA,
+     * so copies overlap and never wait on the stream); NULL: malloc/free. */
+    weft_status_t (*host_alloc)(size_t bytes, void **ptr_p);
+    void (*host_free)(void *ptr);
+
     /* IPC */
     size_t ipc_handle_size;
     weft_status_t (*ipc_export)(const void *ptr, void *handle);

@@ -129,6 +129,36 @@ weft_status_t weft__cuda_flag_alloc(uint32_t **flag_p)
     return status;
 }
 
+weft_status_t weft__cuda_host_alloc(size_t bytes, void **ptr_p)
+{
+    void *p = NULL;
+    weft_status_t status;
+    int pushed;
+
+    status = weft__cuda_enter(&pushed, "cuda host_alloc");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = weft__cuda_check(weft__cu.cuMemHostAlloc(&p, bytes ? bytes : 1,
+                                                      CU_MEMHOSTALLOC_PORTABLE),
+                              "cuda host_alloc: cuMemHostAlloc");
+    weft__cuda_leave(pushed);
+    if (status == WEFT_OK) {
+        *ptr_p = p;
+    }
+    return status;
+}
+
+void weft__cuda_host_free(void *ptr)
+{
+    int pushed;
+
+    if (ptr != NULL && weft__cuda_enter(&pushed, "cuda host_free") == WEFT_OK) {
+        weft__cu.cuMemFreeHost(ptr);
+        weft__cuda_leave(pushed);
+    }
+}
+
 void weft__cuda_flag_free(uint32_t *flag)
 {
     int pushed;

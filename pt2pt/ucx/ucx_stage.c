@@ -10,8 +10,9 @@
  *
  * Device memory that UCX cannot carry (every memory type but host, unless
  * ucp_context_query lists it: Debian's UCX has no CUDA transport, and no
- * UCX knows emu) is staged through a host bounce buffer on the context's
- * staging stream of that device, pipelined per fragment:
+ * UCX knows emu) is staged through a host bounce buffer (the device's
+ * host_alloc: pinned memory for CUDA) on the context's staging stream of
+ * that device, pipelined per fragment:
  *
  *   send  stream:  D2H f0 | D2H f1 | D2H f2 | ...        (queued at once)
  *         UCX:             send f0 | send f1 | send f2    (each once its copy is done)
@@ -110,7 +111,11 @@ static void stage_free(ucx_stage_t *st)
     if (st->flag != NULL) {
         st->dev->flag_free(st->flag);
     }
-    free(st->bounce);
+    if (st->bounce != NULL && st->dev->host_free != NULL) {
+        st->dev->host_free(st->bounce);
+    } else {
+        free(st->bounce);
+    }
     free(st->subs);
     free(st->landed);
     free(st);
@@ -151,8 +156,9 @@ weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void
                                  weft_memtype_name(memtype));
             goto err_free;
         }
-        st->bounce = malloc(bytes ? bytes : 1);
-        if (st->bounce == NULL) {
+        if (st->dev->host_alloc != NULL) {
+            WEFT_CHECK_GOTO(st->dev->host_alloc(bytes, (void **)&st->bounce), err_free);
+        } else if ((st->bounce = malloc(bytes ? bytes : 1)) == NULL) {
             status = weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %zu bytes to stage", bytes);
             goto err_free;
         }
