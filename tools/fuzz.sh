@@ -38,9 +38,10 @@ command -v clang >/dev/null || fail_build "clang not found: install the Debian p
 
 # 1. The library, built by clang with coverage for libFuzzer, from a copy of
 #    the working tree (mtimes kept, so make stays incremental).
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
+    fail_build "fuzz: needs a git checkout (it copies the files git lists)"
 mkdir -p "$build"
-{ git ls-files -z --cached --others --exclude-standard 2>/dev/null ||
-  fail_build "not a git checkout: cannot list the sources"; } |
+git ls-files -z --cached --others --exclude-standard |
     tar --null -T - -cf - | tar -xpf - -C "$build" || fail_build "copying the sources failed"
 (
     cd "$build" || exit 1

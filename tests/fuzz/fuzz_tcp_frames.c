@@ -15,6 +15,7 @@
  */
 #include "bootstrap/tcp/tcp_internal.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +44,9 @@ static void read_replies(int fd, const unsigned char *token)
             abort();
         }
         n = recv(fd, buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR) {
+            continue; /* libFuzzer's SIGALRM */
+        }
         if (n <= 0) {
             return; /* end of stream, or reset by the root */
         }
@@ -68,6 +72,29 @@ static void read_replies(int fd, const unsigned char *token)
             }
         }
     }
+}
+
+/* connect() that survives libFuzzer's SIGALRM: an interrupted connect goes
+ * on in the background. */
+static int connect_to(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    socklen_t errlen = sizeof(int);
+    int err = 0;
+
+    if (connect(fd, sa, len) == 0) {
+        return 0;
+    }
+    if (errno != EINTR) {
+        return -1;
+    }
+    while (poll(&pfd, 1, 10000) < 0 && errno == EINTR) {
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &errlen) != 0 || err != 0) {
+        errno = err != 0 ? err : errno;
+        return -1;
+    }
+    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -101,13 +128,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pos += len < size - pos ? (size_t)len : size - pos;
     }
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&ss, sslen) != 0) {
+    if (fd < 0 || connect_to(fd, (struct sockaddr *)&ss, sslen) != 0) {
         perror("fuzz_tcp_frames: connect");
         abort();
     }
     while (sent < size) {
         ssize_t n = send(fd, msg + sent, size - sent, MSG_NOSIGNAL);
 
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
         if (n <= 0) {
             break; /* the root closed on a bad frame: fine */
         }
