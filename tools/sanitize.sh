@@ -23,8 +23,9 @@
 #         Suites that fork processes (test_multiproc, tests/bootstrap/test_tcp)
 #         cannot run under TSan: it stops a child that starts threads after a
 #         fork of a threaded parent.
-# Measured on a shared 2-core machine (load 60-120): asan about 11-12 min
-# (build excluded), tsan about 4.5 min.
+# Measured on a shared 2-core machine, builds excluded (1.5-5 minutes
+# each the first time): asan 7 min (11-13 min under a load of 60-120), tsan
+# 2.7 min (4.5 min under load).
 #
 # Errors stop the process that hits them (halt_on_error=1), so a report
 # makes its Criterion test crash and count as failed. Leak checking is on
