@@ -229,6 +229,17 @@ static weft_status_t file_values_read(const char *path, file_values_t *fv)
         char **nn, **nv;
 
         lineno++;
+        /* a longer line would be read as two, its tail as a setting of its own */
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            int c = getc(f);
+
+            if (c != '\n' && c != EOF) {
+                fclose(f);
+                return weft__error(WEFT_ERR_INVALID_ARG,
+                                   "%s: line %d is longer than %zu characters", path, lineno,
+                                   sizeof(line) - 1);
+            }
+        }
         s = trim(line);
         if (*s == '\0' || *s == '#') {
             continue;

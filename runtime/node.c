@@ -44,6 +44,7 @@ void weft__node_map_free(weft_node_map_t *map)
     free(map->local_of);
     free(map->local_ranks);
     free(map->rail);
+    free(map->rank_at);
     free(map->keys);
     free(map);
 }

@@ -370,6 +370,40 @@ Test(config, line_without_equals_in_file, .init = clean_env_redirect)
     unlink(path);
 }
 
+/* A comment longer than the reader's line buffer: its tail must not be read
+ * as a setting (here it would set TIMEOUT = 1), and a long line is refused
+ * with its number, whatever it holds. */
+Test(config, overlong_line_in_file, .init = clean_env_redirect)
+{
+    static char text[8192];
+    char path[64];
+    size_t n = 0;
+
+    text[n++] = '#';
+    while (n < 4095) {
+        text[n++] = 'x';
+    }
+    snprintf(text + n, sizeof(text) - n, "TIMEOUT = 1\n");
+    write_temp(path, sizeof(path), text);
+    setenv("WEFT_CONFIG_FILE", path, 1);
+    expect_init_fails("line 1 is longer than");
+    unlink(path);
+
+    /* a line of exactly the longest length is still read */
+    memcpy(text, "TUNE = allreduce:0-1k:ring", 26);
+    n = 26;
+    while (n < 4095) {
+        text[n++] = ' ';
+    }
+    snprintf(text + n, sizeof(text) - n, "\n");
+    write_temp(path, sizeof(path), text);
+    setenv("WEFT_CONFIG_FILE", path, 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    unlink(path);
+    cr_assert_str_eq(weft__runtime_config.tune, "allreduce:0-1k:ring");
+    weft_finalize();
+}
+
 Test(config, missing_file, .init = clean_env_redirect)
 {
     setenv("WEFT_CONFIG_FILE", "/nonexistent/weft/config.conf", 1);
