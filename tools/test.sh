@@ -34,6 +34,27 @@ for trs in $(find tests -name '*.trs' | sort); do
         echo "----- ${log} -----"; tail -n 40 "$log"; echo "-----"
     fi
 done
+# The hardening jobs (issue 11): ASan+UBSan and TSan builds of the
+# in-process, shared-memory and multi-process suites, and every fuzz target
+# for a bounded time; each ends with "<job>: N passed, N failed".
+for job in "sanitize.sh asan" "sanitize.sh tsan" "fuzz.sh 30"; do
+    name=${job%% *}
+    echo
+    echo "== tools/$job"
+    bash tools/$job >"${name%.sh}-${job##* }.out" 2>&1
+    job_rc=$?
+    tail -n 12 "${name%.sh}-${job##* }.out"
+    line=$(grep -E '^[a-z-]+: [0-9]+ passed, [0-9]+ failed' "${name%.sh}-${job##* }.out" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "tools/$job: no summary line (exit $job_rc)"
+        failed=$((failed + 1))
+        continue
+    fi
+    p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+    passed=$((passed + p)); failed=$((failed + f))
+    [ "$job_rc" -ne 0 ] && [ "$f" -eq 0 ] && failed=$((failed + 1))
+done
 echo
 grep -h '^matrix ' tests/coll/*.log 2>/dev/null
 echo "suite time: $(( $(date +%s) - start )) s"
