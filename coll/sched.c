@@ -232,7 +232,7 @@ uint32_t weft__comm_take_seq(weft_comm_t comm)
 {
     uint32_t seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
 
-    if (seq == WEFT_TAG_SEQ_P2P) { /* reserved for point-to-point */
+    while (seq >= WEFT_TAG_SEQ_NOTICE) { /* reserved: failure notices, point-to-point */
         seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
     }
     return seq;
@@ -550,6 +550,11 @@ size_t weft__sched_num_tasks(const weft_sched_t *s)
     return (size_t)s->ntasks;
 }
 
+uint32_t weft__sched_seq(const weft_sched_t *s)
+{
+    return s->seq;
+}
+
 weft_comm_t weft__sched_comm(const weft_sched_t *s)
 {
     return s->comm;
@@ -687,7 +692,7 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
         status == WEFT_ERR_TRANSPORT) {
         char detail[256];
 
-        snprintf(detail, sizeof(detail), "%s", weft_last_error());
+        snprintf(detail, sizeof(detail), "%s", weft__error_detail());
         weft__error(status, "%s seq %u (%s, count %zu, %s %s) %s step %d, rank %d: %s",
                     s->desc.coll, s->seq, s->desc.algo, s->desc.count,
                     weft_dtype_name(s->desc.dtype), weft_op_name(s->desc.op), t->phase, t->step,
@@ -696,7 +701,7 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
     cancel_active(s);
     s->status = status;
     unlink_active(s);
-    return status;
+    return weft__comm_fail(s->comm, status);
 }
 
 weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
@@ -814,6 +819,7 @@ static void fail_sched(weft_sched_t *s, weft_status_t status)
     cancel_active(s);
     s->status = status;
     unlink_active(s);
+    weft__comm_fail(s->comm, status);
 }
 
 /* Complete a detached schedule: nobody will wait for it. */
@@ -853,7 +859,7 @@ static void fail_all(weft_comm_t comm, weft_status_t status)
 {
     char detail[256];
 
-    snprintf(detail, sizeof(detail), "%s", weft_last_error());
+    snprintf(detail, sizeof(detail), "%s", weft__error_detail());
     while (comm->active != NULL) {
         weft_sched_t *s = comm->active;
 
