@@ -879,11 +879,12 @@ int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
         progress_all(s->comm);
     }
     if (s->status == WEFT_INPROGRESS) {
-        health = weft__comm_health(s->comm);
-        if (health != WEFT_OK) {
-            fail_all(s->comm, health);
-        } else if (weft__time_ns() >= s->deadline_ns) {
+        /* past its own deadline, a rank reports its own timeout (not a
+         * peer's notice of the same) */
+        if (weft__time_ns() >= s->deadline_ns) {
             fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+        } else if ((health = weft__comm_health(s->comm)) != WEFT_OK) {
+            fail_all(s->comm, health);
         }
     }
     *status_p = s->status;
@@ -951,13 +952,13 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
         } else {
             idle_ns = weft__time_ns() - idle_since;
         }
+        if (weft__time_ns() >= s->deadline_ns) { /* first: see weft__sched_test */
+            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+            break;
+        }
         status = weft__comm_health(comm);
         if (status != WEFT_OK) {
             fail_all(comm, status);
-            break;
-        }
-        if (weft__time_ns() >= s->deadline_ns) {
-            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
             break;
         }
         if (idle_ns >= spin_ns + yield_ns && !polling(comm)) {

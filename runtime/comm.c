@@ -106,7 +106,9 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
     }
     comm->failed = status;
     snprintf(comm->failed_msg, sizeof(comm->failed_msg), "%s", weft__error_detail());
-    weft__log_error("communicator %u failed: %s", comm->id, comm->failed_msg);
+    /* timeouts and dead peers are logged where they are found */
+    weft__log(status == WEFT_ERR_MISMATCH && origin < 0 ? WEFT_LOG_ERROR : WEFT_LOG_INFO,
+              "communicator %u failed: %s", comm->id, comm->failed_msg);
     if (status == WEFT_ERR_ABORTED || comm->size == 1 || right == origin) {
         return status; /* aborting is local; the right neighbour knows already */
     }

@@ -442,7 +442,12 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
     }
     if (o->phase == 0) {
         /* only for the signature check: a rank that takes another root
-         * for this bcast compares it with ours */
+         * for this bcast compares it with ours. Round R's signature slot
+         * is free once nobody reads round R - 2 (the root waited for that
+         * too before its data of round R, so this costs no time) */
+        if (!reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
         publish(o, R, 1);
         o->phase = 1;
     }
@@ -455,6 +460,9 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
 static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
 {
     if (o->phase == 0) {
+        if (!reusable(o, R, peer_p)) { /* round R's signature slot (see round_bcast) */
+            return WEFT_INPROGRESS;
+        }
         publish(o, R, 1);
         o->phase = 1;
     }
@@ -766,8 +774,8 @@ static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
             deadline = weft__deadline_ns();
         }
         comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (runtime/comm.h) */
-        status = weft__comm_health(comm);
-        if (status == WEFT_OK && now >= deadline) {
+        status = now >= deadline ? WEFT_OK : weft__comm_health(comm);
+        if (now >= deadline) { /* first: its own timeout, not a peer's notice of the same */
             weft__log_error("%s seq %u (shm, count %zu, %s %s) timed out after %.1f s in shared "
                             "memory step %d of round %llu; waiting for rank(s) %d",
                             o->desc->coll, seq, o->desc->count, weft_dtype_name(o->desc->dtype),
