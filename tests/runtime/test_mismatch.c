@@ -58,7 +58,7 @@ typedef struct job {
     const char *shm;        /* WEFT_SHM */
     const char *check_args; /* WEFT_CHECK_ARGS */
     const char *timeout;    /* WEFT_TIMEOUT */
-    const char *bigger;     /* WEFT_SHM_SMALL etc. untouched: NULL */
+    int bad_ucx_rank;       /* this rank gets a UCX_TLS that UCX refuses (-1: none) */
     void (*scenario)(weft_comm_t comm, int rank, slot_t *me, int arg);
     int arg;
 } job_t;
@@ -86,6 +86,8 @@ static void child(shared_t *sh, const job_t *job, int rank, pid_t parent)
     slot_t *me = &sh->slot[rank];
     weft_comm_t comm;
     weft_unique_id_t id;
+    weft_status_t st;
+    double t0;
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
         _exit(3);
@@ -96,6 +98,9 @@ static void child(shared_t *sh, const job_t *job, int rank, pid_t parent)
     setenv("WEFT_SHM", job->shm, 1);
     setenv("WEFT_CHECK_ARGS", job->check_args, 1);
     setenv("WEFT_TIMEOUT", job->timeout, 1);
+    if (rank == job->bad_ucx_rank) {
+        setenv("UCX_TLS", "no_such_transport", 1);
+    }
     snprintf(me->stage, sizeof(me->stage), "weft_init");
     if (weft_init() != WEFT_OK) {
         snprintf(me->stage, sizeof(me->stage), "weft_init: %s", weft_last_error());
@@ -113,9 +118,15 @@ static void child(shared_t *sh, const job_t *job, int rank, pid_t parent)
     }
     id = sh->id;
     snprintf(me->stage, sizeof(me->stage), "weft_comm_init_rank");
-    if (weft_comm_init_rank(NRANKS, &id, rank, &comm) != WEFT_OK) {
-        snprintf(me->stage, sizeof(me->stage), "weft_comm_init_rank: %s", weft_last_error());
-        _exit(6);
+    t0 = now_s();
+    st = weft_comm_init_rank(NRANKS, &id, rank, &comm);
+    if (st != WEFT_OK) {
+        record(me, st, t0); /* the scenario is that it fails */
+        t0 = now_s();
+        weft_finalize();
+        record(me, WEFT_OK, t0);
+        me->finished = 1;
+        _exit(0);
     }
     snprintf(me->stage, sizeof(me->stage), "scenario");
     job->scenario(comm, rank, me, job->arg);
@@ -298,7 +309,7 @@ static void expect_mismatch(const shared_t *sh, int all_at_once, const char *tex
 static void run_case(const char *shm, const char *check, case_t c, int all_at_once,
                      const char *text)
 {
-    job_t job = {.shm = shm, .check_args = check, .timeout = "30",
+    job_t job = {.shm = shm, .check_args = check, .timeout = "30", .bad_ucx_rank = -1,
                  .scenario = mismatch_scenario, .arg = (int)c};
 
     expect_mismatch(run(&job), all_at_once, text);
@@ -328,3 +339,117 @@ Test(mismatch, checked_p2p_root) { run_case("no", "yes", CASE_ROOT, 1, case_text
 Test(mismatch, checked_p2p_kind) { run_case("no", "yes", CASE_KIND, 1, case_text[CASE_KIND]); }
 Test(mismatch, checked_shm_root) { run_case("yes", "yes", CASE_ROOT, 1, case_text[CASE_ROOT]); }
 Test(mismatch, checked_shm_op) { run_case("yes", "yes", CASE_OP, 1, case_text[CASE_OP]); }
+
+/* --------------------------------------------------------- sticky failures */
+
+/* Rank 3 comes late to call 1 (after the others' 2 s deadline): they time
+ * out. Rank 3 either completes call 1 with what the others had sent or
+ * published before giving up (the right result), or fails it at once from
+ * the failure notice; it never waits for its own deadline, and every later
+ * call of every rank returns the timeout again. */
+static void late_scenario(weft_comm_t comm, int rank, slot_t *me, int unused)
+{
+    float in[COUNT], out[COUNT];
+    double t0;
+
+    (void)unused;
+    for (int i = 0; i < COUNT; i++) {
+        in[i] = (float)(rank + 1);
+    }
+    for (int k = 0; k < CALLS; k++) {
+        if (k == 1 && rank == NRANKS - 1) {
+            usleep(3000000);
+        }
+        t0 = now_s();
+        record(me, weft_allreduce(in, out, COUNT, WEFT_FLOAT32, WEFT_SUM, comm), t0);
+        if (k <= 1) {
+            memcpy(me->out + k * COUNT, out, sizeof(out));
+        }
+    }
+}
+
+static void expect_timeout_sticks(const shared_t *sh)
+{
+    dump(sh);
+    for (int r = 0; r < NRANKS; r++) {
+        const slot_t *s = &sh->slot[r];
+
+        cr_assert_eq(s->ncalls, CALLS, "rank %d made %d calls", r, s->ncalls);
+        cr_assert_eq(s->st[0], WEFT_OK, "rank %d call 0: %s", r, s->msg[0]);
+        for (int i = 0; i < COUNT; i++) {
+            cr_assert_eq(s->out[i], 10.0f, "rank %d call 0 element %d: %g", r, i, s->out[i]);
+        }
+        if (r < NRANKS - 1) {
+            cr_assert_eq(s->st[1], WEFT_ERR_TIMEOUT, "rank %d call 1: %s", r, s->msg[1]);
+            cr_assert(s->secs[1] > 1.9 && s->secs[1] < 4.0, "rank %d timed out after %.2f s", r,
+                      s->secs[1]);
+            cr_assert_not_null(strstr(s->msg[1], "timed out after"), "rank %d: %s", r, s->msg[1]);
+        } else if (s->st[1] == WEFT_OK) {
+            /* the others' parts of call 1 were all there (sent, or
+             * published in shared memory) before they gave up */
+            for (int i = 0; i < COUNT; i++) {
+                cr_assert_eq(s->out[COUNT + i], 10.0f, "rank 3 call 1 element %d: %g", i,
+                             s->out[COUNT + i]);
+            }
+        } else {
+            cr_assert_eq(s->st[1], WEFT_ERR_TIMEOUT, "rank 3 call 1: %s", s->msg[1]);
+            cr_assert_lt(s->secs[1], 1.0, "rank 3 waited %.2f s for what the others knew",
+                         s->secs[1]);
+            cr_assert_not_null(strstr(s->msg[1], "reported"), "rank 3: %s", s->msg[1]);
+        }
+        for (int k = 2; k < CALLS; k++) {
+            cr_assert_eq(s->st[k], WEFT_ERR_TIMEOUT, "rank %d call %d: %s: %s", r, k,
+                         weft_status_string(s->st[k]), s->msg[k]);
+            cr_assert_lt(s->secs[k], 1.0, "rank %d call %d took %.2f s", r, k, s->secs[k]);
+            cr_assert_not_null(strstr(s->msg[k], "timed out after"), "rank %d call %d: %s", r, k,
+                               s->msg[k]);
+        }
+        cr_assert_not_null(strstr(s->msg[CALLS - 1], "communicator failed earlier: "),
+                           "rank %d: %s", r, s->msg[CALLS - 1]);
+    }
+}
+
+TestSuite(sticky, .timeout = 60);
+
+Test(sticky, timeout_shm)
+{
+    job_t job = {.shm = "yes", .check_args = "no", .timeout = "2", .bad_ucx_rank = -1,
+                 .scenario = late_scenario};
+
+    expect_timeout_sticks(run(&job));
+}
+
+Test(sticky, timeout_p2p)
+{
+    job_t job = {.shm = "no", .check_args = "no", .timeout = "2", .bad_ucx_rank = -1,
+                 .scenario = late_scenario};
+
+    expect_timeout_sticks(run(&job));
+}
+
+/* ------------------------------------------------ failed communicator setup */
+
+/* Rank 0 (which hosts the TCP bootstrap root) cannot start UCX: it tells the
+ * root, which aborts the job; every rank fails at once, and rank 0 does not
+ * wait WEFT_TCP_LINGER_S (30 s) for the others before it returns. */
+Test(sticky, init_failure_on_rank_0_is_fast)
+{
+    job_t job = {.shm = "yes", .check_args = "no", .timeout = "30", .bad_ucx_rank = 0,
+                 .scenario = late_scenario};
+    const shared_t *sh = run(&job);
+
+    dump(sh);
+    for (int r = 0; r < NRANKS; r++) {
+        const slot_t *s = &sh->slot[r];
+
+        cr_assert_eq(s->ncalls, 2, "rank %d: %d records (its init succeeded?)", r, s->ncalls);
+        cr_assert_neq(s->st[0], WEFT_OK, "rank %d: weft_comm_init_rank succeeded", r);
+        cr_assert_lt(s->secs[0], FAST_S, "rank %d: weft_comm_init_rank took %.1f s", r,
+                     s->secs[0]);
+        cr_assert_lt(s->secs[1], FAST_S, "rank %d: weft_finalize took %.1f s", r, s->secs[1]);
+        if (r != 0) {
+            cr_assert_not_null(strstr(s->msg[0], "rank 0"), "rank %d: %s", r, s->msg[0]);
+            cr_assert_not_null(strstr(s->msg[0], "gave up"), "rank %d: %s", r, s->msg[0]);
+        }
+    }
+}
