@@ -7,6 +7,7 @@
 #include "coll/sched.h"
 
 #include "coll/coll.h"
+#include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 
 #include <sched.h>
@@ -84,6 +85,7 @@ struct weft_sched {
     int npoll_active;
     const int *map; /* weft__sched_map */
     int map_size;
+    long record; /* flight recorder handle (-1: none) */
 };
 
 /*
@@ -228,6 +230,13 @@ void weft__sched_cache_release(weft_comm_t comm)
     }
 }
 
+uint32_t weft__comm_peek_seq(const weft_comm_t comm)
+{
+    uint32_t seq = comm->seq & WEFT_TAG_SEQ_P2P;
+
+    return seq >= WEFT_TAG_SEQ_NOTICE ? 0 : seq; /* as weft__comm_take_seq skips */
+}
+
 uint32_t weft__comm_take_seq(weft_comm_t comm)
 {
     uint32_t seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
@@ -260,6 +269,7 @@ weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
     s->seq = desc->p2p ? WEFT_TAG_SEQ_P2P : weft__comm_take_seq(comm);
     s->status = WEFT_OK;
     s->phase = "setup";
+    s->record = -1;
     *sched_p = s;
     return WEFT_OK;
 }
@@ -555,6 +565,20 @@ uint32_t weft__sched_seq(const weft_sched_t *s)
     return s->seq;
 }
 
+void weft__sched_record(weft_sched_t *s, long handle)
+{
+    s->record = handle;
+    weft__record_sched(s->comm, handle, s);
+}
+
+static void record_end(weft_sched_t *s)
+{
+    if (s->record >= 0) {
+        weft__record_end(s->comm, s->record, s->status);
+        s->record = -1;
+    }
+}
+
 weft_comm_t weft__sched_comm(const weft_sched_t *s)
 {
     return s->comm;
@@ -631,6 +655,7 @@ weft_status_t weft__sched_start(weft_sched_t *s)
         busy_add(s->comm);
     } else {
         s->status = finalize(s);
+        record_end(s);
     }
     return WEFT_OK;
 }
@@ -701,6 +726,7 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
     cancel_active(s);
     s->status = status;
     unlink_active(s);
+    record_end(s);
     return weft__comm_fail(s->comm, status);
 }
 
@@ -774,9 +800,36 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
         s->status = finalize(s);
         *done_p = 1;
         unlink_active(s);
+        record_end(s);
     }
     (void)events;
     return s->status;
+}
+
+void weft__sched_where(const weft_sched_t *s, char *buf, size_t len)
+{
+    const char *phase = s->phase;
+    int step = -1;
+    size_t at;
+
+    for (int i = 0; i < s->nactive; i++) {
+        const task_t *t = &s->tasks[s->active[i]];
+
+        if (step < 0 || t->step < step) {
+            phase = t->phase;
+            step = t->step;
+        }
+    }
+    at = (size_t)snprintf(buf, len, "%s step %d, %d of %d tasks done, waiting for rank(s)", phase,
+                          step, s->ndone, s->ntasks);
+    for (int i = 0, n = 0; i < s->nactive && at < len; i++) {
+        const task_t *t = &s->tasks[s->active[i]];
+
+        if (t->peer >= 0) {
+            at += (size_t)snprintf(buf + at, len - at, "%s%d%s", n++ ? "," : " ", t->peer,
+                                   t->kind == TASK_SEND ? "(send)" : "");
+        }
+    }
 }
 
 /* One line naming the operation, where it is, and whom it waits for. */
@@ -819,6 +872,7 @@ static void fail_sched(weft_sched_t *s, weft_status_t status)
     cancel_active(s);
     s->status = status;
     unlink_active(s);
+    record_end(s);
     weft__comm_fail(s->comm, status);
 }
 

@@ -1,5 +1,6 @@
 /* Communicator objects: creation, checks, destruction with tombstones. */
 #include "runtime/comm.h"
+#include "coll/diag/record.h"
 #include "coll/sched.h"
 #include "coll/shm/shm.h"
 #include "runtime/config.h"
@@ -109,6 +110,11 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
     /* timeouts and dead peers are logged where they are found */
     weft__log(status == WEFT_ERR_MISMATCH && origin < 0 ? WEFT_LOG_ERROR : WEFT_LOG_INFO,
               "communicator %u failed: %s", comm->id, comm->failed_msg);
+    if (status == WEFT_ERR_TIMEOUT || status == WEFT_ERR_PEER_FAILED) {
+        /* what this rank ran, and what it is stuck in: put next to the
+         * other ranks' dumps, the first operation not done everywhere */
+        weft__record_dump(comm, NULL, 1);
+    }
     if (status == WEFT_ERR_ABORTED || comm->size == 1 || right == origin) {
         return status; /* aborting is local; the right neighbour knows already */
     }
@@ -207,6 +213,7 @@ void weft__comm_put(weft_comm_t comm)
     }
     weft__sched_cache_release(comm);
     notice_release(comm);
+    weft__record_release(comm);
     weft__shm_release(comm->shm);
     comm->shm = NULL;
     weft__node_map_free(comm->node);
@@ -288,6 +295,21 @@ weft_status_t weft__comm_health(weft_comm_t comm)
         return weft__shm_health(comm->shm);
     }
     return WEFT_OK;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out)
+{
+    weft_status_t status = weft__comm_check(comm, "weft_comm_dump: comm");
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (out == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: out is NULL");
+    }
+    weft__record_dump(comm, out, 0);
+    return fflush(out) == 0 ? WEFT_OK
+                            : weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: cannot write");
 }
 
 WEFT_EXPORT weft_status_t weft_comm_abort(weft_comm_t comm)

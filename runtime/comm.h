@@ -45,6 +45,7 @@ struct weft_comm {
     weft_node_map_t *node;            /* where the ranks run (runtime/node.h) */
     struct weft_shm *shm;             /* this node's segment, or NULL (coll/shm/shm.h) */
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
+    struct weft_recorder *recorder;   /* the last operations (coll/diag/record.h) */
     /* The first failure that broke the communicator (weft__comm_fail): every
      * later operation returns it. */
     weft_status_t failed;

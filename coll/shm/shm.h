@@ -62,7 +62,7 @@ typedef struct weft_shm_ctrl {
     uint64_t arrive;
     uint64_t done;
     uint32_t sig[2];   /* the hash of round R's operation signature in sig[R % 2] (written
-                        * before arrive; coll/check/sig.h): readers compare it with theirs */
+                        * before arrive; coll/diag/sig.h): readers compare it with theirs */
     uint64_t src_addr; /* single-copy allreduce: this rank's buffers ... */
     uint64_t dst_addr;
     uint64_t progress; /* ... and how many of its slices are reduced */

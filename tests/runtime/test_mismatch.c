@@ -44,6 +44,7 @@ typedef struct slot {
     double secs[CALLS];
     char msg[CALLS][MSG];
     float out[COUNT * 2];
+    char dump[4096]; /* weft_comm_dump at the end of the scenario */
     int finished;
 } slot_t;
 
@@ -342,6 +343,48 @@ Test(mismatch, checked_shm_op) { run_case("yes", "yes", CASE_OP, 1, case_text[CA
 
 /* --------------------------------------------------------- sticky failures */
 
+/* The flight recorder's lines, through a memory stream. */
+static void dump_recorder(weft_comm_t comm, slot_t *me)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    if (f == NULL) {
+        snprintf(me->dump, sizeof(me->dump), "open_memstream failed");
+        return;
+    }
+    if (weft_comm_dump(comm, f) != WEFT_OK) {
+        fprintf(f, "weft_comm_dump: %s", weft_last_error());
+    }
+    fclose(f);
+    /* the last lines: the scenario's calls */
+    snprintf(me->dump, sizeof(me->dump), "%s",
+             len >= sizeof(me->dump) ? text + len - (sizeof(me->dump) - 1) : text);
+    free(text);
+}
+
+/* The recorder's line of the scenario's first allreduce (seq `seq`) says it
+ * was done, and the line of the call that timed out says why. */
+static void expect_recorded(const slot_t *s, int r)
+{
+    char want[64];
+    const char *line;
+
+    cr_assert_null(strstr(s->dump, "weft_comm_dump:"), "rank %d: %s", r, s->dump);
+    line = strstr(s->dump, "allreduce (");
+    cr_assert_not_null(line, "rank %d: no allreduce in the recorder: %s", r, s->dump);
+    cr_assert_not_null(strstr(s->dump, " count 2 float32 sum start "), "rank %d: %s", r, s->dump);
+    cr_assert_not_null(strstr(s->dump, " done in "), "rank %d: %s", r, s->dump);
+    if (s->st[1] != WEFT_OK) {
+        snprintf(want, sizeof(want), "failed after ");
+        cr_assert_not_null(strstr(s->dump, want), "rank %d: no failed operation: %s", r, s->dump);
+        cr_assert_not_null(strstr(s->dump, "timed out"), "rank %d: %s", r, s->dump);
+    }
+    snprintf(want, sizeof(want), "weft record rank %d: seq ", r);
+    cr_assert_not_null(strstr(s->dump, want), "rank %d: %s", r, s->dump);
+}
+
 /* Rank 3 comes late to call 1 (after the others' 2 s deadline): they time
  * out. Rank 3 either completes call 1 with what the others had sent or
  * published before giving up (the right result), or fails it at once from
@@ -366,6 +409,7 @@ static void late_scenario(weft_comm_t comm, int rank, slot_t *me, int unused)
             memcpy(me->out + k * COUNT, out, sizeof(out));
         }
     }
+    dump_recorder(comm, me);
 }
 
 static void expect_timeout_sticks(const shared_t *sh)
@@ -406,6 +450,7 @@ static void expect_timeout_sticks(const shared_t *sh)
         }
         cr_assert_not_null(strstr(s->msg[CALLS - 1], "communicator failed earlier: "),
                            "rank %d: %s", r, s->msg[CALLS - 1]);
+        expect_recorded(s, r);
     }
 }
 

@@ -7,13 +7,13 @@
  *    compare it for free; the full signature sits next to it for the
  *    message when the hashes differ;
  *  - with WEFT_CHECK_ARGS=1 every rank sends its full signature to every
- *    other before the operation runs (coll/check/check.c).
+ *    other before the operation runs (coll/diag/check.c).
  * Either way a difference fails the operation with WEFT_ERR_MISMATCH and a
  * message naming the first field that differs and which ranks hold which
  * value: "op differs: ranks 0-2 sum, rank 3 max".
  */
-#ifndef WEFT_COLL_CHECK_SIG_H
-#define WEFT_COLL_CHECK_SIG_H
+#ifndef WEFT_COLL_DIAG_SIG_H
+#define WEFT_COLL_DIAG_SIG_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,4 +44,4 @@ int weft__sig_equal(const weft_coll_sig_t *a, const weft_coll_sig_t *b);
 size_t weft__sig_describe(char *buf, size_t len, const weft_coll_sig_t *sigs, const int *ranks,
                           int n);
 
-#endif /* WEFT_COLL_CHECK_SIG_H */
+#endif /* WEFT_COLL_DIAG_SIG_H */

@@ -1,5 +1,5 @@
 /* Operation signatures: building, hashing, and naming a disagreement. */
-#include "coll/check/sig.h"
+#include "coll/diag/sig.h"
 
 #include "coll/coll.h"
 
