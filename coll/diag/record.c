@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NOTE_BYTES 160
 
@@ -16,7 +17,6 @@ typedef struct record {
     size_t count;
     weft_dtype_t dtype;
     weft_op_t op;
-    int has_op;
     int root; /* -1: not a rooted collective */
     uint64_t start_ns;
     uint64_t end_ns;
@@ -28,9 +28,21 @@ typedef struct record {
 
 struct weft_recorder {
     record_t *ring;
-    size_t cap;
-    long next; /* handle of the next operation */
+    size_t cap;  /* a power of two */
+    long next;   /* handle of the next operation */
+    long shown;  /* the last cap handles */
 };
+
+/* The kernel's tick clock: a few nanoseconds to read where CLOCK_MONOTONIC
+ * takes tens (the recorder runs on every operation, 8-byte ones included),
+ * at the tick's resolution (1-4 ms), which is what telling a hang needs. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static record_t *slot(weft_comm_t comm, long handle)
 {
@@ -40,7 +52,7 @@ static record_t *slot(weft_comm_t comm, long handle)
     if (r == NULL || handle <= 0) {
         return NULL;
     }
-    rec = &r->ring[(size_t)handle % r->cap];
+    rec = &r->ring[(size_t)handle & (r->cap - 1)];
     return rec->handle == handle ? rec : NULL;
 }
 
@@ -50,22 +62,24 @@ long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t s
     record_t *rec;
 
     if (r == NULL) {
-        size_t cap = weft__coll_config.record_ops;
+        size_t cap = 1, want = weft__coll_config.record_ops;
 
-        if (cap == 0 || (r = calloc(1, sizeof(*r))) == NULL) {
+        if (want == 0 || (r = calloc(1, sizeof(*r))) == NULL) {
             return -1;
+        }
+        while (cap < want && cap < ((size_t)1 << 20)) {
+            cap *= 2; /* a mask instead of a division per operation */
         }
         if ((r->ring = calloc(cap, sizeof(*r->ring))) == NULL) {
             free(r);
             return -1;
         }
         r->cap = cap;
+        r->shown = (long)(want < cap ? want : cap);
         r->next = 1;
         comm->recorder = r;
     }
-    rec = &r->ring[(size_t)r->next % r->cap];
-    memset(rec, 0, offsetof(record_t, note));
-    rec->note[0] = '\0';
+    rec = &r->ring[(size_t)r->next & (r->cap - 1)];
     rec->handle = r->next;
     rec->seq = seq;
     rec->coll = desc->coll;
@@ -73,9 +87,11 @@ long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t s
     rec->count = desc->count;
     rec->dtype = desc->dtype;
     rec->op = desc->op;
-    rec->has_op = strstr(desc->coll, "reduce") != NULL; /* allreduce, reduce_scatter(_v) */
     rec->root = root;
-    rec->start_ns = weft__time_ns();
+    rec->start_ns = now_ns();
+    rec->end_ns = 0;
+    rec->sched = NULL;
+    rec->status = WEFT_OK;
     rec->state = WEFT_RECORD_RUNNING;
     return r->next++;
 }
@@ -97,7 +113,7 @@ void weft__record_end(weft_comm_t comm, long handle, weft_status_t status)
     if (rec == NULL || rec->state != WEFT_RECORD_RUNNING) {
         return;
     }
-    rec->end_ns = weft__time_ns();
+    rec->end_ns = now_ns();
     rec->sched = NULL;
     rec->status = status;
     rec->state = status == WEFT_OK ? WEFT_RECORD_DONE : WEFT_RECORD_FAILED;
@@ -123,21 +139,21 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
     at = (size_t)snprintf(buf, len, "weft record rank %d: seq %u %s (%s) count %zu %s", rank,
                           rec->seq, rec->coll, rec->algo, rec->count,
                           weft_dtype_name(rec->dtype));
-    if (at < len && rec->has_op) {
+    if (at < len && strstr(rec->coll, "reduce") != NULL) { /* allreduce, reduce_scatter(_v) */
         at += (size_t)snprintf(buf + at, len - at, " %s", weft_op_name(rec->op));
     }
     if (at < len && rec->root >= 0) {
         at += (size_t)snprintf(buf + at, len - at, " root %d", rec->root);
     }
     if (at < len) {
-        at += (size_t)snprintf(buf + at, len - at, " start %.6f", (double)rec->start_ns / 1e9);
+        at += (size_t)snprintf(buf + at, len - at, " start %.3f", (double)rec->start_ns / 1e9);
     }
     if (at >= len) {
         return;
     }
     switch (rec->state) {
     case WEFT_RECORD_RUNNING:
-        snprintf(buf + at, len - at, " running for %.6f s", (double)(now - rec->start_ns) / 1e9);
+        snprintf(buf + at, len - at, " running for %.3f s", (double)(now - rec->start_ns) / 1e9);
         at += strlen(buf + at);
         if (rec->sched != NULL && at + 2 < len) {
             buf[at++] = ':';
@@ -146,10 +162,10 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
         }
         break;
     case WEFT_RECORD_DONE:
-        snprintf(buf + at, len - at, " done in %.6f s", (double)(rec->end_ns - rec->start_ns) / 1e9);
+        snprintf(buf + at, len - at, " done in %.3f s", (double)(rec->end_ns - rec->start_ns) / 1e9);
         break;
     default:
-        snprintf(buf + at, len - at, " failed after %.6f s: %s",
+        snprintf(buf + at, len - at, " failed after %.3f s: %s",
                  (double)(rec->end_ns - rec->start_ns) / 1e9, rec->note);
         break;
     }
@@ -158,14 +174,14 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
 void weft__record_dump(weft_comm_t comm, FILE *out, int log)
 {
     struct weft_recorder *r = comm->recorder;
-    uint64_t now = weft__time_ns();
+    uint64_t now = now_ns();
     char buf[512];
     long first;
 
     if (r == NULL) {
         return;
     }
-    first = r->next - (long)r->cap > 1 ? r->next - (long)r->cap : 1;
+    first = r->next - r->shown > 1 ? r->next - r->shown : 1;
     for (long h = first; h < r->next; h++) {
         const record_t *rec = slot(comm, h);
 

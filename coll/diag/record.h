@@ -7,8 +7,12 @@
  * (error level) when the communicator fails with a timeout or a peer
  * failure (runtime/comm.c).
  *
- * Cost: one slot written when an operation starts and when it ends (no
- * allocation after the first operation, no lock). Threading: the thread
+ * Times are CLOCK_MONOTONIC_COARSE (the kernel tick, 1-4 ms): cheap to
+ * read, and comparable between the processes of one host.
+ *
+ * Cost: one slot written when an operation starts and when it ends, two
+ * reads of the coarse clock (no allocation after the first operation, no
+ * lock). Threading: the thread
  * that drives the communicator records and dumps.
  */
 #ifndef WEFT_COLL_DIAG_RECORD_H
