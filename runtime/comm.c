@@ -32,9 +32,9 @@ static void notice_post(weft_comm_t comm)
         return; /* posting failed once, or the notice arrived: not again */
     }
     comm->notice_posted = 1;
-    if (comm->p2p->irecv(comm->p2p_ep, (comm->rank + comm->size - 1) % comm->size,
-                         &comm->notice_in, sizeof(comm->notice_in), WEFT_MEMTYPE_HOST,
-                         notice_tag(comm), &comm->notice_recv) != WEFT_OK) {
+    if (comm->p2p->irecv(comm->p2p_ep, (comm->rank + comm->size - 1) % comm->size, &comm->notice_in,
+                         sizeof(comm->notice_in), WEFT_MEMTYPE_HOST, notice_tag(comm),
+                         &comm->notice_recv) != WEFT_OK) {
         comm->notice_recv = NULL;
     }
 }
@@ -120,8 +120,7 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
     }
     n->status = (int32_t)status;
     n->origin = (int32_t)(origin >= 0 ? origin : comm->rank);
-    snprintf(n->text, sizeof(n->text), "%s",
-             origin >= 0 ? comm->notice_in.text : comm->failed_msg);
+    snprintf(n->text, sizeof(n->text), "%s", origin >= 0 ? comm->notice_in.text : comm->failed_msg);
     if (comm->p2p->isend(comm->p2p_ep, right, n, sizeof(*n), WEFT_MEMTYPE_HOST, notice_tag(comm),
                          &comm->notice_send) != WEFT_OK) {
         comm->notice_send = NULL;

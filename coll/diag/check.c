@@ -60,8 +60,7 @@ int weft__check_build(weft_sched_t *s)
     for (int r = 0; r < n; r++) {
         if (r != me) {
             weft__sched_send(s, r, CHECK_SLOT, &sigs[me], sizeof(sigs[me]));
-            weft__sched_dep(s, weft__sched_recv(s, r, CHECK_SLOT, &sigs[r], sizeof(sigs[r])),
-                            cmp);
+            weft__sched_dep(s, weft__sched_recv(s, r, CHECK_SLOT, &sigs[r], sizeof(sigs[r])), cmp);
         }
     }
     return cmp;

@@ -22,15 +22,15 @@ typedef struct record {
     uint64_t end_ns;
     weft_record_state_t state;
     weft_status_t status;
-    weft_sched_t *sched;    /* while it runs on a schedule */
+    weft_sched_t *sched;   /* while it runs on a schedule */
     char note[NOTE_BYTES]; /* why it failed */
 } record_t;
 
 struct weft_recorder {
     record_t *ring;
-    size_t cap;  /* a power of two */
-    long next;   /* handle of the next operation */
-    long shown;  /* the last cap handles */
+    size_t cap; /* a power of two */
+    long next;  /* handle of the next operation */
+    long shown; /* the last cap handles */
 };
 
 /* The kernel's tick clock: a few nanoseconds to read where CLOCK_MONOTONIC
@@ -137,8 +137,7 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
     size_t at;
 
     at = (size_t)snprintf(buf, len, "weft record rank %d: seq %u %s (%s) count %zu %s", rank,
-                          rec->seq, rec->coll, rec->algo, rec->count,
-                          weft_dtype_name(rec->dtype));
+                          rec->seq, rec->coll, rec->algo, rec->count, weft_dtype_name(rec->dtype));
     if (at < len && strstr(rec->coll, "reduce") != NULL) { /* allreduce, reduce_scatter(_v) */
         at += (size_t)snprintf(buf + at, len - at, " %s", weft_op_name(rec->op));
     }
@@ -162,7 +161,8 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
         }
         break;
     case WEFT_RECORD_DONE:
-        snprintf(buf + at, len - at, " done in %.3f s", (double)(rec->end_ns - rec->start_ns) / 1e9);
+        snprintf(buf + at, len - at, " done in %.3f s",
+                 (double)(rec->end_ns - rec->start_ns) / 1e9);
         break;
     default:
         snprintf(buf + at, len - at, " failed after %.3f s: %s",

@@ -168,8 +168,9 @@ size_t weft__sig_describe(char *buf, size_t len, const weft_coll_sig_t *sigs, co
     if (f == F_COUNT_OF) {
         return 0;
     }
-    at = put(buf, len, at, "%s %s: ", f == F_COUNT && is_v(&sigs[first]) ? "counts" : field_names[f],
-             f == F_COUNT && is_v(&sigs[first]) ? "differ" : "differs");
+    at =
+        put(buf, len, at, "%s %s: ", f == F_COUNT && is_v(&sigs[first]) ? "counts" : field_names[f],
+            f == F_COUNT && is_v(&sigs[first]) ? "differ" : "differs");
     /* one group per distinct value, in the order of its first rank */
     for (int i = first, groups = 0; i < n; i++) {
         int members = 0, run_start = -1, prev = -2, seen = 0;

@@ -84,9 +84,8 @@ static inline void store(uint64_t *p, uint64_t v)
  * than ours: recorded in o->differs (op_poll fails the operation). */
 static inline int differs(shm_op_t *o, int q, uint64_t v)
 {
-    if ((v & 3) == 1 &&
-        WEFT_UNLIKELY(__atomic_load_n(&o->shm->ctrl[q].sig[(v >> 2) & 1], __ATOMIC_RELAXED) !=
-                      o->desc->sig_hash)) {
+    if ((v & 3) == 1 && WEFT_UNLIKELY(__atomic_load_n(&o->shm->ctrl[q].sig[(v >> 2) & 1],
+                                                      __ATOMIC_RELAXED) != o->desc->sig_hash)) {
         o->differs = q;
         return 1;
     }

@@ -11,7 +11,8 @@
  *   | header | ctrl[0] ... ctrl[L-1] | slot[0][0] slot[0][1] ... slot[L-1][1] |
  *
  * ctrl[r] holds rank r's two counters and the signature of its current
- * operation on one cache line, its pid on a second (only r writes them); slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
+ * operation on one cache line, its pid on a second (only r writes them);
+ * slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
  *
  * Rounds: every shared-memory step of a collective is a round with a
  * number agreed by construction (the local ranks build the same operations

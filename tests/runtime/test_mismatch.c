@@ -287,8 +287,8 @@ static void expect_mismatch(const shared_t *sh, int all_at_once, const char *tex
         cr_assert_eq(s->st[2], WEFT_ERR_MISMATCH, "rank %d call 2: %s: %s", r,
                      weft_status_string(s->st[2]), s->msg[2]);
         cr_assert_eq(s->st[3], WEFT_ERR_MISMATCH, "rank %d call 3: %s", r, s->msg[3]);
-        cr_assert_not_null(strstr(s->msg[3], "communicator failed earlier: "),
-                           "rank %d call 3: %s", r, s->msg[3]);
+        cr_assert_not_null(strstr(s->msg[3], "communicator failed earlier: "), "rank %d call 3: %s",
+                           r, s->msg[3]);
         if (s->st[1] == WEFT_ERR_MISMATCH) {
             /* the same failure: call 1 reported it first hand (call 3
              * repeats it) or passed on the original (call 3 names that) */
@@ -310,8 +310,12 @@ static void expect_mismatch(const shared_t *sh, int all_at_once, const char *tex
 static void run_case(const char *shm, const char *check, case_t c, int all_at_once,
                      const char *text)
 {
-    job_t job = {.shm = shm, .check_args = check, .timeout = "30", .bad_ucx_rank = -1,
-                 .scenario = mismatch_scenario, .arg = (int)c};
+    job_t job = {.shm = shm,
+                 .check_args = check,
+                 .timeout = "30",
+                 .bad_ucx_rank = -1,
+                 .scenario = mismatch_scenario,
+                 .arg = (int)c};
 
     expect_mismatch(run(&job), all_at_once, text);
 }
@@ -319,27 +323,69 @@ static void run_case(const char *shm, const char *check, case_t c, int all_at_on
 TestSuite(mismatch, .timeout = 60);
 
 /* Shared memory, default checks: the signature in the control line. */
-Test(mismatch, shm_count) { run_case("yes", "no", CASE_COUNT, 1, case_text[CASE_COUNT]); }
-Test(mismatch, shm_dtype) { run_case("yes", "no", CASE_DTYPE, 1, case_text[CASE_DTYPE]); }
-Test(mismatch, shm_op) { run_case("yes", "no", CASE_OP, 1, case_text[CASE_OP]); }
-Test(mismatch, shm_kind) { run_case("yes", "no", CASE_KIND, 1, case_text[CASE_KIND]); }
+Test(mismatch, shm_count)
+{
+    run_case("yes", "no", CASE_COUNT, 1, case_text[CASE_COUNT]);
+}
+Test(mismatch, shm_dtype)
+{
+    run_case("yes", "no", CASE_DTYPE, 1, case_text[CASE_DTYPE]);
+}
+Test(mismatch, shm_op)
+{
+    run_case("yes", "no", CASE_OP, 1, case_text[CASE_OP]);
+}
+Test(mismatch, shm_kind)
+{
+    run_case("yes", "no", CASE_KIND, 1, case_text[CASE_KIND]);
+}
 /* bcast's root reads nobody's line: the ranks whose part completed learn it
  * from the failure notice at their next call */
-Test(mismatch, shm_root) { run_case("yes", "no", CASE_ROOT, 0, case_text[CASE_ROOT]); }
+Test(mismatch, shm_root)
+{
+    run_case("yes", "no", CASE_ROOT, 0, case_text[CASE_ROOT]);
+}
 
 /* Point-to-point, default checks: message sizes only (a rank that finds a
  * size difference fails, the failure notice fails the others). */
-Test(mismatch, p2p_count) { run_case("no", "no", CASE_COUNT, 0, NULL); }
-Test(mismatch, p2p_dtype_size) { run_case("no", "no", CASE_DTYPE_SIZE, 0, NULL); }
+Test(mismatch, p2p_count)
+{
+    run_case("no", "no", CASE_COUNT, 0, NULL);
+}
+Test(mismatch, p2p_dtype_size)
+{
+    run_case("no", "no", CASE_DTYPE_SIZE, 0, NULL);
+}
 
 /* WEFT_CHECK_ARGS=1: every case, every rank at once, the same message. */
-Test(mismatch, checked_p2p_count) { run_case("no", "yes", CASE_COUNT, 1, case_text[CASE_COUNT]); }
-Test(mismatch, checked_p2p_dtype) { run_case("no", "yes", CASE_DTYPE, 1, case_text[CASE_DTYPE]); }
-Test(mismatch, checked_p2p_op) { run_case("no", "yes", CASE_OP, 1, case_text[CASE_OP]); }
-Test(mismatch, checked_p2p_root) { run_case("no", "yes", CASE_ROOT, 1, case_text[CASE_ROOT]); }
-Test(mismatch, checked_p2p_kind) { run_case("no", "yes", CASE_KIND, 1, case_text[CASE_KIND]); }
-Test(mismatch, checked_shm_root) { run_case("yes", "yes", CASE_ROOT, 1, case_text[CASE_ROOT]); }
-Test(mismatch, checked_shm_op) { run_case("yes", "yes", CASE_OP, 1, case_text[CASE_OP]); }
+Test(mismatch, checked_p2p_count)
+{
+    run_case("no", "yes", CASE_COUNT, 1, case_text[CASE_COUNT]);
+}
+Test(mismatch, checked_p2p_dtype)
+{
+    run_case("no", "yes", CASE_DTYPE, 1, case_text[CASE_DTYPE]);
+}
+Test(mismatch, checked_p2p_op)
+{
+    run_case("no", "yes", CASE_OP, 1, case_text[CASE_OP]);
+}
+Test(mismatch, checked_p2p_root)
+{
+    run_case("no", "yes", CASE_ROOT, 1, case_text[CASE_ROOT]);
+}
+Test(mismatch, checked_p2p_kind)
+{
+    run_case("no", "yes", CASE_KIND, 1, case_text[CASE_KIND]);
+}
+Test(mismatch, checked_shm_root)
+{
+    run_case("yes", "yes", CASE_ROOT, 1, case_text[CASE_ROOT]);
+}
+Test(mismatch, checked_shm_op)
+{
+    run_case("yes", "yes", CASE_OP, 1, case_text[CASE_OP]);
+}
 
 /* --------------------------------------------------------- sticky failures */
 
@@ -458,7 +504,10 @@ TestSuite(sticky, .timeout = 60);
 
 Test(sticky, timeout_shm)
 {
-    job_t job = {.shm = "yes", .check_args = "no", .timeout = "2", .bad_ucx_rank = -1,
+    job_t job = {.shm = "yes",
+                 .check_args = "no",
+                 .timeout = "2",
+                 .bad_ucx_rank = -1,
                  .scenario = late_scenario};
 
     expect_timeout_sticks(run(&job));
@@ -466,7 +515,10 @@ Test(sticky, timeout_shm)
 
 Test(sticky, timeout_p2p)
 {
-    job_t job = {.shm = "no", .check_args = "no", .timeout = "2", .bad_ucx_rank = -1,
+    job_t job = {.shm = "no",
+                 .check_args = "no",
+                 .timeout = "2",
+                 .bad_ucx_rank = -1,
                  .scenario = late_scenario};
 
     expect_timeout_sticks(run(&job));
@@ -479,7 +531,10 @@ Test(sticky, timeout_p2p)
  * wait WEFT_TCP_LINGER_S (30 s) for the others before it returns. */
 Test(sticky, init_failure_on_rank_0_is_fast)
 {
-    job_t job = {.shm = "yes", .check_args = "no", .timeout = "30", .bad_ucx_rank = 0,
+    job_t job = {.shm = "yes",
+                 .check_args = "no",
+                 .timeout = "30",
+                 .bad_ucx_rank = 0,
                  .scenario = late_scenario};
     const shared_t *sh = run(&job);
 
@@ -489,8 +544,7 @@ Test(sticky, init_failure_on_rank_0_is_fast)
 
         cr_assert_eq(s->ncalls, 2, "rank %d: %d records (its init succeeded?)", r, s->ncalls);
         cr_assert_neq(s->st[0], WEFT_OK, "rank %d: weft_comm_init_rank succeeded", r);
-        cr_assert_lt(s->secs[0], FAST_S, "rank %d: weft_comm_init_rank took %.1f s", r,
-                     s->secs[0]);
+        cr_assert_lt(s->secs[0], FAST_S, "rank %d: weft_comm_init_rank took %.1f s", r, s->secs[0]);
         cr_assert_lt(s->secs[1], FAST_S, "rank %d: weft_finalize took %.1f s", r, s->secs[1]);
         if (r != 0) {
             cr_assert_not_null(strstr(s->msg[0], "rank 0"), "rank %d: %s", r, s->msg[0]);
