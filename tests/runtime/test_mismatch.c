@@ -15,6 +15,8 @@
  */
 #include <criterion/criterion.h>
 
+#include "coll/coll.h"
+#include "coll/diag/sig.h"
 #include <weft.h>
 
 #include <errno.h>
@@ -551,4 +553,49 @@ Test(sticky, init_failure_on_rank_0_is_fast)
             cr_assert_not_null(strstr(s->msg[0], "gave up"), "rank %d: %s", r, s->msg[0]);
         }
     }
+}
+
+/* ------------------------------------------------------- message wording */
+
+static weft_coll_sig_t sig_of(weft_coll_kind_t kind, size_t count, weft_dtype_t dt, weft_op_t op,
+                              int root)
+{
+    weft_coll_args_t a = {.kind = kind, .count = count, .dtype = dt, .op = op, .root = root};
+    weft_coll_sig_t s;
+
+    weft__sig_make(&s, &a);
+    return s;
+}
+
+/* Groups in the order of their first rank, runs of ranks collapsed, ranks
+ * that did not publish (kind 0) left out; the first differing field wins. */
+Test(sig, describe_names_field_and_ranks)
+{
+    weft_coll_sig_t s[7];
+    int ranks[7] = {0, 1, 2, 3, 4, 5, 6};
+    char buf[256];
+
+    for (int i = 0; i < 7; i++) {
+        s[i] = sig_of(WEFT_COLL_ALLREDUCE, 10, WEFT_FLOAT32, WEFT_SUM, 0);
+    }
+    cr_assert_eq(weft__sig_describe(buf, sizeof(buf), s, ranks, 7), 0, "%s", buf);
+    s[3] = sig_of(WEFT_COLL_ALLREDUCE, 10, WEFT_FLOAT32, WEFT_MAX, 0);
+    s[6] = s[3];
+    weft__sig_describe(buf, sizeof(buf), s, ranks, 7);
+    cr_assert_str_eq(buf, "op differs: ranks 0-2,4-5 sum, ranks 3,6 max");
+    s[5].kind = 0; /* not published */
+    s[1] = sig_of(WEFT_COLL_ALLREDUCE, 11, WEFT_INT32, WEFT_MAX, 0);
+    weft__sig_describe(buf, sizeof(buf), s, ranks, 7);
+    cr_assert_str_eq(buf, "count differs: ranks 0,2-4,6 10, rank 1 11");
+    /* the root of an allreduce means nothing; of a bcast it does */
+    cr_assert(weft__sig_equal(&(weft_coll_sig_t){0}, &(weft_coll_sig_t){0}));
+    s[0] = sig_of(WEFT_COLL_ALLREDUCE, 10, WEFT_FLOAT32, WEFT_SUM, 0);
+    s[1] = sig_of(WEFT_COLL_ALLREDUCE, 10, WEFT_FLOAT32, WEFT_SUM, 2);
+    cr_assert(weft__sig_equal(&s[0], &s[1]));
+    cr_assert_eq(weft__sig_hash(&s[0]), weft__sig_hash(&s[1]));
+    s[0] = sig_of(WEFT_COLL_BCAST, 10, WEFT_FLOAT32, WEFT_SUM, 0);
+    s[1] = sig_of(WEFT_COLL_BCAST, 10, WEFT_FLOAT32, WEFT_MAX, 2);
+    weft__sig_describe(buf, sizeof(buf), s, ranks, 2);
+    cr_assert_str_eq(buf, "root differs: rank 0 0, rank 1 2");
+    cr_assert_neq(weft__sig_hash(&s[0]), weft__sig_hash(&s[1]));
 }
