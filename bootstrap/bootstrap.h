@@ -21,6 +21,11 @@ typedef struct weft_bootstrap_ops {
                                uint64_t deadline_ns);
     weft_status_t (*barrier)(void *ctx, uint64_t deadline_ns);
     void (*release)(void *ctx);
+    /* Optional (NULL: none). This rank gives up on the job, with status and
+     * msg (a communicator could not be built on it): the other ranks' pending
+     * and later calls fail at once with them instead of waiting for their
+     * deadline, and the release that follows does not wait for them. */
+    void (*fail)(void *ctx, weft_status_t status, const char *msg);
     /* A rank whose process is known to have died, or -1. Must not block (it
      * is polled by waiting collectives). NULL when the launcher handles
      * failures itself (mpirun tears the job down). */

@@ -137,6 +137,8 @@ typedef struct weft_coll_config {
     int cost_measure;      /* measure them at communicator creation */
     double cost_shm_alpha_us; /* one flag handoff through shared memory */
     double cost_shm_copy_gbs; /* copy bandwidth where it is not measured */
+    int check_args;        /* exchange every operation's signature first (coll/diag/check.h) */
+    size_t record_ops;     /* operations the flight recorder keeps (coll/diag/record.h) */
     int shm;               /* shared-memory collectives inside a node */
     size_t shm_slot;       /* bytes per rank and round in the segment */
     size_t shm_small;      /* one-phase shared-memory allreduce/reduce up to here */

@@ -7,6 +7,7 @@
 #include "coll/sched.h"
 
 #include "coll/coll.h"
+#include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 
 #include <sched.h>
@@ -85,6 +86,7 @@ struct weft_sched {
     int npoll_active;
     const int *map; /* weft__sched_map */
     int map_size;
+    long record; /* flight recorder handle (-1: none) */
 };
 
 /*
@@ -231,11 +233,18 @@ void weft__sched_cache_release(weft_comm_t comm)
     }
 }
 
+uint32_t weft__comm_peek_seq(const weft_comm_t comm)
+{
+    uint32_t seq = comm->seq & WEFT_TAG_SEQ_P2P;
+
+    return seq >= WEFT_TAG_SEQ_NOTICE ? 0 : seq; /* as weft__comm_take_seq skips */
+}
+
 uint32_t weft__comm_take_seq(weft_comm_t comm)
 {
     uint32_t seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
 
-    if (seq == WEFT_TAG_SEQ_P2P) { /* reserved for point-to-point */
+    while (seq >= WEFT_TAG_SEQ_NOTICE) { /* reserved: failure notices, point-to-point */
         seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
     }
     return seq;
@@ -263,6 +272,7 @@ weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
     s->seq = desc->p2p ? WEFT_TAG_SEQ_P2P : weft__comm_take_seq(comm);
     s->status = WEFT_OK;
     s->phase = "setup";
+    s->record = -1;
     *sched_p = s;
     return WEFT_OK;
 }
@@ -559,6 +569,25 @@ size_t weft__sched_num_tasks(const weft_sched_t *s)
     return (size_t)s->ntasks;
 }
 
+uint32_t weft__sched_seq(const weft_sched_t *s)
+{
+    return s->seq;
+}
+
+void weft__sched_record(weft_sched_t *s, long handle)
+{
+    s->record = handle;
+    weft__record_sched(s->comm, handle, s);
+}
+
+static void record_end(weft_sched_t *s)
+{
+    if (s->record >= 0) {
+        weft__record_end(s->comm, s->record, s->status);
+        s->record = -1;
+    }
+}
+
 weft_comm_t weft__sched_comm(const weft_sched_t *s)
 {
     return s->comm;
@@ -635,6 +664,7 @@ weft_status_t weft__sched_start(weft_sched_t *s)
         busy_add(s->comm);
     } else {
         s->status = finalize(s);
+        record_end(s);
     }
     return WEFT_OK;
 }
@@ -696,7 +726,7 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
         status == WEFT_ERR_TRANSPORT) {
         char detail[256];
 
-        snprintf(detail, sizeof(detail), "%s", weft_last_error());
+        snprintf(detail, sizeof(detail), "%s", weft__error_detail());
         weft__error(status, "%s seq %u (%s, count %zu, %s %s) %s step %d, rank %d: %s",
                     s->desc.coll, s->seq, s->desc.algo, s->desc.count,
                     weft_dtype_name(s->desc.dtype), weft_op_name(s->desc.op), t->phase, t->step,
@@ -705,7 +735,8 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
     cancel_active(s);
     s->status = status;
     unlink_active(s);
-    return status;
+    record_end(s);
+    return weft__comm_fail(s->comm, status);
 }
 
 weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
@@ -778,9 +809,36 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
         s->status = finalize(s);
         *done_p = 1;
         unlink_active(s);
+        record_end(s);
     }
     (void)events;
     return s->status;
+}
+
+void weft__sched_where(const weft_sched_t *s, char *buf, size_t len)
+{
+    const char *phase = s->phase;
+    int step = -1;
+    size_t at;
+
+    for (int i = 0; i < s->nactive; i++) {
+        const task_t *t = &s->tasks[s->active[i]];
+
+        if (step < 0 || t->step < step) {
+            phase = t->phase;
+            step = t->step;
+        }
+    }
+    at = (size_t)snprintf(buf, len, "%s step %d, %d of %d tasks done, waiting for rank(s)", phase,
+                          step, s->ndone, s->ntasks);
+    for (int i = 0, n = 0; i < s->nactive && at < len; i++) {
+        const task_t *t = &s->tasks[s->active[i]];
+
+        if (t->peer >= 0) {
+            at += (size_t)snprintf(buf + at, len - at, "%s%d%s", n++ ? "," : " ", t->peer,
+                                   t->kind == TASK_SEND ? "(send)" : "");
+        }
+    }
 }
 
 /* One line naming the operation, where it is, and whom it waits for. */
@@ -823,6 +881,8 @@ static void fail_sched(weft_sched_t *s, weft_status_t status)
     cancel_active(s);
     s->status = status;
     unlink_active(s);
+    record_end(s);
+    weft__comm_fail(s->comm, status);
 }
 
 /* Complete a detached schedule: nobody will wait for it. */
@@ -862,7 +922,7 @@ static void fail_all(weft_comm_t comm, weft_status_t status)
 {
     char detail[256];
 
-    snprintf(detail, sizeof(detail), "%s", weft_last_error());
+    snprintf(detail, sizeof(detail), "%s", weft__error_detail());
     while (comm->active != NULL) {
         weft_sched_t *s = comm->active;
 
@@ -882,11 +942,12 @@ int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
         progress_all(s->comm);
     }
     if (s->status == WEFT_INPROGRESS) {
-        health = weft__comm_health(s->comm);
-        if (health != WEFT_OK) {
-            fail_all(s->comm, health);
-        } else if (weft__time_ns() >= s->deadline_ns) {
+        /* past its own deadline, a rank reports its own timeout (not a
+         * peer's notice of the same) */
+        if (weft__time_ns() >= s->deadline_ns) {
             fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+        } else if ((health = weft__comm_health(s->comm)) != WEFT_OK) {
+            fail_all(s->comm, health);
         }
     }
     *status_p = s->status;
@@ -954,13 +1015,13 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
         } else {
             idle_ns = weft__time_ns() - idle_since;
         }
+        if (weft__time_ns() >= s->deadline_ns) { /* first: see weft__sched_test */
+            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+            break;
+        }
         status = weft__comm_health(comm);
         if (status != WEFT_OK) {
             fail_all(comm, status);
-            break;
-        }
-        if (weft__time_ns() >= s->deadline_ns) {
-            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
             break;
         }
         if (idle_ns >= spin_ns + yield_ns && !polling(comm)) {

@@ -19,6 +19,7 @@
 #ifndef WEFT_COLL_SCHED_H
 #define WEFT_COLL_SCHED_H
 
+#include "coll/diag/sig.h"
 #include "device/device.h"
 #include "runtime/comm.h"
 
@@ -35,6 +36,8 @@ typedef struct weft_op_desc {
     void *avg_buf; /* WEFT_AVG: divide these avg_count elements by avg_divisor at the end */
     size_t avg_count;
     size_t avg_divisor;
+    weft_coll_sig_t sig; /* what every rank must agree on (kind 0 for point-to-point) */
+    uint32_t sig_hash;   /* weft__sig_hash(&sig) */
 } weft_op_desc_t;
 
 typedef struct weft_sched weft_sched_t;
@@ -53,6 +56,17 @@ uint32_t weft__comm_take_seq(weft_comm_t comm);
 void weft__sched_destroy(weft_sched_t *s);
 /* Free the schedule a communicator keeps (when the communicator goes). */
 void weft__sched_cache_release(weft_comm_t comm);
+
+/* The operation's sequence number (WEFT_TAG_SEQ_P2P for point-to-point). */
+uint32_t weft__sched_seq(const weft_sched_t *s);
+/* The sequence number the next collective of comm will take. */
+uint32_t weft__comm_peek_seq(const weft_comm_t comm);
+/* The flight recorder's handle of the operation (coll/diag/record.h): its
+ * end is recorded when the schedule completes or fails. */
+void weft__sched_record(weft_sched_t *s, long handle);
+/* Where an unfinished schedule is: "<phase> step <k>, waiting for rank(s)
+ * <list>" into buf. */
+void weft__sched_where(const weft_sched_t *s, char *buf, size_t len);
 
 /* Diagnostic label of the tasks added from now on ("step" of the algorithm). */
 void weft__sched_step(weft_sched_t *s, const char *phase, int step);

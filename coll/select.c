@@ -5,6 +5,8 @@
  * [lo, hi) byte range match wins.
  */
 #include "coll/coll.h"
+#include "coll/diag/check.h"
+#include "coll/diag/record.h"
 #include "coll/cost.h"
 #include "coll/shm/shm.h"
 
@@ -47,6 +49,17 @@ static const weft_config_entry_t coll_entries[] = {
      "cost model: GB/s copied through shared memory where it is not measured (it is measured "
      "when a communicator's segment is created)",
      weft__config_parse_double, offsetof(weft_coll_config_t, cost_shm_copy_gbs)},
+    {"CHECK_ARGS", "no",
+     "before every collective, send its signature (collective, count, dtype, op, root) to every "
+     "other rank and compare: ranks that disagree all fail with WEFT_ERR_MISMATCH naming the "
+     "field, whatever the path; no: only the checks that cost nothing (message sizes, the "
+     "shared-memory signature); set it alike on every rank",
+     weft__config_parse_bool, offsetof(weft_coll_config_t, check_args)},
+    {"RECORD_OPS", "256",
+     "operations each communicator's flight recorder keeps (collective, sequence number, "
+     "count, dtype, op, root, algorithm, times, state); printed by weft_comm_dump and logged "
+     "when the communicator fails with a timeout or a dead peer; 0: none",
+     weft__config_parse_size, offsetof(weft_coll_config_t, record_ops)},
     {"SHM", "yes",
      "collectives through a shared-memory segment among the ranks of a communicator on one "
      "node (and hierarchical ones across nodes); no: point-to-point only",
@@ -342,6 +355,10 @@ static weft_status_t prepare(weft_comm_t comm, const weft_coll_args_t *args,
     desc->dtype = args->dtype;
     desc->op = args->op;
     desc->algo = algo->name;
+    weft__sig_make(&desc->sig, args,
+                   weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src)
+                       ->memtype);
+    desc->sig_hash = weft__sig_hash(&desc->sig);
     if (args->op == WEFT_AVG && args->dst != NULL) {
         switch (args->kind) {
         case WEFT_COLL_ALLREDUCE:
@@ -368,6 +385,55 @@ static const weft_device_ops_t *device_of(const weft_coll_args_t *args)
     return weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
 }
 
+/* A collective of no data, which the entry points complete at once unless
+ * WEFT_CHECK_ARGS=1 (then only the check runs). */
+static int empty(const weft_coll_args_t *a)
+{
+    switch (a->kind) {
+    case WEFT_COLL_BARRIER:
+    case WEFT_COLL_ALLGATHERV:
+    case WEFT_COLL_ALLTOALLV:
+    case WEFT_COLL_REDUCE_SCATTER_V:
+        return 0;
+    default:
+        return a->count == 0;
+    }
+}
+
+/* The operation's tasks, after the argument check when WEFT_CHECK_ARGS=1. */
+static weft_status_t build(weft_sched_t *s, const weft_coll_algo_t *algo,
+                           const weft_coll_args_t *args)
+{
+    int check, mark;
+    weft_status_t status;
+
+    if (!weft__coll_config.check_args) {
+        return algo->build(s, args);
+    }
+    check = weft__check_build(s);
+    if (empty(args)) {
+        return WEFT_OK; /* weft__sched_start reports a failure of the check's build */
+    }
+    mark = weft__sched_mark(s);
+    status = algo->build(s, args);
+    weft__sched_enclose(s, mark, check);
+    return status;
+}
+
+/* The root the recorder shows: -1 for collectives without one. */
+static int root_of(const weft_coll_args_t *a)
+{
+    switch (a->kind) {
+    case WEFT_COLL_BCAST:
+    case WEFT_COLL_REDUCE:
+    case WEFT_COLL_GATHER:
+    case WEFT_COLL_SCATTER:
+        return a->root;
+    default:
+        return -1;
+    }
+}
+
 weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p)
 {
@@ -375,6 +441,7 @@ weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
     weft_op_desc_t desc;
     weft_sched_t *s;
     weft_status_t status = prepare(comm, args, &algo, &desc);
+    long rec;
 
     if (status == WEFT_OK) {
         status = weft__sched_create(comm, &desc, device_of(args), &s);
@@ -382,11 +449,14 @@ weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
     if (status != WEFT_OK) {
         return status;
     }
-    status = algo->build(s, args);
+    rec = weft__record_start(comm, &desc, weft__sched_seq(s), root_of(args));
+    weft__sched_record(s, rec);
+    status = build(s, algo, args);
     if (status == WEFT_OK) {
         status = weft__sched_start(s);
     }
     if (status != WEFT_OK) {
+        weft__record_end(comm, rec, status);
         weft__sched_destroy(s);
         return status;
     }
@@ -401,27 +471,34 @@ weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
     weft_sched_t *s;
     weft_status_t status = prepare(comm, args, &algo, &desc);
     int handled = 0;
+    long rec;
 
     if (status != WEFT_OK) {
         return status;
     }
     /* nothing else outstanding (on any communicator of this thread: they
      * would not progress meanwhile): a shared-memory operation runs here */
-    if (!weft__thread_busy() && algo->build == weft__shm_algo->build &&
-        weft__shm_usable(comm, args)) {
+    if (!weft__thread_busy() && !weft__coll_config.check_args &&
+        algo->build == weft__shm_algo->build && weft__shm_usable(comm, args)) {
+        rec = weft__record_start(comm, &desc, weft__comm_peek_seq(comm), root_of(args));
         status = weft__shm_run(comm, args, &desc, device_of(args), &handled);
         if (handled) {
-            return status;
+            weft__record_end(comm, rec, status);
+            return status == WEFT_OK ? status : weft__comm_fail(comm, status);
         }
+        weft__record_drop(comm, rec); /* it did not run: the schedule below is recorded */
     }
     status = weft__sched_create(comm, &desc, device_of(args), &s);
     if (status != WEFT_OK) {
         return status;
     }
-    status = algo->build(s, args);
+    rec = weft__record_start(comm, &desc, weft__sched_seq(s), root_of(args));
+    weft__sched_record(s, rec);
+    status = build(s, algo, args);
     if (status == WEFT_OK) {
         status = weft__sched_run(s);
     }
+    weft__record_end(comm, rec, status);
     weft__sched_destroy(s);
     return status;
 }

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -129,6 +130,15 @@ weft_status_t weft_get_unique_id(weft_unique_id_t *id);
 weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
                                   weft_comm_t *comm);
 weft_status_t weft_comm_abort(weft_comm_t comm);
+/*
+ * Write comm's flight recorder to out: its last WEFT_RECORD_OPS collective
+ * operations, oldest first, one line each (rank, sequence number,
+ * collective, algorithm, count, dtype, op, root, start time in
+ * CLOCK_MONOTONIC seconds, and done / failed with the reason / running with
+ * its step and the ranks it waits for). Call it from the thread that drives
+ * comm; it also works on a communicator that failed.
+ */
+weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out);
 /*
  * weft_comm_split: collective over comm; ranks with the same color form a
  * new communicator, ordered by key then by rank in comm. A negative color

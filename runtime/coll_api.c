@@ -147,8 +147,8 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
 static weft_status_t run(weft_coll_kind_t kind, const buf_check_t *c, const void *src, void *dst,
                          size_t esize, const weft_call_mode_t *how)
 {
-    if (c->count == 0) {
-        return WEFT_OK;
+    if (c->count == 0 && !weft__coll_config.check_args) {
+        return WEFT_OK; /* with the check, ranks that pass no data still compare arguments */
     }
     return run_args(kind, c, src, dst, esize, 0, NULL, NULL, NULL, NULL, how);
 }
@@ -277,7 +277,7 @@ weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int 
     weft_status_t status;
 
     status = enter(&c, &root, how, &esize);
-    if (status != WEFT_OK || count == 0) {
+    if (status != WEFT_OK || (count == 0 && !weft__coll_config.check_args)) {
         return status;
     }
     return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL, how);
@@ -294,7 +294,7 @@ weft_status_t weft__reduce_impl(const void *sendbuf, void *recvbuf, size_t count
     const void *src = sendbuf;
 
     status = enter(&c, &root, how, &esize);
-    if (status != WEFT_OK || count == 0) {
+    if (status != WEFT_OK || (count == 0 && !weft__coll_config.check_args)) {
         return status;
     }
     if (is_root && (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf)) {
@@ -321,7 +321,7 @@ weft_status_t weft__gather_impl(const void *sendbuf, void *recvbuf, size_t sendc
     const void *src = sendbuf;
 
     status = enter(&c, &root, how, &esize);
-    if (status != WEFT_OK || sendcount == 0) {
+    if (status != WEFT_OK || (sendcount == 0 && !weft__coll_config.check_args)) {
         return status;
     }
     bytes = sendcount * esize;
@@ -349,7 +349,7 @@ weft_status_t weft__scatter_impl(const void *sendbuf, void *recvbuf, size_t recv
     weft_status_t status;
 
     status = enter(&c, &root, how, &esize);
-    if (status != WEFT_OK || recvcount == 0) {
+    if (status != WEFT_OK || (recvcount == 0 && !weft__coll_config.check_args)) {
         return status;
     }
     bytes = recvcount * esize;

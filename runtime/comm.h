@@ -14,6 +14,9 @@
 
 #define WEFT_COMM_MAGIC 0x77656674u     /* "weft" */
 #define WEFT_COMM_DESTROYED 0x64656164u /* "dead" */
+#define WEFT_COMM_NOTICE_TEXT 248       /* bytes of a failure's message kept and forwarded */
+/* The sequence number of failure notices (runtime/comm.c): collectives skip it. */
+#define WEFT_TAG_SEQ_NOTICE (WEFT_TAG_SEQ_P2P - 1)
 
 struct weft_comm {
     uint32_t magic;
@@ -45,6 +48,22 @@ struct weft_comm {
     atomic_int enq_pending;           /* enqueued operations not finished (runtime/enqueue.c) */
     weft_status_t enq_error;          /* the first failure of one, for the next call */
     char enq_msg[512];
+    struct weft_recorder *recorder;   /* the last operations (coll/diag/record.h) */
+    /* The first failure that broke the communicator (weft__comm_fail): every
+     * later operation returns it. */
+    weft_status_t failed;
+    char failed_msg[WEFT_COMM_NOTICE_TEXT];
+    /* Failure notices: each rank listens to its left neighbour and tells its
+     * right one once it fails, so a failure seen by one rank reaches every
+     * rank (each forwards once) and no rank waits for the deadline. */
+    int notice_posted;
+    struct weft_p2p_req *notice_recv;
+    struct weft_p2p_req *notice_send;
+    struct weft_comm_notice {
+        int32_t status;
+        int32_t origin; /* the rank that saw the failure first */
+        char text[WEFT_COMM_NOTICE_TEXT];
+    } notice_in, notice_out;
 };
 
 /* Takes ownership of ep and boot_ctx (released by weft_comm_destroy). */
@@ -65,8 +84,20 @@ void weft__comm_put(weft_comm_t comm);
 void weft__comm_release_tombstones(void);
 
 /* WEFT_ERR_ABORTED or WEFT_ERR_PEER_FAILED (with the message) when comm can
- * no longer complete operations; WEFT_OK otherwise. Cheap: polled by waits. */
+ * no longer complete operations, the error that broke it when it failed
+ * earlier ("communicator failed earlier: ..."), or the error a peer's
+ * failure notice carries; WEFT_OK otherwise. Cheap: polled by waits. */
 weft_status_t weft__comm_health(weft_comm_t comm);
+
+/*
+ * An operation of comm failed with status (its message in weft_last_error):
+ * when the status breaks the communicator (timeout, mismatch, peer failed,
+ * aborted, transport, internal) the first one is kept, returned by every
+ * later operation, and sent on as a failure notice so that the other ranks
+ * fail too instead of waiting for their deadline. Other statuses (invalid
+ * arguments, no memory) change nothing. Returns status.
+ */
+weft_status_t weft__comm_fail(weft_comm_t comm, weft_status_t status);
 
 /* Cores this process may run on (its affinity mask). */
 int weft__usable_cores(void);

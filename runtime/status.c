@@ -6,6 +6,7 @@
 #include <time.h>
 
 static _Thread_local char last_error[512];
+static _Thread_local int last_detail; /* where the message after "status: " starts */
 
 WEFT_EXPORT const char *weft_status_string(weft_status_t status)
 {
@@ -27,18 +28,28 @@ WEFT_EXPORT const char *weft_last_error(void)
 void weft__error_clear(void)
 {
     last_error[0] = '\0';
+    last_detail = 0;
+}
+
+const char *weft__error_detail(void)
+{
+    return last_error + last_detail;
 }
 
 weft_status_t weft__error(weft_status_t status, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(last_error, sizeof(last_error), "%s: ", weft_status_string(status));
+    char detail[sizeof(last_error)];
+    int n;
 
+    /* formatted first: the arguments may be the last message itself (a
+     * caller adding context to weft__error_detail()) */
     va_start(ap, fmt);
-    if (n > 0 && (size_t)n < sizeof(last_error)) {
-        vsnprintf(last_error + n, sizeof(last_error) - (size_t)n, fmt, ap);
-    }
+    vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
+    n = snprintf(last_error, sizeof(last_error), "%s: ", weft_status_string(status));
+    last_detail = n > 0 && (size_t)n < sizeof(last_error) ? n : 0;
+    snprintf(last_error + last_detail, sizeof(last_error) - (size_t)last_detail, "%s", detail);
     weft__log_debug("%s", last_error);
     return status;
 }

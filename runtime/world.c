@@ -178,6 +178,9 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
         status = measure_cost(*comm_p);
     }
     if (status != WEFT_OK) {
+        if (boot->fail != NULL) {
+            boot->fail(boot_ctx, status, weft__error_detail());
+        }
         weft_comm_destroy(*comm_p);
         goto err_free_only;
     }
@@ -213,6 +216,11 @@ err_free:
 err_put:
     weft__ucx_context_put(ucx);
 err_release_boot:
+    if (boot->fail != NULL) {
+        /* the others learn it now instead of waiting for this rank until
+         * their deadline (and the root, when it lives here, for them) */
+        boot->fail(boot_ctx, status, weft__error_detail());
+    }
     boot->release(boot_ctx);
     return status;
 }

@@ -62,6 +62,9 @@ typedef struct tcp_ctx {
     int have_report;
     weft_status_t err; /* first error: an abort, a protocol error, an earlier timeout */
     char err_msg[MSG_MAX + 128];
+    /* The calling thread's: this rank gave up on the job (tcp_fail), and why. */
+    weft_status_t giveup;
+    char giveup_msg[MSG_MAX];
 } tcp_ctx_t;
 
 static void ctx_set_err(tcp_ctx_t *ctx, weft_status_t status, const char *fmt, ...)
@@ -568,20 +571,44 @@ static weft_status_t tcp_barrier(void *ctx, uint64_t deadline_ns)
 
 /* Tell the root this is no failure, then wait for it to close, so that
  * nothing it sent is left unread when this side closes. */
+/* Remember why this rank gives up: its release then tells the root, which
+ * aborts the job (the others' calls fail at once with this message). */
+static void tcp_fail(void *ctx_, weft_status_t status, const char *msg)
+{
+    tcp_ctx_t *ctx = ctx_;
+
+    if (ctx->giveup == WEFT_OK && status != WEFT_OK) {
+        ctx->giveup = status;
+        snprintf(ctx->giveup_msg, sizeof(ctx->giveup_msg), "%s", msg);
+    }
+}
+
 static void tcp_release(void *ctx_)
 {
     tcp_ctx_t *ctx = ctx_;
     uint64_t deadline = weft__time_ns() + RELEASE_WAIT_NS;
     struct timespec ts = {.tv_sec = (time_t)(deadline / SEC_NS),
                           .tv_nsec = (long)(deadline % SEC_NS)};
-    int alive;
+    unsigned char giveup[4 + MSG_MAX];
+    size_t n = strnlen(ctx->giveup_msg, MSG_MAX - 1);
+    int alive, sent;
 
     pthread_mutex_lock(&ctx->lock);
     ctx->releasing = 1;
     alive = !ctx->reader_done;
     pthread_mutex_unlock(&ctx->lock);
-    if (alive && weft__tcp_send_frame(ctx->fd, ctx->token, MSG_RELEASE, ctx->rank, 0, NULL, 0,
-                                      deadline) == 0) {
+    if (ctx->giveup != WEFT_OK) {
+        /* the root aborts the job and closes this connection, as it does
+         * after a release */
+        weft__tcp_put32(giveup, (uint32_t)ctx->giveup);
+        memcpy(giveup + 4, ctx->giveup_msg, n);
+        sent = alive && weft__tcp_send_frame(ctx->fd, ctx->token, MSG_ABORT, ctx->rank, 0, giveup,
+                                             4 + n, deadline) == 0;
+    } else {
+        sent = alive && weft__tcp_send_frame(ctx->fd, ctx->token, MSG_RELEASE, ctx->rank, 0, NULL,
+                                             0, deadline) == 0;
+    }
+    if (sent) {
         pthread_mutex_lock(&ctx->lock);
         while (!ctx->reader_done && weft__time_ns() < deadline) {
             pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts);
@@ -590,7 +617,7 @@ static void tcp_release(void *ctx_)
     }
     ctx_close(ctx);
     if (ctx->hosted != NULL) {
-        weft__tcp_root_detach(ctx->hosted, WEFT_OK, "");
+        weft__tcp_root_detach(ctx->hosted, ctx->giveup, ctx->giveup_msg);
     }
     ctx_free(ctx);
 }
@@ -600,5 +627,6 @@ const weft_bootstrap_ops_t weft__tcp_boot_ops = {
     .allgather = tcp_allgather,
     .barrier = tcp_barrier,
     .release = tcp_release,
+    .fail = tcp_fail,
     .failed_rank = weft__tcp_boot_failed_rank,
 };

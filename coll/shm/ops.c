@@ -75,6 +75,7 @@ typedef struct shm_op {
     int waiting; /* first local rank not yet seen ready */
     size_t k;    /* single copy: chunks reduced by this rank */
     size_t kout; /* single copy: chunks whose results this rank has */
+    int differs; /* a local rank whose signature differs from ours (-1: none seen) */
 } shm_op_t;
 
 static inline uint64_t load(const uint64_t *p)
@@ -87,7 +88,20 @@ static inline void store(uint64_t *p, uint64_t v)
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
-/* 1 when every local rank's arrive (or done) counter reached v. */
+/* Local rank q published phase 1 of round v / 4 with another signature
+ * than ours: recorded in o->differs (op_poll fails the operation). */
+static inline int differs(shm_op_t *o, int q, uint64_t v)
+{
+    if ((v & 3) == 1 && WEFT_UNLIKELY(__atomic_load_n(&o->shm->ctrl[q].sig[(v >> 2) & 1],
+                                                      __ATOMIC_RELAXED) != o->desc->sig_hash)) {
+        o->differs = q;
+        return 1;
+    }
+    return 0;
+}
+
+/* 1 when every local rank's arrive (or done) counter reached v (0 also
+ * when a rank's signature differs: o->differs). */
 static int ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
@@ -97,6 +111,9 @@ static int ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 
         if (load(done ? &c->done : &c->arrive) < v) {
             *peer_p = shm->local_ranks[o->waiting];
+            return 0;
+        }
+        if (!done && differs(o, o->waiting, v)) {
             return 0;
         }
     }
@@ -110,7 +127,7 @@ static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
         *peer_p = o->shm->local_ranks[q];
         return 0;
     }
-    return 1;
+    return !differs(o, q, v);
 }
 
 /* Nobody still reads round R - 2, the last user of round R's buffers. */
@@ -121,7 +138,15 @@ static int reusable(shm_op_t *o, uint64_t R, int *peer_p)
 
 static void publish(shm_op_t *o, uint64_t R, int ph)
 {
-    store(&o->shm->ctrl[o->shm->me].arrive, 4 * R + (uint64_t)ph);
+    weft_shm_ctrl_t *c = &o->shm->ctrl[o->shm->me];
+
+    if (ph == 1 && c->sig[R & 1] != o->desc->sig_hash) {
+        /* the signature travels with phase 1 (the cold line is written only
+         * when it changes, so repeated operations leave it in our cache) */
+        c->full[R & 1] = o->desc->sig;
+        __atomic_store_n(&c->sig[R & 1], o->desc->sig_hash, __ATOMIC_RELAXED);
+    }
+    store(&c->arrive, 4 * R + (uint64_t)ph);
 }
 
 /* dst = srcs[0] op ... op srcs[n-1], in groups the device takes at once. */
@@ -573,6 +598,17 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
         publish(o, R, 1);
         return status;
     }
+    if (o->phase == 0) {
+        /* only for the signature check: a rank that takes another root
+         * for this bcast compares it with ours. Round R's signature slot
+         * is free once nobody reads round R - 2 (the root waited for that
+         * too before its data of round R, so this costs no time) */
+        if (!reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        publish(o, R, 1);
+        o->phase = 1;
+    }
     if (!ready_one(o, o->root, 4 * R + 1, peer_p)) {
         return WEFT_INPROGRESS;
     }
@@ -582,10 +618,57 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
 static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
 {
     if (o->phase == 0) {
+        if (!reusable(o, R, peer_p)) { /* round R's signature slot (see round_bcast) */
+            return WEFT_INPROGRESS;
+        }
         publish(o, R, 1);
         o->phase = 1;
     }
     return ready_all(o, 0, 4 * R + 1, peer_p) ? WEFT_OK : WEFT_INPROGRESS;
+}
+
+/* The operation's signature differs from local rank o->differs' in round R:
+ * WEFT_ERR_MISMATCH naming the field and the local ranks (those that
+ * published round R) that hold each value. */
+static weft_status_t mismatch(shm_op_t *o, uint64_t R)
+{
+    weft_shm_t *shm = o->shm;
+    weft_coll_sig_t *sigs = calloc((size_t)shm->L, sizeof(*sigs));
+    int *ranks = calloc((size_t)shm->L, sizeof(*ranks));
+    char text[256];
+    size_t len = 0;
+
+    if (sigs != NULL && ranks != NULL) {
+        /* the message names every rank's value: give the others a moment
+         * to publish this round (they may never: then they are left out) */
+        for (uint64_t until = weft__time_ns() + 20000000; weft__time_ns() < until;) {
+            int q = 0;
+
+            while (q < shm->L && load(&shm->ctrl[q].arrive) >= 4 * R + 1) {
+                q++;
+            }
+            if (q == shm->L) {
+                break;
+            }
+            sched_yield();
+        }
+        for (int q = 0; q < shm->L; q++) {
+            ranks[q] = shm->local_ranks[q];
+            if (q == shm->me) {
+                sigs[q] = o->desc->sig;
+            } else if (load(&shm->ctrl[q].arrive) >= 4 * R + 1) {
+                sigs[q] = shm->ctrl[q].full[R & 1];
+            }
+        }
+        len = weft__sig_describe(text, sizeof(text), sigs, ranks, shm->L);
+    }
+    free(sigs);
+    free(ranks);
+    if (len == 0) { /* hashes differ, signatures agree: only a torn read could do this */
+        snprintf(text, sizeof(text), "arguments differ from rank %d's",
+                 shm->local_ranks[o->differs]);
+    }
+    return weft__error(WEFT_ERR_MISMATCH, "%s", text);
 }
 
 static weft_status_t op_poll(void *state, int *peer_p)
@@ -632,6 +715,10 @@ static weft_status_t op_poll(void *state, int *peer_p)
             status = round_allreduce(o, R, peer_p);
             break;
         }
+        if (WEFT_UNLIKELY(o->differs >= 0)) {
+            *peer_p = shm->local_ranks[o->differs];
+            return mismatch(o, R);
+        }
         if (status != WEFT_OK) {
             return status;
         }
@@ -668,6 +755,7 @@ static void op_init(shm_op_t *o, weft_shm_t *shm, op_kind_t kind, size_t esize,
         /* chunks only pace the pipeline between ranks: no slot holds them */
         o->chunk = IPC_CHUNK / o->esize;
     }
+    o->differs = -1;
 }
 
 static shm_op_t *op_new(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, size_t esize)
@@ -871,8 +959,9 @@ static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
             start = now;
             deadline = weft__deadline_ns();
         }
-        status = weft__comm_health(comm);
-        if (status == WEFT_OK && now >= deadline) {
+        comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (runtime/comm.h) */
+        status = now >= deadline ? WEFT_OK : weft__comm_health(comm);
+        if (now >= deadline) { /* first: its own timeout, not a peer's notice of the same */
             weft__log_error("%s seq %u (shm, count %zu, %s %s) timed out after %.1f s in shared "
                             "memory step %d of round %llu; waiting for rank(s) %d",
                             o->desc->coll, seq, o->desc->count, weft_dtype_name(o->desc->dtype),
@@ -889,6 +978,12 @@ static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
         yielding = now - start >= spin_ns;
     }
     if (status != WEFT_OK) {
+        if (status == WEFT_ERR_MISMATCH) {
+            char detail[256];
+
+            snprintf(detail, sizeof(detail), "%s", weft__error_detail());
+            weft__error(status, "%s seq %u: %s", o->desc->coll, seq, detail);
+        }
         op_cancel(o);
         return status;
     }

@@ -1,7 +1,8 @@
 /* The node's shared-memory segment of a communicator (coll/shm/shm.h). */
 #include "coll/shm/shm.h"
 
-_Static_assert(sizeof(weft_shm_ctrl_t) == 64, "one cache line per rank");
+_Static_assert(sizeof(weft_shm_ctrl_t) == 128 && offsetof(weft_shm_ctrl_t, pid) == 64,
+               "per rank: one hot cache line, one cold");
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,8 +10,9 @@
  *
  *   | header | ctrl[0] ... ctrl[L-1] | slot[0][0] slot[0][1] ... slot[L-1][1] |
  *
- * ctrl[r] holds rank r's two counters and its pid on one cache line
- * (only r writes it); slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
+ * ctrl[r] holds rank r's two counters and the signature of its current
+ * operation on one cache line, its pid on a second (only r writes them);
+ * slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
  *
  * Rounds: every shared-memory step of a collective is a round with a
  * number agreed by construction (the local ranks build the same operations
@@ -40,6 +41,14 @@
  * reads its peers' buffers directly instead of staging through the slots
  * (coll/shm/ops.c); checked at setup, WEFT_SHM_CMA sets from what size.
  *
+ * Mismatch: with phase 1 of every round a rank publishes its operation's
+ * signature hash (and, on the second line, the signature); every rank that
+ * reads a peer's arrive for phase 1 compares the hash with its own, so local
+ * ranks that called different collectives, counts, dtypes, ops or roots fail
+ * with WEFT_ERR_MISMATCH instead of exchanging wrong data (bcast: non-roots
+ * publish too and check the root's; the root reads nobody and learns it from
+ * the failure notice, runtime/comm.h).
+ *
  * Failures: a local rank that dies is noticed by pid (weft__shm_health, at
  * most every 100 ms while waiting); an operation that ends without running
  * its rounds (failure, cancellation) breaks the segment's round order, and
@@ -57,16 +66,22 @@
 #include <sys/types.h>
 
 typedef struct weft_shm_ctrl {
-    /* written by the owner only, read by the others: one cache line, so a
-     * reader that checks both counters fetches it once */
+    /* written by the owner only, read by the others: the first cache line
+     * holds what every round reads, so a reader that checks both counters
+     * fetches it once */
     uint64_t arrive;
     uint64_t done;
-    int64_t pid;
+    uint32_t sig[2];   /* the hash of round R's operation signature in sig[R % 2] (written
+                        * before arrive; coll/diag/sig.h): readers compare it with theirs */
     uint64_t src_addr; /* single-copy allreduce: this rank's buffers ... */
     uint64_t dst_addr;
     uint64_t progress; /* ... and how many of its slices are reduced */
     uint64_t tiny[2];  /* data of up to 8 bytes, round R in tiny[R % 2]: read with the
                         * counters, one cache line instead of two */
+    /* second line: read only by liveness checks and to name a mismatch */
+    int64_t pid;
+    weft_coll_sig_t full[2]; /* the signatures whose hashes are in sig */
+    uint64_t unused;
 } weft_shm_ctrl_t;
 
 typedef struct weft_shm {

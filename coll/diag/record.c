@@ -1,0 +1,209 @@
+/* The flight recorder (coll/diag/record.h). */
+#include "coll/diag/record.h"
+
+#include "coll/coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NOTE_BYTES 160
+
+typedef struct record {
+    long handle; /* the operation's number on this communicator (0: empty) */
+    uint32_t seq;
+    const char *coll; /* static strings (coll/select.c) */
+    const char *algo;
+    size_t count;
+    weft_dtype_t dtype;
+    weft_op_t op;
+    int root; /* -1: not a rooted collective */
+    uint64_t start_ns;
+    uint64_t end_ns;
+    weft_record_state_t state;
+    weft_status_t status;
+    weft_sched_t *sched;   /* while it runs on a schedule */
+    char note[NOTE_BYTES]; /* why it failed */
+} record_t;
+
+struct weft_recorder {
+    record_t *ring;
+    size_t cap; /* a power of two */
+    long next;  /* handle of the next operation */
+    long shown; /* the last cap handles */
+};
+
+/* The kernel's tick clock: a few nanoseconds to read where CLOCK_MONOTONIC
+ * takes tens (the recorder runs on every operation, 8-byte ones included),
+ * at the tick's resolution (1-4 ms), which is what telling a hang needs. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static record_t *slot(weft_comm_t comm, long handle)
+{
+    struct weft_recorder *r = comm->recorder;
+    record_t *rec;
+
+    if (r == NULL || handle <= 0) {
+        return NULL;
+    }
+    rec = &r->ring[(size_t)handle & (r->cap - 1)];
+    return rec->handle == handle ? rec : NULL;
+}
+
+long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, int root)
+{
+    struct weft_recorder *r = comm->recorder;
+    record_t *rec;
+
+    if (r == NULL) {
+        size_t cap = 1, want = weft__coll_config.record_ops;
+
+        if (want == 0 || (r = calloc(1, sizeof(*r))) == NULL) {
+            return -1;
+        }
+        while (cap < want && cap < ((size_t)1 << 20)) {
+            cap *= 2; /* a mask instead of a division per operation */
+        }
+        if ((r->ring = calloc(cap, sizeof(*r->ring))) == NULL) {
+            free(r);
+            return -1;
+        }
+        r->cap = cap;
+        r->shown = (long)(want < cap ? want : cap);
+        r->next = 1;
+        comm->recorder = r;
+    }
+    rec = &r->ring[(size_t)r->next & (r->cap - 1)];
+    rec->handle = r->next;
+    rec->seq = seq;
+    rec->coll = desc->coll;
+    rec->algo = desc->algo;
+    rec->count = desc->count;
+    rec->dtype = desc->dtype;
+    rec->op = desc->op;
+    rec->root = root;
+    rec->start_ns = now_ns();
+    rec->end_ns = 0;
+    rec->sched = NULL;
+    rec->status = WEFT_OK;
+    rec->state = WEFT_RECORD_RUNNING;
+    return r->next++;
+}
+
+void weft__record_sched(weft_comm_t comm, long handle, weft_sched_t *s)
+{
+    record_t *rec = slot(comm, handle);
+
+    if (rec != NULL) {
+        rec->sched = s;
+        rec->seq = weft__sched_seq(s);
+    }
+}
+
+void weft__record_end(weft_comm_t comm, long handle, weft_status_t status)
+{
+    record_t *rec = slot(comm, handle);
+
+    if (rec == NULL || rec->state != WEFT_RECORD_RUNNING) {
+        return;
+    }
+    rec->end_ns = now_ns();
+    rec->sched = NULL;
+    rec->status = status;
+    rec->state = status == WEFT_OK ? WEFT_RECORD_DONE : WEFT_RECORD_FAILED;
+    if (status != WEFT_OK) {
+        snprintf(rec->note, sizeof(rec->note), "%s", weft__error_detail());
+    }
+}
+
+void weft__record_drop(weft_comm_t comm, long handle)
+{
+    record_t *rec = slot(comm, handle);
+
+    if (rec != NULL && handle == comm->recorder->next - 1) {
+        rec->handle = 0;
+        comm->recorder->next--;
+    }
+}
+
+static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t len)
+{
+    size_t at;
+
+    at = (size_t)snprintf(buf, len, "weft record rank %d: seq %u %s (%s) count %zu %s", rank,
+                          rec->seq, rec->coll, rec->algo, rec->count, weft_dtype_name(rec->dtype));
+    if (at < len && strstr(rec->coll, "reduce") != NULL) { /* allreduce, reduce_scatter(_v) */
+        at += (size_t)snprintf(buf + at, len - at, " %s", weft_op_name(rec->op));
+    }
+    if (at < len && rec->root >= 0) {
+        at += (size_t)snprintf(buf + at, len - at, " root %d", rec->root);
+    }
+    if (at < len) {
+        at += (size_t)snprintf(buf + at, len - at, " start %.3f", (double)rec->start_ns / 1e9);
+    }
+    if (at >= len) {
+        return;
+    }
+    switch (rec->state) {
+    case WEFT_RECORD_RUNNING:
+        snprintf(buf + at, len - at, " running for %.3f s", (double)(now - rec->start_ns) / 1e9);
+        at += strlen(buf + at);
+        if (rec->sched != NULL && at + 2 < len) {
+            buf[at++] = ':';
+            buf[at++] = ' ';
+            weft__sched_where(rec->sched, buf + at, len - at);
+        }
+        break;
+    case WEFT_RECORD_DONE:
+        snprintf(buf + at, len - at, " done in %.3f s",
+                 (double)(rec->end_ns - rec->start_ns) / 1e9);
+        break;
+    default:
+        snprintf(buf + at, len - at, " failed after %.3f s: %s",
+                 (double)(rec->end_ns - rec->start_ns) / 1e9, rec->note);
+        break;
+    }
+}
+
+void weft__record_dump(weft_comm_t comm, FILE *out, int log)
+{
+    struct weft_recorder *r = comm->recorder;
+    uint64_t now = now_ns();
+    char buf[512];
+    long first;
+
+    if (r == NULL) {
+        return;
+    }
+    first = r->next - r->shown > 1 ? r->next - r->shown : 1;
+    for (long h = first; h < r->next; h++) {
+        const record_t *rec = slot(comm, h);
+
+        if (rec == NULL) {
+            continue;
+        }
+        line(rec, comm->rank, now, buf, sizeof(buf));
+        if (log) {
+            weft__log_error("%s", buf);
+        } else {
+            fprintf(out, "%s\n", buf);
+        }
+    }
+}
+
+void weft__record_release(weft_comm_t comm)
+{
+    struct weft_recorder *r = comm->recorder;
+
+    if (r != NULL) {
+        free(r->ring);
+        free(r);
+        comm->recorder = NULL;
+    }
+}

@@ -1,0 +1,49 @@
+/*
+ * Flight recorder: each communicator keeps its last WEFT_RECORD_OPS
+ * collective operations (collective, sequence number, count, dtype, op,
+ * root, algorithm, start and end time, state), so that after a hang or a
+ * failure every rank can say what it ran, what it is stuck in and since
+ * when. Dumped one line per operation by weft_comm_dump, and to the log
+ * (error level) when the communicator fails with a timeout or a peer
+ * failure (runtime/comm.c).
+ *
+ * Times are CLOCK_MONOTONIC_COARSE (the kernel tick, 1-4 ms): cheap to
+ * read, and comparable between the processes of one host.
+ *
+ * Cost: one slot written when an operation starts and when it ends, two
+ * reads of the coarse clock (no allocation after the first operation, no
+ * lock). Threading: the thread
+ * that drives the communicator records and dumps.
+ */
+#ifndef WEFT_COLL_DIAG_RECORD_H
+#define WEFT_COLL_DIAG_RECORD_H
+
+#include "coll/sched.h"
+
+#include <stdio.h>
+
+typedef enum {
+    WEFT_RECORD_RUNNING,
+    WEFT_RECORD_DONE,
+    WEFT_RECORD_FAILED,
+} weft_record_state_t;
+
+/* Record the start of an operation of comm described by desc (seq: its
+ * sequence number, root: -1 unless rooted). Returns a handle for
+ * weft__record_end (-1: not recorded). */
+long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, int root);
+/* While it runs on a schedule, s tells where it is (NULL: it runs without
+ * one). */
+void weft__record_sched(weft_comm_t comm, long handle, weft_sched_t *s);
+/* The operation ended with status (its message in weft_last_error when it
+ * failed). A handle whose slot was reused since is ignored. */
+void weft__record_end(weft_comm_t comm, long handle, weft_status_t status);
+/* Forget the last operation recorded (handle), which did not run. */
+void weft__record_drop(weft_comm_t comm, long handle);
+/* One line per recorded operation, oldest first; log: through the log at
+ * error level instead of to out. */
+void weft__record_dump(weft_comm_t comm, FILE *out, int log);
+/* Free comm's recorder. */
+void weft__record_release(weft_comm_t comm);
+
+#endif /* WEFT_COLL_DIAG_RECORD_H */
