@@ -934,6 +934,21 @@ static void fail_all(weft_comm_t comm, weft_status_t status)
     }
 }
 
+/*
+ * A peer's notice that it timed out, while this operation's own deadline is
+ * near (in its last quarter): keep waiting until then, so that every rank
+ * stuck in the same operation names the ranks it waits for itself. A rank
+ * whose deadline is far (it came late, or waits in another operation)
+ * fails at once.
+ */
+static int own_deadline_near(const weft_sched_t *s, weft_status_t health)
+{
+    uint64_t now = weft__time_ns();
+
+    return health == WEFT_ERR_TIMEOUT && now < s->deadline_ns &&
+           s->deadline_ns - now <= (s->deadline_ns - s->start_ns) / 4;
+}
+
 int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
 {
     weft_status_t health;
@@ -946,7 +961,8 @@ int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
          * peer's notice of the same) */
         if (weft__time_ns() >= s->deadline_ns) {
             fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
-        } else if ((health = weft__comm_health(s->comm)) != WEFT_OK) {
+        } else if ((health = weft__comm_health(s->comm)) != WEFT_OK &&
+                   !own_deadline_near(s, health)) {
             fail_all(s->comm, health);
         }
     }
@@ -1020,7 +1036,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
             break;
         }
         status = weft__comm_health(comm);
-        if (status != WEFT_OK) {
+        if (status != WEFT_OK && !own_deadline_near(s, status)) {
             fail_all(comm, status);
             break;
         }
