@@ -718,6 +718,20 @@ static weft_status_t task_execute(weft_sched_t *s, int index)
     return weft__error(WEFT_ERR_INTERNAL, "unknown task kind %d", (int)t->kind);
 }
 
+/*
+ * Whether a failed schedule breaks its communicator (weft__comm_fail): a
+ * collective always does (the ranks can no longer agree on what runs); a
+ * point-to-point operation that timed out or met a message of another size
+ * fails alone, as MPI's receive does, and the communicator goes on.
+ */
+static weft_status_t fail_comm(weft_sched_t *s, weft_status_t status)
+{
+    if (s->desc.p2p && (status == WEFT_ERR_MISMATCH || status == WEFT_ERR_TIMEOUT)) {
+        return status;
+    }
+    return weft__comm_fail(s->comm, status);
+}
+
 static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
 {
     const task_t *t = &s->tasks[index];
@@ -736,7 +750,7 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
     s->status = status;
     unlink_active(s);
     record_end(s);
-    return weft__comm_fail(s->comm, status);
+    return fail_comm(s, status);
 }
 
 weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
@@ -882,7 +896,7 @@ static void fail_sched(weft_sched_t *s, weft_status_t status)
     s->status = status;
     unlink_active(s);
     record_end(s);
-    weft__comm_fail(s->comm, status);
+    fail_comm(s, status);
 }
 
 /* Complete a detached schedule: nobody will wait for it. */
