@@ -42,12 +42,17 @@ static uint64_t fnv1a(const void *data, size_t len)
     return h;
 }
 
+/* The kernel's PF_EXITING task flag (include/linux/sched.h), as
+ * /proc/<pid>/stat shows it. */
+#define PF_EXITING_FLAG 0x00000004ul
+
 /* Start time of a running process (clock ticks after boot); 0 when pid is
- * gone or a zombie. */
+ * gone, exiting or a zombie. */
 static uint64_t proc_start_time(pid_t pid)
 {
     char path[64], buf[1024];
     unsigned long long start = 0;
+    unsigned long flags = 0;
     const char *p;
     char state = 'X';
     size_t n;
@@ -61,15 +66,20 @@ static uint64_t proc_start_time(pid_t pid)
     n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
-    /* fields 3 (state) and 22 (starttime); the name before them may hold ')' */
+    /* fields 3 (state), 9 (flags) and 22 (starttime); the name before them
+     * may hold ')' */
     p = strrchr(buf, ')');
     if (p == NULL || sscanf(p + 1,
-                            " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+                            " %c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u "
                             "%*d %*d %*d %*d %*d %*d %llu",
-                            &state, &start) != 2) {
+                            &state, &flags, &start) != 3) {
         return 0;
     }
-    return state == 'Z' || state == 'X' ? 0 : start;
+    /* A process that is exiting (PF_EXITING: set first thing on exit, before
+     * its memory, shared-memory segments included, is torn down) is gone
+     * already: a peer that finds its segments detached must not take it for
+     * a transport error while the kernel is still tearing it down. */
+    return state == 'Z' || state == 'X' || (flags & PF_EXITING_FLAG) != 0 ? 0 : start;
 }
 
 /* This boot of this host, this pid namespace and this user: processes with
