@@ -12,7 +12,8 @@
  *             int32, int64, int8, uint8, uint32, uint64, float16, bfloat16
  *   -o OP     sum (default), prod, min, max, avg, band, bor, bxor, land, lor, lxor
  *   --algo NAME   force weft's algorithm (sets WEFT_TUNE for this collective)
- *   --check       validate every iteration's result (outside the timed region)
+ *   --check       validate every iteration's result (outside the timed region, once every
+ *                 rank has left the call)
  *   --in-place    in-place operation (WEFT_IN_PLACE and MPI_IN_PLACE; allreduce,
  *                 allgather, reduce_scatter)
  *   --root R      root of bcast, reduce, gather, scatter (default 0)
@@ -636,7 +637,7 @@ static const char usage[] =
     "  -d MEM       host (default) emu cuda: where weft's buffers live; the MPI side\n"
     "               (--vs-mpi) then copies to host memory, calls MPI and copies back,\n"
     "               as a CUDA-aware MPI without device support does; timed with the copies\n"
-    "  --compute-us N  compute N us (a CPU-bound loop) before every iteration, weft's\n"
+    "  --compute-us N  compute N us (a CPU-bound loop) right after every call, weft's\n"
     "               and MPI's alike, as an application does between collectives\n"
     "  --enqueue    time weft's stream-ordered form (_enqueue, then synchronize the stream;\n"
     "               host buffers use an emu stream)\n"
@@ -969,9 +970,14 @@ int main(int argc, char **argv)
         for (int it = -warmup; it < iters; it++) {
             weft_status_t status;
 
+            /* Each timed call starts together (barrier). The application's
+             * work (--compute-us) follows the call at once, as in a program
+             * that computes on its result: on a node with more ranks than
+             * cores it competes with the ranks still in the call, for weft
+             * and MPI alike. The check waits until every rank has left the
+             * call (barrier), so that it slows no one's timed call. */
             fill(&o, &b, it);
             sync_device(&o, &b, 1, 1, 1);
-            compute(o.compute_us);
             MPI_Barrier(MPI_COMM_WORLD);
             t = MPI_Wtime();
             status = run_weft(&o, &b, comm);
@@ -980,9 +986,11 @@ int main(int argc, char **argv)
                 fprintf(stderr, "weft_bench rank %d: %s\n", rank, weft_last_error());
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
+            compute(o.compute_us);
             if (it >= 0) {
                 t_weft += t;
                 if (o.check) {
+                    MPI_Barrier(MPI_COMM_WORLD);
                     sync_device(&o, &b, 0, 0, 1);
                     wrong += check(&o, &b, it);
                 }
@@ -990,7 +998,6 @@ int main(int argc, char **argv)
             if (o.vs_mpi) {
                 fill(&o, &b, it);
                 sync_device(&o, &b, 1, 1, 1);
-                compute(o.compute_us);
                 MPI_Barrier(MPI_COMM_WORLD);
                 t = MPI_Wtime();
                 /* MPI without device support: stage through host memory */
@@ -998,6 +1005,7 @@ int main(int argc, char **argv)
                 run_mpi(&o, &b);
                 sync_device(&o, &b, 1, 0, 1);
                 t = MPI_Wtime() - t;
+                compute(o.compute_us);
                 if (it >= 0) {
                     t_mpi += t;
                 }
