@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# The flight recorder's dump files and tools/weft_doctor, end to end: 4 ranks
+# under mpirun (tests/diag/diag_app) write their dumps to a fresh
+# WEFT_DUMP_DIR, then weft_doctor must name what went wrong:
+#   hang      the last rank skips one allreduce of five: the doctor names
+#             the operation (seq) and rank 3 as the one that never arrived;
+#   mismatch  rank 3 reduces with max, the others with sum: the doctor names
+#             the field and the ranks on each side;
+#   block     ranks 0-2 wait in an allreduce rank 3 has not called yet;
+#             SIGUSR1 (WEFT_DUMP_ON_SIGNAL=1) makes each of them dump while
+#             blocked, with the step and the ranks it waits for;
+# and the doctor's errors: a missing or empty directory, malformed JSON,
+# a file that is not a dump, dumps of two jobs mixed in one directory.
+# Every mpirun has a deadline and runs in its own process group, killed
+# whole when it overstays.
+set -u
+: "${top_builddir:?run through make check}"
+: "${top_srcdir:?run through make check}"
+app="$top_builddir/tests/diag/diag_app"
+doctor="$top_srcdir/tools/weft_doctor"
+py=/usr/bin/python3
+if [ ! -x "$app" ] || ! command -v mpirun >/dev/null || [ ! -x $py ]; then
+    echo "SKIP: diag_app, mpirun or $py not available"
+    exit 77
+fi
+exec 9>"${TMPDIR:-/tmp}/weft-mpi-tests.lock"
+flock 9
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+mpirun_opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+work=$(mktemp -d "${TMPDIR:-/tmp}/weft-doctor.XXXXXX")
+failures=0 checks=0 job=
+
+cleanup() {
+    [ -n "$job" ] && kill -KILL -- "-$job" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+    failures=$((failures + 1))
+    echo "FAIL: $*"
+}
+
+# expect LABEL TEXT FILE: FILE contains TEXT (a fixed string)
+expect() {
+    checks=$((checks + 1))
+    grep -qF -- "$2" "$3" || { fail "$1: no '$2' in:"; sed 's/^/    /' "$3"; }
+}
+
+# launch NAME SCENARIO [VAR=value...]: 4 ranks in their own process group,
+# in the background; the job's pid in $job
+launch() {
+    local name=$1 scenario=$2 envs=() kv
+    shift 2
+    for kv in "$@"; do envs+=(-x "$kv"); done
+    mkdir -p "$work/$name"
+    setsid timeout -s KILL 90 mpirun -np 4 "${mpirun_opts[@]}" -x WEFT_DUMP_DIR="$work/$name" \
+        "${envs[@]}" "$app" "$scenario" >"$work/$name.out" 2>&1 &
+    job=$!
+}
+
+# finish NAME: wait for the job; it must have exited 0 (every rank's checks)
+finish() {
+    local rc
+    wait "$job"
+    rc=$?
+    kill -KILL -- "-$job" 2>/dev/null
+    job=
+    checks=$((checks + 1))
+    if [ $rc -ne 0 ]; then
+        fail "$1: mpirun exited $rc"
+        tail -n 20 "$work/$1.out"
+    fi
+}
+
+# doctor NAME WANT_RC: run the doctor on NAME's dumps into NAME.doctor
+doctor() {
+    local rc
+    $py "$doctor" "$work/$1" >"$work/$1.doctor" 2>&1
+    rc=$?
+    checks=$((checks + 1))
+    [ $rc -eq "$2" ] || { fail "$1: weft_doctor exited $rc, not $2"; cat "$work/$1.doctor"; }
+}
+
+# --- hang: rank 3 skips the third of five allreduces --------------------------
+launch hang hang WEFT_TIMEOUT=2
+finish hang
+for r in 0 1 2 3; do
+    checks=$((checks + 1))
+    [ -f "$work/hang/weft-comm0-rank$r-world$r.json" ] || fail "hang: no dump of rank $r"
+done
+# ranks 0-2 dumped when they timed out; rank 3 on weft_comm_dump
+seq=$($py - "$work/hang" <<'EOF'
+import json, sys
+d = sys.argv[1]
+dumps = [json.load(open("%s/weft-comm0-rank%d-world%d.json" % (d, r, r))) for r in range(4)]
+for r, j in enumerate(dumps):
+    assert j["comm"]["rank"] == r and j["comm"]["size"] == 4 and j["world_rank"] == r, j["comm"]
+    assert j["reason"] == ("weft_comm_dump" if r == 3 else "timeout"), (r, j["reason"])
+# five calls after the world's own operations: the last is the one that hangs
+last = max(op["seq"] for op in dumps[0]["ops"])
+for r in range(3):
+    op = dumps[r]["ops"][-1]
+    assert op["seq"] == last and op["state"] == "failed", (r, op)
+    assert op["status"] == "WEFT_ERR_TIMEOUT" and "waiting for rank(s) 3" in op["error"], op
+    assert dumps[r]["comm"]["failed"] == "WEFT_ERR_TIMEOUT"
+    assert [o["state"] for o in dumps[r]["ops"][-5:-1]] == ["done"] * 4
+assert dumps[3]["ops"][-1]["seq"] == last - 1 and dumps[3]["ops"][-1]["state"] == "done"
+assert all(o["collective"] == "allreduce" and o["count"] == 4 and o["dtype"] == "float32"
+           and o["op"] == "sum" for o in dumps[0]["ops"][-5:])
+print(last)
+EOF
+) || fail "hang: dump contents"
+doctor hang 1
+expect hang "first operation not finished on every rank: seq $seq allreduce count 4 float32 sum" \
+    "$work/hang.doctor"
+expect hang "ranks 0-2: failed after" "$work/hang.doctor"
+expect hang "WEFT_ERR_TIMEOUT" "$work/hang.doctor"
+expect hang "never arrived: rank 3 (last started seq $((seq - 1)) allreduce, done)" \
+    "$work/hang.doctor"
+expect hang "rank 3: last started seq $((seq - 1)), last finished seq $((seq - 1))" \
+    "$work/hang.doctor"
+echo "--- weft_doctor on the hang (rank 3 skipped one allreduce of five):"
+cat "$work/hang.doctor"
+
+# --- mismatch: rank 3 reduces with max -------------------------------------
+launch mismatch mismatch WEFT_TIMEOUT=30
+finish mismatch
+doctor mismatch 1
+expect mismatch "arguments differ: seq " "$work/mismatch.doctor"
+expect mismatch " allreduce: op differs: ranks 0-2 sum, rank 3 max" "$work/mismatch.doctor"
+expect mismatch "ranks 0-3: failed after" "$work/mismatch.doctor"
+expect mismatch "WEFT_ERR_MISMATCH" "$work/mismatch.doctor"
+for r in 0 1 2 3; do
+    expect mismatch '"reason": "mismatch"' "$work/mismatch/weft-comm0-rank$r-world$r.json"
+done
+
+# --- block: SIGUSR1 to ranks blocked in a collective -------------------------
+# point-to-point schedules (WEFT_SHM=no), so that the dump names the step
+# and the ranks each one waits for
+launch block block WEFT_TIMEOUT=60 WEFT_SHM=no WEFT_DUMP_ON_SIGNAL=1
+for i in $(seq 600); do
+    [ -f "$work/block/ready.0" ] && [ -f "$work/block/ready.1" ] && [ -f "$work/block/ready.2" ] &&
+        break
+    sleep 0.1
+done
+sleep 0.5 # into the allreduce
+for r in 0 1 2; do
+    pid=$(cat "$work/block/ready.$r" 2>/dev/null)
+    checks=$((checks + 1))
+    [ -n "$pid" ] && kill -USR1 "$pid" || fail "block: cannot signal rank $r ('$pid')"
+done
+for i in $(seq 100); do
+    n=$(ls "$work"/block/weft-comm0-rank[012]-world*.json 2>/dev/null | wc -l)
+    [ "$n" -eq 3 ] && break
+    sleep 0.1
+done
+checks=$((checks + 1))
+[ "$n" -eq 3 ] || fail "block: $n of 3 blocked ranks dumped within 10 s of SIGUSR1"
+checks=$((checks + 1))
+[ ! -e "$work/block/weft-comm0-rank3-world3.json" ] || fail "block: rank 3 dumped unasked"
+doctor block 1
+touch "$work/block/go" # rank 3 joins, every call completes
+finish block
+$py - "$work/block" <<'EOF' || fail "block: dump contents"
+import json, sys
+d = sys.argv[1]
+dumps = [json.load(open("%s/weft-comm0-rank%d-world%d.json" % (d, r, r))) for r in range(3)]
+seq = dumps[0]["ops"][-1]["seq"]
+waits = set()
+for r, j in enumerate(dumps):
+    assert j["reason"] == "signal" and j["comm"]["failed"] is None, (r, j["reason"])
+    op = j["ops"][-1]
+    assert op["seq"] == seq and op["state"] == "running", (r, op)
+    assert op["status"] == "WEFT_INPROGRESS" and op["end_mono_ns"] is None, op
+    assert op["elapsed_s"] >= 0.4, op
+    assert isinstance(op["where"], dict) and op["where"]["step"] >= 0, op
+    waits |= set(op["where"]["waiting_for"])
+    assert [o["state"] for o in j["ops"][:-1]] == ["done"] * (len(j["ops"]) - 1)
+assert 3 in waits, waits  # someone waits for the rank that is not there
+EOF
+expect block "no dump from rank 3" "$work/block.doctor"
+for r in 0 1 2; do
+    expect block "rank $r: still running after" "$work/block.doctor"
+done
+expect block "waiting for rank 3" "$work/block.doctor"
+
+# --- the doctor's errors -------------------------------------------------------
+err() { # LABEL DIR TEXT: the doctor exits 2 naming TEXT
+    local rc
+    $py "$doctor" "$2" >"$work/err.out" 2>&1
+    rc=$?
+    checks=$((checks + 1))
+    [ $rc -eq 2 ] || fail "$1: weft_doctor exited $rc, not 2"
+    expect "$1" "$3" "$work/err.out"
+}
+err "missing dir" "$work/nowhere" "$work/nowhere: no such directory"
+mkdir "$work/empty"
+err "empty dir" "$work/empty" "no flight recorder dumps (weft-*.json)"
+mkdir "$work/bad"
+cp "$work/hang/weft-comm0-rank0-world0.json" "$work/bad/"
+head -c 200 "$work/hang/weft-comm0-rank1-world1.json" >"$work/bad/weft-comm0-rank1-world1.json"
+err "truncated" "$work/bad" "$work/bad/weft-comm0-rank1-world1.json: not valid JSON: line"
+echo '{"format": "something else"}' >"$work/bad/weft-comm0-rank1-world1.json"
+err "not a dump" "$work/bad" "weft-comm0-rank1-world1.json: not a weft flight recorder dump"
+$py - "$work/hang/weft-comm0-rank1-world1.json" "$work/bad/weft-comm0-rank1-world1.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+del j["ops"][0]["dtype"]
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+err "no field" "$work/bad" "weft-comm0-rank1-world1.json: not a weft flight recorder dump: no field 'ops[0].dtype'"
+if [ "$(id -u)" -ne 0 ]; then # root reads anything
+    cp "$work/hang/weft-comm0-rank1-world1.json" "$work/bad/"
+    chmod 000 "$work/bad/weft-comm0-rank1-world1.json"
+    err "unreadable" "$work/bad" "weft-comm0-rank1-world1.json: cannot read"
+fi
+# a 2-rank job's dumps next to the 4-rank job's: the same world ranks in
+# two different communicators 0
+mkdir "$work/mixed"
+cp "$work/hang"/*.json "$work/mixed/"
+$py - "$work/hang/weft-comm0-rank0-world0.json" "$work/mixed/weft-comm0-rank0-world0.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["comm"]["size"], j["comm"]["world_ranks"] = 2, [0, 1]
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+err "mixed" "$work/mixed" "mixed communicators: "
+expect "mixed" "share world ranks but not their members" "$work/err.out"
+
+echo "$checks checks, $failures failed"
+[ $failures -eq 0 ] && echo "PASS" || exit 1
