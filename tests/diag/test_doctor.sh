@@ -130,11 +130,20 @@ finish mismatch
 doctor mismatch 1
 expect mismatch "arguments differ: seq " "$work/mismatch.doctor"
 expect mismatch " allreduce: op differs: ranks 0-2 sum, rank 3 max" "$work/mismatch.doctor"
-expect mismatch "ranks 0-3: failed after" "$work/mismatch.doctor"
+expect mismatch "failed after" "$work/mismatch.doctor"
 expect mismatch "WEFT_ERR_MISMATCH" "$work/mismatch.doctor"
-for r in 0 1 2 3; do
-    expect mismatch '"reason": "mismatch"' "$work/mismatch/weft-comm0-rank$r-world$r.json"
-done
+$py - "$work/mismatch" <<'EOF' || fail "mismatch: dump contents"
+import json, sys
+d = sys.argv[1]
+dumps = [json.load(open("%s/weft-comm0-rank%d-world%d.json" % (d, r, r))) for r in range(4)]
+seq = dumps[0]["ops"][-1]["seq"]
+for r, j in enumerate(dumps):
+    assert j["reason"] == "mismatch" and j["comm"]["failed"] == "WEFT_ERR_MISMATCH", r
+    op = j["ops"][-1]
+    assert op["seq"] == seq and op["state"] == "failed", (r, op)
+    assert op["status"] == "WEFT_ERR_MISMATCH" and op["op"] == ("max" if r == 3 else "sum"), op
+    assert j["ops"][-2]["state"] == "done" and j["ops"][-2]["op"] == "sum", j["ops"][-2]
+EOF
 
 # --- block: SIGUSR1 to ranks blocked in a collective -------------------------
 # point-to-point schedules (WEFT_SHM=no), so that the dump names the step
@@ -185,6 +194,22 @@ for r in 0 1 2; do
     expect block "rank $r: still running after" "$work/block.doctor"
 done
 expect block "waiting for rank 3" "$work/block.doctor"
+
+# --- nothing wrong: the hang's dumps without the operation that hung ---------
+mkdir "$work/clean"
+$py - "$work/hang" "$work/clean" <<'EOF'
+import json, sys
+for r in range(4):
+    name = "weft-comm0-rank%d-world%d.json" % (r, r)
+    j = json.load(open("%s/%s" % (sys.argv[1], name)))
+    if r < 3:
+        j["ops"].pop()
+        j["comm"]["failed"] = j["comm"]["failed_error"] = None
+    json.dump(j, open("%s/%s" % (sys.argv[2], name), "w"))
+EOF
+doctor clean 0
+expect clean "every recorded operation finished on every rank with a dump (last: seq $((seq - 1)))" \
+    "$work/clean.doctor"
 
 # --- the doctor's errors -------------------------------------------------------
 err() { # LABEL DIR TEXT: the doctor exits 2 naming TEXT
