@@ -11,6 +11,10 @@
  *             weft_comm_dump.
  *   mismatch  3 allreduces; in the second (seq 1) the last rank uses max,
  *             the others sum: every rank gets WEFT_ERR_MISMATCH and dumps.
+ *   split     the world split in two (ranks 0,2 and 1,3; the two get the
+ *             same communicator id); in the second, the last rank skips the
+ *             second of 3 allreduces: its partner times out, and every rank
+ *             calls weft_comm_dump on its half once the partner gave up.
  *   block     2 allreduces, then the ranks but the last enter a third and
  *             write <dir>/ready.<rank> (their pid) first; the last rank
  *             waits for <dir>/go (the script creates it after it has sent
@@ -90,6 +94,40 @@ static void hang(weft_comm_t comm, double timeout)
     }
 }
 
+static void split(weft_comm_t world, double timeout)
+{
+    int skipper = rank == size - 1;
+    weft_comm_t half;
+    int hrank, hsize, world_rank = rank, world_size = size;
+
+    CHECK(size == 4, "split needs 4 ranks, not %d", size);
+    CHECK(weft_comm_split(world, rank % 2, rank, &half) == WEFT_OK, "weft_comm_split");
+    CHECK(weft_comm_rank(half, &hrank) == WEFT_OK && weft_comm_size(half, &hsize) == WEFT_OK,
+          "rank and size of the half");
+    rank = hrank; /* allreduce checks the half's sum */
+    size = hsize;
+    for (int c = 0; c < 3; c++) {
+        weft_status_t st;
+
+        if (skipper && c == 1) {
+            continue;
+        }
+        st = allreduce(half, WEFT_SUM);
+        if (world_rank % 2 == 1 && c == 2 && !skipper) {
+            CHECK(st == WEFT_ERR_TIMEOUT, "half call %d returned %d", c, st);
+        } else {
+            CHECK(st == WEFT_OK, "half call %d returned %d", c, st);
+        }
+    }
+    if (world_rank % 2 == 0 || skipper) {
+        sleep_s(timeout + 2.0); /* the skipper's partner has given up */
+        CHECK(weft_comm_dump(half, stdout) == WEFT_OK, "weft_comm_dump");
+    }
+    rank = world_rank;
+    size = world_size;
+    weft_comm_destroy(half);
+}
+
 static void mismatch(weft_comm_t comm)
 {
     int last = rank == size - 1;
@@ -133,7 +171,8 @@ int main(int argc, char **argv)
     weft_comm_t comm;
 
     if (argc != 2 || dir == NULL || timeout == NULL) {
-        fprintf(stderr, "usage: WEFT_DUMP_DIR=dir WEFT_TIMEOUT=s diag_app hang|mismatch|block\n");
+        fprintf(stderr,
+                "usage: WEFT_DUMP_DIR=dir WEFT_TIMEOUT=s diag_app hang|split|mismatch|block\n");
         return 2;
     }
     CHECK(weft_init() == WEFT_OK, "weft_init");
@@ -143,6 +182,8 @@ int main(int argc, char **argv)
     CHECK(size >= 2, "%d ranks (needs 2 or more)", size);
     if (strcmp(argv[1], "hang") == 0) {
         hang(comm, atof(timeout));
+    } else if (strcmp(argv[1], "split") == 0) {
+        split(comm, atof(timeout));
     } else if (strcmp(argv[1], "mismatch") == 0) {
         mismatch(comm);
     } else if (strcmp(argv[1], "block") == 0) {

@@ -4,6 +4,8 @@
 # WEFT_DUMP_DIR, then weft_doctor must name what went wrong:
 #   hang      the last rank skips one allreduce of five: the doctor names
 #             the operation (seq) and rank 3 as the one that never arrived;
+#   split     two communicators split at once (one id): rank 3 skips a call in
+#             its half: the doctor tells the halves apart and diagnoses each;
 #   mismatch  rank 3 reduces with max, the others with sum: the doctor names
 #             the field and the ranks on each side;
 #   block     ranks 0-2 wait in an allreduce rank 3 has not called yet;
@@ -123,6 +125,25 @@ expect hang "rank 3: last started seq $((seq - 1)), last finished seq $((seq - 1
     "$work/hang.doctor"
 echo "--- weft_doctor on the hang (rank 3 skipped one allreduce of five):"
 cat "$work/hang.doctor"
+
+# --- split: two halves with one communicator id; rank 3 skips a call in its --
+launch split split WEFT_TIMEOUT=2
+finish split
+for f in weft-comm1-rank0-world0 weft-comm1-rank1-world2 weft-comm1-rank0-world1 \
+         weft-comm1-rank1-world3; do
+    checks=$((checks + 1))
+    [ -f "$work/split/$f.json" ] || fail "split: no $f.json"
+done
+doctor split 1
+expect split "communicator comm1: 2 ranks (world 0,2), dumps of ranks 0-1" "$work/split.doctor"
+expect split "every recorded operation finished on every rank with a dump" "$work/split.doctor"
+expect split "communicator comm1: 2 ranks (world 1,3), dumps of ranks 0-1" "$work/split.doctor"
+expect split "rank 0: failed after" "$work/split.doctor"
+expect split "waiting for rank(s) 1" "$work/split.doctor"
+expect split "never arrived: rank 1 (last started seq" "$work/split.doctor"
+checks=$((checks + 1))
+[ "$(grep -c "first operation not finished" "$work/split.doctor")" -eq 1 ] ||
+    fail "split: the healthy half is diagnosed too"
 
 # --- mismatch: rank 3 reduces with max -------------------------------------
 launch mismatch mismatch WEFT_TIMEOUT=30
