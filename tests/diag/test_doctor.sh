@@ -10,7 +10,8 @@
 #             the field and the ranks on each side;
 #   block     ranks 0-2 wait in an allreduce rank 3 has not called yet;
 #             SIGUSR1 (WEFT_DUMP_ON_SIGNAL=1) makes each of them dump while
-#             blocked, with the step and the ranks it waits for;
+#             blocked (point-to-point: with the step and the ranks it waits
+#             for; and through shared memory);
 # and the doctor's errors: a missing or empty directory, malformed JSON,
 # a file that is not a dump, dumps of two jobs mixed in one directory.
 # Every mpirun has a deadline and runs in its own process group, killed
@@ -167,35 +168,38 @@ for r, j in enumerate(dumps):
 EOF
 
 # --- block: SIGUSR1 to ranks blocked in a collective -------------------------
-# point-to-point schedules (WEFT_SHM=no), so that the dump names the step
-# and the ranks each one waits for
-launch block block WEFT_TIMEOUT=60 WEFT_SHM=no WEFT_DUMP_ON_SIGNAL=1
-for i in $(seq 600); do
-    [ -f "$work/block/ready.0" ] && [ -f "$work/block/ready.1" ] && [ -f "$work/block/ready.2" ] &&
-        break
-    sleep 0.1
-done
-sleep 0.5 # into the allreduce
-for r in 0 1 2; do
-    pid=$(cat "$work/block/ready.$r" 2>/dev/null)
+# block NAME SHM: once through point-to-point schedules (WEFT_SHM=no), whose
+# dump names the step and the ranks each waits for, once through shared
+# memory (no schedule: no step in the dump)
+block() {
+    local name=$1 shm=$2 r pid n i
+    launch "$name" block WEFT_TIMEOUT=60 WEFT_SHM="$shm" WEFT_DUMP_ON_SIGNAL=1
+    for i in $(seq 600); do
+        [ -f "$work/$name/ready.0" ] && [ -f "$work/$name/ready.1" ] &&
+            [ -f "$work/$name/ready.2" ] && break
+        sleep 0.1
+    done
+    sleep 0.5 # into the allreduce
+    for r in 0 1 2; do
+        pid=$(cat "$work/$name/ready.$r" 2>/dev/null)
+        checks=$((checks + 1))
+        [ -n "$pid" ] && kill -USR1 "$pid" || fail "$name: cannot signal rank $r ('$pid')"
+    done
+    for i in $(seq 100); do
+        n=$(ls "$work/$name"/weft-comm0-rank[012]-world*.json 2>/dev/null | wc -l)
+        [ "$n" -eq 3 ] && break
+        sleep 0.1
+    done
     checks=$((checks + 1))
-    [ -n "$pid" ] && kill -USR1 "$pid" || fail "block: cannot signal rank $r ('$pid')"
-done
-for i in $(seq 100); do
-    n=$(ls "$work"/block/weft-comm0-rank[012]-world*.json 2>/dev/null | wc -l)
-    [ "$n" -eq 3 ] && break
-    sleep 0.1
-done
-checks=$((checks + 1))
-[ "$n" -eq 3 ] || fail "block: $n of 3 blocked ranks dumped within 10 s of SIGUSR1"
-checks=$((checks + 1))
-[ ! -e "$work/block/weft-comm0-rank3-world3.json" ] || fail "block: rank 3 dumped unasked"
-doctor block 1
-touch "$work/block/go" # rank 3 joins, every call completes
-finish block
-$py - "$work/block" <<'EOF' || fail "block: dump contents"
+    [ "$n" -eq 3 ] || fail "$name: $n of 3 blocked ranks dumped within 10 s of SIGUSR1"
+    checks=$((checks + 1))
+    [ ! -e "$work/$name/weft-comm0-rank3-world3.json" ] || fail "$name: rank 3 dumped unasked"
+    doctor "$name" 1
+    touch "$work/$name/go" # rank 3 joins, every call completes
+    finish "$name"
+    $py - "$work/$name" "$shm" <<'EOF' || fail "$name: dump contents"
 import json, sys
-d = sys.argv[1]
+d, shm = sys.argv[1], sys.argv[2] == "yes"
 dumps = [json.load(open("%s/weft-comm0-rank%d-world%d.json" % (d, r, r))) for r in range(3)]
 seq = dumps[0]["ops"][-1]["seq"]
 waits = set()
@@ -205,16 +209,24 @@ for r, j in enumerate(dumps):
     assert op["seq"] == seq and op["state"] == "running", (r, op)
     assert op["status"] == "WEFT_INPROGRESS" and op["end_mono_ns"] is None, op
     assert op["elapsed_s"] >= 0.4, op
-    assert isinstance(op["where"], dict) and op["where"]["step"] >= 0, op
-    waits |= set(op["where"]["waiting_for"])
+    assert op["algorithm"] == "shm" if shm else op["algorithm"] != "shm", op
+    if shm:
+        assert op["where"] is None, op
+    else:
+        assert isinstance(op["where"], dict) and op["where"]["step"] >= 0, op
+        waits |= set(op["where"]["waiting_for"])
     assert [o["state"] for o in j["ops"][:-1]] == ["done"] * (len(j["ops"]) - 1)
-assert 3 in waits, waits  # someone waits for the rank that is not there
+assert shm or 3 in waits, waits  # someone waits for the rank that is not there
 EOF
-expect block "no dump from rank 3" "$work/block.doctor"
+    expect "$name" "no dump from rank 3" "$work/$name.doctor"
+}
+block block no
 for r in 0 1 2; do
     expect block "rank $r: still running after" "$work/block.doctor"
 done
 expect block "waiting for rank 3" "$work/block.doctor"
+block block-shm yes
+expect block-shm "ranks 0-2: still running after" "$work/block-shm.doctor"
 
 # --- nothing wrong: the hang's dumps without the operation that hung ---------
 mkdir "$work/clean"
