@@ -133,22 +133,19 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
          * other ranks' dumps, the first operation not done everywhere */
         weft__record_dump(comm, NULL, 1);
     }
-    if (status == WEFT_ERR_TIMEOUT || status == WEFT_ERR_PEER_FAILED ||
-        status == WEFT_ERR_MISMATCH) {
-        dump_file(comm, status == WEFT_ERR_TIMEOUT       ? WEFT_DUMP_TIMEOUT
-                        : status == WEFT_ERR_PEER_FAILED ? WEFT_DUMP_PEER_FAILED
-                                                         : WEFT_DUMP_MISMATCH,
-                  status);
+    if (status != WEFT_ERR_ABORTED && comm->size > 1 && right != origin) {
+        /* aborting is local; the right neighbour knows already */
+        n->status = (int32_t)status;
+        n->origin = (int32_t)(origin >= 0 ? origin : comm->rank);
+        snprintf(n->text, sizeof(n->text), "%s",
+                 origin >= 0 ? comm->notice_in.text : comm->failed_msg);
+        if (comm->p2p->isend(comm->p2p_ep, right, n, sizeof(*n), WEFT_MEM_HOST, notice_tag(comm),
+                             &comm->notice_send) != WEFT_OK) {
+            comm->notice_send = NULL;
+        }
     }
-    if (status == WEFT_ERR_ABORTED || comm->size == 1 || right == origin) {
-        return status; /* aborting is local; the right neighbour knows already */
-    }
-    n->status = (int32_t)status;
-    n->origin = (int32_t)(origin >= 0 ? origin : comm->rank);
-    snprintf(n->text, sizeof(n->text), "%s", origin >= 0 ? comm->notice_in.text : comm->failed_msg);
-    if (comm->p2p->isend(comm->p2p_ep, right, n, sizeof(*n), WEFT_MEM_HOST, notice_tag(comm),
-                         &comm->notice_send) != WEFT_OK) {
-        comm->notice_send = NULL;
+    if (weft__dump_reason(status) != NULL) { /* after the notice: a file takes time */
+        dump_file(comm, weft__dump_reason(status), status);
     }
     return status;
 }

@@ -29,6 +29,20 @@ static const char *status_name(weft_status_t status)
     return "unknown";
 }
 
+const char *weft__dump_reason(weft_status_t status)
+{
+    switch (status) {
+    case WEFT_ERR_TIMEOUT:
+        return WEFT_DUMP_TIMEOUT;
+    case WEFT_ERR_PEER_FAILED:
+        return WEFT_DUMP_PEER_FAILED;
+    case WEFT_ERR_MISMATCH:
+        return WEFT_DUMP_MISMATCH;
+    default:
+        return NULL;
+    }
+}
+
 static const char *state_name(weft_record_state_t state)
 {
     switch (state) {

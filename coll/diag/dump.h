@@ -38,6 +38,10 @@
 #define WEFT_DUMP_SIGNAL "signal"
 #define WEFT_DUMP_REQUEST "weft_comm_dump"
 
+/* The reason of the dump a communicator failing with status writes:
+ * WEFT_DUMP_TIMEOUT, _PEER_FAILED or _MISMATCH; NULL: none. */
+const char *weft__dump_reason(weft_status_t status);
+
 /* comm's recorder as one JSON object (with a final newline) to out.
  * WEFT_ERR_INVALID_ARG when out cannot be written. */
 weft_status_t weft__dump_json(weft_comm_t comm, const char *reason, FILE *out);
