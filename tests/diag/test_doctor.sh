@@ -14,8 +14,8 @@
 #             for; and through shared memory);
 # and the doctor's errors: a missing or empty directory, malformed JSON,
 # a file that is not a dump, dumps of two jobs mixed in one directory.
-# Every mpirun has a deadline and runs in its own process group, killed
-# whole when it overstays.
+# Every mpirun has a deadline and runs in a session of its own, killed whole
+# (its ranks included) when it ends or overstays.
 set -u
 : "${top_builddir:?run through make check}"
 : "${top_srcdir:?run through make check}"
@@ -34,8 +34,15 @@ mpirun_opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 work=$(mktemp -d "${TMPDIR:-/tmp}/weft-doctor.XXXXXX")
 failures=0 checks=0 job=
 
+# mpirun's ranks get process groups of their own, in the session setsid
+# made for the job: everything in that session goes
+kill_job() {
+    [ -n "$job" ] && pkill -KILL -s "$job" 2>/dev/null
+    job=
+}
+
 cleanup() {
-    [ -n "$job" ] && kill -KILL -- "-$job" 2>/dev/null
+    kill_job
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -68,8 +75,7 @@ finish() {
     local rc
     wait "$job"
     rc=$?
-    kill -KILL -- "-$job" 2>/dev/null
-    job=
+    kill_job
     checks=$((checks + 1))
     if [ $rc -ne 0 ]; then
         fail "$1: mpirun exited $rc"
