@@ -99,22 +99,6 @@ static int breaks_comm(weft_status_t status)
     }
 }
 
-/* comm's flight recorder to WEFT_DUMP_DIR, when set (coll/diag/dump.h). A
- * dump that cannot be written is logged there (a warning) and leaves the
- * last error as it was (status and its message). */
-static void dump_file(weft_comm_t comm, const char *reason, weft_status_t status)
-{
-    const char *dir = weft__runtime_config.dump_dir;
-    char saved[512];
-
-    if (dir != NULL && *dir != '\0') {
-        snprintf(saved, sizeof(saved), "%s", weft__error_detail());
-        if (weft__dump_write(comm, dir, reason) != WEFT_OK) {
-            weft__error(status, "%s", saved);
-        }
-    }
-}
-
 static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origin)
 {
     int right = (comm->rank + 1) % comm->size;
@@ -145,7 +129,7 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
         }
     }
     if (weft__dump_reason(status) != NULL) { /* after the notice: a file takes time */
-        dump_file(comm, weft__dump_reason(status), status);
+        weft__dump_event(comm, weft__dump_reason(status), status);
     }
     return status;
 }
@@ -303,7 +287,7 @@ weft_status_t weft__comm_health(weft_comm_t comm)
 
     if (WEFT_UNLIKELY(weft__dump_requested(comm))) { /* SIGUSR1 */
         weft__record_dump(comm, NULL, 1);
-        dump_file(comm, WEFT_DUMP_SIGNAL, WEFT_OK);
+        weft__dump_event(comm, WEFT_DUMP_SIGNAL, WEFT_OK);
     }
     if (WEFT_UNLIKELY(comm->failed != WEFT_OK)) {
         return weft__error(comm->failed, "communicator failed earlier: %s", comm->failed_msg);
@@ -338,7 +322,7 @@ WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out)
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: out is NULL");
     }
     weft__record_dump(comm, out, 0);
-    dump_file(comm, WEFT_DUMP_REQUEST, WEFT_OK);
+    weft__dump_event(comm, WEFT_DUMP_REQUEST, WEFT_OK);
     return fflush(out) == 0 ? WEFT_OK
                             : weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: cannot write");
 }

@@ -43,6 +43,7 @@ static void dump_setup(void)
                            dir, why);
         }
     }
+    weft__dump_configure(dir);
     if (weft__runtime_config.dump_on_signal) {
         weft__dump_signal_install(); /* it warns when it cannot */
     }
@@ -89,6 +90,7 @@ WEFT_EXPORT weft_status_t weft_finalize(void)
     } else if (atomic_fetch_sub(&init_count, 1) == 1) {
         weft__enqueue_shutdown();
         weft__dump_signal_remove();
+        weft__dump_configure(NULL);
         weft__coll_tune_release();
         weft__config_release();
         weft__comm_release_tombstones();

@@ -273,6 +273,54 @@ weft_status_t weft__dump_write(weft_comm_t comm, const char *dir, const char *re
     return WEFT_OK;
 }
 
+static char *dump_dir; /* weft__dump_configure */
+
+void weft__dump_configure(const char *dir)
+{
+    free(dump_dir);
+    dump_dir = dir != NULL && *dir != '\0' ? strdup(dir) : NULL;
+}
+
+/* Write, keeping the last error (status and its message). */
+static void write_keep(weft_comm_t comm, const char *reason, weft_status_t status)
+{
+    char saved[512];
+
+    snprintf(saved, sizeof(saved), "%s", weft__error_detail());
+    if (weft__dump_write(comm, dump_dir, reason) != WEFT_OK) {
+        weft__error(status, "%s", saved);
+    }
+}
+
+void weft__dump_event(weft_comm_t comm, const char *reason, weft_status_t status)
+{
+    const char **pending;
+
+    if (dump_dir == NULL) {
+        return;
+    }
+    write_keep(comm, reason, status);
+    pending = weft__record_pending(comm);
+    if (pending != NULL && *pending == NULL && strcmp(reason, WEFT_DUMP_SIGNAL) != 0 &&
+        strcmp(reason, WEFT_DUMP_REQUEST) != 0 && weft__record_running(comm) > 0) {
+        *pending = reason; /* weft__dump_ended writes the operations' end */
+    }
+}
+
+void weft__dump_ended(weft_comm_t comm, weft_status_t status)
+{
+    const char **pending = weft__record_pending(comm);
+    const char *reason = *pending;
+
+    if (weft__record_running(comm) > 0) {
+        return;
+    }
+    *pending = NULL;
+    if (dump_dir != NULL) {
+        write_keep(comm, reason, status);
+    }
+}
+
 /* ------------------------------------------------------------- SIGUSR1 */
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler needs a lock-free counter");

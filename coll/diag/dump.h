@@ -7,7 +7,10 @@
  *
  * When: runtime/comm.c writes one when a communicator fails with a timeout,
  * a dead peer or a mismatch, when weft_comm_dump is called, and on SIGUSR1
- * (WEFT_DUMP_ON_SIGNAL=1); all only when WEFT_DUMP_DIR is set.
+ * (WEFT_DUMP_ON_SIGNAL=1); all only when WEFT_DUMP_DIR is set. A failure
+ * found while an operation still runs (a peer's notice, a dead peer seen by
+ * a health check) is written at once and again when the operations that
+ * were running have ended, so that the file shows how they ended.
  *
  * SIGUSR1: the handler only increments a lock-free atomic counter (the
  * one thing it may do, async-signal-safe). Every wait of weft polls
@@ -41,6 +44,20 @@
 /* The reason of the dump a communicator failing with status writes:
  * WEFT_DUMP_TIMEOUT, _PEER_FAILED or _MISMATCH; NULL: none. */
 const char *weft__dump_reason(weft_status_t status);
+
+/* The directory of the dumps (WEFT_DUMP_DIR; NULL or "": none), copied;
+ * weft_init and weft_finalize set it, under the init lock. */
+void weft__dump_configure(const char *dir);
+
+/* Dump comm to the configured directory, if any, for reason. status is
+ * the status whose message weft_last_error holds: a dump that cannot be
+ * written logs a warning and leaves that message as it was. A failure's
+ * dump (timeout, peer_failed, mismatch) while operations of comm run is
+ * written again when they have ended (weft__dump_ended). */
+void weft__dump_event(weft_comm_t comm, const char *reason, weft_status_t status);
+/* An operation of comm ended with status while a dump is pending
+ * (coll/diag/record.c). */
+void weft__dump_ended(weft_comm_t comm, weft_status_t status);
 
 /* comm's recorder as one JSON object (with a final newline) to out.
  * WEFT_ERR_INVALID_ARG when out cannot be written. */

@@ -2,6 +2,7 @@
 #include "coll/diag/record.h"
 
 #include "coll/coll.h"
+#include "coll/diag/dump.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,8 @@ struct weft_recorder {
     size_t cap; /* a power of two */
     long next;  /* handle of the next operation */
     long shown; /* the last cap handles */
-    unsigned mark; /* weft__record_mark */
+    unsigned mark;       /* weft__record_mark */
+    const char *pending; /* weft__record_pending */
 };
 
 /* The kernel's tick clock: a few nanoseconds to read where CLOCK_MONOTONIC
@@ -120,6 +122,9 @@ void weft__record_end(weft_comm_t comm, long handle, weft_status_t status)
     rec->state = status == WEFT_OK ? WEFT_RECORD_DONE : WEFT_RECORD_FAILED;
     if (status != WEFT_OK) {
         snprintf(rec->note, sizeof(rec->note), "%s", weft__error_detail());
+    }
+    if (WEFT_UNLIKELY(comm->recorder->pending != NULL)) {
+        weft__dump_ended(comm, status);
     }
 }
 
@@ -240,6 +245,25 @@ long weft__record_visit(weft_comm_t comm, void (*fn)(const weft_record_view_t *v
 unsigned *weft__record_mark(weft_comm_t comm)
 {
     return comm->recorder != NULL ? &comm->recorder->mark : NULL;
+}
+
+const char **weft__record_pending(weft_comm_t comm)
+{
+    return comm->recorder != NULL ? &comm->recorder->pending : NULL;
+}
+
+int weft__record_running(weft_comm_t comm)
+{
+    struct weft_recorder *r = comm->recorder;
+    int n = 0;
+
+    for (long h = r != NULL && r->next - r->shown > 1 ? r->next - r->shown : 1;
+         r != NULL && h < r->next; h++) {
+        const record_t *rec = slot(comm, h);
+
+        n += rec != NULL && rec->state == WEFT_RECORD_RUNNING;
+    }
+    return n;
 }
 
 void weft__record_release(weft_comm_t comm)

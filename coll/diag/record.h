@@ -79,5 +79,11 @@ uint64_t weft__record_now_ns(void);
 /* A word the dump keeps per communicator (the last dump request served,
  * coll/diag/dump.c); NULL when comm has recorded nothing yet. */
 unsigned *weft__record_mark(weft_comm_t comm);
+/* The reason of a dump to write again once no operation of comm runs
+ * (coll/diag/dump.c; weft__record_end calls weft__dump_ended while it is
+ * set); NULL when comm has recorded nothing yet. */
+const char **weft__record_pending(weft_comm_t comm);
+/* Recorded operations of comm still running. */
+int weft__record_running(weft_comm_t comm);
 
 #endif /* WEFT_COLL_DIAG_RECORD_H */

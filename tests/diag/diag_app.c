@@ -9,6 +9,9 @@
  *             and dump on the timeout; the last rank, done after four
  *             calls, waits until they have given up and calls
  *             weft_comm_dump.
+ *   die       an allreduce, then the last rank kills itself (SIGKILL) and
+ *             the others get WEFT_ERR_PEER_FAILED from the second and dump
+ *             (mpirun --enable-recovery lets them go on).
  *   mismatch  3 allreduces; in the second (seq 1) the last rank uses max,
  *             the others sum: every rank gets WEFT_ERR_MISMATCH and dumps.
  *   split     the world split in two (ranks 0,2 and 1,3; the two get the
@@ -26,6 +29,7 @@
  */
 #include <weft.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +132,15 @@ static void split(weft_comm_t world, double timeout)
     weft_comm_destroy(half);
 }
 
+static void die(weft_comm_t comm)
+{
+    CHECK(allreduce(comm, WEFT_SUM) == WEFT_OK, "call 0");
+    if (rank == size - 1) {
+        raise(SIGKILL);
+    }
+    CHECK(allreduce(comm, WEFT_SUM) == WEFT_ERR_PEER_FAILED, "call 1");
+}
+
 static void mismatch(weft_comm_t comm)
 {
     int last = rank == size - 1;
@@ -184,6 +197,8 @@ int main(int argc, char **argv)
         hang(comm, atof(timeout));
     } else if (strcmp(argv[1], "split") == 0) {
         split(comm, atof(timeout));
+    } else if (strcmp(argv[1], "die") == 0) {
+        die(comm);
     } else if (strcmp(argv[1], "mismatch") == 0) {
         mismatch(comm);
     } else if (strcmp(argv[1], "block") == 0) {

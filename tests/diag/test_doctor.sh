@@ -6,6 +6,8 @@
 #             the operation (seq) and rank 3 as the one that never arrived;
 #   split     two communicators split at once (one id): rank 3 skips a call in
 #             its half: the doctor tells the halves apart and diagnoses each;
+#   die       rank 3 is killed: the others dump on the dead peer, and the
+#             doctor names the failure and the rank without a dump;
 #   mismatch  rank 3 reduces with max, the others with sum: the doctor names
 #             the field and the ranks on each side;
 #   block     ranks 0-2 wait in an allreduce rank 3 has not called yet;
@@ -32,7 +34,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 mpirun_opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 work=$(mktemp -d "${TMPDIR:-/tmp}/weft-doctor.XXXXXX")
-failures=0 checks=0 job=
+failures=0 checks=0 job= recovery=
 
 # mpirun's ranks get process groups of their own, in the session setsid
 # made for the job: everything in that session goes
@@ -65,7 +67,8 @@ launch() {
     shift 2
     for kv in "$@"; do envs+=(-x "$kv"); done
     mkdir -p "$work/$name"
-    setsid timeout -s KILL 90 mpirun -np 4 "${mpirun_opts[@]}" -x WEFT_DUMP_DIR="$work/$name" \
+    setsid timeout -s KILL 90 mpirun -np 4 "${mpirun_opts[@]}" ${recovery:+--enable-recovery} \
+        -x WEFT_DUMP_DIR="$work/$name" \
         "${envs[@]}" "$app" "$scenario" >"$work/$name.out" 2>&1 &
     job=$!
 }
@@ -151,6 +154,32 @@ expect split "never arrived: rank 1 (last started seq" "$work/split.doctor"
 checks=$((checks + 1))
 [ "$(grep -c "first operation not finished" "$work/split.doctor")" -eq 1 ] ||
     fail "split: the healthy half is diagnosed too"
+
+# --- die: rank 3 is killed between two allreduces ----------------------------
+# (--enable-recovery: mpirun lets the others go on and see the dead peer)
+recovery=1
+launch die die WEFT_TIMEOUT=30
+finish die
+recovery=
+doctor die 1
+expect die "no dump from rank 3 (dead, or" "$work/die.doctor"
+expect die "failed after" "$work/die.doctor"
+expect die "WEFT_ERR_PEER_FAILED: " "$work/die.doctor"
+expect die "rank 3 failed (its process" "$work/die.doctor"
+$py - "$work/die" <<'EOF' || fail "die: dump contents"
+import json, os, sys
+d = sys.argv[1]
+assert not os.path.exists("%s/weft-comm0-rank3-world3.json" % d)
+dumps = [json.load(open("%s/weft-comm0-rank%d-world%d.json" % (d, r, r))) for r in range(3)]
+seq = dumps[0]["ops"][-1]["seq"]
+for r, j in enumerate(dumps):
+    assert j["reason"] == "peer_failed" and j["comm"]["failed"] == "WEFT_ERR_PEER_FAILED", r
+    op = j["ops"][-1]
+    # written again once the operation had ended: it shows how
+    assert op["seq"] == seq and op["state"] == "failed", (r, op)
+    assert op["status"] == "WEFT_ERR_PEER_FAILED" and "rank 3 failed" in op["error"], op
+    assert j["ops"][-2]["state"] == "done", j["ops"][-2]
+EOF
 
 # --- mismatch: rank 3 reduces with max -------------------------------------
 launch mismatch mismatch WEFT_TIMEOUT=30
