@@ -257,8 +257,10 @@ int weft__record_running(weft_comm_t comm)
     struct weft_recorder *r = comm->recorder;
     int n = 0;
 
-    for (long h = r != NULL && r->next - r->shown > 1 ? r->next - r->shown : 1;
-         r != NULL && h < r->next; h++) {
+    if (r == NULL) {
+        return 0;
+    }
+    for (long h = r->next - r->shown > 1 ? r->next - r->shown : 1; h < r->next; h++) {
         const record_t *rec = slot(comm, h);
 
         n += rec != NULL && rec->state == WEFT_RECORD_RUNNING;
