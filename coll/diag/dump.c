@@ -230,7 +230,7 @@ void weft__dump_name(weft_comm_t comm, char *buf, size_t len)
 
 weft_status_t weft__dump_write(weft_comm_t comm, const char *dir, const char *reason)
 {
-    static _Thread_local unsigned serial;
+    static atomic_uint serial;
     char name[128], path[4096], tmp[4096 + 64];
     weft_status_t status;
     FILE *f;
@@ -241,8 +241,10 @@ weft_status_t weft__dump_write(weft_comm_t comm, const char *dir, const char *re
         weft__log_warn("flight recorder dump not written: WEFT_DUMP_DIR '%s' is too long", dir);
         return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_DUMP_DIR is too long");
     }
-    /* unique per process and thread: two writers never share a temporary */
-    snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%u.tmp", dir, name, (int)getpid(), serial++);
+    /* unique in the process (and the pid across processes): two writers
+     * never share a temporary */
+    snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%u.tmp", dir, name, (int)getpid(),
+             atomic_fetch_add(&serial, 1));
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
         int err = errno;
