@@ -855,6 +855,36 @@ void weft__sched_where(const weft_sched_t *s, char *buf, size_t len)
     }
 }
 
+void weft__sched_pos(const weft_sched_t *s, weft_sched_pos_t *pos, int *peers, int *sending,
+                     int max_peers)
+{
+    pos->phase = s->phase;
+    pos->step = -1;
+    pos->ndone = s->ndone;
+    pos->ntasks = s->ntasks;
+    pos->npeers = 0;
+    for (int i = 0; i < s->nactive; i++) {
+        const task_t *t = &s->tasks[s->active[i]];
+        int k = 0;
+
+        if (pos->step < 0 || t->step < pos->step) {
+            pos->phase = t->phase;
+            pos->step = t->step;
+        }
+        while (k < pos->npeers && peers[k] != t->peer) {
+            k++;
+        }
+        if (t->peer < 0 || (k == pos->npeers && k == max_peers)) {
+            continue;
+        }
+        if (k == pos->npeers) {
+            peers[pos->npeers++] = t->peer;
+            sending[k] = 1;
+        }
+        sending[k] &= t->kind == TASK_SEND;
+    }
+}
+
 /* One line naming the operation, where it is, and whom it waits for. */
 static weft_status_t report_timeout(weft_sched_t *s, double seconds)
 {

@@ -67,6 +67,18 @@ void weft__sched_record(weft_sched_t *s, long handle);
 /* Where an unfinished schedule is: "<phase> step <k>, waiting for rank(s)
  * <list>" into buf. */
 void weft__sched_where(const weft_sched_t *s, char *buf, size_t len);
+/* The same, as fields (the flight recorder's JSON dump): the earliest step
+ * with posted messages, tasks done of all, and up to max_peers distinct
+ * ranks it has messages posted to or from (sending[i]: only a send). */
+typedef struct weft_sched_pos {
+    const char *phase;
+    int step;
+    int ndone;
+    int ntasks;
+    int npeers;
+} weft_sched_pos_t;
+void weft__sched_pos(const weft_sched_t *s, weft_sched_pos_t *pos, int *peers, int *sending,
+                     int max_peers);
 
 /* Diagnostic label of the tasks added from now on ("step" of the algorithm). */
 void weft__sched_step(weft_sched_t *s, const char *phase, int step);

@@ -136,7 +136,9 @@ weft_status_t weft_comm_abort(weft_comm_t comm);
  * collective, algorithm, count, dtype, op, root, start time in
  * CLOCK_MONOTONIC seconds, and done / failed with the reason / running with
  * its step and the ranks it waits for). Call it from the thread that drives
- * comm; it also works on a communicator that failed.
+ * comm; it also works on a communicator that failed. With WEFT_DUMP_DIR
+ * set, it also writes the JSON file tools/weft_doctor reads (a directory
+ * that cannot take it is a warning in the log, not an error of this call).
  */
 weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out);
 /*

@@ -1,6 +1,7 @@
 /* Communicator objects: creation, checks, destruction with tombstones. */
 #include "runtime/comm.h"
 #include "runtime/enqueue.h"
+#include "coll/diag/dump.h"
 #include "coll/diag/record.h"
 #include "coll/sched.h"
 #include "coll/shm/shm.h"
@@ -116,15 +117,19 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
          * other ranks' dumps, the first operation not done everywhere */
         weft__record_dump(comm, NULL, 1);
     }
-    if (status == WEFT_ERR_ABORTED || comm->size == 1 || right == origin) {
-        return status; /* aborting is local; the right neighbour knows already */
+    if (status != WEFT_ERR_ABORTED && comm->size > 1 && right != origin) {
+        /* aborting is local; the right neighbour knows already */
+        n->status = (int32_t)status;
+        n->origin = (int32_t)(origin >= 0 ? origin : comm->rank);
+        snprintf(n->text, sizeof(n->text), "%s",
+                 origin >= 0 ? comm->notice_in.text : comm->failed_msg);
+        if (comm->p2p->isend(comm->p2p_ep, right, n, sizeof(*n), WEFT_MEM_HOST, notice_tag(comm),
+                             &comm->notice_send) != WEFT_OK) {
+            comm->notice_send = NULL;
+        }
     }
-    n->status = (int32_t)status;
-    n->origin = (int32_t)(origin >= 0 ? origin : comm->rank);
-    snprintf(n->text, sizeof(n->text), "%s", origin >= 0 ? comm->notice_in.text : comm->failed_msg);
-    if (comm->p2p->isend(comm->p2p_ep, right, n, sizeof(*n), WEFT_MEM_HOST, notice_tag(comm),
-                         &comm->notice_send) != WEFT_OK) {
-        comm->notice_send = NULL;
+    if (weft__dump_reason(status) != NULL) { /* after the notice: a file takes time */
+        weft__dump_event(comm, weft__dump_reason(status), status);
     }
     return status;
 }
@@ -280,6 +285,10 @@ weft_status_t weft__comm_health(weft_comm_t comm)
 {
     int failed;
 
+    if (WEFT_UNLIKELY(weft__dump_requested(comm))) { /* SIGUSR1 */
+        weft__record_dump(comm, NULL, 1);
+        weft__dump_event(comm, WEFT_DUMP_SIGNAL, WEFT_OK);
+    }
     if (WEFT_UNLIKELY(comm->failed != WEFT_OK)) {
         return weft__error(comm->failed, "communicator failed earlier: %s", comm->failed_msg);
     }
@@ -313,6 +322,7 @@ WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out)
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: out is NULL");
     }
     weft__record_dump(comm, out, 0);
+    weft__dump_event(comm, WEFT_DUMP_REQUEST, WEFT_OK);
     return fflush(out) == 0 ? WEFT_OK
                             : weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: cannot write");
 }

@@ -99,6 +99,11 @@ weft_status_t weft__comm_health(weft_comm_t comm);
  */
 weft_status_t weft__comm_fail(weft_comm_t comm, weft_status_t status);
 
+/* The rank in the root communicator (the one made by weft_comm_world or
+ * weft_comm_init_rank that comm was split from) of comm's rank `rank`; -1
+ * when comm's transport is released. */
+int weft__comm_world_rank(weft_comm_t comm, int rank);
+
 /* Cores this process may run on (its affinity mask). */
 int weft__usable_cores(void);
 

@@ -273,6 +273,21 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     return WEFT_OK;
 }
 
+int weft__comm_world_rank(weft_comm_t comm, int rank)
+{
+    /* a child's transport maps its ranks to its parent's, up to the root */
+    while (comm->boot == &child_boot_ops && rank >= 0) {
+        const map_ep_t *ep = comm->p2p_ep;
+
+        if (ep == NULL || rank >= ep->size) {
+            return -1;
+        }
+        rank = ep->map[rank];
+        comm = ep->parent;
+    }
+    return rank;
+}
+
 WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out)
 {
     weft_status_t status = weft__comm_check(comm, "weft_comm_dup: comm");

@@ -43,6 +43,17 @@ static const weft_config_entry_t runtime_entries[] = {
      "cut every node into virtual nodes of this many consecutive local ranks (0: real nodes); "
      "for testing hierarchical collectives on one machine",
      weft__config_parse_int, offsetof(weft_runtime_config_t, ranks_per_node)},
+    {"DUMP_DIR", "",
+     "directory where every rank writes its communicators' flight recorders as JSON "
+     "(weft-comm<id>-rank<r>-world<w>.json, read by tools/weft_doctor) when a communicator "
+     "times out, loses a peer or sees mismatched arguments, on weft_comm_dump, and on SIGUSR1 "
+     "with WEFT_DUMP_ON_SIGNAL; empty: no files",
+     weft__config_parse_dump_dir, offsetof(weft_runtime_config_t, dump_dir)},
+    {"DUMP_ON_SIGNAL", "no",
+     "SIGUSR1 makes every rank dump its communicators' flight recorders (to the log, and to "
+     "WEFT_DUMP_DIR when set); a rank blocked in a collective dumps within milliseconds, a rank "
+     "outside weft at its next call",
+     weft__config_parse_bool, offsetof(weft_runtime_config_t, dump_on_signal)},
 };
 
 static const char *runtime_values[sizeof(runtime_entries) / sizeof(runtime_entries[0])];
@@ -166,6 +177,24 @@ weft_status_t weft__config_parse_string(const char *text, void *dst)
     free(*(char **)dst);
     *(char **)dst = copy;
     return WEFT_OK;
+}
+
+weft_status_t weft__config_parse_dump_dir(const char *text, void *dst)
+{
+    /* room for "/.weft-comm<id>-rank<r>-world<w>.json.<pid>.<n>.tmp" in a path */
+    if (strlen(text) > 3900) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "a directory name of %zu characters is too long",
+                           strlen(text));
+    }
+    for (const char *p = text; *p != '\0'; p++) {
+        if (iscntrl((unsigned char)*p)) {
+            return weft__error(WEFT_ERR_INVALID_ARG,
+                               "the directory name contains a control character (byte %d at "
+                               "offset %zu)",
+                               (int)*p, (size_t)(p - text));
+        }
+    }
+    return weft__config_parse_string(text, dst);
 }
 
 weft_status_t weft__config_parse_log_level(const char *text, void *dst)
@@ -358,6 +387,8 @@ void weft__config_release(void)
     free(weft__runtime_config.tune);
     free(weft__runtime_config.bootstrap_addr);
     free(weft__runtime_config.unique_id);
+    free(weft__runtime_config.dump_dir);
+    weft__runtime_config.dump_dir = NULL;
     weft__runtime_config.tune = NULL;
     weft__runtime_config.bootstrap_addr = NULL;
     weft__runtime_config.unique_id = NULL;

@@ -45,6 +45,9 @@ weft_status_t weft__config_parse_double(const char *text, void *dst);
 weft_status_t weft__config_parse_bool(const char *text, void *dst);
 weft_status_t weft__config_parse_string(const char *text, void *dst);
 weft_status_t weft__config_parse_log_level(const char *text, void *dst);
+/* A string naming a directory: no control characters, short enough for a
+ * file name under it. */
+weft_status_t weft__config_parse_dump_dir(const char *text, void *dst);
 
 /* "4k" -> 4096; "inf" -> SIZE_MAX when allow_inf. */
 weft_status_t weft__parse_size(const char *text, int allow_inf, size_t *size_p);
@@ -59,6 +62,8 @@ typedef struct weft_runtime_config {
     int rank;               /* weft_comm_world with unique_id: this process's rank */
     int nranks;             /* weft_comm_world with unique_id: the job's size */
     int ranks_per_node;     /* > 0: cut nodes into virtual nodes of this many ranks */
+    char *dump_dir;         /* flight recorder JSON files go here ("" = none) */
+    int dump_on_signal;     /* SIGUSR1 dumps the flight recorders */
 } weft_runtime_config_t;
 
 extern weft_runtime_config_t weft__runtime_config;

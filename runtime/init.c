@@ -8,14 +8,46 @@
 #include "runtime/enqueue.h"
 
 #include "coll/coll.h"
+#include "coll/diag/dump.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int init_count;
+
+/* The flight recorder's files and signal (coll/diag/dump.h): a directory
+ * that cannot take them is worth a warning now, not only when a job hangs. */
+static void dump_setup(void)
+{
+    const char *dir = weft__runtime_config.dump_dir;
+    struct stat st;
+
+    if (dir != NULL && *dir != '\0') {
+        const char *why = NULL;
+
+        if (stat(dir, &st) != 0 || (S_ISDIR(st.st_mode) && access(dir, W_OK | X_OK) != 0)) {
+            why = strerror(errno);
+        } else if (!S_ISDIR(st.st_mode)) {
+            why = "not a directory";
+        }
+        if (why != NULL) {
+            weft__log_warn("WEFT_DUMP_DIR '%s' cannot take flight recorder dumps (%s): none "
+                           "will be written until it can",
+                           dir, why);
+        }
+    }
+    weft__dump_configure(dir);
+    if (weft__runtime_config.dump_on_signal) {
+        weft__dump_signal_install(); /* it warns when it cannot */
+    }
+}
 
 WEFT_EXPORT weft_status_t weft_init(void)
 {
@@ -34,6 +66,9 @@ WEFT_EXPORT weft_status_t weft_init(void)
         /* the CUDA backend (when built): the driver opened, no context yet,
          * so that collectives recognise CUDA buffers from the first call */
         weft__device_init();
+        if (status == WEFT_OK) {
+            dump_setup();
+        }
     }
     if (status == WEFT_OK) {
         atomic_fetch_add(&init_count, 1);
@@ -54,6 +89,8 @@ WEFT_EXPORT weft_status_t weft_finalize(void)
         status = weft__error(WEFT_ERR_NOT_INITIALIZED, "weft_finalize without weft_init");
     } else if (atomic_fetch_sub(&init_count, 1) == 1) {
         weft__enqueue_shutdown();
+        weft__dump_signal_remove();
+        weft__dump_configure(NULL);
         weft__coll_tune_release();
         weft__config_release();
         weft__comm_release_tombstones();

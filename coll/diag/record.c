@@ -2,6 +2,7 @@
 #include "coll/diag/record.h"
 
 #include "coll/coll.h"
+#include "coll/diag/dump.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +32,14 @@ struct weft_recorder {
     size_t cap; /* a power of two */
     long next;  /* handle of the next operation */
     long shown; /* the last cap handles */
+    unsigned mark;       /* weft__record_mark */
+    const char *pending; /* weft__record_pending */
 };
 
 /* The kernel's tick clock: a few nanoseconds to read where CLOCK_MONOTONIC
  * takes tens (the recorder runs on every operation, 8-byte ones included),
  * at the tick's resolution (1-4 ms), which is what telling a hang needs. */
-static uint64_t now_ns(void)
+uint64_t weft__record_now_ns(void)
 {
     struct timespec ts;
 
@@ -88,7 +91,7 @@ long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t s
     rec->dtype = desc->dtype;
     rec->op = desc->op;
     rec->root = root;
-    rec->start_ns = now_ns();
+    rec->start_ns = weft__record_now_ns();
     rec->end_ns = 0;
     rec->sched = NULL;
     rec->status = WEFT_OK;
@@ -113,12 +116,15 @@ void weft__record_end(weft_comm_t comm, long handle, weft_status_t status)
     if (rec == NULL || rec->state != WEFT_RECORD_RUNNING) {
         return;
     }
-    rec->end_ns = now_ns();
+    rec->end_ns = weft__record_now_ns();
     rec->sched = NULL;
     rec->status = status;
     rec->state = status == WEFT_OK ? WEFT_RECORD_DONE : WEFT_RECORD_FAILED;
     if (status != WEFT_OK) {
         snprintf(rec->note, sizeof(rec->note), "%s", weft__error_detail());
+    }
+    if (WEFT_UNLIKELY(comm->recorder->pending != NULL)) {
+        weft__dump_ended(comm, status);
     }
 }
 
@@ -174,7 +180,7 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
 void weft__record_dump(weft_comm_t comm, FILE *out, int log)
 {
     struct weft_recorder *r = comm->recorder;
-    uint64_t now = now_ns();
+    uint64_t now = weft__record_now_ns();
     char buf[512];
     long first;
 
@@ -195,6 +201,71 @@ void weft__record_dump(weft_comm_t comm, FILE *out, int log)
             fprintf(out, "%s\n", buf);
         }
     }
+}
+
+long weft__record_visit(weft_comm_t comm, void (*fn)(const weft_record_view_t *v, void *arg),
+                        void *arg)
+{
+    struct weft_recorder *r = comm->recorder;
+    weft_record_view_t v;
+    long first;
+
+    if (r == NULL) {
+        return 0;
+    }
+    first = r->next - r->shown > 1 ? r->next - r->shown : 1;
+    for (long h = first; h < r->next; h++) {
+        const record_t *rec = slot(comm, h);
+
+        if (rec == NULL) {
+            continue;
+        }
+        v.seq = rec->seq;
+        v.coll = rec->coll;
+        v.algo = rec->algo;
+        v.count = rec->count;
+        v.dtype = rec->dtype;
+        v.op = rec->op;
+        v.reducing = strstr(rec->coll, "reduce") != NULL; /* allreduce, reduce_scatter(_v) */
+        v.root = rec->root;
+        v.start_ns = rec->start_ns;
+        v.end_ns = rec->end_ns;
+        v.state = rec->state;
+        v.status = rec->status;
+        v.note = rec->state == WEFT_RECORD_FAILED ? rec->note : "";
+        v.has_pos = rec->state == WEFT_RECORD_RUNNING && rec->sched != NULL;
+        if (v.has_pos) {
+            weft__sched_pos(rec->sched, &v.pos, v.peers, v.sending, WEFT_RECORD_PEERS);
+        }
+        fn(&v, arg);
+    }
+    return r->next - 1;
+}
+
+unsigned *weft__record_mark(weft_comm_t comm)
+{
+    return comm->recorder != NULL ? &comm->recorder->mark : NULL;
+}
+
+const char **weft__record_pending(weft_comm_t comm)
+{
+    return comm->recorder != NULL ? &comm->recorder->pending : NULL;
+}
+
+int weft__record_running(weft_comm_t comm)
+{
+    struct weft_recorder *r = comm->recorder;
+    int n = 0;
+
+    if (r == NULL) {
+        return 0;
+    }
+    for (long h = r->next - r->shown > 1 ? r->next - r->shown : 1; h < r->next; h++) {
+        const record_t *rec = slot(comm, h);
+
+        n += rec != NULL && rec->state == WEFT_RECORD_RUNNING;
+    }
+    return n;
 }
 
 void weft__record_release(weft_comm_t comm)

@@ -46,4 +46,44 @@ void weft__record_dump(weft_comm_t comm, FILE *out, int log);
 /* Free comm's recorder. */
 void weft__record_release(weft_comm_t comm);
 
+/* One recorded operation, as the JSON dump (coll/diag/dump.h) reads it.
+ * Valid during the weft__record_visit callback only. */
+#define WEFT_RECORD_PEERS 64 /* ranks a running operation's "where" names at most */
+typedef struct weft_record_view {
+    uint32_t seq;
+    const char *coll;
+    const char *algo;
+    size_t count;
+    weft_dtype_t dtype;
+    weft_op_t op;
+    int reducing; /* the op is part of the operation */
+    int root;     /* -1: not a rooted collective */
+    uint64_t start_ns;
+    uint64_t end_ns; /* 0 while running */
+    weft_record_state_t state;
+    weft_status_t status;
+    const char *note; /* why it failed ("" otherwise) */
+    int has_pos;      /* running on a schedule: pos and peers say where */
+    weft_sched_pos_t pos;
+    int peers[WEFT_RECORD_PEERS];
+    int sending[WEFT_RECORD_PEERS];
+} weft_record_view_t;
+
+/* Call fn for every recorded operation of comm, oldest first; returns how
+ * many operations were recorded in all (older ones than those visited were
+ * overwritten). Same thread as the recording. */
+long weft__record_visit(weft_comm_t comm, void (*fn)(const weft_record_view_t *v, void *arg),
+                        void *arg);
+/* The recorder's clock (CLOCK_MONOTONIC_COARSE), in nanoseconds. */
+uint64_t weft__record_now_ns(void);
+/* A word the dump keeps per communicator (the last dump request served,
+ * coll/diag/dump.c); NULL when comm has recorded nothing yet. */
+unsigned *weft__record_mark(weft_comm_t comm);
+/* The reason of a dump to write again once no operation of comm runs
+ * (coll/diag/dump.c; weft__record_end calls weft__dump_ended while it is
+ * set); NULL when comm has recorded nothing yet. */
+const char **weft__record_pending(weft_comm_t comm);
+/* Recorded operations of comm still running. */
+int weft__record_running(weft_comm_t comm);
+
 #endif /* WEFT_COLL_DIAG_RECORD_H */
