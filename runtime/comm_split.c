@@ -11,6 +11,7 @@
  * destroying the parent first is safe. Parent and children share one
  * endpoint: drive them from one thread at a time.
  */
+#include "runtime/comm.h"
 #include "coll/coll.h"
 #include "runtime/init.h"
 
