@@ -6,3 +6,11 @@ libweft_core_la_SOURCES += base/config.h base/config_parse.c core/comm.h core/co
 
 TESTS += tests/layers/test_layers.sh
 EXTRA_DIST += tools/check_layers.py tests/layers/test_layers.sh
+
+# The multi-process test harness (tests/harness.h), linked into every test.
+check_LTLIBRARIES += tests/libweft_harness.la
+tests_libweft_harness_la_SOURCES = tests/harness.h tests/harness.c
+CRITERION_TESTS += tests/test_harness
+tests_test_harness_SOURCES = tests/test_harness.c
+tests_test_harness_CFLAGS = $(test_cflags)
+tests_test_harness_LDADD = $(test_ldadd)

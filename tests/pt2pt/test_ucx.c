@@ -17,6 +17,7 @@
 #include <criterion/criterion.h>
 
 #include "pt2pt/ucx/ucx.h"
+#include "tests/harness.h"
 
 #include <signal.h>
 #include <stdarg.h>
@@ -26,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,12 +41,11 @@
 static const weft_pt2pt_ops_t *const ops = &weft__ucx_ops;
 
 typedef struct shared {
-    atomic_int arrived;
-    atomic_int generation;
-    atomic_int quorum; /* ranks that still take part in barriers */
+    harness_barrier_t barrier; /* its quorum: the ranks that still take part in barriers */
     atomic_int failed;
     int nranks;
     pid_t pids[MAX_RANKS];
+    atomic_int pids_ready; /* pids[] is written (scenarios kill by pid) */
     int killed[MAX_RANKS];
     double detect_s; /* peer-failure detection, measured by the survivor */
     size_t addr_len[MAX_RANKS];
@@ -96,27 +95,26 @@ static void bail_if_sibling_failed(rank_t *r)
     }
 }
 
-/* Barrier of the ranks in the quorum; progresses the transport while waiting
- * (a rendezvous may need the waiting side). */
+/* Between polls of a barrier: leave when a sibling failed, progress the
+ * transport (a rendezvous may need the waiting side). */
+static int barrier_idle(void *arg)
+{
+    rank_t *r = arg;
+
+    bail_if_sibling_failed(r);
+    if (r->ep != NULL) {
+        ops->progress(r->ep);
+    }
+    return 0;
+}
+
+/* Barrier of the ranks in the quorum. */
 static void barrier(rank_t *r)
 {
-    shared_t *sh = r->sh;
-    int gen = atomic_load(&sh->generation);
-    uint64_t deadline = weft__time_ns() + WAIT_NS;
+    int st =
+        harness_barrier_wait(&r->sh->barrier, harness_now_s() + WAIT_NS * 1e-9, barrier_idle, r);
 
-    if (atomic_fetch_add(&sh->arrived, 1) + 1 == atomic_load(&sh->quorum)) {
-        atomic_store(&sh->arrived, 0);
-        atomic_fetch_add(&sh->generation, 1);
-        return;
-    }
-    while (atomic_load(&sh->generation) == gen) {
-        bail_if_sibling_failed(r);
-        CHECK(r, weft__time_ns() < deadline, "barrier timed out");
-        if (r->ep != NULL) {
-            ops->progress(r->ep);
-        }
-        usleep(50);
-    }
+    CHECK(r, st == 0, "barrier timed out");
 }
 
 /* Progress until every request is done (freed, set to NULL); statuses to st. */
@@ -241,18 +239,23 @@ static void *xmalloc(rank_t *r, size_t bytes)
     return p;
 }
 
-static void child_main(shared_t *sh, int rank, const char *tls, scenario_fn fn, pid_t parent)
+typedef struct job {
+    shared_t *sh;
+    const char *tls;
+    scenario_fn fn;
+} job_t;
+
+static int child_main(int rank, void *arg)
 {
+    const job_t *job = arg;
+    shared_t *sh = job->sh;
     rank_t r = {.sh = sh, .rank = rank, .nranks = sh->nranks};
     const void *addr;
     size_t len;
     weft_status_t st;
 
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
-        _exit(3);
-    }
-    if (tls != NULL) {
-        setenv("UCX_TLS", tls, 1);
+    if (job->tls != NULL) {
+        setenv("UCX_TLS", job->tls, 1);
     }
     st = weft__ucx_context_get(&r.ctx);
     CHECK(&r, st == WEFT_OK, "context: %s", weft_last_error());
@@ -264,11 +267,16 @@ static void child_main(shared_t *sh, int rank, const char *tls, scenario_fn fn, 
     barrier(&r);
     st = weft__ucx_ep_create(r.ctx, rank, r.nranks, sh->addr, ADDR_MAX, sh->addr_len, &r.ep);
     CHECK(&r, st == WEFT_OK, "endpoint table: %s", weft_last_error());
-    fn(&r);
+    for (double until = harness_now_s() + WAIT_NS * 1e-9; !atomic_load(&sh->pids_ready);) {
+        bail_if_sibling_failed(&r);
+        CHECK(&r, harness_now_s() < until, "the parent did not publish the ranks' pids");
+        usleep(100);
+    }
+    job->fn(&r);
     barrier(&r); /* nobody tears down while a peer may still need it */
     ops->ep_release(r.ep);
     weft__ucx_context_put(r.ctx);
-    _exit(0);
+    return 0;
 }
 
 /* ------------------------------------------------------------ parent side */
@@ -278,55 +286,22 @@ static void child_main(shared_t *sh, int rank, const char *tls, scenario_fn fn, 
  * scenario. Returns the mapping (unmap with ranks_done). */
 static shared_t *run_ranks(int nranks, const char *tls, scenario_fn fn)
 {
-    shared_t *sh =
-        mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    pid_t parent = getpid();
-    pid_t pids[MAX_RANKS];
-    int status[MAX_RANKS];
-    int running = 0;
-    uint64_t deadline = weft__time_ns() + CHILDREN_NS;
+    shared_t *sh = harness_shared(sizeof(*sh));
+    job_t job = {.sh = sh, .tls = tls, .fn = fn};
+    harness_procs_t procs;
+    int *status = procs.wstatus;
 
-    cr_assert_neq(sh, MAP_FAILED);
+    cr_assert_not_null(sh);
     cr_assert_leq(nranks, MAX_RANKS);
-    memset(sh, 0, sizeof(*sh));
-    atomic_init(&sh->quorum, nranks);
+    harness_barrier_init(&sh->barrier, nranks);
     sh->nranks = nranks;
-    fflush(NULL);
-    for (int r = 0; r < nranks; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            child_main(sh, r, tls, fn, parent);
-        }
-        if (pids[r] < 0) {
-            for (int k = 0; k < r; k++) {
-                kill(pids[k], SIGKILL);
-                waitpid(pids[k], NULL, 0);
-            }
-            cr_assert_fail("fork failed");
-        }
-        sh->pids[r] = pids[r];
-        running++;
-    }
-    while (running > 0) {
-        for (int r = 0; r < nranks; r++) {
-            if (pids[r] > 0 && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
-                pids[r] = 0;
-                running--;
-            }
-        }
-        if (running > 0 && weft__time_ns() > deadline) {
-            for (int r = 0; r < nranks; r++) {
-                if (pids[r] > 0) {
-                    kill(pids[r], SIGKILL);
-                    waitpid(pids[r], &status[r], 0);
-                    pids[r] = 0;
-                }
-            }
-            cr_assert_fail("ranks still running after %.0f s (tls %s): %s %s %s %s",
-                           CHILDREN_NS / 1e9, tls ? tls : "default", sh->error[0], sh->error[1],
-                           sh->error[2], sh->error[3]);
-        }
-        usleep(1000);
+    cr_assert_eq(harness_fork(&procs, 0, nranks, child_main, &job), 0, "fork failed");
+    memcpy(sh->pids, procs.pid, sizeof(sh->pids));
+    atomic_store(&sh->pids_ready, 1);
+    if (harness_reap(&procs, harness_now_s() + CHILDREN_NS * 1e-9) > 0) {
+        cr_assert_fail("ranks still running after %.0f s (tls %s): %s %s %s %s", CHILDREN_NS / 1e9,
+                       tls ? tls : "default", sh->error[0], sh->error[1], sh->error[2],
+                       sh->error[3]);
     }
     for (int r = 0; r < nranks; r++) {
         if (sh->error[r][0] != '\0') {
@@ -882,7 +857,7 @@ static void peer_killed(rank_t *r, int recv_only)
         pending[1] = recv_only ? NULL : post_send(r, r->ep, VICTIM, tag(8, 2, 1), big, BIG);
         ops->progress(r->ep);
 
-        atomic_fetch_sub(&r->sh->quorum, 1);
+        atomic_fetch_sub(&r->sh->barrier.quorum, 1);
         r->sh->killed[VICTIM] = 1;
         t0 = weft__time_ns();
         CHECK(r, kill(r->sh->pids[VICTIM], SIGKILL) == 0, "cannot kill the victim");
@@ -943,7 +918,7 @@ static void sc_dead_before_contact(rank_t *r)
         return;
     }
     barrier(r);
-    atomic_fetch_sub(&r->sh->quorum, 1);
+    atomic_fetch_sub(&r->sh->barrier.quorum, 1);
     r->sh->killed[VICTIM] = 1;
     t0 = weft__time_ns();
     CHECK(r, kill(r->sh->pids[VICTIM], SIGKILL) == 0, "cannot kill the victim");

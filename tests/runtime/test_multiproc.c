@@ -18,8 +18,9 @@
  * rank 0 longjmps back to the harness), reaps every child before a
  * deadline, SIGKILLs what is left (a watchdog thread does so too, in case
  * rank 0 itself is stuck in a call) and only then asserts, so nothing
- * survives a test. Latencies are measured with CLOCK_MONOTONIC, which is
- * shared by every process of the machine.
+ * survives a test (forking, reaping and killing: tests/harness.h).
+ * Latencies are measured with CLOCK_MONOTONIC, which is shared by every
+ * process of the machine.
  *
  * Every Criterion test runs in its own process, so each has a fresh weft.
  * WEFT_LOG_LEVEL is left as the caller set it (WEFT_LOG_LEVEL=debug shows
@@ -29,6 +30,8 @@
 #include <criterion/logging.h>
 
 #include <weft.h>
+
+#include "tests/harness.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,7 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,22 +102,6 @@ struct rank_ctx {
     char id_text[WEFT_UNIQUE_ID_STRLEN + 1];
     weft_comm_t comm;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 static void stage(rank_ctx_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -187,11 +173,7 @@ static void *xmalloc(rank_ctx_t *r, size_t bytes)
 
 static void set_env(const char *name, const char *value)
 {
-    if (value != NULL) {
-        cr_assert_eq(setenv(name, value, 1), 0, "setenv %s", name);
-    } else {
-        unsetenv(name);
-    }
+    cr_assert_eq(harness_set_env(name, value), 0, "setenv %s", name);
 }
 
 /* Everything a caller's shell might have set that changes what is tested;
@@ -218,9 +200,7 @@ static void prepare_env(const char *timeout, const char *ucx_tls, const char *tu
 typedef struct job {
     const job_opts_t *o;
     shared_t *sh;
-    pid_t pids[MAX_RANKS];
-    int reaped[MAX_RANKS];
-    int wstatus[MAX_RANKS];
+    harness_procs_t procs; /* ranks 1..n-1 */
     weft_unique_id_t id;
     char id_text[WEFT_UNIQUE_ID_STRLEN + 1];
     double start;
@@ -295,17 +275,14 @@ static void default_body(rank_ctx_t *r)
     r->comm = NULL;
 }
 
-static void child_main(job_t *job, int rank, pid_t parent)
+static int child_main(int rank, void *arg)
 {
+    job_t *job = arg;
     rank_ctx_t r = {.sh = job->sh, .o = job->o, .rank = rank, .nranks = job->o->nranks};
 
-    stage(&r, "prctl(PR_SET_PDEATHSIG) after fork");
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
-        _exit(3);
-    }
     stage(&r, "waiting for the unique id from rank 0");
     while (!atomic_load(&job->sh->id_ready)) {
-        sleep_s(0.001);
+        harness_sleep_s(0.001);
     }
     r.id = job->sh->id;
     memcpy(r.id_text, job->sh->id_text, sizeof(r.id_text));
@@ -314,16 +291,7 @@ static void child_main(job_t *job, int rank, pid_t parent)
     CHECK_OK(&r, weft_finalize());
     stage(&r, "done");
     job->sh->slot[rank].finished = 1;
-    _exit(0);
-}
-
-static void kill_children(job_t *job)
-{
-    for (int r = 1; r < job->o->nranks; r++) {
-        if (job->pids[r] > 0 && !job->reaped[r]) {
-            kill(job->pids[r], SIGKILL);
-        }
-    }
+    return 0;
 }
 
 /* When the job's time is up: say where every rank is, kill the children and
@@ -344,7 +312,7 @@ static void *watchdog_main(void *arg)
                     fprintf(stderr, "test_multiproc: watchdog after %.1f s: rank %d is in: %s\n",
                             job->o->limit_s, r, job->sh->slot[r].stage);
                 }
-                kill_children(job);
+                harness_kill(&job->procs);
                 if (job->comm0 != NULL) {
                     weft_comm_abort(job->comm0);
                 }
@@ -359,45 +327,24 @@ static void *watchdog_main(void *arg)
 static void job_start(job_t *job, const job_opts_t *o)
 {
     pthread_condattr_t attr;
-    pid_t self = getpid();
 
     memset(job, 0, sizeof(*job));
     job->o = o;
     cr_assert(o->nranks >= 1 && o->nranks <= MAX_RANKS);
     prepare_env(o->timeout, o->ucx_tls, o->tune, o->rpn);
     cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
-    job->sh =
-        mmap(NULL, sizeof(shared_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(job->sh, MAP_FAILED, "mmap: %s", strerror(errno));
-    memset(job->sh, 0, sizeof(*job->sh));
-    job->start = now_s();
-    fflush(stdout);
-    fflush(stderr);
-    for (int r = 1; r < o->nranks; r++) {
-        pid_t pid = fork();
-
-        if (pid == 0) {
-            child_main(job, r, self);
-        }
-        if (pid < 0) {
-            kill_children(job);
-            for (int k = 1; k < r; k++) {
-                waitpid(job->pids[k], NULL, 0);
-            }
-            cr_assert_fail("fork: %s", strerror(errno));
-        }
-        job->pids[r] = pid;
-    }
+    job->sh = harness_shared(sizeof(shared_t));
+    cr_assert_not_null(job->sh, "mmap: %s", strerror(errno));
+    job->start = harness_now_s();
+    cr_assert_eq(harness_fork(&job->procs, 1, o->nranks, child_main, job), 0, "fork: %s",
+                 strerror(errno));
     /* the root's thread starts here, after every fork */
     if (weft_get_unique_id(&job->id) != WEFT_OK ||
         weft_unique_id_to_string(&job->id, job->id_text, sizeof(job->id_text)) != WEFT_OK) {
         char why[MSG_BYTES];
 
         snprintf(why, sizeof(why), "%s", weft_last_error());
-        kill_children(job);
-        for (int r = 1; r < o->nranks; r++) {
-            waitpid(job->pids[r], NULL, 0);
-        }
+        harness_reap(&job->procs, 0);
         cr_assert_fail("weft_get_unique_id: %s", why);
     }
     job->sh->id = job->id;
@@ -410,62 +357,9 @@ static void job_start(job_t *job, const job_opts_t *o)
     pthread_cond_init(&job->cond, &attr);
     pthread_condattr_destroy(&attr);
     if (pthread_create(&job->watchdog, NULL, watchdog_main, job) != 0) {
-        kill_children(job);
-        for (int r = 1; r < o->nranks; r++) {
-            waitpid(job->pids[r], NULL, 0);
-        }
+        harness_reap(&job->procs, 0);
         cr_assert_fail("cannot start the watchdog thread");
     }
-}
-
-/* Wait for every child until deadline (absolute, seconds); then kill and reap the rest. */
-static void reap_children(job_t *job, double deadline)
-{
-    int left;
-
-    do {
-        left = 0;
-        for (int r = 1; r < job->o->nranks; r++) {
-            if (job->reaped[r]) {
-                continue;
-            }
-            pid_t p = waitpid(job->pids[r], &job->wstatus[r], WNOHANG);
-
-            if (p == job->pids[r]) {
-                job->reaped[r] = 1;
-            } else {
-                left++;
-            }
-        }
-        if (left > 0) {
-            sleep_s(0.005);
-        }
-    } while (left > 0 && now_s() < deadline);
-    if (left > 0) {
-        kill_children(job);
-        for (int r = 1; r < job->o->nranks; r++) {
-            if (!job->reaped[r]) {
-                waitpid(job->pids[r], &job->wstatus[r], 0);
-                job->reaped[r] = 2; /* killed by us */
-            }
-        }
-    }
-}
-
-static size_t append(char *buf, size_t cap, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static size_t append(char *buf, size_t cap, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (len >= cap) {
-        return len;
-    }
-    va_start(ap, fmt);
-    len += (size_t)vsnprintf(buf + len, cap - len, fmt, ap);
-    va_end(ap);
-    return len < cap ? len : cap;
 }
 
 /*
@@ -476,12 +370,12 @@ static size_t append(char *buf, size_t cap, size_t len, const char *fmt, ...)
 static void job_finish(job_t *job, int parent_failed)
 {
     const job_opts_t *o = job->o;
-    double deadline = parent_failed ? now_s() + 1.0 : job->start + o->limit_s;
+    double deadline = parent_failed ? harness_now_s() + 1.0 : job->start + o->limit_s;
     static char msg[8192];
     size_t len = 0;
     int ok = !parent_failed;
 
-    reap_children(job, deadline);
+    harness_reap(&job->procs, deadline);
     pthread_mutex_lock(&job->lock);
     job->stop = 1;
     pthread_cond_signal(&job->cond);
@@ -493,44 +387,46 @@ static void job_finish(job_t *job, int parent_failed)
 
     msg[0] = '\0';
     if (parent_failed) {
-        len = append(msg, sizeof(msg), len, "rank 0 failed (in %s): %s\n", job->sh->slot[0].stage,
-                     job->sh->slot[0].error);
+        len = harness_append(msg, sizeof(msg), len, "rank 0 failed (in %s): %s\n",
+                             job->sh->slot[0].stage, job->sh->slot[0].error);
     }
     for (int r = 1; r < o->nranks; r++) {
         const rank_slot_t *s = &job->sh->slot[r];
-        int w = job->wstatus[r];
+        int w = job->procs.wstatus[r];
 
         if (r == o->expect_killed) {
-            if (job->reaped[r] != 1 || !WIFSIGNALED(w) || WTERMSIG(w) != SIGKILL) {
+            if (job->procs.state[r] != HARNESS_EXITED || !WIFSIGNALED(w) ||
+                WTERMSIG(w) != SIGKILL) {
                 ok = 0;
-                len = append(msg, sizeof(msg), len,
-                             "rank %d should have killed itself; %s (stage: %s) %s\n", r,
-                             job->reaped[r] == 2 ? "it was still running at the deadline"
-                                                 : "it ended otherwise",
-                             s->stage, s->error);
+                len = harness_append(msg, sizeof(msg), len,
+                                     "rank %d should have killed itself; %s (stage: %s) %s\n", r,
+                                     job->procs.state[r] == HARNESS_KILLED
+                                         ? "it was still running at the deadline"
+                                         : "it ended otherwise",
+                                     s->stage, s->error);
             }
             continue;
         }
-        if (job->reaped[r] == 2) {
+        if (job->procs.state[r] == HARNESS_KILLED) {
             ok = 0;
-            len = append(msg, sizeof(msg), len,
-                         "rank %d was still running %s and was killed; stuck in: %s %s\n", r,
-                         parent_failed ? "after rank 0 failed" : "at the deadline", s->stage,
-                         s->error);
+            len = harness_append(msg, sizeof(msg), len,
+                                 "rank %d was still running %s and was killed; stuck in: %s %s\n",
+                                 r, parent_failed ? "after rank 0 failed" : "at the deadline",
+                                 s->stage, s->error);
         } else if (WIFSIGNALED(w)) {
             ok = 0;
-            len = append(msg, sizeof(msg), len, "rank %d died of signal %d in: %s %s\n", r,
-                         WTERMSIG(w), s->stage, s->error);
+            len = harness_append(msg, sizeof(msg), len, "rank %d died of signal %d in: %s %s\n", r,
+                                 WTERMSIG(w), s->stage, s->error);
         } else if (WEXITSTATUS(w) != 0 || !s->finished) {
             ok = 0;
-            len = append(msg, sizeof(msg), len, "rank %d exited with %d in: %s: %s\n", r,
-                         WEXITSTATUS(w), s->stage, s->error[0] ? s->error : "(no message)");
+            len = harness_append(msg, sizeof(msg), len, "rank %d exited with %d in: %s: %s\n", r,
+                                 WEXITSTATUS(w), s->stage, s->error[0] ? s->error : "(no message)");
         }
     }
     if (atomic_load(&job->fired)) {
         ok = 0;
-        len = append(msg, sizeof(msg), len, "the watchdog killed the children after %.1f s\n",
-                     o->limit_s);
+        len = harness_append(msg, sizeof(msg), len,
+                             "the watchdog killed the children after %.1f s\n", o->limit_s);
     }
     if (!ok) {
         fprintf(stderr, "test_multiproc: job of %d ranks failed:\n%s", o->nranks, msg);
@@ -799,11 +695,11 @@ static void run_coll_job(int nranks, const char *tls)
                     .scenario = coll_scenario,
                     .expect_killed = -1,
                     .limit_s = 25};
-    double t0 = now_s();
+    double t0 = harness_now_s();
 
     run_job(&o);
     cr_log_info("%d rank(s), UCX_TLS=%s: 72 collectives per rank checked in %.2f s", nranks,
-                tls ? tls : "default", now_s() - t0);
+                tls ? tls : "default", harness_now_s() - t0);
 }
 
 /* ------------------------------------------------ 1. correct results */
@@ -885,8 +781,8 @@ static void peer_killed_scenario(rank_ctx_t *r)
     if (r->rank == KILLED_RANK) {
         /* let the others get into the next allreduce, then die in the middle of it */
         stage(r, "sleeping, then SIGKILL");
-        sleep_s(0.2);
-        r->sh->kill_time = now_s();
+        harness_sleep_s(0.2);
+        r->sh->kill_time = harness_now_s();
         raise(SIGKILL);
         _exit(4); /* not reached */
     }
@@ -895,9 +791,9 @@ static void peer_killed_scenario(rank_ctx_t *r)
         buf[i] = (float)(i % 1000);
     }
     stage(r, "allreduce while rank %d dies", KILLED_RANK);
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, count, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     s->st[0] = st;
     s->val[0] = t1 - t0;
     s->val[1] = t1 - r->sh->kill_time;
@@ -909,9 +805,9 @@ static void peer_killed_scenario(rank_ctx_t *r)
     CHECK(r, t1 - t0 < 15.0, "peer failure reported only after %.2f s", t1 - t0);
 
     stage(r, "allreduce after the failure");
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, 1000, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     s->st[1] = st;
     s->val[2] = t1 - t0;
     CHECK(r, st != WEFT_OK && st != WEFT_ERR_TIMEOUT,
@@ -960,13 +856,13 @@ static void stalled_scenario(rank_ctx_t *r)
 
     if (r->rank == 1) {
         stage(r, "sleeping instead of the allreduce");
-        sleep_s(4.0);
+        harness_sleep_s(4.0);
         return;
     }
     stage(r, "allreduce without rank 1");
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, 1024, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     err = weft_last_error();
     s->st[0] = st;
     s->val[0] = t1 - t0;
@@ -1009,8 +905,8 @@ static void *aborter_main(void *arg)
 {
     aborter_t *a = arg;
 
-    sleep_s(0.2);
-    a->at = now_s();
+    harness_sleep_s(0.2);
+    a->at = harness_now_s();
     a->st = weft_comm_abort(a->comm);
     return NULL;
 }
@@ -1026,14 +922,14 @@ static void abort_scenario(rank_ctx_t *r)
 
     if (r->rank == 1) {
         stage(r, "sleeping instead of the allreduce");
-        sleep_s(3.0);
+        harness_sleep_s(3.0);
         return;
     }
     CHECK(r, pthread_create(&thread, NULL, aborter_main, &a) == 0, "pthread_create");
     stage(r, "allreduce, aborted from another thread");
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, 1024, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     note(r, "%s", weft_last_error());
     pthread_join(thread, NULL);
     s->st[0] = st;
@@ -1046,9 +942,9 @@ static void abort_scenario(rank_ctx_t *r)
     CHECK(r, t1 - a.at < 1.0 && t1 >= a.at, "allreduce returned %.3f s after the abort", t1 - a.at);
 
     stage(r, "allreduce after the abort");
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, 1024, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     s->st[1] = st;
     s->val[2] = t1 - t0;
     CHECK(r, st == WEFT_ERR_ABORTED, "allreduce after the abort returned %s: %s",
@@ -1080,9 +976,9 @@ Test(multiproc, abort_from_another_thread, .timeout = 30)
 static void expect_invalid(int nranks, const weft_unique_id_t *id, int rank, const char *what)
 {
     weft_comm_t comm = (weft_comm_t)(intptr_t)0x1234;
-    double t0 = now_s();
+    double t0 = harness_now_s();
     weft_status_t st = weft_comm_init_rank(nranks, id, rank, &comm);
-    double dt = now_s() - t0;
+    double dt = harness_now_s() - t0;
 
     cr_expect_eq(st, WEFT_ERR_INVALID_ARG, "%s: weft_comm_init_rank returned %s: %s", what,
                  weft_status_string(st), weft_last_error());
@@ -1166,9 +1062,9 @@ static void mismatch_body(rank_ctx_t *r)
     weft_status_t st;
 
     stage(r, "weft_comm_init_rank(%d, id, %d)", nranks, r->rank);
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_comm_init_rank(nranks, &r->id, r->rank, &comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     s->st[0] = st;
     s->val[0] = t1 - t0;
     note(r, "%s", weft_last_error());
@@ -1325,7 +1221,7 @@ static void shm_peer_killed_scenario(rank_ctx_t *r)
             if (holder == 0) {
                 /* every descriptor of the rank, its bootstrap connection
                  * among them, stays open until this sleep ends */
-                sleep_s(3.0);
+                harness_sleep_s(3.0);
                 _exit(0);
             }
             CHECK(r, holder > 0, "fork: %s", strerror(errno));
@@ -1334,14 +1230,14 @@ static void shm_peer_killed_scenario(rank_ctx_t *r)
         stage(r, "large shm allreduce, then SIGKILL");
         CHECK_OK(r, weft_iallreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm,
                                     &req));
-        t0 = now_s();
-        while (!done && now_s() - t0 < 0.003) {
+        t0 = harness_now_s();
+        while (!done && harness_now_s() - t0 < 0.003) {
             CHECK_OK(r, weft_test(req, &done));
             polls++;
         }
         note(r, "killed %s the allreduce, after %d polls",
              done ? "after completing" : "in the middle of", polls);
-        r->sh->kill_time = now_s();
+        r->sh->kill_time = harness_now_s();
         raise(SIGKILL);
         _exit(4); /* not reached */
     }
@@ -1353,9 +1249,9 @@ static void shm_peer_killed_scenario(rank_ctx_t *r)
         if (extra == 1) {
             shm_fill(buf, count, it + extra, r->rank);
         }
-        t0 = now_s();
+        t0 = harness_now_s();
         st = weft_allreduce(WEFT_IN_PLACE, buf, count, WEFT_FLOAT32, WEFT_SUM, r->comm);
-        t1 = now_s();
+        t1 = harness_now_s();
         s->st[0] = st;
         s->val[3] = extra;
         if (st == WEFT_OK) {
@@ -1368,9 +1264,9 @@ static void shm_peer_killed_scenario(rank_ctx_t *r)
     /* no survivor leaves (and closes its own bootstrap connection, which
      * the others would hear of) before every survivor saw rank 2's failure */
     atomic_fetch_add(&r->sh->settled, 1);
-    for (double until = now_s() + 5.0;
-         atomic_load(&r->sh->settled) < r->nranks - 1 && now_s() < until;) {
-        sleep_s(0.001);
+    for (double until = harness_now_s() + 5.0;
+         atomic_load(&r->sh->settled) < r->nranks - 1 && harness_now_s() < until;) {
+        harness_sleep_s(0.001);
     }
     CHECK(r, st == WEFT_ERR_PEER_FAILED,
           "shm allreduce with rank %d killed returned %s after %.2f s (expected "
@@ -1390,10 +1286,10 @@ static void shm_peer_killed_scenario(rank_ctx_t *r)
           s->note);
 
     stage(r, "shm allreduce after the failure");
-    sleep_s(shm_next_delay);
-    t0 = now_s();
+    harness_sleep_s(shm_next_delay);
+    t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, 1000, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     s->st[1] = st;
     s->val[2] = t1 - t0;
     snprintf(s->note + strlen(s->note), sizeof(s->note) - strlen(s->note), " | next: %s",
@@ -1513,14 +1409,14 @@ static void shm_stalled_scenario(rank_ctx_t *r)
     }
     if (r->rank == 1) {
         stage(r, "sleeping instead of the shm allreduce");
-        sleep_s(3.0);
+        harness_sleep_s(3.0);
         return;
     }
     stage(r, "shm allreduce without rank 1");
     capture_start(r, &cap);
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, 1024, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = now_s();
+    t1 = harness_now_s();
     err = weft_last_error();
     capture_end(&cap, log, sizeof(log));
     s->st[0] = st;
@@ -1528,7 +1424,7 @@ static void shm_stalled_scenario(rank_ctx_t *r)
     note(r, "%s", err);
     /* stay alive until every waiting rank reached its own deadline: a rank
      * that exits earlier is, rightly, a dead peer to the ones still waiting */
-    sleep_s(1.5);
+    harness_sleep_s(1.5);
     CHECK(r, st == WEFT_ERR_TIMEOUT,
           "shm allreduce returned %s after %.2f s (expected WEFT_ERR_TIMEOUT): %s",
           weft_status_string(st), t1 - t0, err);
@@ -1585,13 +1481,13 @@ static void run_nodes_job(const char *tune)
                     .scenario = nodes_scenario,
                     .expect_killed = -1,
                     .limit_s = 25};
-    double t0 = now_s();
+    double t0 = harness_now_s();
 
     run_job(&o);
     fprintf(stderr,
             "test_multiproc: 2 nodes of 2 processes, WEFT_TUNE=%s: 72 collectives per "
             "rank checked in %.2f s\n",
-            tune ? tune : "(none)", now_s() - t0);
+            tune ? tune : "(none)", harness_now_s() - t0);
 }
 
 Test(multiproc, colls_2_nodes_of_2, .timeout = 30)
