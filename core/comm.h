@@ -50,7 +50,7 @@ struct weft_comm {
     atomic_int aborted;             /* set by weft_comm_abort, from any thread */
     atomic_int refs;                /* the handle's, plus one per child communicator */
     struct weft_sched *sched_cache; /* last finished schedule, reused (coll/sched.c) */
-    struct weft_sched *active;      /* started, unfinished schedules (coll/sched.c) */
+    struct weft_sched *active;      /* started, unfinished schedules (coll/sched_engine.c) */
     int oversubscribed;             /* more ranks on this host than cores: yield, never spin */
     int cost_measured;              /* cost_* hold agreed measurements (coll/cost.h) */
     double cost_alpha;

@@ -14,3 +14,6 @@ CRITERION_TESTS += tests/test_harness
 tests_test_harness_SOURCES = tests/test_harness.c
 tests_test_harness_CFLAGS = $(test_cflags)
 tests_test_harness_LDADD = $(test_ldadd)
+
+# Files split from larger ones, one concept each.
+libweft_core_la_SOURCES += coll/sched_impl.h coll/sched_engine.c
