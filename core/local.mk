@@ -16,4 +16,5 @@ tests_test_harness_CFLAGS = $(test_cflags)
 tests_test_harness_LDADD = $(test_ldadd)
 
 # Files split from larger ones, one concept each.
-libweft_core_la_SOURCES += coll/sched_impl.h coll/sched_engine.c coll/shm/op.h coll/shm/single_copy.c
+libweft_core_la_SOURCES += coll/sched_impl.h coll/sched_engine.c coll/shm/op.h coll/shm/single_copy.c \
+	bootstrap/tcp/tcp_root.h bootstrap/tcp/tcp_serve.c
