@@ -18,3 +18,5 @@ tests_test_harness_LDADD = $(test_ldadd)
 # Files split from larger ones, one concept each.
 libweft_core_la_SOURCES += coll/sched_impl.h coll/sched_engine.c coll/shm/op.h coll/shm/single_copy.c \
 	bootstrap/tcp/tcp_root.h bootstrap/tcp/tcp_serve.c
+tests_runtime_test_multiproc_SOURCES += tests/runtime/test_multiproc_shm.c \
+	tests/runtime/multiproc.h tests/runtime/multiproc_job.c
