@@ -20,3 +20,4 @@ libweft_core_la_SOURCES += coll/sched_impl.h coll/sched_engine.c coll/shm/op.h c
 	bootstrap/tcp/tcp_root.h bootstrap/tcp/tcp_serve.c
 tests_runtime_test_multiproc_SOURCES += tests/runtime/test_multiproc_shm.c \
 	tests/runtime/multiproc.h tests/runtime/multiproc_job.c
+tests_device_test_reduce_SOURCES += tests/device/reduce_ref.h tests/device/reduce_ref.c
