@@ -21,3 +21,4 @@ libweft_core_la_SOURCES += coll/sched_impl.h coll/sched_engine.c coll/shm/op.h c
 tests_runtime_test_multiproc_SOURCES += tests/runtime/test_multiproc_shm.c \
 	tests/runtime/multiproc.h tests/runtime/multiproc_job.c
 tests_device_test_reduce_SOURCES += tests/device/reduce_ref.h tests/device/reduce_ref.c
+tests_pt2pt_test_ucx_SOURCES += tests/pt2pt/ucx_ranks.h tests/pt2pt/ucx_ranks.c
