@@ -22,3 +22,5 @@ tests_runtime_test_multiproc_SOURCES += tests/runtime/test_multiproc_shm.c \
 	tests/runtime/multiproc.h tests/runtime/multiproc_job.c
 tests_device_test_reduce_SOURCES += tests/device/reduce_ref.h tests/device/reduce_ref.c
 tests_pt2pt_test_ucx_SOURCES += tests/pt2pt/ucx_ranks.h tests/pt2pt/ucx_ranks.c
+tests_runtime_test_runtime_SOURCES += tests/runtime/test_runtime_config.c \
+	tests/runtime/runtime_env.h tests/runtime/runtime_env.c
