@@ -24,3 +24,7 @@ tests_device_test_reduce_SOURCES += tests/device/reduce_ref.h tests/device/reduc
 tests_pt2pt_test_ucx_SOURCES += tests/pt2pt/ucx_ranks.h tests/pt2pt/ucx_ranks.c
 tests_runtime_test_runtime_SOURCES += tests/runtime/test_runtime_config.c \
 	tests/runtime/runtime_env.h tests/runtime/runtime_env.c
+if HAVE_MPI
+benchmarks_weft_bench_SOURCES += benchmarks/weft_bench.h benchmarks/bench_check.c \
+	benchmarks/bench_copy.c
+endif
