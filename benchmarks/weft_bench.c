@@ -53,9 +53,7 @@
  * rate instead, the shared memory bandwidth, not weft, is the limit. Messages
  * that fit in cache can go past 100%.
  */
-#include <weft.h>
-
-#include <mpi.h>
+#include "benchmarks/weft_bench.h"
 
 #include <getopt.h>
 #include <stdint.h>
@@ -64,44 +62,12 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum {
-    COLL_ALLREDUCE,
-    COLL_ALLGATHER,
-    COLL_REDUCE_SCATTER,
-    COLL_BCAST,
-    COLL_REDUCE,
-    COLL_GATHER,
-    COLL_SCATTER,
-    COLL_ALLTOALL,
-    COLL_BARRIER,
-    COLL_ALLGATHERV,
-    COLL_ALLTOALLV,
-    COLL_REDUCE_SCATTER_V,
-    COLL_COUNT
-} coll_t;
-typedef enum { FORMAT_OSU, FORMAT_NCCL, FORMAT_CSV } format_t;
-
-typedef struct options {
-    coll_t coll;
-    size_t min_bytes, max_bytes;
-    int factor, iters, warmup;
-    weft_dtype_t dtype;
-    weft_op_t op;
-    const char *algo;
-    int check, vs_mpi, in_place;
-    int root;
-    format_t format;
-    weft_memtype_t mem; /* where the buffers live (-d host|emu|cuda) */
-    int enqueue;        /* time weft's _enqueue forms on a stream */
-    int compute_us;     /* the application's work between two iterations */
-} options_t;
-
 static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
                                          "bcast",     "reduce",    "gather",
                                          "scatter",   "alltoall",  "barrier",
                                          "allgatherv", "alltoallv", "reduce_scatter_v"};
 
-static int rank, nranks;
+int rank, nranks;
 
 static void die(const char *fmt, const char *arg)
 {
@@ -161,116 +127,6 @@ static MPI_Op mpi_op(weft_op_t o)
     case WEFT_LXOR: return MPI_LXOR;
     default: return MPI_OP_NULL; /* avg */
     }
-}
-
-/* Small integers: exact in every dtype, so checks compare bit for bit. */
-static int64_t value(int r, size_t i, int iter)
-{
-    return (int64_t)((r * 7 + (int)(i % 13) + iter * 3) % 5);
-}
-
-static void store(weft_dtype_t d, void *buf, size_t i, int64_t v)
-{
-    switch (d) {
-    case WEFT_INT8: case WEFT_UINT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case WEFT_INT32: case WEFT_UINT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case WEFT_INT64: case WEFT_UINT64: ((int64_t *)buf)[i] = v; break;
-    case WEFT_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case WEFT_FLOAT64: ((double *)buf)[i] = (double)v; break;
-    case WEFT_BFLOAT16: {
-        float f = (float)v;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
-        break;
-    }
-    case WEFT_FLOAT16: { /* exact for |v| < 2048 */
-        uint16_t h = 0, s = v < 0 ? 0x8000 : 0;
-        int64_t a = v < 0 ? -v : v;
-        int e = 0;
-        if (a != 0) {
-            while ((a >> e) > 1) {
-                e++;
-            }
-            h = (uint16_t)(((e + 15) << 10) | ((a << (10 - e)) & 0x3ff));
-        }
-        ((uint16_t *)buf)[i] = (uint16_t)(s | h);
-        break;
-    }
-    default: break;
-    }
-}
-
-static int64_t reduce_ref(weft_op_t op, int64_t acc, int64_t v, int first)
-{
-    if (first) {
-        return v;
-    }
-    switch (op) {
-    case WEFT_SUM: case WEFT_AVG: return acc + v;
-    case WEFT_PROD: return acc * v;
-    case WEFT_MIN: return v < acc ? v : acc;
-    case WEFT_MAX: return v > acc ? v : acc;
-    case WEFT_BAND: return acc & v;
-    case WEFT_BOR: return acc | v;
-    case WEFT_BXOR: return acc ^ v;
-    case WEFT_LAND: return acc && v;
-    case WEFT_LOR: return acc || v;
-    case WEFT_LXOR: return !acc != !v;
-    default: return acc;
-    }
-}
-
-/* Expected element i of this rank's result. */
-/* The v forms run with equal counts: they produce what their plain form does. */
-static coll_t plain(coll_t c)
-{
-    return c == COLL_ALLGATHERV     ? COLL_ALLGATHER
-           : c == COLL_ALLTOALLV    ? COLL_ALLTOALL
-           : c == COLL_REDUCE_SCATTER_V ? COLL_REDUCE_SCATTER
-                                        : c;
-}
-
-static void expected(const options_t *o, size_t i, size_t count, int iter, void *out)
-{
-    coll_t c = plain(o->coll);
-    size_t gi = c == COLL_REDUCE_SCATTER ? (size_t)rank * count + i : i;
-
-    switch (c) {
-    case COLL_ALLGATHER:
-    case COLL_GATHER:
-        store(o->dtype, out, 0, value((int)(gi / count), gi % count, iter));
-        return;
-    case COLL_BCAST:
-        store(o->dtype, out, 0, value(o->root, gi, iter));
-        return;
-    case COLL_SCATTER:
-        store(o->dtype, out, 0, value(o->root, (size_t)rank * count + i, iter));
-        return;
-    case COLL_ALLTOALL: /* block j came from rank j's block for us */
-        store(o->dtype, out, 0, value((int)(i / count), (size_t)rank * count + i % count, iter));
-        return;
-    default:
-        break;
-    }
-    int64_t acc = 0;
-    for (int r = 0; r < nranks; r++) {
-        acc = reduce_ref(o->op, acc, value(r, gi, iter), r == 0);
-    }
-    if (o->op == WEFT_AVG) {
-        double avg = (double)acc / nranks;
-        if (o->dtype == WEFT_FLOAT32) {
-            float f = (float)acc / (float)nranks;
-            memcpy(out, &f, 4);
-            return;
-        }
-        if (o->dtype == WEFT_FLOAT64) {
-            memcpy(out, &avg, 8);
-            return;
-        }
-        acc = acc / nranks;
-    }
-    store(o->dtype, out, 0, acc);
 }
 
 typedef struct bufs {
@@ -522,105 +378,6 @@ static size_t nccl_size(coll_t c, size_t bytes)
 {
     return c == COLL_ALLREDUCE || c == COLL_BCAST || c == COLL_REDUCE ? bytes
                                                                       : bytes * (size_t)nranks;
-}
-
-/* Memory-copy bandwidth, the reference of the %copy column (see the top comment). */
-typedef struct copy_bw {
-    double alone;       /* GB/s of rank 0 copying while the other ranks wait (rank 0 only) */
-    double all;         /* GB/s of the slowest rank, every rank copying at once */
-    size_t alone_bytes; /* of one memcpy alone */
-    size_t all_bytes;   /* of one memcpy per rank, all at once */
-    int node_ranks;     /* most ranks on one node */
-    int nodes;
-} copy_bw_t;
-
-enum { COPY_REPS = 3 };
-#define MIB ((size_t)1 << 20)
-#define COPY_MIN_BYTES (64 * MIB)
-#define COPY_MAX_BYTES (256 * MIB)
-#define COPY_NODE_BYTES (4096 * MIB) /* source + destination of a node's ranks, all at once */
-
-/* Through a volatile pointer: nothing reads the destination, and the compiler
- * must not drop the copy for that. */
-static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
-
-/* Best of COPY_REPS copies, in GB/s. With sync, every rank starts each copy together. */
-static double copy_best(void *dst, const void *src, size_t bytes, int sync)
-{
-    double best = 0;
-
-    for (int i = 0; i < COPY_REPS; i++) {
-        if (sync) {
-            MPI_Barrier(MPI_COMM_WORLD);
-        }
-        double t = MPI_Wtime();
-        copy_fn(dst, src, bytes);
-        t = MPI_Wtime() - t;
-        if (t > 0 && (double)bytes / t > best) {
-            best = (double)bytes / t;
-        }
-    }
-    return best / 1e9;
-}
-
-/* Twice the last-level cache in whole MiB, within [COPY_MIN_BYTES, COPY_MAX_BYTES]: the same
- * on any number of ranks, so that %copy compares runs of different sizes. */
-static size_t copy_size(void)
-{
-    size_t bytes = COPY_MIN_BYTES;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-
-    if (llc > 0 && 2 * (size_t)llc > bytes) {
-        bytes = (2 * (size_t)llc + MIB - 1) / MIB * MIB;
-    }
-#endif
-    return bytes < COPY_MAX_BYTES ? bytes : COPY_MAX_BYTES;
-}
-
-/* Collective: every rank calls it; copy_p->alone is set on rank 0 only. */
-static void copy_measure(copy_bw_t *copy_p)
-{
-    MPI_Comm node;
-    int node_size, node_rank, leader;
-    unsigned long long bytes = copy_size(); /* rank 0's cache decides for all */
-
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &node_size);
-    MPI_Comm_rank(node, &node_rank);
-    MPI_Comm_free(&node);
-    leader = node_rank == 0;
-    MPI_Allreduce(&node_size, &copy_p->node_ranks, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&leader, &copy_p->nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Bcast(&bytes, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-    copy_p->alone_bytes = (size_t)bytes;
-    copy_p->all_bytes = COPY_NODE_BYTES / 2 / (size_t)copy_p->node_ranks / MIB * MIB;
-    if (copy_p->all_bytes > copy_p->alone_bytes || copy_p->all_bytes == 0) {
-        copy_p->all_bytes = copy_p->alone_bytes;
-    }
-
-    size_t mine = rank == 0 ? copy_p->alone_bytes : copy_p->all_bytes;
-    char *src = malloc(mine), *dst = malloc(mine);
-    if (src == NULL || dst == NULL) {
-        fprintf(stderr, "weft_bench: out of memory for the %zu-byte copy\n", mine);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    /* Faulted in before the clock runs; and untouched source pages would all map
-     * the zero page, which stays in cache. */
-    memset(src, 1, mine);
-    memset(dst, 0, mine);
-    MPI_Barrier(MPI_COMM_WORLD);
-    copy_p->alone = rank == 0 ? copy_best(dst, src, copy_p->alone_bytes, 0) : 0;
-    /* the others wait for rank 0 in the first barrier of this call */
-    double all = nranks > 1 ? copy_best(dst, src, copy_p->all_bytes, 1) : copy_p->alone;
-    MPI_Allreduce(&all, &copy_p->all, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    free(src);
-    free(dst);
-}
-
-static double pct_copy(const copy_bw_t *copy, double busbw)
-{
-    return copy->alone > 0 ? 100.0 * busbw / copy->alone : 0;
 }
 
 static const char usage[] =

@@ -12,7 +12,7 @@
 #ifndef WEFT_BOOTSTRAP_H
 #define WEFT_BOOTSTRAP_H
 
-#include "runtime/base.h"
+#include "base/base.h"
 
 typedef struct weft_bootstrap_ops {
     const char *name;

@@ -10,7 +10,7 @@
 #define WEFT_COLL_H
 
 #include "coll/sched.h"
-#include "runtime/config.h"
+#include "base/config.h"
 
 typedef enum {
     WEFT_COLL_ALLREDUCE,
@@ -168,5 +168,10 @@ size_t weft__coll_bytes(const weft_coll_args_t *a);
  * run between nodes, and what shared-memory ones fall back to. */
 const weft_coll_algo_t *weft__coll_choose_flat(weft_comm_t comm, weft_coll_kind_t kind,
                                                size_t bytes, int nranks);
+
+/* What core calls back in this layer (core/comm.h): the health of the
+ * node's shared memory, the flight recorder's dump when the communicator
+ * fails (coll/upcalls.c). Set on every communicator at creation. */
+extern const weft_comm_upcalls_t weft__coll_upcalls;
 
 #endif /* WEFT_COLL_H */

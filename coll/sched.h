@@ -21,7 +21,7 @@
 
 #include "coll/diag/sig.h"
 #include "device/device.h"
-#include "runtime/comm.h"
+#include "core/comm.h"
 
 #define WEFT_SCHED_MAX_REDUCE_INPUTS 8
 

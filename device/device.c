@@ -1,7 +1,6 @@
 /* Memory-type dispatch and the dtype/op rules shared by every device table. */
 #include "device/device.h"
 
-#include "runtime/init.h"
 
 #ifdef WEFT_HAVE_CUDA_BACKEND
 #include "device/cuda/cuda.h"

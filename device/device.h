@@ -50,7 +50,7 @@
 #ifndef WEFT_DEVICE_H
 #define WEFT_DEVICE_H
 
-#include "runtime/base.h"
+#include "base/base.h"
 
 #define WEFT_MEM_TYPE_COUNT 3
 #define WEFT_DEVICE_IPC_MAX 96

@@ -11,6 +11,7 @@
  * destroying the parent first is safe. Parent and children share one
  * endpoint: drive them from one thread at a time.
  */
+#include "runtime/comm.h"
 #include "coll/coll.h"
 #include "runtime/init.h"
 
@@ -258,6 +259,8 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
         return status;
     }
     boot->self = *out;
+    (*out)->parent = comm;
+    (*out)->parent_rank = ep->map;
     (*out)->oversubscribed = comm->oversubscribed;
     (*out)->cost_measured = comm->cost_measured;
     (*out)->cost_alpha = comm->cost_alpha;
@@ -271,21 +274,6 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     }
     weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
     return WEFT_OK;
-}
-
-int weft__comm_world_rank(weft_comm_t comm, int rank)
-{
-    /* a child's transport maps its ranks to its parent's, up to the root */
-    while (comm->boot == &child_boot_ops && rank >= 0) {
-        const map_ep_t *ep = comm->p2p_ep;
-
-        if (ep == NULL || rank >= ep->size) {
-            return -1;
-        }
-        rank = ep->map[rank];
-        comm = ep->parent;
-    }
-    return rank;
 }
 
 WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out)

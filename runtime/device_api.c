@@ -26,19 +26,6 @@ static weft_status_t type_ops(const char *call, weft_memtype_t type,
     return WEFT_OK;
 }
 
-WEFT_EXPORT const char *weft_memtype_name(weft_memtype_t type)
-{
-    switch (type) {
-    case WEFT_MEM_HOST:
-        return "host";
-    case WEFT_MEM_CUDA:
-        return "cuda";
-    case WEFT_MEM_EMU:
-        return "emu";
-    }
-    return "unknown";
-}
-
 WEFT_EXPORT weft_status_t weft_mem_alloc(weft_memtype_t type, size_t bytes, void **ptr_p)
 {
     const weft_device_ops_t *dev;

@@ -2,7 +2,7 @@
 #ifndef WEFT_RUNTIME_INIT_H
 #define WEFT_RUNTIME_INIT_H
 
-#include "runtime/base.h"
+#include "base/base.h"
 
 /* WEFT_OK when weft_init has been called (and not undone); otherwise an
  * error naming the call that needs it. */

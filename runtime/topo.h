@@ -23,7 +23,7 @@
 #ifndef WEFT_RUNTIME_TOPO_H
 #define WEFT_RUNTIME_TOPO_H
 
-#include "runtime/base.h"
+#include "base/base.h"
 
 #include <stdio.h>
 

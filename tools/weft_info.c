@@ -15,7 +15,7 @@
 #include "coll/cost.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
-#include "runtime/node.h"
+#include "core/node.h"
 #include "runtime/topo.h"
 #include "device/device.h"
 #include "pt2pt/ucx/ucx.h"

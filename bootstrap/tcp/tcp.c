@@ -1,8 +1,8 @@
 /*
  * TCP unique-id bootstrap (contract in tcp.h), the rank side: a rank's
  * context (weft__tcp_boot_create), its reader thread, the bootstrap ops and
- * release. The root service is in tcp_root.c; ids, frames and sockets are in
- * tcp_wire.c; what the three share is in tcp_internal.h.
+ * release. The root service is in tcp_root.c and tcp_serve.c; ids, frames
+ * and sockets are in tcp_wire.c; what they share is in tcp_internal.h.
  *
  * Idea: a star through a root service thread in the id creator's process.
  *

@@ -1,7 +1,8 @@
 /*
  * Private to the TCP unique-id bootstrap (contract in tcp.h, design in tcp.c):
- * what tcp_wire.c (ids, frames, sockets, the root's address), tcp_root.c (the
- * root service thread) and tcp.c (a rank's context) share: message sizes and
+ * what tcp_wire.c (ids, frames, sockets, the root's address), tcp_root.c and
+ * tcp_serve.c (the root service, inside: tcp_root.h) and tcp.c (a rank's
+ * context) share: message sizes and
  * types, the decoded frame header, the byte-order helpers, and the functions
  * one of them offers the others.
  */

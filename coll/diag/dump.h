@@ -30,7 +30,7 @@
 #ifndef WEFT_COLL_DIAG_DUMP_H
 #define WEFT_COLL_DIAG_DUMP_H
 
-#include "runtime/comm.h"
+#include "core/comm.h"
 
 #include <stdio.h>
 

@@ -24,13 +24,12 @@
  * Cost per round (a: one flag handoff, c: copy s/byte, g: reduce s/byte):
  * allreduce one phase a + n c + (L-1) n g, two phases 2a + 2 n c + (L-1)/L n g;
  * reduce_scatter a + n c + (L-1)/L n g; allgather a + n c + n c / L... (see
- * coll/cost.c, which holds the models used for selection).
+ * coll/cost.c, which holds the models used for selection). The single-copy
+ * rounds (process_vm_readv, device IPC) are in coll/shm/single_copy.c.
  */
-#include "coll/shm/shm.h"
+#include "coll/shm/op.h"
 
-#include <errno.h>
 #include <sched.h>
-#include <sys/uio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,55 +37,6 @@
 /* Bytes per step of a device allreduce through IPC (at least): each step is
  * a reduction and copies on the device, so it should not be short. */
 #define IPC_CHUNK (2u << 20)
-
-typedef enum {
-    OP_ALLREDUCE1,
-    OP_ALLREDUCE2,
-    OP_ALLREDUCE_CMA,
-    OP_ALLREDUCE_IPC,
-    OP_REDUCE_SCATTER,
-    OP_ALLGATHER,
-    OP_BCAST,
-    OP_REDUCE1,
-    OP_REDUCE2,
-    OP_BARRIER,
-    OP_IPC_ALLGATHER, /* device memory: read the peers' buffers through IPC */
-    OP_IPC_BCAST,
-    OP_IPC_REDUCE,
-} op_kind_t;
-
-typedef struct shm_op {
-    weft_shm_t *shm;
-    op_kind_t kind;
-    const char *src;
-    char *dst;
-    size_t count; /* elements (vector operations) */
-    const size_t *boff;
-    const size_t *bcnt;
-    size_t esize;
-    int root;
-    const weft_op_desc_t *desc;
-    const weft_device_ops_t *dev;
-    size_t chunk; /* elements per round (per block for block operations) */
-    uint64_t round0;
-    uint64_t nrounds;
-    uint64_t r;  /* rounds done */
-    int phase;   /* within the current round */
-    int waiting; /* first local rank not yet seen ready */
-    size_t k;    /* single copy: chunks reduced by this rank */
-    size_t kout; /* single copy: chunks whose results this rank has */
-    int differs; /* a local rank whose signature differs from ours (-1: none seen) */
-} shm_op_t;
-
-static inline uint64_t load(const uint64_t *p)
-{
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-
-static inline void store(uint64_t *p, uint64_t v)
-{
-    __atomic_store_n(p, v, __ATOMIC_RELEASE);
-}
 
 /* Local rank q published phase 1 of round v / 4 with another signature
  * than ours: recorded in o->differs (op_poll fails the operation). */
@@ -102,7 +52,7 @@ static inline int differs(shm_op_t *o, int q, uint64_t v)
 
 /* 1 when every local rank's arrive (or done) counter reached v (0 also
  * when a rank's signature differs: o->differs). */
-static int ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
+int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
 
@@ -131,12 +81,12 @@ static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
 }
 
 /* Nobody still reads round R - 2, the last user of round R's buffers. */
-static int reusable(shm_op_t *o, uint64_t R, int *peer_p)
+int weft__shm_op_reusable(shm_op_t *o, uint64_t R, int *peer_p)
 {
-    return R < 2 || ready_all(o, 1, R - 1, peer_p);
+    return R < 2 || weft__shm_op_ready_all(o, 1, R - 1, peer_p);
 }
 
-static void publish(shm_op_t *o, uint64_t R, int ph)
+void weft__shm_op_publish(shm_op_t *o, uint64_t R, int ph)
 {
     weft_shm_ctrl_t *c = &o->shm->ctrl[o->shm->me];
 
@@ -150,7 +100,8 @@ static void publish(shm_op_t *o, uint64_t R, int ph)
 }
 
 /* dst = srcs[0] op ... op srcs[n-1], in groups the device takes at once. */
-static weft_status_t reduce_many(shm_op_t *o, void *dst, const void **srcs, int n, size_t count)
+weft_status_t weft__shm_op_reduce_many(shm_op_t *o, void *dst, const void **srcs, int n,
+                                       size_t count)
 {
     weft_status_t status;
     int first = n < WEFT_SCHED_MAX_REDUCE_INPUTS ? n : WEFT_SCHED_MAX_REDUCE_INPUTS;
@@ -172,7 +123,7 @@ static weft_status_t reduce_many(shm_op_t *o, void *dst, const void **srcs, int 
     return status;
 }
 
-static weft_status_t copy(shm_op_t *o, void *dst, const void *src, size_t elems)
+weft_status_t weft__shm_op_copy(shm_op_t *o, void *dst, const void *src, size_t elems)
 {
     if (elems == 0 || dst == src) {
         return WEFT_OK;
@@ -181,17 +132,16 @@ static weft_status_t copy(shm_op_t *o, void *dst, const void *src, size_t elems)
 }
 
 /* Elements of a vector or a block in round r. */
-static size_t span(size_t total, size_t chunk, uint64_t r)
+size_t weft__shm_op_span(size_t total, size_t chunk, uint64_t r)
 {
     size_t e0 = (size_t)r * chunk;
 
     return total > e0 ? (total - e0 < chunk ? total - e0 : chunk) : 0;
 }
 
-#define SLOT(o, q, R) ((char *)weft__shm_slot((o)->shm, (q), (R)))
 /* one-phase data of n elements: in the control line when it fits */
 #define DATA1(o, q, R, n)                                                                          \
-    ((n) * (o)->esize <= sizeof(uint64_t) && (o)->dev->memtype == WEFT_MEM_HOST                \
+    ((n) * (o)->esize <= sizeof(uint64_t) && (o)->dev->memtype == WEFT_MEM_HOST                    \
          ? (char *)&(o)->shm->ctrl[(q)].tiny[(R)&1]                                                \
          : SLOT((o), (q), (R)))
 
@@ -199,32 +149,34 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
     int L = shm->L, me = shm->me;
-    size_t e0 = (size_t)o->r * o->chunk, n = span(o->count, o->chunk, o->r), es = o->esize;
+    size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
+           es = o->esize;
     const void **srcs = shm->srcs;
     weft_status_t status = WEFT_OK;
 
     switch (o->phase) {
     case 0:
-        if (!reusable(o, R, peer_p)) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
         if (o->kind == OP_ALLREDUCE1 || o->kind == OP_REDUCE1) {
-            status = copy(o, DATA1(o, me, R, n), o->src + e0 * es, n);
+            status = weft__shm_op_copy(o, DATA1(o, me, R, n), o->src + e0 * es, n);
         } else {
             /* two phases: the others need only their slices of my data (my
              * own slice I reduce from src); the gap is my result's place */
             size_t mine = weft__block_start(n, L, me), end = mine + weft__block_count(n, L, me);
 
-            status = copy(o, SLOT(o, me, R), o->src + e0 * es, mine);
+            status = weft__shm_op_copy(o, SLOT(o, me, R), o->src + e0 * es, mine);
             if (status == WEFT_OK) {
-                status = copy(o, SLOT(o, me, R) + end * es, o->src + (e0 + end) * es, n - end);
+                status = weft__shm_op_copy(o, SLOT(o, me, R) + end * es, o->src + (e0 + end) * es,
+                                           n - end);
             }
         }
-        publish(o, R, 1);
+        weft__shm_op_publish(o, R, 1);
         o->phase = 1;
         /* fall through */
     case 1:
-        if (status != WEFT_OK || !ready_all(o, 0, 4 * R + 1, peer_p)) {
+        if (status != WEFT_OK || !weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {
             return status != WEFT_OK ? status : WEFT_INPROGRESS;
         }
         if (o->kind == OP_ALLREDUCE1 || o->kind == OP_REDUCE1) {
@@ -232,7 +184,7 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
                 for (int q = 0; q < L; q++) {
                     srcs[q] = DATA1(o, q, R, n);
                 }
-                status = reduce_many(o, o->dst + e0 * es, srcs, L, n);
+                status = weft__shm_op_reduce_many(o, o->dst + e0 * es, srcs, L, n);
             }
             return status;
         }
@@ -246,300 +198,26 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
                     srcs[k++] = SLOT(o, q, R) + off;
                 }
             }
-            status = reduce_many(o, SLOT(o, me, R) + off, srcs, L, cnt);
+            status = weft__shm_op_reduce_many(o, SLOT(o, me, R) + off, srcs, L, cnt);
         }
-        publish(o, R, 2);
+        weft__shm_op_publish(o, R, 2);
         o->phase = 2;
         if (o->kind == OP_REDUCE2 && me != o->root) {
             return status;
         }
         /* fall through */
     case 2:
-        if (status != WEFT_OK || !ready_all(o, 0, 4 * R + 2, peer_p)) {
+        if (status != WEFT_OK || !weft__shm_op_ready_all(o, 0, 4 * R + 2, peer_p)) {
             return status != WEFT_OK ? status : WEFT_INPROGRESS;
         }
         for (int q = 0; q < L && status == WEFT_OK; q++) {
             size_t off = weft__block_start(n, L, q);
 
-            status = copy(o, o->dst + (e0 + off) * es, SLOT(o, q, R) + off * es,
-                          weft__block_count(n, L, q));
+            status = weft__shm_op_copy(o, o->dst + (e0 + off) * es, SLOT(o, q, R) + off * es,
+                                       weft__block_count(n, L, q));
         }
         return status;
     }
-    return WEFT_OK;
-}
-
-/* bytes from local rank q's address space at raddr into dst. */
-static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, size_t bytes)
-{
-    pid_t pid = (pid_t)o->shm->ctrl[q].pid;
-
-    while (bytes > 0) {
-        struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)raddr, bytes};
-        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-
-        if (n <= 0) {
-            return weft__error(errno == ESRCH ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT,
-                               "reading %zu bytes of rank %d's buffer (process_vm_readv): %s",
-                               bytes, o->shm->local_ranks[q], strerror(errno));
-        }
-        dst = (char *)dst + n;
-        raddr += (uint64_t)n;
-        bytes -= (size_t)n;
-    }
-    return WEFT_OK;
-}
-
-/* Device memory (IPC): this rank's src and dst handles at the start of its
- * slot of round R, for the peers to map. */
-static weft_status_t ipc_publish(shm_op_t *o, uint64_t R)
-{
-    char *slot = SLOT(o, o->shm->me, R);
-    weft_status_t status = o->dev->ipc_export(o->src, slot);
-
-    if (status == WEFT_OK && o->kind == OP_ALLREDUCE_IPC) {
-        status = o->dev->ipc_export(o->dst, slot + WEFT_DEVICE_IPC_MAX);
-    }
-    return status;
-}
-
-/* Map every peer's src and dst (the table caches what it can). */
-static weft_status_t ipc_open(shm_op_t *o, uint64_t R)
-{
-    weft_shm_t *shm = o->shm;
-    weft_status_t status = WEFT_OK;
-
-    for (int q = 0; q < shm->L && status == WEFT_OK; q++) {
-        const char *slot = SLOT(o, q, R);
-
-        shm->peer_src[q] = shm->peer_dst[q] = NULL;
-        if (q == shm->me) {
-            continue;
-        }
-        status = o->dev->ipc_import(slot, &shm->peer_src[q]);
-        if (status == WEFT_OK && o->kind == OP_ALLREDUCE_IPC) {
-            status = o->dev->ipc_import(slot + WEFT_DEVICE_IPC_MAX, &shm->peer_dst[q]);
-        }
-    }
-    if (status != WEFT_OK) {
-        char detail[256];
-
-        snprintf(detail, sizeof(detail), "%s", weft_last_error());
-        status = weft__error(status, "shared memory: cannot map a local rank's %s buffer: %s",
-                             o->dev->name, detail);
-    }
-    return status;
-}
-
-static void ipc_close(shm_op_t *o)
-{
-    weft_shm_t *shm = o->shm;
-
-    for (int q = 0; q < shm->L; q++) {
-        if (shm->peer_src[q] != NULL) {
-            o->dev->ipc_close(shm->peer_src[q]);
-        }
-        if (shm->peer_dst[q] != NULL) {
-            o->dev->ipc_close(shm->peer_dst[q]);
-        }
-        shm->peer_src[q] = shm->peer_dst[q] = NULL;
-    }
-}
-
-/*
- * Single-copy allreduce (one round R, the vector in chunks of one slot):
- * every rank publishes its src and dst addresses; for chunk k, rank `me`
- * reads slice `me` of every peer's src straight into its own slot (one
- * copy), reduces it with its own src into its dst, and counts the chunk in
- * `progress`; it then reads every peer's reduced slice of chunk k from the
- * peer's dst into its own. Before returning it waits until every rank is
- * done, since peers read its buffers. In place is safe: a rank overwrites
- * slice q of its src only with rank q's result, after rank q counted the
- * chunk, so after rank q read that slice.
- */
-static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
-{
-    weft_shm_t *shm = o->shm;
-    weft_shm_ctrl_t *mine = &shm->ctrl[shm->me];
-    int L = shm->L, me = shm->me;
-    size_t es = o->esize, nchunks = (o->count + o->chunk - 1) / o->chunk;
-    uint64_t base = R << 24;
-    const void **srcs = shm->srcs;
-    weft_status_t status = WEFT_OK;
-    int ipc = o->kind == OP_ALLREDUCE_IPC;
-
-    if (o->phase == 0) {
-        if (!reusable(o, R, peer_p)) { /* the slot is this rank's scratch */
-            return WEFT_INPROGRESS;
-        }
-        if (ipc) {
-            status = ipc_publish(o, R);
-            if (status != WEFT_OK) {
-                return status;
-            }
-        }
-        mine->src_addr = (uint64_t)(uintptr_t)o->src;
-        mine->dst_addr = (uint64_t)(uintptr_t)o->dst;
-        publish(o, R, 1);
-        o->phase = 1;
-    }
-    if (o->phase == 1) {
-        if (!ready_all(o, 0, 4 * R + 1, peer_p)) {
-            return WEFT_INPROGRESS;
-        }
-        if (ipc) {
-            status = ipc_open(o, R);
-            if (status != WEFT_OK) {
-                return status;
-            }
-        }
-        o->phase = 2;
-    }
-    while (o->phase == 2 && (o->k < nchunks || o->kout < nchunks)) {
-        if (o->k < nchunks && o->k <= o->kout) {
-            size_t e0 = o->k * o->chunk, n = span(o->count, o->chunk, o->k);
-            size_t off = e0 + weft__block_start(n, L, me), cnt = weft__block_count(n, L, me);
-            char *tmp = weft__shm_slot(shm, me, R);
-            int k = 1;
-
-            srcs[0] = o->src + off * es;
-            for (int q = 0; q < L && status == WEFT_OK; q++) {
-                if (q != me && cnt > 0 && ipc) {
-                    srcs[k++] = (const char *)shm->peer_src[q] + off * es;
-                } else if (q != me && cnt > 0) {
-                    status = cma_read(o, q, tmp, shm->ctrl[q].src_addr + off * es, cnt * es);
-                    srcs[k++] = tmp;
-                    tmp += cnt * es;
-                }
-            }
-            if (status == WEFT_OK && cnt > 0) {
-                status = reduce_many(o, o->dst + off * es, srcs, k, cnt);
-            }
-            if (status != WEFT_OK) {
-                return status;
-            }
-            o->k++;
-            store(&mine->progress, base + o->k);
-            continue;
-        }
-        /* the others' slices of chunk kout, once they reduced them */
-        {
-            size_t e0 = o->kout * o->chunk, n = span(o->count, o->chunk, o->kout);
-
-            for (; o->waiting < L; o->waiting++) {
-                int q = o->waiting;
-                size_t off = e0 + weft__block_start(n, L, q), cnt = weft__block_count(n, L, q);
-
-                if (q == me || cnt == 0) {
-                    continue;
-                }
-                if (load(&shm->ctrl[q].progress) < base + o->kout + 1) {
-                    *peer_p = shm->local_ranks[q];
-                    if (o->k < nchunks) {
-                        break; /* reduce the next chunk meanwhile */
-                    }
-                    return WEFT_INPROGRESS;
-                }
-                status = ipc ? copy(o, o->dst + off * es,
-                                    (const char *)shm->peer_dst[q] + off * es, cnt)
-                             : cma_read(o, q, o->dst + off * es,
-                                        shm->ctrl[q].dst_addr + off * es, cnt * es);
-                if (status != WEFT_OK) {
-                    return status;
-                }
-            }
-            if (o->waiting == L) {
-                o->waiting = 0;
-                o->kout++;
-            } else if (o->k >= nchunks || o->k > o->kout) {
-                return WEFT_INPROGRESS;
-            }
-        }
-    }
-    if (o->phase == 2) {
-        store(&mine->done, R + 1); /* nothing more to read here */
-        o->phase = 3;
-        o->waiting = 0;
-    }
-    /* nobody reads this rank's buffers any more */
-    if (!ready_all(o, 1, R + 1, peer_p)) {
-        return WEFT_INPROGRESS;
-    }
-    if (ipc) {
-        ipc_close(o);
-    }
-    return WEFT_OK;
-}
-
-/* The IPC step of a device allgather, bcast or reduce: read the mapped
- * peers' src into this rank's dst (reduce: on the root only). */
-static weft_status_t ipc_work(shm_op_t *o)
-{
-    weft_shm_t *shm = o->shm;
-    int L = shm->L, me = shm->me;
-    size_t es = o->esize;
-    weft_status_t status = WEFT_OK;
-
-    switch (o->kind) {
-    case OP_IPC_ALLGATHER:
-        for (int q = 0; q < L && status == WEFT_OK; q++) {
-            status = copy(o, o->dst + o->boff[q] * es, q == me ? o->src : shm->peer_src[q],
-                          o->bcnt[q]);
-        }
-        return status;
-    case OP_IPC_BCAST:
-        return me == o->root ? WEFT_OK : copy(o, o->dst, shm->peer_src[o->root], o->count);
-    default: /* OP_IPC_REDUCE */
-        if (me != o->root) {
-            return WEFT_OK;
-        }
-        for (int q = 0; q < L; q++) {
-            shm->srcs[q] = q == me ? o->src : shm->peer_src[q];
-        }
-        return reduce_many(o, o->dst, shm->srcs, L, o->count);
-    }
-}
-
-/*
- * Device allgather, bcast, reduce (one round R): every rank publishes an IPC
- * handle of its src in its slot, maps the peers' (ipc_open), reads what it
- * needs straight from their buffers on the device, and waits until every
- * rank is done before returning (the peers read its src until then).
- */
-static weft_status_t round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
-{
-    weft_status_t status;
-
-    if (o->phase == 0) {
-        if (!reusable(o, R, peer_p)) {
-            return WEFT_INPROGRESS;
-        }
-        status = ipc_publish(o, R);
-        if (status != WEFT_OK) {
-            return status;
-        }
-        publish(o, R, 1);
-        o->phase = 1;
-    }
-    if (o->phase == 1) {
-        if (!ready_all(o, 0, 4 * R + 1, peer_p)) {
-            return WEFT_INPROGRESS;
-        }
-        status = ipc_open(o, R);
-        if (status == WEFT_OK) {
-            status = ipc_work(o);
-        }
-        if (status != WEFT_OK) {
-            ipc_close(o);
-            return status;
-        }
-        store(&o->shm->ctrl[o->shm->me].done, R + 1);
-        o->phase = 2;
-    }
-    if (!ready_all(o, 1, R + 1, peer_p)) {
-        return WEFT_INPROGRESS;
-    }
-    ipc_close(o);
     return WEFT_OK;
 }
 
@@ -552,50 +230,54 @@ static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
     weft_status_t status = WEFT_OK;
 
     if (o->phase == 0) {
-        if (!reusable(o, R, peer_p)) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
         if (o->kind == OP_REDUCE_SCATTER) {
             for (int q = 0; q < L && status == WEFT_OK; q++) {
-                status = copy(o, SLOT(o, me, R) + (size_t)q * o->chunk * es,
-                              o->src + (o->boff[q] + e0) * es, span(o->bcnt[q], o->chunk, o->r));
+                status = weft__shm_op_copy(o, SLOT(o, me, R) + (size_t)q * o->chunk * es,
+                                           o->src + (o->boff[q] + e0) * es,
+                                           weft__shm_op_span(o->bcnt[q], o->chunk, o->r));
             }
         } else {
-            status = copy(o, SLOT(o, me, R), o->src + e0 * es, span(o->bcnt[me], o->chunk, o->r));
+            status = weft__shm_op_copy(o, SLOT(o, me, R), o->src + e0 * es,
+                                       weft__shm_op_span(o->bcnt[me], o->chunk, o->r));
         }
-        publish(o, R, 1);
+        weft__shm_op_publish(o, R, 1);
         o->phase = 1;
     }
-    if (status != WEFT_OK || !ready_all(o, 0, 4 * R + 1, peer_p)) {
+    if (status != WEFT_OK || !weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {
         return status != WEFT_OK ? status : WEFT_INPROGRESS;
     }
     if (o->kind == OP_REDUCE_SCATTER) {
         for (int q = 0; q < L; q++) {
             srcs[q] = SLOT(o, q, R) + (size_t)me * o->chunk * es;
         }
-        return reduce_many(o, o->dst + e0 * es, srcs, L, span(o->bcnt[me], o->chunk, o->r));
+        return weft__shm_op_reduce_many(o, o->dst + e0 * es, srcs, L,
+                                        weft__shm_op_span(o->bcnt[me], o->chunk, o->r));
     }
     for (int q = 0; q < L && status == WEFT_OK; q++) {
         char *to = o->dst + (o->boff[q] + e0) * es;
 
-        status = copy(o, to, q == me ? o->src + e0 * es : SLOT(o, q, R),
-                      span(o->bcnt[q], o->chunk, o->r));
+        status = weft__shm_op_copy(o, to, q == me ? o->src + e0 * es : SLOT(o, q, R),
+                                   weft__shm_op_span(o->bcnt[q], o->chunk, o->r));
     }
     return status;
 }
 
 static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
 {
-    size_t e0 = (size_t)o->r * o->chunk, n = span(o->count, o->chunk, o->r), es = o->esize;
+    size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
+           es = o->esize;
 
     if (o->shm->me == o->root) {
         weft_status_t status;
 
-        if (!reusable(o, R, peer_p)) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
-        status = copy(o, SLOT(o, o->root, R), o->src + e0 * es, n);
-        publish(o, R, 1);
+        status = weft__shm_op_copy(o, SLOT(o, o->root, R), o->src + e0 * es, n);
+        weft__shm_op_publish(o, R, 1);
         return status;
     }
     if (o->phase == 0) {
@@ -603,28 +285,28 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
          * for this bcast compares it with ours. Round R's signature slot
          * is free once nobody reads round R - 2 (the root waited for that
          * too before its data of round R, so this costs no time) */
-        if (!reusable(o, R, peer_p)) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
-        publish(o, R, 1);
+        weft__shm_op_publish(o, R, 1);
         o->phase = 1;
     }
     if (!ready_one(o, o->root, 4 * R + 1, peer_p)) {
         return WEFT_INPROGRESS;
     }
-    return copy(o, o->dst + e0 * es, SLOT(o, o->root, R), n);
+    return weft__shm_op_copy(o, o->dst + e0 * es, SLOT(o, o->root, R), n);
 }
 
 static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
 {
     if (o->phase == 0) {
-        if (!reusable(o, R, peer_p)) { /* round R's signature slot (see round_bcast) */
+        if (!weft__shm_op_reusable(o, R, peer_p)) { /* round R's signature slot (see round_bcast) */
             return WEFT_INPROGRESS;
         }
-        publish(o, R, 1);
+        weft__shm_op_publish(o, R, 1);
         o->phase = 1;
     }
-    return ready_all(o, 0, 4 * R + 1, peer_p) ? WEFT_OK : WEFT_INPROGRESS;
+    return weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p) ? WEFT_OK : WEFT_INPROGRESS;
 }
 
 /* The operation's signature differs from local rank o->differs' in round R:
@@ -704,12 +386,12 @@ static weft_status_t op_poll(void *state, int *peer_p)
             break;
         case OP_ALLREDUCE_CMA:
         case OP_ALLREDUCE_IPC:
-            status = round_cma(o, R, peer_p);
+            status = weft__shm_round_cma(o, R, peer_p);
             break;
         case OP_IPC_ALLGATHER:
         case OP_IPC_BCAST:
         case OP_IPC_REDUCE:
-            status = round_ipc(o, R, peer_p);
+            status = weft__shm_round_ipc(o, R, peer_p);
             break;
         default:
             status = round_allreduce(o, R, peer_p);
@@ -772,12 +454,10 @@ static shm_op_t *op_new(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, size_t
 static void op_reserve(shm_op_t *o, size_t total)
 {
     int single = o->kind == OP_ALLREDUCE_CMA || o->kind == OP_ALLREDUCE_IPC ||
-                 o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST ||
-                 o->kind == OP_IPC_REDUCE;
+                 o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST || o->kind == OP_IPC_REDUCE;
 
-    o->nrounds = o->kind == OP_BARRIER || (single && total > 0)
-                     ? 1
-                     : (total + o->chunk - 1) / o->chunk;
+    o->nrounds =
+        o->kind == OP_BARRIER || (single && total > 0) ? 1 : (total + o->chunk - 1) / o->chunk;
     o->round0 = o->shm->next_round;
     o->shm->next_round += o->nrounds;
 }
@@ -959,7 +639,7 @@ static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
             start = now;
             deadline = weft__deadline_ns();
         }
-        comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (runtime/comm.h) */
+        comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (core/comm.h) */
         status = now >= deadline ? WEFT_OK : weft__comm_health(comm);
         if (now >= deadline) { /* first: its own timeout, not a peer's notice of the same */
             weft__log_error("%s seq %u (shm, count %zu, %s %s) timed out after %.1f s in shared "

@@ -208,6 +208,55 @@ static double measure_copy(weft_shm_t *shm)
     return best > 0 ? (double)best * 1e-9 / (double)half : 1e-10;
 }
 
+/*
+ * The setup runs while the communicator is created, below the public entry
+ * points: its messages are point-to-point schedules (tag SHM_TAG, matched
+ * like weft_send/weft_recv), and the agreement is an allreduce of this layer
+ * (no segment yet, so a point-to-point algorithm).
+ */
+static weft_status_t setup_msg(weft_comm_t comm, int is_send, void *buf, size_t bytes, int peer)
+{
+    weft_op_desc_t desc = {.coll = is_send ? "shm setup send" : "shm setup recv",
+                           .algo = "p2p",
+                           .count = bytes,
+                           .dtype = WEFT_UINT8,
+                           .p2p = 1};
+    weft_sched_t *s;
+    weft_status_t status = weft__comm_health(comm);
+
+    if (status == WEFT_OK) {
+        status = weft__sched_create(comm, &desc, &weft__device_host_ops, &s);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    weft__sched_step(s, is_send ? "send" : "recv", 0);
+    if (is_send) {
+        weft__sched_send(s, peer, SHM_TAG, buf, bytes);
+    } else {
+        weft__sched_recv(s, peer, SHM_TAG, buf, bytes);
+    }
+    status = weft__sched_run(s);
+    weft__sched_destroy(s);
+    return status;
+}
+
+/* agree[0..n) = the maximum over every rank of comm. */
+static weft_status_t setup_agree(weft_comm_t comm, double *agree, size_t n)
+{
+    weft_coll_args_t args = {.kind = WEFT_COLL_ALLREDUCE,
+                             .src = agree,
+                             .dst = agree,
+                             .count = n,
+                             .dtype = WEFT_FLOAT64,
+                             .op = WEFT_MAX,
+                             .esize = sizeof(double),
+                             .rank = comm->rank,
+                             .size = comm->size};
+
+    return weft__coll_run(comm, &args);
+}
+
 weft_status_t weft__shm_setup(weft_comm_t comm)
 {
     const weft_node_map_t *m = comm->node;
@@ -232,24 +281,24 @@ weft_status_t weft__shm_setup(weft_comm_t comm)
                              __ATOMIC_RELEASE);
         }
         for (int q = 1; q < L && status == WEFT_OK; q++) {
-            status = weft_send(name, SHM_NAME_LEN, WEFT_UINT8, m->local_ranks[q], SHM_TAG, comm);
+            status = setup_msg(comm, 1, name, SHM_NAME_LEN, m->local_ranks[q]);
         }
         for (int q = 1; q < L && status == WEFT_OK; q++) {
-            status = weft_recv(&ack, 1, WEFT_INT32, m->local_ranks[q], SHM_TAG, comm);
+            status = setup_msg(comm, 0, &ack, sizeof(ack), m->local_ranks[q]);
             agree[0] = ack ? agree[0] : 1;
         }
         if (name[0] != '\0') {
             shm_unlink(name); /* mapped by every local rank (or failed): nothing to leave */
         }
     } else {
-        status = weft_recv(name, SHM_NAME_LEN, WEFT_UINT8, m->local_ranks[0], SHM_TAG, comm);
+        status = setup_msg(comm, 0, name, SHM_NAME_LEN, m->local_ranks[0]);
         name[SHM_NAME_LEN - 1] = '\0';
         if (status == WEFT_OK && name[0] != '\0') {
             shm = attach(L, name);
         }
         ack = shm != NULL;
         if (status == WEFT_OK) {
-            status = weft_send(&ack, 1, WEFT_INT32, m->local_ranks[0], SHM_TAG, comm);
+            status = setup_msg(comm, 1, &ack, sizeof(ack), m->local_ranks[0]);
         }
     }
     if (shm != NULL && ((shm->srcs = calloc((size_t)L, sizeof(*shm->srcs))) == NULL ||
@@ -269,7 +318,7 @@ weft_status_t weft__shm_setup(weft_comm_t comm)
         agree[0] = 1;
     }
     if (status == WEFT_OK) {
-        status = weft_allreduce(WEFT_IN_PLACE, agree, 3, WEFT_FLOAT64, WEFT_MAX, comm);
+        status = setup_agree(comm, agree, 3);
     }
     if (status != WEFT_OK || agree[0] != 0) {
         weft__shm_release(shm);

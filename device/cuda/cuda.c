@@ -21,7 +21,7 @@
 #include "device/cuda/kernel_args.h"
 #include "device/cuda/util.h"
 #include "device/host/host.h"
-#include "runtime/config.h"
+#include "base/config.h"
 
 #include <math.h>
 #include <sched.h>

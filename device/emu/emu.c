@@ -5,7 +5,6 @@
  */
 #include "device/emu/emu.h"
 
-#include "runtime/init.h"
 
 #include <stdlib.h>
 

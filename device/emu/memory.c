@@ -12,7 +12,6 @@
  */
 #include "device/emu/emu.h"
 
-#include "runtime/init.h"
 
 #include <errno.h>
 #include <fcntl.h>

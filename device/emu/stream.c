@@ -14,7 +14,6 @@
 #include "device/emu/emu.h"
 
 #include "device/host/host.h"
-#include "runtime/init.h"
 
 #include <errno.h>
 #include <linux/futex.h>

@@ -47,7 +47,7 @@
 #define WEFT_PT2PT_UCX_H
 
 #include "pt2pt/pt2pt.h"
-#include "runtime/config.h"
+#include "base/config.h"
 
 /* Keepalive round applied unless UCX_KEEPALIVE_INTERVAL is set (UCX's default
  * is 20 s): UCX notices a dead peer on shared memory within one round. */

@@ -27,8 +27,7 @@
  */
 #include "pt2pt/ucx/ucx_internal.h"
 
-#include "runtime/config.h"
-#include "runtime/init.h"
+#include "base/config.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
- * The schedule engine (coll/sched.c) on in-process worlds: dependency
- * order, cross-rank send/recv, reduce tasks, empty and failed schedules,
+ * The schedule engine (coll/sched.c, coll/sched_engine.c) on in-process
+ * worlds: dependency order, cross-rank send/recv, reduce tasks, empty and failed schedules,
  * timeouts with their diagnosis, and size mismatches.
  *
  * Schedules are built by hand in rank threads; Criterion asserts only work

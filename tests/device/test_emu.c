@@ -18,6 +18,7 @@
 #include "device/device.h"
 #include "device/emu/emu.h"
 #include "device/host/host.h"
+#include "tests/harness.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -43,28 +44,12 @@ static void teardown(void)
     weft_finalize();
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double cpu_s(clockid_t clock)
 {
     struct timespec ts;
 
     clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
 }
 
 static void *emu_alloc(size_t bytes)
@@ -389,12 +374,12 @@ TestSuite(flags, .init = setup, .fini = teardown);
 
 static void wait_flag_host(uint32_t *flag, uint32_t value, const char *what)
 {
-    double deadline = now_s() + DEADLINE_S;
+    double deadline = harness_now_s() + DEADLINE_S;
 
     while (weft__device_flag_get(flag) < value) {
-        cr_assert(now_s() < deadline, "%s: flag still %u after %.0f s (want >= %u)", what,
+        cr_assert(harness_now_s() < deadline, "%s: flag still %u after %.0f s (want >= %u)", what,
                   weft__device_flag_get(flag), DEADLINE_S, value);
-        nap_ms(1);
+        harness_sleep_s(0.001);
     }
 }
 
@@ -424,7 +409,7 @@ Test(flags, wait_holds_the_stream_and_writes_land_in_order)
 
     wait_flag_host(step, 1, "the write before the wait");
     weft__device_flag_set(gate, 1); /* below the wait's value: still held */
-    nap_ms(50);
+    harness_sleep_s(0.05);
     cr_assert_eq(weft__device_flag_get(step), 1u, "the stream passed a wait on gate >= 2");
     cr_assert_eq(e[0], 0, "a copy behind the wait ran");
     cr_assert_eq(e[(1 << 20) - 1], 0, "a copy behind the wait ran");
@@ -433,7 +418,7 @@ Test(flags, wait_holds_the_stream_and_writes_land_in_order)
     for (int i = 0; i < (1 << 20); i++) {
         cr_assert_eq(e[i], h[i], "byte %d: the flag was written before the copy ended", i);
     }
-    nap_ms(20);
+    harness_sleep_s(0.02);
     cr_assert_eq(weft__device_flag_get(step), 2u, "the stream passed a wait on gate >= 3");
     weft__device_flag_set(gate, 7); /* above the value also releases */
     sync_ok(st);
@@ -464,7 +449,7 @@ Test(flags, two_streams_ordered_through_a_flag)
     memset(out, 0, bytes);
     cr_assert_eq(ops->stream_wait_flag(b, f, 1), WEFT_OK);
     cr_assert_eq(weft_memcpy_async(out, e, bytes, b), WEFT_OK, "%s", weft_last_error());
-    nap_ms(20);
+    harness_sleep_s(0.02);
     cr_assert_eq(out[0], 0, "stream b ran its copy before the flag");
     cr_assert_eq(weft_memcpy_async(e, src, bytes, a), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(ops->stream_write_flag(a, f, 1), WEFT_OK);
@@ -490,8 +475,15 @@ TestSuite(ipc, .init = setup, .fini = teardown);
 
 /* Child: the exporter's pages only through the import. Exit codes name the
  * failed step (for the parent's message). */
-static void ipc_child(unsigned char *inherited, const unsigned char *handle)
+typedef struct ipc_job {
+    unsigned char *inherited;
+    const unsigned char *handle;
+} ipc_job_t;
+
+static int ipc_child(int rank, void *arg)
 {
+    unsigned char *inherited = ((ipc_job_t *)arg)->inherited;
+    const unsigned char *handle = ((ipc_job_t *)arg)->handle;
     const weft_device_ops_t *ops = &weft__device_emu_ops;
     unsigned char *p = NULL, *again = NULL;
     size_t n = IPC_BYTES - (IPC_OFFSET);
@@ -528,10 +520,11 @@ static void ipc_child(unsigned char *inherited, const unsigned char *handle)
         _exit(16);
     }
     ops->ipc_close(p);
+    (void)rank;
     if (weft__emu_ipc_imports_open() != 0) {
         _exit(17);
     }
-    _exit(0);
+    return 0;
 }
 
 Test(ipc, child_imports_writes_parent_sees)
@@ -539,30 +532,20 @@ Test(ipc, child_imports_writes_parent_sees)
     const weft_device_ops_t *ops = &weft__device_emu_ops;
     unsigned char *e = emu_alloc(IPC_BYTES);
     unsigned char handle[WEFT_DEVICE_IPC_MAX];
-    double deadline;
-    pid_t pid, got = 0;
-    int wstatus = 0;
+    ipc_job_t job = {.inherited = e, .handle = handle};
+    harness_procs_t procs;
+    int wstatus;
 
     cr_assert_leq(ops->ipc_handle_size, sizeof(handle));
     for (size_t i = 0; i < IPC_BYTES; i++) {
         e[i] = (unsigned char)(i * 5 + 1);
     }
     cr_assert_eq(ops->ipc_export(e + IPC_OFFSET, handle), WEFT_OK, "%s", weft_last_error());
-    fflush(NULL);
-    pid = fork();
-    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        ipc_child(e, handle);
-    }
-    deadline = now_s() + DEADLINE_S;
-    while ((got = waitpid(pid, &wstatus, WNOHANG)) == 0 && now_s() < deadline) {
-        nap_ms(2);
-    }
-    if (got == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &wstatus, 0);
+    cr_assert_eq(harness_fork(&procs, 0, 1, ipc_child, &job), 0, "fork: %s", strerror(errno));
+    if (harness_reap(&procs, harness_now_s() + DEADLINE_S) > 0) {
         cr_assert_fail("the importing child did not finish within %.0f s", DEADLINE_S);
     }
+    wstatus = procs.wstatus[0];
     cr_assert(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0,
               "the importing child failed (exit %d, signal %d): 10 munmap, 11 counters before, "
               "12 import, 13 counters after, 14 data read, 15 second import, 16-17 close",
@@ -718,7 +701,7 @@ Test(reduce, runs_on_a_worker_not_the_caller, .timeout = 120)
     cr_assert_eq(emu->flag_alloc(&gate), WEFT_OK);
     cr_assert_eq(emu->stream_wait_flag(st, gate, 1), WEFT_OK);
     cr_assert_eq(weft__emu_reduce_async(st, d, srcs, 2, count, WEFT_FLOAT32, WEFT_SUM), WEFT_OK);
-    nap_ms(30);
+    harness_sleep_s(0.03);
     cr_assert_eq(d[0], -1.0f, "the reduction ran before the wait ahead of it");
     cr_assert_eq(d[count - 1], -1.0f, "the reduction ran before the wait ahead of it");
     weft__device_flag_set(gate, 1);

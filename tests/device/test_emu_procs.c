@@ -34,6 +34,7 @@
 #include "pt2pt/ucx/ucx_internal.h"
 #include "runtime/comm.h"
 #include "tests/coll/device_cases.h"
+#include "tests/harness.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -42,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,22 +82,6 @@ typedef struct job_opts {
     int staged;       /* 1: every rank's UCX transport must have staged emu memory */
     int dead_peer;    /* rank 1 kills itself while the others' enqueued allreduce waits for it */
 } job_opts_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 typedef struct rank_ctx {
     slot_t *slot;
@@ -221,10 +205,10 @@ static void rank_main_dead_peer(area_t *area, int nranks, int rank)
         DEAD_FAIL("weft_comm_init_rank: %s", weft_last_error());
     }
     if (rank == 1) {
-        double until = now_s() + 60.0;
+        double until = harness_now_s() + 60.0;
 
-        while (!atomic_load(&area->enqueued) && now_s() < until) {
-            nap_ms(1);
+        while (!atomic_load(&area->enqueued) && harness_now_s() < until) {
+            harness_sleep_s(0.001);
         }
         kill(getpid(), SIGKILL);
     }
@@ -240,7 +224,7 @@ static void rank_main_dead_peer(area_t *area, int nranks, int rank)
     if (rank == 0) {
         atomic_store(&area->enqueued, 1);
     }
-    t0 = now_s();
+    t0 = harness_now_s();
     s = weft_stream_synchronize(stream);
     if (s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) {
         DEAD_FAIL("weft_stream_synchronize returned %s (%s), expected the peer's failure",
@@ -249,8 +233,8 @@ static void rank_main_dead_peer(area_t *area, int nranks, int rank)
     if (strstr(weft_last_error(), "weft_allreduce_enqueue") == NULL) {
         DEAD_FAIL("the failure does not name the enqueued call: %s", weft_last_error());
     }
-    if (now_s() - t0 > 60.0) {
-        DEAD_FAIL("the failure was reported after %.0f s (WEFT_TIMEOUT=10)", now_s() - t0);
+    if (harness_now_s() - t0 > 60.0) {
+        DEAD_FAIL("the failure was reported after %.0f s (WEFT_TIMEOUT=10)", harness_now_s() - t0);
     }
     snprintf(slot->error, sizeof(slot->error), "%s", weft_status_string(s));
     s = weft_barrier(comm);
@@ -264,15 +248,6 @@ static void rank_main_dead_peer(area_t *area, int nranks, int rank)
     weft_comm_destroy(comm); /* may report the dead peer again */
     slot->finished = 1;
 #undef DEAD_FAIL
-}
-
-static void set_env(const char *name, const char *value)
-{
-    if (value != NULL) {
-        setenv(name, value, 1);
-    } else {
-        unsetenv(name);
-    }
 }
 
 /* Rank 1 died by its own SIGKILL; every other rank saw the failure. */
@@ -295,12 +270,36 @@ static void check_dead_peer(const job_opts_t *o, const area_t *area, const int *
     }
 }
 
+/* Ranks 1..n-1: wait for rank 0's unique id, run, report by the exit status. */
+typedef struct job_ctx {
+    const job_opts_t *o;
+    area_t *area;
+} job_ctx_t;
+
+static int child_rank(int r, void *arg)
+{
+    const job_opts_t *o = ((const job_ctx_t *)arg)->o;
+    area_t *area = ((const job_ctx_t *)arg)->area;
+    double until = harness_now_s() + 60.0;
+
+    while (!atomic_load(&area->id_ready) && harness_now_s() < until) {
+        harness_sleep_s(0.001);
+    }
+    if (atomic_load(&area->id_ready)) {
+        (o->dead_peer ? rank_main_dead_peer : rank_main)(area, o->nranks, r);
+    } else {
+        note_failure(&area->slot[r], "no unique id from rank 0 within 60 s");
+    }
+    weft_finalize();
+    return area->slot[r].failures == 0 && area->slot[r].finished ? 0 : 1;
+}
+
 static void run_job(const job_opts_t *o)
 {
     area_t *area;
-    pid_t pids[MAX_PROCS] = {0}, self = getpid();
-    int wstatus[MAX_PROCS] = {0}, reaped[MAX_PROCS] = {0};
-    double deadline;
+    harness_procs_t procs;
+    int *wstatus = procs.wstatus;
+    job_ctx_t ctx;
 
     cr_assert(o->nranks >= 1 && o->nranks <= MAX_PROCS);
     unsetenv("WEFT_UNIQUE_ID");
@@ -312,72 +311,23 @@ static void run_job(const job_opts_t *o)
     setenv("WEFT_LOG_LEVEL", "error", 1);
     setenv("WEFT_TIMEOUT", o->dead_peer ? "10" : "60", 1);
     setenv("WEFT_STAGE_FRAG", "64k", 1);
-    set_env("WEFT_RANKS_PER_NODE", o->rpn);
-    set_env("WEFT_SHM", o->shm);
-    set_env("WEFT_TUNE", o->tune);
+    harness_set_env("WEFT_RANKS_PER_NODE", o->rpn);
+    harness_set_env("WEFT_SHM", o->shm);
+    harness_set_env("WEFT_TUNE", o->tune);
     cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
-    area = mmap(NULL, sizeof(*area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(area, MAP_FAILED, "mmap: %s", strerror(errno));
-    memset(area, 0, sizeof(*area));
-    fflush(NULL);
-    for (int r = 1; r < o->nranks; r++) {
-        pid_t pid = fork();
-
-        if (pid == 0) {
-            double until = now_s() + 60.0;
-
-            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != self) {
-                _exit(3);
-            }
-            while (!atomic_load(&area->id_ready) && now_s() < until) {
-                nap_ms(1);
-            }
-            if (atomic_load(&area->id_ready)) {
-                (o->dead_peer ? rank_main_dead_peer : rank_main)(area, o->nranks, r);
-            } else {
-                note_failure(&area->slot[r], "no unique id from rank 0 within 60 s");
-            }
-            weft_finalize();
-            _exit(area->slot[r].failures == 0 && area->slot[r].finished ? 0 : 1);
-        }
-        if (pid < 0) {
-            for (int k = 1; k < r; k++) {
-                kill(pids[k], SIGKILL);
-                waitpid(pids[k], NULL, 0);
-            }
-            cr_assert_fail("fork: %s", strerror(errno));
-        }
-        pids[r] = pid;
-    }
+    area = harness_shared(sizeof(*area));
+    cr_assert_not_null(area, "mmap: %s", strerror(errno));
+    ctx = (job_ctx_t){.o = o, .area = area};
+    cr_assert_eq(harness_fork(&procs, 1, o->nranks, child_rank, &ctx), 0, "fork: %s",
+                 strerror(errno));
     if (weft_get_unique_id(&area->id) != WEFT_OK) {
         note_failure(&area->slot[0], weft_last_error());
-        for (int r = 1; r < o->nranks; r++) {
-            kill(pids[r], SIGKILL);
-        }
+        harness_kill(&procs);
     } else {
         atomic_store(&area->id_ready, 1);
         (o->dead_peer ? rank_main_dead_peer : rank_main)(area, o->nranks, 0);
     }
-    deadline = now_s() + JOB_DEADLINE_S;
-    for (int left = o->nranks - 1; left > 0;) {
-        for (int r = 1; r < o->nranks; r++) {
-            if (!reaped[r] && waitpid(pids[r], &wstatus[r], WNOHANG) == pids[r]) {
-                reaped[r] = 1;
-                left--;
-            }
-        }
-        if (left > 0 && now_s() > deadline) {
-            for (int r = 1; r < o->nranks; r++) {
-                if (!reaped[r]) {
-                    kill(pids[r], SIGKILL);
-                    waitpid(pids[r], &wstatus[r], 0);
-                    reaped[r] = 2;
-                }
-            }
-            break;
-        }
-        nap_ms(2);
-    }
+    harness_reap(&procs, harness_now_s() + JOB_DEADLINE_S);
     weft_finalize();
     if (o->dead_peer) {
         check_dead_peer(o, area, wstatus);
@@ -387,7 +337,8 @@ static void run_job(const job_opts_t *o)
     for (int r = 0; r < o->nranks; r++) {
         const slot_t *sl = &area->slot[r];
 
-        cr_expect(reaped[r] != 2, "rank %d did not finish within %.0f s", r, JOB_DEADLINE_S);
+        cr_expect(procs.state[r] != HARNESS_KILLED, "rank %d did not finish within %.0f s", r,
+                  JOB_DEADLINE_S);
         cr_expect(r == 0 || (WIFEXITED(wstatus[r]) && WEXITSTATUS(wstatus[r]) == 0) ||
                       sl->failures > 0,
                   "rank %d ended with status 0x%x and no recorded failure", r, wstatus[r]);

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the TCP bootstrap root's frame parser (tcp_root.c:
+ * libFuzzer target: the TCP bootstrap root's frame parser (tcp_serve.c:
  * conn_read, conn_header and the handlers of HELLO, ALLGATHER, BARRIER,
  * ABORT and RELEASE), which reads whatever connects to its port. Each input
  * starts a fresh root on 127.0.0.1 (weft__tcp_id_create), is sent on one

@@ -4,7 +4,7 @@
  * channel). An accepted text must print back to itself (hex digits compared
  * without case); a refused one must leave the id untouched.
  */
-#include "runtime/base.h"
+#include "base/base.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -17,6 +17,7 @@
 
 #include "coll/coll.h"
 #include "coll/diag/sig.h"
+#include "tests/harness.h"
 #include <weft.h>
 
 #include <errno.h>
@@ -25,9 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,35 +64,32 @@ typedef struct job {
     int arg;
 } job_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Record one call: its status, how long it took, its message. */
 static void record(slot_t *me, weft_status_t st, double t0)
 {
     int k = me->ncalls++;
 
     me->st[k] = st;
-    me->secs[k] = now_s() - t0;
+    me->secs[k] = harness_now_s() - t0;
     snprintf(me->msg[k], MSG, "%s", st == WEFT_OK ? "" : weft_last_error());
 }
 
-static void child(shared_t *sh, const job_t *job, int rank, pid_t parent)
+typedef struct run_ctx {
+    shared_t *sh;
+    const job_t *job;
+} run_ctx_t;
+
+static int child(int rank, void *arg)
 {
+    const run_ctx_t *ctx = arg;
+    shared_t *sh = ctx->sh;
+    const job_t *job = ctx->job;
     slot_t *me = &sh->slot[rank];
     weft_comm_t comm;
     weft_unique_id_t id;
     weft_status_t st;
     double t0;
 
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
-        _exit(3);
-    }
     unsetenv("WEFT_CONFIG_FILE");
     unsetenv("WEFT_TUNE");
     unsetenv("WEFT_RANKS_PER_NODE");
@@ -121,15 +116,15 @@ static void child(shared_t *sh, const job_t *job, int rank, pid_t parent)
     }
     id = sh->id;
     snprintf(me->stage, sizeof(me->stage), "weft_comm_init_rank");
-    t0 = now_s();
+    t0 = harness_now_s();
     st = weft_comm_init_rank(NRANKS, &id, rank, &comm);
     if (st != WEFT_OK) {
         record(me, st, t0); /* the scenario is that it fails */
-        t0 = now_s();
+        t0 = harness_now_s();
         weft_finalize();
         record(me, WEFT_OK, t0);
         me->finished = 1;
-        _exit(0);
+        return 0;
     }
     snprintf(me->stage, sizeof(me->stage), "scenario");
     job->scenario(comm, rank, me, job->arg);
@@ -137,51 +132,27 @@ static void child(shared_t *sh, const job_t *job, int rank, pid_t parent)
      * failed peer, which is not what these tests are about) */
     snprintf(me->stage, sizeof(me->stage), "waiting for the others");
     atomic_fetch_add(&sh->through, 1);
-    for (double until = now_s() + 20; atomic_load(&sh->through) < NRANKS && now_s() < until;) {
+    for (double until = harness_now_s() + 20;
+         atomic_load(&sh->through) < NRANKS && harness_now_s() < until;) {
         usleep(1000);
     }
     snprintf(me->stage, sizeof(me->stage), "weft_comm_destroy");
     weft_comm_destroy(comm);
     weft_finalize();
     me->finished = 1;
-    _exit(0);
+    return 0;
 }
 
 /* Run the job; returns the shared mapping once every child is gone. */
 static shared_t *run(const job_t *job)
 {
-    shared_t *sh =
-        mmap(NULL, sizeof(shared_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    pid_t pids[NRANKS], self = getpid();
-    int reaped[NRANKS] = {0}, left = NRANKS;
-    double deadline = now_s() + 25.0;
+    shared_t *sh = harness_shared(sizeof(shared_t));
+    run_ctx_t ctx = {.sh = sh, .job = job};
+    harness_procs_t procs;
 
-    cr_assert_neq(sh, MAP_FAILED, "mmap: %s", strerror(errno));
-    memset(sh, 0, sizeof(*sh));
-    fflush(stdout);
-    fflush(stderr);
-    for (int r = 0; r < NRANKS; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            child(sh, job, r, self);
-        }
-        cr_assert_gt(pids[r], 0, "fork: %s", strerror(errno));
-    }
-    while (left > 0 && now_s() < deadline) {
-        for (int r = 0; r < NRANKS; r++) {
-            if (!reaped[r] && waitpid(pids[r], NULL, WNOHANG) == pids[r]) {
-                reaped[r] = 1;
-                left--;
-            }
-        }
-        usleep(2000);
-    }
-    for (int r = 0; r < NRANKS; r++) {
-        if (!reaped[r]) {
-            kill(pids[r], SIGKILL);
-            waitpid(pids[r], NULL, 0);
-        }
-    }
+    cr_assert_not_null(sh, "mmap: %s", strerror(errno));
+    cr_assert_eq(harness_fork(&procs, 0, NRANKS, child, &ctx), 0, "fork: %s", strerror(errno));
+    harness_reap(&procs, harness_now_s() + 25.0);
     for (int r = 0; r < NRANKS; r++) {
         cr_assert(sh->slot[r].finished, "rank %d did not finish; it was in: %s", r,
                   sh->slot[r].stage);
@@ -204,9 +175,9 @@ static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
     for (int i = 0; i < COUNT * 2; i++) {
         in[i] = (float)(rank + 1);
     }
-    t0 = now_s();
+    t0 = harness_now_s();
     record(me, weft_allreduce(in, out, COUNT, WEFT_FLOAT32, WEFT_SUM, comm), t0);
-    t0 = now_s();
+    t0 = harness_now_s();
     switch ((case_t)which) {
     case CASE_COUNT:
         st = weft_allreduce(in, out, COUNT + odd, WEFT_FLOAT32, WEFT_SUM, comm);
@@ -235,7 +206,7 @@ static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
     record(me, st, t0);
     memcpy(me->out, out, sizeof(out));
     for (int k = 0; k < 2; k++) {
-        t0 = now_s();
+        t0 = harness_now_s();
         record(me, weft_allreduce(in, out, COUNT, WEFT_FLOAT32, WEFT_SUM, comm), t0);
     }
 }
@@ -451,7 +422,7 @@ static void late_scenario(weft_comm_t comm, int rank, slot_t *me, int unused)
         if (k == 1 && rank == NRANKS - 1) {
             usleep(3000000);
         }
-        t0 = now_s();
+        t0 = harness_now_s();
         record(me, weft_allreduce(in, out, COUNT, WEFT_FLOAT32, WEFT_SUM, comm), t0);
         if (k <= 1) {
             memcpy(me->out + k * COUNT, out, sizeof(out));

@@ -1,5 +1,5 @@
-/* Element sizes and names of the public dtypes and ops. */
-#include "runtime/base.h"
+/* Element sizes and names of the public dtypes and ops, names of the memory types. */
+#include "base/base.h"
 
 static const size_t dtype_sizes[WEFT_DTYPE_COUNT] = {
     [WEFT_INT8] = 1,    [WEFT_UINT8] = 1,    [WEFT_INT32] = 4,   [WEFT_UINT32] = 4,
@@ -33,4 +33,17 @@ WEFT_EXPORT const char *weft_dtype_name(weft_dtype_t dtype)
 WEFT_EXPORT const char *weft_op_name(weft_op_t op)
 {
     return (unsigned)op < WEFT_OP_COUNT ? op_names[op] : "unknown";
+}
+
+WEFT_EXPORT const char *weft_memtype_name(weft_memtype_t type)
+{
+    switch (type) {
+    case WEFT_MEM_HOST:
+        return "host";
+    case WEFT_MEM_CUDA:
+        return "cuda";
+    case WEFT_MEM_EMU:
+        return "emu";
+    }
+    return "unknown";
 }

@@ -2,7 +2,7 @@
  * Logging: one line per message, prefixed with host, pid and rank, written
  * with a single write(2) so lines of concurrent threads do not interleave.
  */
-#include "runtime/base.h"
+#include "base/base.h"
 
 #include <stdarg.h>
 #include <stdio.h>

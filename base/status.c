@@ -1,5 +1,5 @@
 /* Status strings and the thread-local last-error message. */
-#include "runtime/base.h"
+#include "base/base.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* Node maps (runtime/node.h). */
-#include "runtime/node.h"
+/* Node maps (core/node.h). */
+#include "core/node.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,8 +7,8 @@
  * weft_last_error() and logs it at debug level. Callers propagate the
  * status unchanged.
  */
-#ifndef WEFT_RUNTIME_BASE_H
-#define WEFT_RUNTIME_BASE_H
+#ifndef WEFT_BASE_BASE_H
+#define WEFT_BASE_BASE_H
 
 #include <weft.h>
 
@@ -69,4 +69,4 @@ void weft__log_set_rank(int rank);
 /* Monotonic clock in nanoseconds. */
 uint64_t weft__time_ns(void);
 
-#endif /* WEFT_RUNTIME_BASE_H */
+#endif /* WEFT_BASE_BASE_H */

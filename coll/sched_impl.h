@@ -1,0 +1,95 @@
+/*
+ * The inside of a schedule, shared by the files of the engine only:
+ * coll/sched.c builds the graph (tasks, dependencies, scratch) and keeps the
+ * communicator's cache; coll/sched_engine.c starts, progresses, waits and
+ * reports. Everything else sees weft_sched_t through coll/sched.h.
+ */
+#ifndef WEFT_COLL_SCHED_IMPL_H
+#define WEFT_COLL_SCHED_IMPL_H
+
+#include "coll/sched.h"
+
+typedef enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_COPY, TASK_NOP, TASK_POLL } task_kind_t;
+
+typedef struct task {
+    task_kind_t kind;
+    int ndeps;      /* unfinished predecessors */
+    int succ_first; /* into sched->succ */
+    int succ_count;
+    int step;
+    const char *phase;
+    int peer;
+    uint32_t slot;
+    int nsrcs;
+    void *dst;
+    const void *srcs[WEFT_SCHED_MAX_REDUCE_INPUTS];
+    size_t size; /* bytes for send/recv/copy, elements for reduce */
+    weft_p2p_req_t *req;
+    weft_sched_poll_fn poll; /* TASK_POLL: dst is its state */
+    void (*poll_cancel)(void *state);
+    int completed;
+} task_t;
+
+typedef struct edge {
+    int before;
+    int after;
+} edge_t;
+
+typedef struct scratch {
+    void *buf;
+    size_t cap;
+    const weft_device_ops_t *dev; /* buf is memory of this table (the schedule's) */
+} scratch_t;
+
+struct weft_sched {
+    weft_comm_t comm;
+    const weft_device_ops_t *dev;
+    weft_op_desc_t desc;
+    uint32_t seq;
+    weft_status_t status; /* sticky: first error */
+    int started;
+    const char *phase;
+    int step;
+
+    task_t *tasks;
+    int ntasks;
+    int cap_tasks;
+    edge_t *edges;
+    int nedges;
+    int cap_edges;
+    int *succ;
+    int cap_succ;
+
+    int *ready; /* stack of task indices */
+    int nready;
+    int *active; /* posted send/recv */
+    int nactive;
+    int cap_index; /* of ready and active */
+    int ndone;
+
+    scratch_t *scratch; /* blocks kept across reuse; the first nscratch are in use */
+    int nscratch;
+    int cap_scratch;
+
+    uint64_t start_ns;
+    uint64_t deadline_ns;
+    struct weft_sched *next_active; /* the communicator's started, unfinished schedules */
+    int linked;
+    int detached; /* nobody waits: destroy on completion */
+    int npoll;    /* TASK_POLL tasks in the graph */
+    int npoll_active;
+    const int *map; /* weft__sched_map */
+    int map_size;
+    long record; /* flight recorder handle (-1: none) */
+};
+
+/* Take s off its communicator's list of started, unfinished schedules. */
+void weft__sched_unlink_active(weft_sched_t *s);
+/* Cancel the posted messages of s; function tasks undo what they reserved. */
+void weft__sched_cancel_active(weft_sched_t *s);
+/* Tell the flight recorder that s ended (once). */
+void weft__sched_record_end(weft_sched_t *s);
+/* Forget comm in this thread's list of communicators with unfinished operations. */
+void weft__sched_busy_remove(weft_comm_t comm);
+
+#endif /* WEFT_COLL_SCHED_IMPL_H */

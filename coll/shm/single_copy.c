@@ -1,0 +1,289 @@
+/*
+ * Single-copy shared-memory rounds (coll/shm/op.h): instead of staging the
+ * data through the segment's slots, a rank reads its peers' buffers where
+ * they are, by process_vm_readv (host allreduce) or through IPC handles of
+ * device memory (allgather, bcast, reduce). Both publish addresses or
+ * handles in the segment and wait, before returning, until every peer is
+ * done reading this rank's buffers.
+ */
+#include "coll/shm/op.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* bytes from local rank q's address space at raddr into dst. */
+static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, size_t bytes)
+{
+    pid_t pid = (pid_t)o->shm->ctrl[q].pid;
+
+    while (bytes > 0) {
+        struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)raddr, bytes};
+        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+        if (n <= 0) {
+            return weft__error(errno == ESRCH ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT,
+                               "reading %zu bytes of rank %d's buffer (process_vm_readv): %s",
+                               bytes, o->shm->local_ranks[q], strerror(errno));
+        }
+        dst = (char *)dst + n;
+        raddr += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return WEFT_OK;
+}
+
+/* Device memory (IPC): this rank's src and dst handles at the start of its
+ * slot of round R, for the peers to map. */
+static weft_status_t ipc_publish(shm_op_t *o, uint64_t R)
+{
+    char *slot = SLOT(o, o->shm->me, R);
+    weft_status_t status = o->dev->ipc_export(o->src, slot);
+
+    if (status == WEFT_OK && o->kind == OP_ALLREDUCE_IPC) {
+        status = o->dev->ipc_export(o->dst, slot + WEFT_DEVICE_IPC_MAX);
+    }
+    return status;
+}
+
+/* Map every peer's src and dst (the table caches what it can). */
+static weft_status_t ipc_open(shm_op_t *o, uint64_t R)
+{
+    weft_shm_t *shm = o->shm;
+    weft_status_t status = WEFT_OK;
+
+    for (int q = 0; q < shm->L && status == WEFT_OK; q++) {
+        const char *slot = SLOT(o, q, R);
+
+        shm->peer_src[q] = shm->peer_dst[q] = NULL;
+        if (q == shm->me) {
+            continue;
+        }
+        status = o->dev->ipc_import(slot, &shm->peer_src[q]);
+        if (status == WEFT_OK && o->kind == OP_ALLREDUCE_IPC) {
+            status = o->dev->ipc_import(slot + WEFT_DEVICE_IPC_MAX, &shm->peer_dst[q]);
+        }
+    }
+    if (status != WEFT_OK) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", weft_last_error());
+        status = weft__error(status, "shared memory: cannot map a local rank's %s buffer: %s",
+                             o->dev->name, detail);
+    }
+    return status;
+}
+
+static void ipc_close(shm_op_t *o)
+{
+    weft_shm_t *shm = o->shm;
+
+    for (int q = 0; q < shm->L; q++) {
+        if (shm->peer_src[q] != NULL) {
+            o->dev->ipc_close(shm->peer_src[q]);
+        }
+        if (shm->peer_dst[q] != NULL) {
+            o->dev->ipc_close(shm->peer_dst[q]);
+        }
+        shm->peer_src[q] = shm->peer_dst[q] = NULL;
+    }
+}
+
+/*
+ * Single-copy allreduce (one round R, the vector in chunks of one slot):
+ * every rank publishes its src and dst addresses; for chunk k, rank `me`
+ * reads slice `me` of every peer's src straight into its own slot (one
+ * copy), reduces it with its own src into its dst, and counts the chunk in
+ * `progress`; it then reads every peer's reduced slice of chunk k from the
+ * peer's dst into its own. Before returning it waits until every rank is
+ * done, since peers read its buffers. In place is safe: a rank overwrites
+ * slice q of its src only with rank q's result, after rank q counted the
+ * chunk, so after rank q read that slice.
+ */
+weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+    weft_shm_ctrl_t *mine = &shm->ctrl[shm->me];
+    int L = shm->L, me = shm->me;
+    size_t es = o->esize, nchunks = (o->count + o->chunk - 1) / o->chunk;
+    uint64_t base = R << 24;
+    const void **srcs = shm->srcs;
+    weft_status_t status = WEFT_OK;
+    int ipc = o->kind == OP_ALLREDUCE_IPC;
+
+    if (o->phase == 0) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) { /* the slot is this rank's scratch */
+            return WEFT_INPROGRESS;
+        }
+        if (ipc) {
+            status = ipc_publish(o, R);
+            if (status != WEFT_OK) {
+                return status;
+            }
+        }
+        mine->src_addr = (uint64_t)(uintptr_t)o->src;
+        mine->dst_addr = (uint64_t)(uintptr_t)o->dst;
+        weft__shm_op_publish(o, R, 1);
+        o->phase = 1;
+    }
+    if (o->phase == 1) {
+        if (!weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        if (ipc) {
+            status = ipc_open(o, R);
+            if (status != WEFT_OK) {
+                return status;
+            }
+        }
+        o->phase = 2;
+    }
+    while (o->phase == 2 && (o->k < nchunks || o->kout < nchunks)) {
+        if (o->k < nchunks && o->k <= o->kout) {
+            size_t e0 = o->k * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->k);
+            size_t off = e0 + weft__block_start(n, L, me), cnt = weft__block_count(n, L, me);
+            char *tmp = weft__shm_slot(shm, me, R);
+            int k = 1;
+
+            srcs[0] = o->src + off * es;
+            for (int q = 0; q < L && status == WEFT_OK; q++) {
+                if (q != me && cnt > 0 && ipc) {
+                    srcs[k++] = (const char *)shm->peer_src[q] + off * es;
+                } else if (q != me && cnt > 0) {
+                    status = cma_read(o, q, tmp, shm->ctrl[q].src_addr + off * es, cnt * es);
+                    srcs[k++] = tmp;
+                    tmp += cnt * es;
+                }
+            }
+            if (status == WEFT_OK && cnt > 0) {
+                status = weft__shm_op_reduce_many(o, o->dst + off * es, srcs, k, cnt);
+            }
+            if (status != WEFT_OK) {
+                return status;
+            }
+            o->k++;
+            store(&mine->progress, base + o->k);
+            continue;
+        }
+        /* the others' slices of chunk kout, once they reduced them */
+        {
+            size_t e0 = o->kout * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->kout);
+
+            for (; o->waiting < L; o->waiting++) {
+                int q = o->waiting;
+                size_t off = e0 + weft__block_start(n, L, q), cnt = weft__block_count(n, L, q);
+
+                if (q == me || cnt == 0) {
+                    continue;
+                }
+                if (load(&shm->ctrl[q].progress) < base + o->kout + 1) {
+                    *peer_p = shm->local_ranks[q];
+                    if (o->k < nchunks) {
+                        break; /* reduce the next chunk meanwhile */
+                    }
+                    return WEFT_INPROGRESS;
+                }
+                status = ipc ? weft__shm_op_copy(o, o->dst + off * es,
+                                                 (const char *)shm->peer_dst[q] + off * es, cnt)
+                             : cma_read(o, q, o->dst + off * es, shm->ctrl[q].dst_addr + off * es,
+                                        cnt * es);
+                if (status != WEFT_OK) {
+                    return status;
+                }
+            }
+            if (o->waiting == L) {
+                o->waiting = 0;
+                o->kout++;
+            } else if (o->k >= nchunks || o->k > o->kout) {
+                return WEFT_INPROGRESS;
+            }
+        }
+    }
+    if (o->phase == 2) {
+        store(&mine->done, R + 1); /* nothing more to read here */
+        o->phase = 3;
+        o->waiting = 0;
+    }
+    /* nobody reads this rank's buffers any more */
+    if (!weft__shm_op_ready_all(o, 1, R + 1, peer_p)) {
+        return WEFT_INPROGRESS;
+    }
+    if (ipc) {
+        ipc_close(o);
+    }
+    return WEFT_OK;
+}
+
+/* The IPC step of a device allgather, bcast or reduce: read the mapped
+ * peers' src into this rank's dst (reduce: on the root only). */
+static weft_status_t ipc_work(shm_op_t *o)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t es = o->esize;
+    weft_status_t status = WEFT_OK;
+
+    switch (o->kind) {
+    case OP_IPC_ALLGATHER:
+        for (int q = 0; q < L && status == WEFT_OK; q++) {
+            status = weft__shm_op_copy(o, o->dst + o->boff[q] * es,
+                                       q == me ? o->src : shm->peer_src[q], o->bcnt[q]);
+        }
+        return status;
+    case OP_IPC_BCAST:
+        return me == o->root ? WEFT_OK
+                             : weft__shm_op_copy(o, o->dst, shm->peer_src[o->root], o->count);
+    default: /* OP_IPC_REDUCE */
+        if (me != o->root) {
+            return WEFT_OK;
+        }
+        for (int q = 0; q < L; q++) {
+            shm->srcs[q] = q == me ? o->src : shm->peer_src[q];
+        }
+        return weft__shm_op_reduce_many(o, o->dst, shm->srcs, L, o->count);
+    }
+}
+
+/*
+ * Device allgather, bcast, reduce (one round R): every rank publishes an IPC
+ * handle of its src in its slot, maps the peers' (ipc_open), reads what it
+ * needs straight from their buffers on the device, and waits until every
+ * rank is done before returning (the peers read its src until then).
+ */
+weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_status_t status;
+
+    if (o->phase == 0) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        status = ipc_publish(o, R);
+        if (status != WEFT_OK) {
+            return status;
+        }
+        weft__shm_op_publish(o, R, 1);
+        o->phase = 1;
+    }
+    if (o->phase == 1) {
+        if (!weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        status = ipc_open(o, R);
+        if (status == WEFT_OK) {
+            status = ipc_work(o);
+        }
+        if (status != WEFT_OK) {
+            ipc_close(o);
+            return status;
+        }
+        store(&o->shm->ctrl[o->shm->me].done, R + 1);
+        o->phase = 2;
+    }
+    if (!weft__shm_op_ready_all(o, 1, R + 1, peer_p)) {
+        return WEFT_INPROGRESS;
+    }
+    ipc_close(o);
+    return WEFT_OK;
+}

@@ -1,0 +1,43 @@
+/*
+ * What the communicator core calls back in the collective layer
+ * (core/comm.h): core keeps the health and failure state of a communicator
+ * but not what this layer attaches to it (the node's shared-memory segment,
+ * the flight recorder), so it asks through this table.
+ */
+#include "coll/coll.h"
+#include "coll/diag/dump.h"
+#include "coll/diag/record.h"
+#include "coll/shm/shm.h"
+
+static weft_status_t health(weft_comm_t comm)
+{
+    return comm->shm != NULL ? weft__shm_health(comm->shm) : WEFT_OK;
+}
+
+/* SIGUSR1 asked every communicator for a dump (coll/diag/dump.h). */
+static void poll(weft_comm_t comm)
+{
+    if (WEFT_UNLIKELY(weft__dump_requested(comm))) {
+        weft__record_dump(comm, NULL, 1);
+        weft__dump_event(comm, WEFT_DUMP_SIGNAL, WEFT_OK);
+    }
+}
+
+/* Timeouts and dead peers: what this rank ran and what it is stuck in, in
+ * the log, for the diagnosis next to the other ranks' dumps; and the JSON
+ * file under WEFT_DUMP_DIR for the failures it is written for. */
+static void failed(weft_comm_t comm, weft_status_t status)
+{
+    if (status == WEFT_ERR_TIMEOUT || status == WEFT_ERR_PEER_FAILED) {
+        weft__record_dump(comm, NULL, 1);
+    }
+    if (weft__dump_reason(status) != NULL) {
+        weft__dump_event(comm, weft__dump_reason(status), status);
+    }
+}
+
+const weft_comm_upcalls_t weft__coll_upcalls = {
+    .poll = poll,
+    .health = health,
+    .failed = failed,
+};

@@ -1,0 +1,127 @@
+/*
+ * The communicator core: a group of ranks with the transport and bootstrap
+ * tables chosen once at creation, its health (aborted, failed, a peer gone),
+ * failure notices between its ranks, and the deadline of every wait. A
+ * communicator is driven by one thread at a time.
+ *
+ * This is the state that the collectives (coll/) and the public entry points
+ * (runtime/) share; it sits below both (docs/layers.md). Fields that belong
+ * to a layer above are opaque pointers here, and what core needs from those
+ * layers (their health, a dump on failure) it reaches through the upcalls
+ * table the creator sets (runtime/comm.c), never by name.
+ */
+#ifndef WEFT_CORE_COMM_H
+#define WEFT_CORE_COMM_H
+
+#include "bootstrap/bootstrap.h"
+#include "pt2pt/pt2pt.h"
+#include "core/node.h"
+
+#include <stdatomic.h>
+
+#define WEFT_COMM_MAGIC 0x77656674u     /* "weft" */
+#define WEFT_COMM_DESTROYED 0x64656164u /* "dead" */
+#define WEFT_COMM_NOTICE_TEXT 248       /* bytes of a failure's message kept and forwarded */
+/* The sequence number of failure notices (core/comm.c): collectives skip it. */
+#define WEFT_TAG_SEQ_NOTICE (WEFT_TAG_SEQ_P2P - 1)
+
+/*
+ * What core calls in the layers above, set once at creation (NULL: none).
+ * poll: first thing in every health check (waits poll it about every
+ * millisecond): serve what was asked from outside (a dump on SIGUSR1).
+ * health: the state they keep (shared-memory peers) is sound: WEFT_OK or the
+ * error, recorded with weft__error. failed: the communicator has just failed
+ * with status (its message in weft_last_error), after the failure notice
+ * left: dump what it ran. None may block.
+ */
+typedef struct weft_comm_upcalls {
+    void (*poll)(weft_comm_t comm);
+    weft_status_t (*health)(weft_comm_t comm);
+    void (*failed)(weft_comm_t comm, weft_status_t status);
+} weft_comm_upcalls_t;
+
+struct weft_comm {
+    uint32_t magic;
+    int rank;
+    int size;
+    uint32_t id;  /* agreed by every member; part of every tag */
+    uint32_t seq; /* next operation sequence number */
+    const weft_pt2pt_ops_t *p2p;
+    void *p2p_ep;
+    const weft_bootstrap_ops_t *boot;
+    void *boot_ctx;
+    const weft_comm_upcalls_t *up;
+    /* a communicator split from another (runtime/comm_split.c): that one,
+     * and each rank of this one there (valid while p2p_ep is); NULL: a root */
+    struct weft_comm *parent;
+    const int *parent_rank;
+    atomic_int aborted;             /* set by weft_comm_abort, from any thread */
+    atomic_int refs;                /* the handle's, plus one per child communicator */
+    struct weft_sched *sched_cache; /* last finished schedule, reused (coll/sched.c) */
+    struct weft_sched *active;      /* started, unfinished schedules (coll/sched_engine.c) */
+    int oversubscribed;             /* more ranks on this host than cores: yield, never spin */
+    int cost_measured;              /* cost_* hold agreed measurements (coll/cost.h) */
+    double cost_alpha;
+    double cost_beta;
+    double cost_gamma;
+    struct weft_comm_choice { /* the last algorithm chosen per collective (coll/select.c) */
+        const void *algo;
+        size_t bytes;
+        int measured;
+    } last_choice[16];
+    weft_node_map_t *node;            /* where the ranks run (core/node.h) */
+    struct weft_shm *shm;             /* this node's segment, or NULL (coll/shm/shm.h) */
+    struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
+    atomic_int enq_pending;           /* enqueued operations not finished (runtime/enqueue.c) */
+    weft_status_t enq_error;          /* the first failure of one, for the next call */
+    char enq_msg[512];
+    struct weft_recorder *recorder;   /* the last operations (coll/diag/record.h) */
+    /* The first failure that broke the communicator (weft__comm_fail): every
+     * later operation returns it. */
+    weft_status_t failed;
+    char failed_msg[WEFT_COMM_NOTICE_TEXT];
+    /* Failure notices: each rank listens to its left neighbour and tells its
+     * right one once it fails, so a failure seen by one rank reaches every
+     * rank (each forwards once) and no rank waits for the deadline. */
+    int notice_posted;
+    struct weft_p2p_req *notice_recv;
+    struct weft_p2p_req *notice_send;
+    struct weft_comm_notice {
+        int32_t status;
+        int32_t origin; /* the rank that saw the failure first */
+        char text[WEFT_COMM_NOTICE_TEXT];
+    } notice_in, notice_out;
+};
+
+/* WEFT_OK when comm is a live communicator; otherwise an error naming `what`. */
+weft_status_t weft__comm_check(weft_comm_t comm, const char *what);
+/* WEFT_ERR_ABORTED or WEFT_ERR_PEER_FAILED (with the message) when comm can
+ * no longer complete operations, the error that broke it when it failed
+ * earlier ("communicator failed earlier: ..."), or the error a peer's
+ * failure notice carries; WEFT_OK otherwise. Cheap: polled by waits. */
+weft_status_t weft__comm_health(weft_comm_t comm);
+
+/*
+ * An operation of comm failed with status (its message in weft_last_error):
+ * when the status breaks the communicator (timeout, mismatch, peer failed,
+ * aborted, transport, internal) the first one is kept, returned by every
+ * later operation, and sent on as a failure notice so that the other ranks
+ * fail too instead of waiting for their deadline. Other statuses (invalid
+ * arguments, no memory) change nothing. Returns status.
+ */
+weft_status_t weft__comm_fail(weft_comm_t comm, weft_status_t status);
+/* Cancel the failure notices in flight (when the communicator goes). */
+void weft__comm_notice_release(weft_comm_t comm);
+
+/* The rank in the root communicator (the one made by weft_comm_world or
+ * weft_comm_init_rank that comm was split from) of comm's rank `rank`; -1
+ * when comm's transport is released. */
+int weft__comm_world_rank(weft_comm_t comm, int rank);
+
+/* Cores this process may run on (its affinity mask). */
+int weft__usable_cores(void);
+
+/* Deadline for a wait starting now, from WEFT_TIMEOUT. */
+uint64_t weft__deadline_ns(void);
+
+#endif /* WEFT_CORE_COMM_H */
