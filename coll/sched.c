@@ -7,6 +7,7 @@
 #include "coll/sched.h"
 
 #include "coll/coll.h"
+#include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 
@@ -34,6 +35,8 @@ typedef struct task {
     weft_sched_poll_fn poll; /* TASK_POLL: dst is its state */
     void (*poll_cancel)(void *state);
     int completed;
+    uint64_t t_start; /* WEFT_TRACE only: when it started and completed */
+    uint64_t t_end;
 } task_t;
 
 typedef struct edge {
@@ -582,10 +585,31 @@ void weft__sched_record(weft_sched_t *s, long handle)
 
 static void record_end(weft_sched_t *s)
 {
+    if (WEFT_UNLIKELY(weft__obs_flags != 0) && !s->desc.p2p) {
+        weft__obs_sched_end(s, s->status);
+    }
     if (s->record >= 0) {
         weft__record_end(s->comm, s->record, s->status);
         s->record = -1;
     }
+}
+
+uint64_t weft__sched_start_ns(const weft_sched_t *s)
+{
+    return s->start_ns;
+}
+
+void weft__sched_task_info(const weft_sched_t *s, int index, weft_sched_task_info_t *info)
+{
+    const task_t *t = &s->tasks[index];
+
+    info->phase = t->phase;
+    info->step = t->step;
+    info->peer = t->kind == TASK_SEND || t->kind == TASK_RECV ? t->peer : -1;
+    info->send_bytes = t->kind == TASK_SEND ? t->size : 0;
+    info->recv_bytes = t->kind == TASK_RECV ? t->size : 0;
+    info->t_start = t->t_start;
+    info->t_end = t->t_end;
 }
 
 weft_comm_t weft__sched_comm(const weft_sched_t *s)
@@ -674,6 +698,9 @@ static void task_complete(weft_sched_t *s, int index)
     task_t *t = &s->tasks[index];
 
     t->completed = 1;
+    if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE)) {
+        t->t_end = weft__time_ns();
+    }
     for (int k = 0; k < t->succ_count; k++) {
         int next = s->succ[t->succ_first + k];
 
@@ -767,7 +794,12 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
         while (s->nready > 0) {
             int index = s->ready[--s->nready];
             task_t *t = &s->tasks[index];
-            weft_status_t status = task_execute(s, index);
+            weft_status_t status;
+
+            if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE)) {
+                t->t_start = weft__time_ns();
+            }
+            status = task_execute(s, index);
 
             if (status == WEFT_INPROGRESS && t->kind == TASK_POLL) {
                 s->active[s->nactive++] = index;

@@ -1,6 +1,7 @@
 /* Communicator objects: creation, checks, destruction with tombstones. */
 #include "runtime/comm.h"
 #include "runtime/enqueue.h"
+#include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/sched.h"
 #include "coll/shm/shm.h"
@@ -116,6 +117,7 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
          * other ranks' dumps, the first operation not done everywhere */
         weft__record_dump(comm, NULL, 1);
     }
+    weft__obs_comm_failed(comm);
     if (status == WEFT_ERR_ABORTED || comm->size == 1 || right == origin) {
         return status; /* aborting is local; the right neighbour knows already */
     }
@@ -214,6 +216,7 @@ void weft__comm_put(weft_comm_t comm)
     weft__sched_cache_release(comm);
     notice_release(comm);
     weft__record_release(comm);
+    weft__obs_comm_release(comm);
     weft__shm_release(comm->shm);
     comm->shm = NULL;
     weft__node_map_free(comm->node);

@@ -12,6 +12,7 @@
  * endpoint: drive them from one thread at a time.
  */
 #include "coll/coll.h"
+#include "coll/diag/obs.h"
 #include "runtime/init.h"
 
 #include <stdatomic.h>
@@ -260,6 +261,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     boot->self = *out;
     (*out)->oversubscribed = comm->oversubscribed;
     (*out)->cost_measured = comm->cost_measured;
+    weft__obs_comm_inherit(*out, comm); /* one trace per rank of the job */
     (*out)->cost_alpha = comm->cost_alpha;
     (*out)->cost_beta = comm->cost_beta;
     (*out)->cost_gamma = comm->cost_gamma;

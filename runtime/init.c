@@ -8,6 +8,7 @@
 #include "runtime/enqueue.h"
 
 #include "coll/coll.h"
+#include "coll/diag/obs.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 
@@ -29,6 +30,8 @@ WEFT_EXPORT weft_status_t weft_init(void)
             status = weft__coll_tune_load(weft__runtime_config.tune);
             if (status != WEFT_OK) {
                 weft__config_release();
+            } else {
+                weft__obs_init();
             }
         }
         /* the CUDA backend (when built): the driver opened, no context yet,
@@ -54,6 +57,7 @@ WEFT_EXPORT weft_status_t weft_finalize(void)
         status = weft__error(WEFT_ERR_NOT_INITIALIZED, "weft_finalize without weft_init");
     } else if (atomic_fetch_sub(&init_count, 1) == 1) {
         weft__enqueue_shutdown();
+        weft__obs_finalize();
         weft__coll_tune_release();
         weft__config_release();
         weft__comm_release_tombstones();
