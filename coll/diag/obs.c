@@ -70,8 +70,9 @@ static const weft_config_entry_t obs_entries[] = {
      "job started with is destroyed, and when a communicator fails; empty: off",
      parse_trace, offsetof(weft_obs_config_t, trace)},
     {"TRACE_EVENTS", "256k",
-     "trace events (operations and steps) a rank keeps in memory (about 100 bytes each); "
-     "once full, later events are dropped and their number is written in the file",
+     "trace events (operations and steps) a rank keeps in memory (144 bytes each, "
+     "allocated as they come); once full, later events are dropped and their number is "
+     "written in the file",
      parse_events, offsetof(weft_obs_config_t, trace_events)},
     {"STATS", "no",
      "count calls, bytes and time per collective and size bucket on every communicator, for "

@@ -9,3 +9,4 @@ EXTRA_DIST += tests/coll/trace_check.py
 
 # weft_info --stats: a self-test of the collectives printed through weft_stats.
 tools_weft_info_SOURCES += tools/info_stats.c
+EXTRA_DIST += benchmarks/obs_cost.sh

@@ -32,7 +32,7 @@
 
 #define LANES 16        /* tracks per communicator for operations, and for steps */
 #define TRACK_STRIDE 64 /* tids: comm * TRACK_STRIDE + 1 + lane (+ LANES for steps) */
-#define PEERS 16        /* peers named per step event */
+#define PEERS 8         /* peers named per step event */
 
 typedef struct trace_event {
     uint64_t t0;
