@@ -35,7 +35,7 @@ typedef struct task {
     weft_sched_poll_fn poll; /* TASK_POLL: dst is its state */
     void (*poll_cancel)(void *state);
     int completed;
-    uint64_t t_start; /* WEFT_TRACE only: when it started and completed */
+    uint64_t t_start; /* WEFT_TRACE only: when it started and completed (not for nops) */
     uint64_t t_end;
 } task_t;
 
@@ -698,7 +698,7 @@ static void task_complete(weft_sched_t *s, int index)
     task_t *t = &s->tasks[index];
 
     t->completed = 1;
-    if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE)) {
+    if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE) && t->kind != TASK_NOP) {
         t->t_end = weft__time_ns();
     }
     for (int k = 0; k < t->succ_count; k++) {
@@ -796,8 +796,8 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
             task_t *t = &s->tasks[index];
             weft_status_t status;
 
-            if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE)) {
-                t->t_start = weft__time_ns();
+            if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE) && t->kind != TASK_NOP) {
+                t->t_start = weft__time_ns(); /* joins take no time: not timed */
             }
             status = task_execute(s, index);
 

@@ -155,7 +155,8 @@ size_t weft__sched_num_tasks(const weft_sched_t *s);
 uint64_t weft__sched_start_ns(const weft_sched_t *s);
 /* Task `index` of s, for the tracer (coll/diag/trace.c): its step label,
  * peer (-1: none), bytes it sends or receives, and when it started and
- * completed (weft__time_ns; 0 unless WEFT_TRACE is set and it did). */
+ * completed (weft__time_ns; 0 unless WEFT_TRACE is set and it did; nops
+ * are not timed). */
 typedef struct weft_sched_task_info {
     const char *phase;
     int step;

@@ -300,8 +300,9 @@ static void add_peer(trace_event_t *e, int peer)
 }
 
 /* The schedule's steps (tasks grouped by their label) into t->steps;
- * returns how many, -1 without memory. */
-static int gather_steps(struct weft_trace *t, weft_sched_t *s)
+ * returns how many, -1 without memory. A task that started but never
+ * completed (the operation failed) counts as running until end_ns. */
+static int gather_steps(struct weft_trace *t, weft_sched_t *s, uint64_t end_ns)
 {
     int ntasks = (int)weft__sched_num_tasks(s), nsteps = 0, last = 0;
 
@@ -312,6 +313,9 @@ static int gather_steps(struct weft_trace *t, weft_sched_t *s)
         weft__sched_task_info(s, i, &info);
         if (info.t_start == 0) {
             continue; /* never ran (the operation failed first) */
+        }
+        if (info.t_end == 0 || info.t_end > end_ns) {
+            info.t_end = end_ns;
         }
         /* tasks of a step are mostly added together: try the last one first */
         if (nsteps > 0 && t->steps[last].name == info.phase && t->steps[last].step == info.step) {
@@ -395,7 +399,7 @@ void weft__trace_op(struct weft_trace *t, int trace_comm, const weft_obs_op_t *o
         e->count = op->desc->count;
         e->bytes = op->desc->bytes;
     }
-    if (op->sched != NULL && (nsteps = gather_steps(t, op->sched)) > 0) {
+    if (op->sched != NULL && (nsteps = gather_steps(t, op->sched, op->t1_ns)) > 0) {
         qsort(t->steps, (size_t)nsteps, sizeof(t->steps[0]), by_start);
     }
     for (int k = 0; k < nsteps; k++) {
