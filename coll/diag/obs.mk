@@ -3,7 +3,8 @@ libweft_core_la_SOURCES += coll/diag/obs.h coll/diag/obs.c coll/diag/trace.c col
 
 CRITERION_TESTS += tests/coll/test_trace
 tests_coll_test_trace_SOURCES = tests/coll/test_trace.c
-tests_coll_test_trace_CFLAGS = $(test_cflags) -DWEFT_TOP_SRCDIR='"$(abs_top_srcdir)"'
+tests_coll_test_trace_CFLAGS = $(test_cflags) -DWEFT_TOP_SRCDIR='"$(abs_top_srcdir)"' \
+	-DWEFT_TOP_BUILDDIR='"$(abs_top_builddir)"'
 tests_coll_test_trace_LDADD = $(test_ldadd)
 EXTRA_DIST += tests/coll/trace_check.py
 

@@ -5,7 +5,8 @@
  * files per rank (tests/coll/trace_check.py reads them); a full buffer
  * drops and counts; a failure writes the file at once; weft_stats counts
  * exactly the calls made, their bytes, in the right size buckets; bad
- * settings fail weft_init and change nothing.
+ * settings fail weft_init and change nothing; weft_info --stats prints one
+ * exact row per collective and size.
  */
 #include <criterion/criterion.h>
 
@@ -23,6 +24,9 @@
 
 #ifndef WEFT_TOP_SRCDIR
 #define WEFT_TOP_SRCDIR "."
+#endif
+#ifndef WEFT_TOP_BUILDDIR
+#define WEFT_TOP_BUILDDIR "."
 #endif
 
 typedef struct shared {
@@ -359,4 +363,47 @@ Test(trace, bad_settings_refused)
     bad_setting("WEFT_TRACE_EVENTS", "0", "between 1 and");
     bad_setting("WEFT_TRACE_EVENTS", "lots", "lots");
     bad_setting("WEFT_STATS", "maybe", "maybe");
+}
+
+/* weft_info --stats alone (one rank): every collective at every size, each
+ * counted exactly ITERATIONS times with ITERATIONS x its size in bytes. */
+Test(trace, weft_info_stats_alone)
+{
+    static const char *const colls[] = {"allreduce", "reduce_scatter", "allgather", "bcast",
+                                        "alltoall"};
+    static const char *const lows[] = {"4B", "1K", "64K", "1M"};
+    static const unsigned long sizes[] = {8, 1024, 64 * 1024, 1024 * 1024};
+    char cmd[512], line[512], coll[64], lo[16], hi[16];
+    unsigned long long calls, bytes;
+    int seen[5][4] = {{0}}, rows = 0;
+    FILE *p;
+
+    unsetenv("WEFT_STATS");
+    snprintf(cmd, sizeof(cmd), "%s/tools/weft_info --stats 3", WEFT_TOP_BUILDDIR);
+    p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    while (fgets(line, sizeof(line), p) != NULL) {
+        if (line[0] == '#') {
+            continue;
+        }
+        cr_assert_eq(sscanf(line, "%63s %15s %15s %llu %llu", coll, lo, hi, &calls, &bytes), 5,
+                     "row: %s", line);
+        for (int c = 0; c < 5; c++) {
+            for (int s = 0; s < 4; s++) {
+                if (strcmp(coll, colls[c]) == 0 && strcmp(lo, lows[s]) == 0) {
+                    cr_expect_eq(calls, 3, "%s", line);
+                    cr_expect_eq(bytes, 3 * sizes[s], "%s", line);
+                    seen[c][s]++;
+                }
+            }
+        }
+        rows++;
+    }
+    cr_assert_eq(pclose(p), 0, "weft_info --stats failed");
+    cr_expect_eq(rows, 20, "one row per collective and size");
+    for (int c = 0; c < 5; c++) {
+        for (int s = 0; s < 4; s++) {
+            cr_expect_eq(seen[c][s], 1, "%s at %lu B", colls[c], sizes[s]);
+        }
+    }
 }
