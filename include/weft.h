@@ -152,6 +152,8 @@ weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out);
  * - seconds: the sum of each call's time, from the start of its schedule
  *   (or shared-memory run) to its completion on this rank. Only calls that
  *   succeeded count; calls of no data that return at once are not counted.
+ *   Collectives weft itself runs on comm count too (when it is created,
+ *   when it is split): weft_stats_reset after creating it leaves them out.
  * - busbw_gbs: bytes / seconds / 1e9 times nccl-tests' bus factor for comm's
  *   n ranks: 2(n-1)/n for allreduce; (n-1)/n for allgather(v),
  *   reduce_scatter(_v), alltoall(v), gather, scatter; 1 for bcast, reduce.
