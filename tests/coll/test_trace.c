@@ -407,3 +407,27 @@ Test(trace, weft_info_stats_alone)
         }
     }
 }
+
+/* A communicator never destroyed: its trace is written at weft_finalize,
+ * not before. */
+Test(trace, written_at_finalize)
+{
+    shared_t sh = {0};
+    char pattern[128], path[160], args[256];
+    float v[3] = {1, 2, 3};
+    weft_comm_t comm;
+
+    make_dir(&sh);
+    snprintf(pattern, sizeof(pattern), "%s/w-%%p-%%r.json", sh.dir);
+    snprintf(path, sizeof(path), "%s/w-%d-0.json", sh.dir, (int)getpid());
+    setenv("WEFT_TRACE", pattern, 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_comm_world(&comm), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, v, 3, WEFT_FLOAT32, WEFT_MAX, comm), WEFT_OK);
+    cr_assert_eq(weft_bcast(v, 2, WEFT_FLOAT32, 0, comm), WEFT_OK);
+    cr_expect_eq(access(path, F_OK), -1, "nothing written before weft_finalize");
+    cr_assert_eq(weft_finalize(), WEFT_OK);
+    snprintf(args, sizeof(args), "%s 0 1 1~=allreduce/3/12/float32,bcast/2/8/float32", path);
+    cr_expect_eq(check_script(args), 0, "the trace written at weft_finalize (%s)", path);
+    remove_dir(&sh);
+}
