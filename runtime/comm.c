@@ -117,8 +117,8 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
          * other ranks' dumps, the first operation not done everywhere */
         weft__record_dump(comm, NULL, 1);
     }
-    weft__obs_comm_failed(comm);
     if (status == WEFT_ERR_ABORTED || comm->size == 1 || right == origin) {
+        weft__obs_comm_failed(comm); /* its trace, now */
         return status; /* aborting is local; the right neighbour knows already */
     }
     n->status = (int32_t)status;
@@ -128,6 +128,7 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
                          &comm->notice_send) != WEFT_OK) {
         comm->notice_send = NULL;
     }
+    weft__obs_comm_failed(comm); /* its trace, once the notice is on its way */
     return status;
 }
 
