@@ -6,7 +6,7 @@ tests_coll_test_trace_SOURCES = tests/coll/test_trace.c
 tests_coll_test_trace_CFLAGS = $(test_cflags) -DWEFT_TOP_SRCDIR='"$(abs_top_srcdir)"' \
 	-DWEFT_TOP_BUILDDIR='"$(abs_top_builddir)"'
 tests_coll_test_trace_LDADD = $(test_ldadd)
-EXTRA_DIST += tests/coll/trace_check.py
+EXTRA_DIST += tests/coll/trace_check.py tools/weft_trace_merge.py
 
 # weft_info --stats: a self-test of the collectives printed through weft_stats.
 tools_weft_info_SOURCES += tools/info_stats.c

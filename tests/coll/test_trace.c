@@ -243,6 +243,23 @@ Test(trace, ops_steps_stats)
                  sh.dir, r, r);
         cr_expect_eq(check_script(args), 0, "rank %d's trace", r);
     }
+    /* one timeline of the four ranks; the same rank twice is refused */
+    snprintf(args, sizeof(args),
+             "/usr/bin/python3 %s/tools/weft_trace_merge.py %s/all.json %s/t-[0-3].json >/dev/null",
+             WEFT_TOP_SRCDIR, sh.dir, sh.dir);
+    cr_expect_eq(system(args), 0, "%s", args);
+    snprintf(args, sizeof(args),
+             "--merged %s/all.json %s/t-0.json %s/t-1.json %s/t-2.json "
+             "%s/t-3.json",
+             sh.dir, sh.dir, sh.dir, sh.dir, sh.dir);
+    cr_expect_eq(check_script(args), 0, "the merged trace");
+    snprintf(args, sizeof(args),
+             "/usr/bin/python3 %s/tools/weft_trace_merge.py %s/twice.json %s/t-1.json "
+             "%s/t-1.json 2>/dev/null",
+             WEFT_TOP_SRCDIR, sh.dir, sh.dir, sh.dir);
+    cr_expect_neq(system(args), 0, "rank 1 twice accepted");
+    snprintf(args, sizeof(args), "%s/twice.json", sh.dir);
+    cr_expect_eq(access(args, F_OK), -1, "a refused merge writes nothing");
     remove_dir(&sh);
 }
 

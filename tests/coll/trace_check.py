@@ -8,6 +8,9 @@ trace_check.py FILE RANK NRANKS [SPEC...]
         last operations (a split child runs a few of its own set-up first).
 trace_check.py --dropped FILE MAX
   the file holds at most MAX events and says how many it dropped (> 0).
+trace_check.py --merged OUT FILE...
+  tools/weft_trace_merge.py's output OUT holds every event of FILE... and
+  names each of their ranks once.
 
 Exit 0 when every check passes; otherwise prints what failed, exit 1.
 """
@@ -56,9 +59,27 @@ def check_nesting(events):
                         b["args"]["seq"], b["ts"]))
 
 
+def check_merged(out, files):
+    doc = load(out)
+    parts = [load(f) for f in files]
+    want = sorted(p["otherData"]["rank"] for p in parts)
+    names = sorted(e["pid"] for e in doc["traceEvents"]
+                   if e["ph"] == "M" and e["name"] == "process_name")
+    if names != want or doc["otherData"]["ranks_merged"] != want:
+        fail("merged ranks %r, expected %r" % (names, want))
+    key = lambda e: json.dumps(e, sort_keys=True)
+    if sorted(map(key, doc["traceEvents"])) != sorted(key(e) for p in parts
+                                                      for e in p["traceEvents"]):
+        fail("the merged events are not those of the files")
+
+
 def main():
     if sys.argv[1] == "--dropped":
         check_dropped(sys.argv[2], int(sys.argv[3]))
+        return
+    if sys.argv[1] == "--merged":
+        check_merged(sys.argv[2], sys.argv[3:])
+        print("trace_check: %s: merged ok" % sys.argv[2])
         return
     path, rank, nranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     doc = load(path)
