@@ -7,6 +7,7 @@
 #include "coll/sched_impl.h"
 
 #include "coll/coll.h"
+#include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 
@@ -441,10 +442,31 @@ void weft__sched_record(weft_sched_t *s, long handle)
 
 void weft__sched_record_end(weft_sched_t *s)
 {
+    if (WEFT_UNLIKELY(weft__obs_flags != 0) && !s->desc.p2p) {
+        weft__obs_sched_end(s, s->status);
+    }
     if (s->record >= 0) {
         weft__record_end(s->comm, s->record, s->status);
         s->record = -1;
     }
+}
+
+uint64_t weft__sched_start_ns(const weft_sched_t *s)
+{
+    return s->start_ns;
+}
+
+void weft__sched_task_info(const weft_sched_t *s, int index, weft_sched_task_info_t *info)
+{
+    const task_t *t = &s->tasks[index];
+
+    info->phase = t->phase;
+    info->step = t->step;
+    info->peer = t->kind == TASK_SEND || t->kind == TASK_RECV ? t->peer : -1;
+    info->send_bytes = t->kind == TASK_SEND ? t->size : 0;
+    info->recv_bytes = t->kind == TASK_RECV ? t->size : 0;
+    info->t_start = t->t_start;
+    info->t_end = t->t_end;
 }
 
 weft_comm_t weft__sched_comm(const weft_sched_t *s)

@@ -30,6 +30,7 @@ typedef struct weft_op_desc {
     const char *coll; /* "allreduce" */
     const char *algo; /* "ring" */
     size_t count;
+    size_t bytes; /* the operation's size as nccl-tests counts it (weft__coll_bytes) */
     weft_dtype_t dtype;
     weft_op_t op;
     int p2p;       /* point-to-point: tagged with WEFT_TAG_SEQ_P2P, takes no sequence number */
@@ -162,6 +163,22 @@ int weft__comm_progress(weft_comm_t comm);
 weft_status_t weft__sched_run(weft_sched_t *s);
 
 size_t weft__sched_num_tasks(const weft_sched_t *s);
+/* When s started (weft__time_ns), for the tracer. */
+uint64_t weft__sched_start_ns(const weft_sched_t *s);
+/* Task `index` of s, for the tracer (coll/diag/trace.c): its step label,
+ * peer (-1: none), bytes it sends or receives, and when it started and
+ * completed (weft__time_ns; 0 unless WEFT_TRACE is set and it did; nops
+ * are not timed). */
+typedef struct weft_sched_task_info {
+    const char *phase;
+    int step;
+    int peer;
+    size_t send_bytes;
+    size_t recv_bytes;
+    uint64_t t_start;
+    uint64_t t_end;
+} weft_sched_task_info_t;
+void weft__sched_task_info(const weft_sched_t *s, int index, weft_sched_task_info_t *info);
 weft_comm_t weft__sched_comm(const weft_sched_t *s);
 
 #endif /* WEFT_COLL_SCHED_H */

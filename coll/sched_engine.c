@@ -7,6 +7,7 @@
 #include "coll/sched_impl.h"
 
 #include "coll/coll.h"
+#include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 
@@ -152,6 +153,9 @@ static void task_complete(weft_sched_t *s, int index)
     task_t *t = &s->tasks[index];
 
     t->completed = 1;
+    if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE) && t->kind != TASK_NOP) {
+        t->t_end = weft__time_ns();
+    }
     for (int k = 0; k < t->succ_count; k++) {
         int next = s->succ[t->succ_first + k];
 
@@ -245,7 +249,12 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
         while (s->nready > 0) {
             int index = s->ready[--s->nready];
             task_t *t = &s->tasks[index];
-            weft_status_t status = task_execute(s, index);
+            weft_status_t status;
+
+            if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE) && t->kind != TASK_NOP) {
+                t->t_start = weft__time_ns(); /* joins take no time: not timed */
+            }
+            status = task_execute(s, index);
 
             if (status == WEFT_INPROGRESS && t->kind == TASK_POLL) {
                 s->active[s->nactive++] = index;

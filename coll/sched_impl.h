@@ -28,6 +28,8 @@ typedef struct task {
     weft_sched_poll_fn poll; /* TASK_POLL: dst is its state */
     void (*poll_cancel)(void *state);
     int completed;
+    uint64_t t_start; /* WEFT_TRACE only: when it started and completed (not for nops) */
+    uint64_t t_end;
 } task_t;
 
 typedef struct edge {

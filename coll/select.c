@@ -6,6 +6,7 @@
  */
 #include "coll/coll.h"
 #include "coll/diag/check.h"
+#include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/cost.h"
 #include "coll/shm/shm.h"
@@ -352,6 +353,7 @@ static weft_status_t prepare(weft_comm_t comm, const weft_coll_args_t *args,
     memset(desc, 0, sizeof(*desc));
     desc->coll = kind_names[args->kind];
     desc->count = args->count;
+    desc->bytes = bytes;
     desc->dtype = args->dtype;
     desc->op = args->op;
     desc->algo = algo->name;
@@ -480,10 +482,16 @@ weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
      * would not progress meanwhile): a shared-memory operation runs here */
     if (!weft__thread_busy() && !weft__coll_config.check_args &&
         algo->build == weft__shm_algo->build && weft__shm_usable(comm, args)) {
-        rec = weft__record_start(comm, &desc, weft__comm_peek_seq(comm), root_of(args));
+        uint32_t seq = weft__comm_peek_seq(comm);
+        uint64_t t0 = WEFT_UNLIKELY(weft__obs_flags != 0) ? weft__time_ns() : 0;
+
+        rec = weft__record_start(comm, &desc, seq, root_of(args));
         status = weft__shm_run(comm, args, &desc, device_of(args), &handled);
         if (handled) {
             weft__record_end(comm, rec, status);
+            if (WEFT_UNLIKELY(weft__obs_flags != 0)) {
+                weft__obs_op_end(comm, &desc, seq, t0, status);
+            }
             return status == WEFT_OK ? status : weft__comm_fail(comm, status);
         }
         weft__record_drop(comm, rec); /* it did not run: the schedule below is recorded */

@@ -6,6 +6,7 @@
  */
 #include "coll/coll.h"
 #include "coll/diag/dump.h"
+#include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 
@@ -34,6 +35,7 @@ static void failed(weft_comm_t comm, weft_status_t status)
     if (weft__dump_reason(status) != NULL) {
         weft__dump_event(comm, weft__dump_reason(status), status);
     }
+    weft__obs_comm_failed(comm); /* its trace, now */
 }
 
 const weft_comm_upcalls_t weft__coll_upcalls = {

@@ -76,6 +76,7 @@ struct weft_comm {
     weft_status_t enq_error;          /* the first failure of one, for the next call */
     char enq_msg[512];
     struct weft_recorder *recorder;   /* the last operations (coll/diag/record.h) */
+    struct weft_obs *obs;             /* trace and counters (coll/diag/obs.h) */
     /* The first failure that broke the communicator (weft__comm_fail): every
      * later operation returns it. */
     weft_status_t failed;

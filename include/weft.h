@@ -142,6 +142,44 @@ weft_status_t weft_comm_abort(weft_comm_t comm);
  */
 weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out);
 /*
+ * Counters of comm's collectives (WEFT_STATS=1; without it weft_stats
+ * reports none), one entry per collective and size bucket that ran:
+ *
+ * - bytes: the sum of each call's size as nccl-tests counts it: count x
+ *   dtype size for allreduce, bcast, reduce; count x size x ranks for
+ *   allgather, reduce_scatter, alltoall, gather, scatter (the whole
+ *   vector); the sum of the counts x dtype size for the v forms; 0 for
+ *   barrier. Buckets are powers of 4 of that size: [0, 1), [1, 4),
+ *   [4, 16), ... [bucket_lo, bucket_hi).
+ * - seconds: the sum of each call's time, from the start of its schedule
+ *   (or shared-memory run) to its completion on this rank. Only calls that
+ *   succeeded count; calls of no data that return at once are not counted.
+ *   Collectives weft itself runs on comm count too (when it is created,
+ *   when it is split): weft_stats_reset after creating it leaves them out.
+ * - busbw_gbs: bytes / seconds / 1e9 times nccl-tests' bus factor for comm's
+ *   n ranks: 2(n-1)/n for allreduce; (n-1)/n for allgather(v),
+ *   reduce_scatter(_v), alltoall(v), gather, scatter; 1 for bcast, reduce.
+ *
+ * weft_stats writes up to max entries to out (ordered by collective, then
+ * size) and the number available to *count_p (out may be NULL with max 0
+ * to ask for the number). Call it, weft_stats_print and weft_stats_reset
+ * while no operation of comm is running (for _enqueue forms: after the
+ * stream is synchronized). weft_stats_print writes a table to out.
+ */
+typedef struct weft_stats_entry {
+    const char *collective; /* "allreduce"; static */
+    size_t bucket_lo;       /* bytes, inclusive */
+    size_t bucket_hi;       /* bytes, exclusive (SIZE_MAX for the last) */
+    uint64_t calls;
+    uint64_t bytes;
+    double seconds;
+    double busbw_gbs;
+} weft_stats_entry_t;
+
+weft_status_t weft_stats(weft_comm_t comm, weft_stats_entry_t *out, size_t max, size_t *count_p);
+weft_status_t weft_stats_print(weft_comm_t comm, FILE *out);
+weft_status_t weft_stats_reset(weft_comm_t comm);
+/*
  * weft_comm_split: collective over comm; ranks with the same color form a
  * new communicator, ordered by key then by rank in comm. A negative color
  * joins none (*out is set to NULL). weft_comm_dup: the same ranks in the

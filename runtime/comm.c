@@ -4,6 +4,7 @@
 #include "runtime/enqueue.h"
 #include "coll/coll.h"
 #include "coll/diag/dump.h"
+#include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/sched.h"
 #include "coll/shm/shm.h"
@@ -79,6 +80,7 @@ void weft__comm_put(weft_comm_t comm)
     weft__sched_cache_release(comm);
     weft__comm_notice_release(comm);
     weft__record_release(comm);
+    weft__obs_comm_release(comm);
     weft__shm_release(comm->shm);
     comm->shm = NULL;
     weft__node_map_free(comm->node);

@@ -13,6 +13,7 @@
  */
 #include "runtime/comm.h"
 #include "coll/coll.h"
+#include "coll/diag/obs.h"
 #include "runtime/init.h"
 
 #include <stdatomic.h>
@@ -263,6 +264,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     (*out)->parent_rank = ep->map;
     (*out)->oversubscribed = comm->oversubscribed;
     (*out)->cost_measured = comm->cost_measured;
+    weft__obs_comm_inherit(*out, comm); /* one trace per rank of the job */
     (*out)->cost_alpha = comm->cost_alpha;
     (*out)->cost_beta = comm->cost_beta;
     (*out)->cost_gamma = comm->cost_gamma;

@@ -4,6 +4,7 @@
 #include "pt2pt/ucx/ucx.h"
 
 #include "coll/coll.h"
+#include "coll/diag/obs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -63,7 +64,7 @@ static weft_config_table_t runtime_table = {
 
 /* Every module's table, in the order weft_info -c prints them. */
 static weft_config_table_t *const tables[] = {&runtime_table, &weft__coll_config_table,
-                                              &weft__ucx_config_table};
+                                              &weft__ucx_config_table, &weft__obs_config_table};
 
 #define NUM_TABLES (sizeof(tables) / sizeof(tables[0]))
 

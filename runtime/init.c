@@ -9,6 +9,7 @@
 
 #include "coll/coll.h"
 #include "coll/diag/dump.h"
+#include "coll/diag/obs.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 
@@ -61,6 +62,8 @@ WEFT_EXPORT weft_status_t weft_init(void)
             status = weft__coll_tune_load(weft__runtime_config.tune);
             if (status != WEFT_OK) {
                 weft__config_release();
+            } else {
+                weft__obs_init();
             }
         }
         /* the CUDA backend (when built): the driver opened, no context yet,
@@ -91,6 +94,7 @@ WEFT_EXPORT weft_status_t weft_finalize(void)
         weft__enqueue_shutdown();
         weft__dump_signal_remove();
         weft__dump_configure(NULL);
+        weft__obs_finalize();
         weft__coll_tune_release();
         weft__config_release();
         weft__comm_release_tombstones();

@@ -8,6 +8,9 @@
  *   weft_info --ranks
  *                    every rank of a job launched by mpirun or srun: how the
  *                    ranks map onto nodes, printed by rank 0
+ *   weft_info --stats [ITERATIONS]
+ *                    every rank of a job (or one alone): a short self-test of
+ *                    the collectives, rank 0 prints weft_stats (tools/info_stats.c)
  */
 #include "weft_config.h"
 
@@ -26,19 +29,26 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+/* tools/info_stats.c */
+int weft_info_stats(int argc, char **argv);
+
 /* Host names as exchanged by --ranks: fixed size, truncated, NUL-terminated. */
 #define HOST_LEN 64
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: weft_info [-c] [--explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]] "
-               "[--ranks] [-h]\n"
+               "[--ranks] [--stats [ITERATIONS]] [-h]\n"
                "  -c         print every configuration variable with its default, value and help\n"
                "  --explain  predicted time of every algorithm of COLLECTIVE for BYTES (one\n"
                "             rank's vector; k/m/g suffixes) on RANKS ranks, and the choice\n"
                "  --ranks    run by every rank of a job (mpirun, srun): rank 0 prints each\n"
                "             rank's host, node and local rank (WEFT_RANKS_PER_NODE=k cuts\n"
-               "             each machine into virtual nodes of k ranks)\n");
+               "             each machine into virtual nodes of k ranks)\n"
+               "  --stats    run by every rank of a job, or alone: allreduce, bcast,\n"
+               "             reduce_scatter, allgather, alltoall at 8 B, 1 KiB, 64 KiB, 1 MiB,\n"
+               "             ITERATIONS (20) times each; rank 0 prints the counters of\n"
+               "             weft_stats (calls, bytes, time, busbw) and each rank's total\n");
 }
 
 /* The transports (transport/device) UCX finds here, from its own report. */
@@ -322,6 +332,13 @@ int main(int argc, char **argv)
                 return 2;
             }
             return rank_map();
+        } else if (strcmp(argv[i], "--stats") == 0) {
+            if (i != 1) {
+                fprintf(stderr, "weft_info: --stats takes no other option\n");
+                usage(stderr);
+                return 2;
+            }
+            return weft_info_stats(argc - 2, argv + 2);
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;

@@ -216,3 +216,27 @@ def test_exit_with_live_communicators_and_requests():
     r = _run(code, {"WEFT_LIBRARY": _lib.library_path, "PYTHONPATH": PACKAGE})
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
     assert r.stderr == ""
+
+
+def test_stats_count_the_calls_made():
+    """WEFT_STATS=1: Comm.stats() reports exactly the calls made, their
+    bytes (count x 4 for float32 allreduce) and the power-of-4 bucket;
+    reset_stats() empties it; without WEFT_STATS it is empty."""
+    code = ("import numpy as np, weft\n"
+            "c = weft.Comm.world()\n"
+            "c.reset_stats()\n"
+            "for _ in range(3):\n"
+            "    c.allreduce(np.ones(100, np.float32))\n"
+            "c.bcast(np.ones(5, np.float64), root=0)\n"
+            "s = c.stats()\n"
+            "print(sorted((e['collective'], e['bucket_lo'], e['bucket_hi'], e['calls'],\n"
+            "              e['bytes'], e['seconds'] > 0) for e in s))\n"
+            "c.reset_stats(); print(c.stats())\n")
+    env = {"WEFT_LIBRARY": _lib.library_path, "PYTHONPATH": PACKAGE}
+    r = _run(code, dict(env, WEFT_STATS="1"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "[('allreduce', 256, 1024, 3, 1200, True), ('bcast', 16, 64, 1, 40, True)]", "[]"]
+    r = _run("import numpy as np, weft\nc = weft.Comm.world()\n"
+             "c.allreduce(np.ones(4, np.int32)); print(c.stats())\n", dict(env, WEFT_STATS="no"))
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr

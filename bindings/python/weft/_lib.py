@@ -90,6 +90,14 @@ class _UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_ubyte * UNIQUE_ID_BYTES)]
 
 
+class StatsEntry(ctypes.Structure):
+    """weft_stats_entry_t"""
+    _fields_ = [("collective", ctypes.c_char_p), ("bucket_lo", ctypes.c_size_t),
+                ("bucket_hi", ctypes.c_size_t), ("calls", ctypes.c_uint64),
+                ("bytes", ctypes.c_uint64), ("seconds", ctypes.c_double),
+                ("busbw_gbs", ctypes.c_double)]
+
+
 _status_t = ctypes.c_int
 _dtype_t = ctypes.c_int
 _op_t = ctypes.c_int
@@ -157,6 +165,9 @@ _PROTOTYPES = {
     "weft_alltoallv": (_status_t, [_vp, _vp, _szp, _szp, _szp, _szp, _dtype_t, _comm_t]),
     "weft_reduce_scatter_v": (_status_t, [_vp, _vp, _szp, _dtype_t, _op_t, _comm_t]),
     "weft_comm_dump": (_status_t, [_comm_t, _vp]),
+    "weft_stats": (_status_t, [_comm_t, _vp, _sz, _szp]),
+    "weft_stats_print": (_status_t, [_comm_t, _vp]),
+    "weft_stats_reset": (_status_t, [_comm_t]),
     # memory types, streams and the stream-ordered forms (device buffers)
     "weft_mem_alloc": (_status_t, [_int, _sz, _commp]),
     "weft_mem_free": (_status_t, [_vp]),

@@ -353,6 +353,22 @@ class Comm:
         check(lib.weft_comm_dup(self._live(), ctypes.byref(h)), "weft_comm_dup")
         return Comm(h.value, self._family)
 
+    def stats(self):
+        """weft_stats: the counters of this communicator's collectives
+        (WEFT_STATS=1; empty without it), one dict per collective and size
+        bucket: collective, bucket_lo, bucket_hi (bytes, [lo, hi)), calls,
+        bytes, seconds, busbw_gbs. Call it while no operation is running."""
+        n = ctypes.c_size_t()
+        check(lib.weft_stats(self._live(), None, 0, ctypes.byref(n)), "weft_stats")
+        entries = (_lib.StatsEntry * max(n.value, 1))()
+        check(lib.weft_stats(self._live(), entries, n.value, ctypes.byref(n)), "weft_stats")
+        return [{f: (getattr(e, f).decode() if f == "collective" else getattr(e, f))
+                 for f, _ in _lib.StatsEntry._fields_} for e in entries[:n.value]]
+
+    def reset_stats(self):
+        """weft_stats_reset: start counting again from zero."""
+        check(lib.weft_stats_reset(self._live()), "weft_stats_reset")
+
     def abort(self):
         """weft_comm_abort: pending and later operations fail with
         ERR_ABORTED; the communicator must still be destroyed."""
