@@ -3,10 +3,7 @@
 # weft_bench allreduce twice: first every result of every size checked
 # (a few iterations), then timed against the MPI library's own
 # MPI_Allreduce on the same buffers (weft/MPI ratio). The timed pass does
-# not check: validating between iterations moves the buffers between the
-# cores' caches and, with more ranks than cores, reshuffles them on the
-# cores, which distorts short timings (more for weft's shared-memory path
-# than for the MPI library's).
+# not check, so that it runs the full iteration counts in little time.
 # A third, short pass runs the same collective on emulated-device buffers
 # through the stream-ordered form (-d emu --enqueue), checked.
 # Extra arguments go to every pass (e.g. -e 1m, allgather, --format nccl).
