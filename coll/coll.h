@@ -169,7 +169,7 @@ size_t weft__coll_bytes(const weft_coll_args_t *a);
 const weft_coll_algo_t *weft__coll_choose_flat(weft_comm_t comm, weft_coll_kind_t kind,
                                                size_t bytes, int nranks);
 
-/* What core calls back in this layer (core/comm.h): the health of the
+/* What core calls back in this layer (comm/comm.h): the health of the
  * node's shared memory, the flight recorder's dump when the communicator
  * fails (coll/upcalls.c). Set on every communicator at creation. */
 extern const weft_comm_upcalls_t weft__coll_upcalls;

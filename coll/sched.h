@@ -21,7 +21,7 @@
 
 #include "coll/diag/sig.h"
 #include "device/device.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #define WEFT_SCHED_MAX_REDUCE_INPUTS 8
 

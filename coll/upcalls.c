@@ -1,6 +1,6 @@
 /*
  * What the communicator core calls back in the collective layer
- * (core/comm.h): core keeps the health and failure state of a communicator
+ * (comm/comm.h): core keeps the health and failure state of a communicator
  * but not what this layer attaches to it (the node's shared-memory segment,
  * the flight recorder), so it asks through this table.
  */

@@ -1,5 +1,5 @@
 /* Communicator objects: creation, destruction with tombstones, the public
- * rank/size/dump/abort calls (health and failures: core/comm.c). */
+ * rank/size/dump/abort calls (health and failures: comm/comm.c). */
 #include "runtime/comm.h"
 #include "runtime/enqueue.h"
 #include "coll/coll.h"

@@ -2,12 +2,12 @@
  * Communicators as the public API sees them: creation (with the upcalls of
  * the layers above core), the node setup, references between a communicator
  * and those split from it, and tombstones. The shared state and its health
- * are in core/comm.h.
+ * are in comm/comm.h.
  */
 #ifndef WEFT_RUNTIME_COMM_H
 #define WEFT_RUNTIME_COMM_H
 
-#include "core/comm.h"
+#include "comm/comm.h"
 
 /* Takes ownership of ep and boot_ctx (released by weft_comm_destroy). */
 weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,

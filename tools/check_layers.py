@@ -7,7 +7,7 @@ The layers, top to bottom (docs/layers.md):
 
     runtime/                    public entry points, registry, requests
     coll/                       schedules, algorithms, selection, diag/
-    core/                       communicator core: health, failures, deadlines, node map
+    comm/                       communicator core: health, failures, deadlines, node map
     pt2pt/   bootstrap/         transports; how ranks find each other
     device/                     memory types, reductions, streams
     base/                       errors, logging, time, dtypes, config values
@@ -32,7 +32,7 @@ import sys
 LEVELS = {
     "runtime": 5,
     "coll": 4,
-    "core": 3,
+    "comm": 3,
     "pt2pt": 2,
     "bootstrap": 2,
     "device": 1,

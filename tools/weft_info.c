@@ -18,7 +18,7 @@
 #include "coll/cost.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
-#include "core/node.h"
+#include "comm/node.h"
 #include "runtime/topo.h"
 #include "device/device.h"
 #include "pt2pt/ucx/ucx.h"

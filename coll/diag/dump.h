@@ -30,7 +30,7 @@
 #ifndef WEFT_COLL_DIAG_DUMP_H
 #define WEFT_COLL_DIAG_DUMP_H
 
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #include <stdio.h>
 

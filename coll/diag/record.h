@@ -5,7 +5,7 @@
  * failure every rank can say what it ran, what it is stuck in and since
  * when. Dumped one line per operation by weft_comm_dump, and to the log
  * (error level) when the communicator fails with a timeout or a peer
- * failure (core/comm.c, through coll/upcalls.c).
+ * failure (comm/comm.c, through coll/upcalls.c).
  *
  * Times are CLOCK_MONOTONIC_COARSE (the kernel tick, 1-4 ms): cheap to
  * read, and comparable between the processes of one host.

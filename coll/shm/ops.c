@@ -639,7 +639,7 @@ static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
             start = now;
             deadline = weft__deadline_ns();
         }
-        comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (core/comm.h) */
+        comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (comm/comm.h) */
         status = now >= deadline ? WEFT_OK : weft__comm_health(comm);
         if (now >= deadline) { /* first: its own timeout, not a peer's notice of the same */
             weft__log_error("%s seq %u (shm, count %zu, %s %s) timed out after %.1f s in shared "

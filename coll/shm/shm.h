@@ -47,7 +47,7 @@
  * ranks that called different collectives, counts, dtypes, ops or roots fail
  * with WEFT_ERR_MISMATCH instead of exchanging wrong data (bcast: non-roots
  * publish too and check the root's; the root reads nobody and learns it from
- * the failure notice, core/comm.h).
+ * the failure notice, comm/comm.h).
  *
  * Failures: a local rank that dies is noticed by pid (weft__shm_health, at
  * most every 100 ms while waiting); an operation that ends without running
@@ -61,7 +61,7 @@
 #define WEFT_COLL_SHM_H
 
 #include "coll/coll.h"
-#include "core/node.h"
+#include "comm/node.h"
 
 #include <sys/types.h>
 

@@ -23,16 +23,16 @@ fi
 # A small tree of every layer: clean, then with one violation at a time.
 mktree() { # dir
     local d=$1
-    mkdir -p "$d"/{base,device,pt2pt,bootstrap,core,coll/diag,runtime}
+    mkdir -p "$d"/{base,device,pt2pt,bootstrap,comm,coll/diag,runtime}
     printf '#include <weft.h>\n' >"$d/base/base.h"
     printf '#include "base/base.h"\n' >"$d/device/device.h"
     printf '#include "device/device.h"\n' >"$d/pt2pt/pt2pt.h"
     printf '#include "base/base.h"\n' >"$d/bootstrap/bootstrap.h"
-    printf '#include "pt2pt/pt2pt.h"\n#include "bootstrap/bootstrap.h"\n' >"$d/core/comm.h"
-    printf '#include "core/comm.h"\n' >"$d/coll/coll.h"
+    printf '#include "pt2pt/pt2pt.h"\n#include "bootstrap/bootstrap.h"\n' >"$d/comm/comm.h"
+    printf '#include "comm/comm.h"\n' >"$d/coll/coll.h"
     printf '#include "coll/coll.h"\nint f(void) { return weft__coll_run(0); }\n' \
         >"$d/coll/diag/x.c"
-    printf '#include "coll/coll.h"\n#include "core/comm.h"\n' >"$d/runtime/api.c"
+    printf '#include "coll/coll.h"\n#include "comm/comm.h"\n' >"$d/runtime/api.c"
     printf 'WEFT_EXPORT weft_status_t weft_allreduce(int x)\n{\n    return weft_barrier(x);\n}\n' \
         >>"$d/runtime/api.c"
 }
@@ -74,7 +74,7 @@ expect "coll/ calling weft_allreduce fails" 1 \
     "coll/diag/x.c:5: coll/ calls the public entry point weft_allreduce() of runtime/" "$tmp/call"
 
 mktree "$tmp/comment"
-printf '/* weft_allreduce() is the public one; "weft_allreduce(" */\n' >>"$tmp/comment/core/comm.h"
+printf '/* weft_allreduce() is the public one; "weft_allreduce(" */\n' >>"$tmp/comment/comm/comm.h"
 expect "a comment or string naming an entry point passes" 0 "" "$tmp/comment"
 
 expect "a tree without the layer folders is an error" 1 "no " "$tmp/clean/base"

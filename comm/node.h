@@ -12,8 +12,8 @@
  * Nodes are numbered in the order of their lowest rank; local ranks in
  * communicator order. The map is immutable once built.
  */
-#ifndef WEFT_CORE_NODE_H
-#define WEFT_CORE_NODE_H
+#ifndef WEFT_COMM_LAYER_NODE_H
+#define WEFT_COMM_LAYER_NODE_H
 
 #include "base/base.h"
 
@@ -47,4 +47,4 @@ void weft__node_map_free(weft_node_map_t *map);
 /* This host's key: hostname and boot id, hashed. */
 uint64_t weft__node_key(void);
 
-#endif /* WEFT_CORE_NODE_H */
+#endif /* WEFT_COMM_LAYER_NODE_H */

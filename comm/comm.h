@@ -10,19 +10,19 @@
  * layers (their health, a dump on failure) it reaches through the upcalls
  * table the creator sets (runtime/comm.c), never by name.
  */
-#ifndef WEFT_CORE_COMM_H
-#define WEFT_CORE_COMM_H
+#ifndef WEFT_COMM_LAYER_COMM_H
+#define WEFT_COMM_LAYER_COMM_H
 
 #include "bootstrap/bootstrap.h"
 #include "pt2pt/pt2pt.h"
-#include "core/node.h"
+#include "comm/node.h"
 
 #include <stdatomic.h>
 
 #define WEFT_COMM_MAGIC 0x77656674u     /* "weft" */
 #define WEFT_COMM_DESTROYED 0x64656164u /* "dead" */
 #define WEFT_COMM_NOTICE_TEXT 248       /* bytes of a failure's message kept and forwarded */
-/* The sequence number of failure notices (core/comm.c): collectives skip it. */
+/* The sequence number of failure notices (comm/comm.c): collectives skip it. */
 #define WEFT_TAG_SEQ_NOTICE (WEFT_TAG_SEQ_P2P - 1)
 
 /*
@@ -69,7 +69,7 @@ struct weft_comm {
         size_t bytes;
         int measured;
     } last_choice[16];
-    weft_node_map_t *node;            /* where the ranks run (core/node.h) */
+    weft_node_map_t *node;            /* where the ranks run (comm/node.h) */
     struct weft_shm *shm;             /* this node's segment, or NULL (coll/shm/shm.h) */
     struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
     atomic_int enq_pending;           /* enqueued operations not finished (runtime/enqueue.c) */
@@ -125,4 +125,4 @@ int weft__usable_cores(void);
 /* Deadline for a wait starting now, from WEFT_TIMEOUT. */
 uint64_t weft__deadline_ns(void);
 
-#endif /* WEFT_CORE_COMM_H */
+#endif /* WEFT_COMM_LAYER_COMM_H */

@@ -1,9 +1,9 @@
 /*
  * The communicator core: checks, health, failures and the notices that carry
  * them to every rank, deadlines. What the layers above keep (shared memory,
- * the flight recorder) is reached through comm->up (core/comm.h).
+ * the flight recorder) is reached through comm->up (comm/comm.h).
  */
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "base/config.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
-/* Node maps (core/node.h). */
-#include "core/node.h"
+/* Node maps (comm/node.h). */
+#include "comm/node.h"
 
 #include <stdio.h>
 #include <stdlib.h>
