@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -126,7 +127,9 @@ static void op_json(const weft_record_view_t *v, void *arg)
     FILE *out = c->out;
     uint64_t end = v->state == WEFT_RECORD_RUNNING ? c->mono_ns : v->end_ns;
 
-    fprintf(out, "%s\n    {\"seq\": %u, \"collective\": ", c->n++ ? "," : "", v->seq);
+    fprintf(out,
+            "%s\n    {\"seq\": %u, \"serial\": %" PRIu64 ", \"collective\": ", c->n++ ? "," : "",
+            v->seq, v->serial);
     weft__dump_json_string(out, v->coll);
     fputs(", \"algorithm\": ", out);
     weft__dump_json_string(out, v->algo);

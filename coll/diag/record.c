@@ -13,6 +13,7 @@
 typedef struct record {
     long handle; /* the operation's number on this communicator (0: empty) */
     uint32_t seq;
+    uint64_t serial;  /* seq unwrapped: it counts on past WEFT_TAG_SEQ_P2P */
     const char *coll; /* static strings (coll/select.c) */
     const char *algo;
     size_t count;
@@ -29,9 +30,10 @@ typedef struct record {
 
 struct weft_recorder {
     record_t *ring;
-    size_t cap; /* a power of two */
-    long next;  /* handle of the next operation */
-    long shown; /* the last cap handles */
+    size_t cap;          /* a power of two */
+    long next;           /* handle of the next operation */
+    long shown;          /* the last cap handles */
+    uint64_t serial;     /* of the last operation recorded */
     unsigned mark;       /* weft__record_mark */
     const char *pending; /* weft__record_pending */
 };
@@ -57,6 +59,24 @@ static record_t *slot(weft_comm_t comm, long handle)
     }
     rec = &r->ring[(size_t)handle & (r->cap - 1)];
     return rec->handle == handle ? rec : NULL;
+}
+
+/* The unwrapped number of sequence number seq, one just taken or about to be
+ * taken (comm->seq is then a step or two past it, or at it): the value of the
+ * 32-bit counter comm->seq nearest to it that masks to seq, widened to 64 bits
+ * from the previous operation's (operations are recorded in order, so the two
+ * are far closer than 2^31). A point-to-point tag takes no number. */
+static uint64_t serial_of(weft_comm_t comm, uint32_t seq, uint64_t last)
+{
+    uint32_t d = (seq - comm->seq) & WEFT_TAG_SEQ_P2P;
+    uint32_t u = comm->seq + d;
+
+    if (seq == WEFT_TAG_SEQ_P2P) {
+        u = comm->seq;
+    } else if (d > WEFT_TAG_SEQ_P2P / 2) {
+        u -= WEFT_TAG_SEQ_P2P + 1u; /* behind comm->seq: taken already */
+    }
+    return last + (uint64_t)(int64_t)(int32_t)(u - (uint32_t)last);
 }
 
 long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, int root)
@@ -85,6 +105,7 @@ long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t s
     rec = &r->ring[(size_t)r->next & (r->cap - 1)];
     rec->handle = r->next;
     rec->seq = seq;
+    rec->serial = r->serial = serial_of(comm, seq, r->serial);
     rec->coll = desc->coll;
     rec->algo = desc->algo;
     rec->count = desc->count;
@@ -221,6 +242,7 @@ long weft__record_visit(weft_comm_t comm, void (*fn)(const weft_record_view_t *v
             continue;
         }
         v.seq = rec->seq;
+        v.serial = rec->serial;
         v.coll = rec->coll;
         v.algo = rec->algo;
         v.count = rec->count;

@@ -29,7 +29,8 @@ typedef enum {
 } weft_record_state_t;
 
 /* Record the start of an operation of comm described by desc (seq: its
- * sequence number, root: -1 unless rooted). Returns a handle for
+ * sequence number, taken from comm->seq just before or to be taken next;
+ * root: -1 unless rooted). Returns a handle for
  * weft__record_end (-1: not recorded). */
 long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, int root);
 /* While it runs on a schedule, s tells where it is (NULL: it runs without
@@ -50,7 +51,8 @@ void weft__record_release(weft_comm_t comm);
  * Valid during the weft__record_visit callback only. */
 #define WEFT_RECORD_PEERS 64 /* ranks a running operation's "where" names at most */
 typedef struct weft_record_view {
-    uint32_t seq;
+    uint32_t seq;    /* the tag's sequence number: it wraps */
+    uint64_t serial; /* the operation's number on the communicator: it does not */
     const char *coll;
     const char *algo;
     size_t count;

@@ -14,6 +14,9 @@
 #             SIGUSR1 (WEFT_DUMP_ON_SIGNAL=1) makes each of them dump while
 #             blocked (point-to-point: with the step and the ranks it waits
 #             for; and through shared memory);
+#   wrap      the hang's dumps renumbered so that the operation that hung is
+#             the first after seq wraps (65533, then 0): the same diagnosis,
+#             ordered by serial; without serial (older dumps), by seq;
 # and the doctor's errors: a missing or empty directory, malformed JSON,
 # a file that is not a dump, dumps of two jobs mixed in one directory.
 # Every mpirun has a deadline and runs in a session of its own, killed whole
@@ -119,6 +122,8 @@ for r in range(3):
     assert dumps[r]["comm"]["failed"] == "WEFT_ERR_TIMEOUT"
     assert [o["state"] for o in dumps[r]["ops"][-5:-1]] == ["done"] * 4
 assert dumps[3]["ops"][-1]["seq"] == last - 1 and dumps[3]["ops"][-1]["state"] == "done"
+# far from a wrap, an operation's serial is its seq
+assert all(o["serial"] == o["seq"] for j in dumps for o in j["ops"]), "serial != seq"
 assert all(o["collective"] == "allreduce" and o["count"] == 4 and o["dtype"] == "float32"
            and o["op"] == "sum" for o in dumps[0]["ops"][-5:])
 print(last)
@@ -278,6 +283,54 @@ EOF
 doctor clean 0
 expect clean "every recorded operation finished on every rank with a dump (last: seq $((seq - 1)))" \
     "$work/clean.doctor"
+
+# --- the hang again, its seqs wrapped: the one that hung is seq 0 ------------
+# seq is 16 bits: after 65533 (65534 and 65535 are reserved) comes 0. The
+# same dumps, renumbered so that the operation rank 3 never called is the
+# first after the wrap (serial 65536) and the one before it seq 65533, must
+# get the same diagnosis, seqs named as the tags carry them.
+mkdir "$work/wrap"
+$py - "$work/hang" "$work/wrap" "$seq" <<'EOF'
+import json, sys
+src, dst, hung = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def serial(n):  # the hung operation becomes 65536, the ones before it skip 65534-65535
+    return n - hung + (65536 if n >= hung else 65534)
+for r in range(4):
+    name = "weft-comm0-rank%d-world%d.json" % (r, r)
+    j = json.load(open("%s/%s" % (src, name)))
+    for o in j["ops"]:
+        o["serial"] = serial(o["serial"])
+        o["seq"] = o["serial"] & 0xffff
+    j["ops_recorded"] = j["ops"][-1]["serial"] + 1  # older ones overwritten
+    j["comm"]["next_seq"] = j["ops"][-1]["serial"] + 1
+    json.dump(j, open("%s/%s" % (dst, name), "w"))
+EOF
+doctor wrap 1
+expect wrap "first operation not finished on every rank: seq 0 allreduce count 4 float32 sum" \
+    "$work/wrap.doctor"
+expect wrap "ranks 0-2: failed after" "$work/wrap.doctor"
+expect wrap "never arrived: rank 3 (last started seq 65533 allreduce, done)" "$work/wrap.doctor"
+expect wrap "behind (the others started seq 0):" "$work/wrap.doctor"
+expect wrap "rank 3: last started seq 65533, last finished seq 65533" "$work/wrap.doctor"
+checks=$((checks + 1))
+! grep -q "no record of it" "$work/wrap.doctor" || fail "wrap: a rank reported without a record"
+# a dump of before serial (seq only): the doctor orders by seq, and the
+# unwrapped hang's diagnosis is the same as with serial
+mkdir "$work/hang-seq"
+$py - "$work/hang" "$work/hang-seq" <<'EOF'
+import json, sys
+for r in range(4):
+    name = "weft-comm0-rank%d-world%d.json" % (r, r)
+    j = json.load(open("%s/%s" % (sys.argv[1], name)))
+    for o in j["ops"]:
+        del o["serial"]
+    json.dump(j, open("%s/%s" % (sys.argv[2], name), "w"))
+EOF
+doctor hang-seq 1
+checks=$((checks + 1))
+cmp -s <(sed 's/hang-seq/DIR/' "$work/hang-seq.doctor") <(sed 's/hang/DIR/' "$work/hang.doctor") ||
+    { fail "hang-seq: the diagnosis without serial differs"
+      diff "$work/hang.doctor" "$work/hang-seq.doctor"; }
 
 # --- the doctor's errors -------------------------------------------------------
 err() { # LABEL DIR TEXT: the doctor exits 2 naming TEXT

@@ -6,7 +6,8 @@
  * directory that cannot take it gives a warning and an error, never a crash;
  * the configuration rejects bad values naming the variable; SIGUSR1 with
  * WEFT_DUMP_ON_SIGNAL=1 makes the next wait dump, and an application's own
- * SIGUSR1 handler is left alone.
+ * SIGUSR1 handler is left alone; an operation's serial goes on where its
+ * 16-bit seq wraps (and past 32 bits), also for a seq peeked before taken.
  *
  * Every Criterion test runs in its own process, so each has a fresh weft
  * and its own environment. A singleton world (no launcher) serves the
@@ -16,6 +17,8 @@
 #include <criterion/criterion.h>
 
 #include "coll/diag/dump.h"
+#include "coll/diag/record.h"
+#include "comm/comm.h"
 #include "runtime/thread_world.h"
 #include <weft.h>
 
@@ -451,6 +454,127 @@ Test(dump, running_operation_names_whom_it_waits_for)
     make_dir();
     cr_assert_eq(weft_init(), WEFT_OK);
     cr_assert_eq(weft__thread_world_run(&opts, two_ranks, NULL), WEFT_OK, "%s", weft_last_error());
+    weft_finalize();
+    remove_dir();
+}
+
+/* seq, the tags' 16-bit sequence number, wraps after 65533 (65534 and 65535
+ * are reserved); serial, the operation's number, goes on: a singleton's
+ * operations up to just past the wrap, the last 16 kept, straddle it. */
+Test(dump, serial_goes_on_past_the_seq_wrap)
+{
+    enum { KEPT = 16, END = 65536 + 6 };
+    char path[64], got[64], *text, *mem = NULL;
+    unsigned long long prev = 0;
+    size_t memlen = 0;
+    FILE *out;
+    weft_comm_t comm;
+    int wrapped = 0;
+
+    make_dir();
+    setenv("WEFT_RECORD_OPS", "16", 1);
+    comm = singleton();
+    while (comm->seq < END) {
+        uint32_t before = comm->seq;
+        int32_t x = (int32_t)before;
+
+        cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, &x, 1, WEFT_INT32, WEFT_SUM, comm), WEFT_OK,
+                     "%s", weft_last_error());
+        cr_assert_eq(x, (int32_t)before, "a singleton's sum is its own value");
+        cr_assert_gt(comm->seq, before, "every allreduce takes a sequence number");
+    }
+    out = open_memstream(&mem, &memlen);
+    cr_assert_eq(weft_comm_dump(comm, out), WEFT_OK, "%s", weft_last_error());
+    fclose(out);
+    free(mem);
+    text = dump_file_text("weft-comm0-rank0-world0.json");
+    EXPECT_FIELD(text, "ops.len", "16");
+    snprintf(got, sizeof(got), "%d", END);
+    EXPECT_FIELD(text, "comm.next_seq", got);
+    for (int i = 0; i < KEPT; i++) {
+        unsigned long long serial, seq;
+
+        snprintf(path, sizeof(path), "ops.%d.serial", i);
+        serial = strtoull(field(text, path, got, sizeof(got)), NULL, 10);
+        snprintf(path, sizeof(path), "ops.%d.seq", i);
+        seq = strtoull(field(text, path, got, sizeof(got)), NULL, 10);
+        cr_expect_eq(seq, serial & 0xffff, "op %d: seq %llu, serial %llu", i, seq, serial);
+        if (i > 0) {
+            /* one more each time, but 65534 and 65535 are skipped */
+            cr_expect_eq(serial, prev + (serial == 65536 ? 3 : 1), "op %d: serial %llu after %llu",
+                         i, serial, prev);
+        }
+        wrapped |= serial == 65536;
+        prev = serial;
+    }
+    cr_expect(wrapped, "the kept operations straddle the wrap");
+    cr_expect_eq(prev, END - 1, "the last operation's serial");
+    free(text);
+    weft_comm_destroy(comm);
+    weft_finalize();
+    remove_dir();
+}
+
+/* The shared-memory path records an operation before its schedule takes the
+ * sequence number (weft__comm_peek_seq): at 65534, the peeked seq is the 0
+ * the take will skip to, and its serial counts the skip. Serial goes on past
+ * the 32-bit counter's wrap too. */
+Test(dump, serial_of_a_peeked_seq_and_past_32_bits)
+{
+    weft_op_desc_t desc = {
+        .coll = "allreduce", .algo = "shm", .count = 1, .dtype = WEFT_INT32, .op = WEFT_SUM};
+    char path[64], got[64], *text, *mem = NULL;
+    unsigned long long serial[8], prev;
+    size_t memlen = 0;
+    weft_comm_t comm;
+    FILE *out;
+    long rec;
+    int n;
+
+    make_dir();
+    setenv("WEFT_RECORD_OPS", "64", 1);
+    comm = singleton();
+    comm->seq = 3u * 65536 + 65534;
+    rec = weft__record_start(comm, &desc, weft__comm_peek_seq(comm), -1);
+    cr_assert_eq(weft__comm_take_seq(comm), 0u);
+    weft__record_end(comm, rec, WEFT_OK);
+    /* to 2^31 and to 2^32 - 16 in steps under 2^31: then across the wrap */
+    comm->seq = 0x80000000u;
+    cr_assert_eq(weft_barrier(comm), WEFT_OK, "%s", weft_last_error());
+    comm->seq = 0xfffffff0u;
+    for (int i = 0; i < 32; i++) {
+        cr_assert_eq(weft_barrier(comm), WEFT_OK, "%s", weft_last_error());
+    }
+    out = open_memstream(&mem, &memlen);
+    cr_assert_eq(weft_comm_dump(comm, out), WEFT_OK, "%s", weft_last_error());
+    fclose(out);
+    free(mem);
+    text = dump_file_text("weft-comm0-rank0-world0.json");
+    n = atoi(field(text, "ops.len", got, sizeof(got)));
+    cr_assert_geq(n, 34, "ops.len %d", n);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "ops.%d.serial", n - 34 + i);
+        serial[i] = strtoull(field(text, path, got, sizeof(got)), NULL, 10);
+    }
+    cr_expect_eq(serial[0], 4ull * 65536, "the peeked seq 0 is the one after the skip");
+    cr_expect_eq(serial[1], 0x80000000ull);
+    cr_expect_eq(serial[2], 0xfffffff0ull);
+    prev = serial[2];
+    for (int i = n - 31; i < n; i++) {
+        unsigned long long s, seq;
+
+        snprintf(path, sizeof(path), "ops.%d.serial", i);
+        s = strtoull(field(text, path, got, sizeof(got)), NULL, 10);
+        snprintf(path, sizeof(path), "ops.%d.seq", i);
+        seq = strtoull(field(text, path, got, sizeof(got)), NULL, 10);
+        cr_expect_eq(s, prev + ((s & 0xffff) == 0 ? 3 : 1), "op %d: serial %llu after %llu", i, s,
+                     prev);
+        cr_expect_eq(seq, s & 0xffff, "op %d: seq %llu, serial %llu", i, seq, s);
+        prev = s;
+    }
+    cr_expect_gt(prev, 0xffffffffull, "past 32 bits: %llu", prev);
+    free(text);
+    weft_comm_destroy(comm);
     weft_finalize();
     remove_dir();
 }
