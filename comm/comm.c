@@ -165,12 +165,19 @@ weft_status_t weft__comm_health(weft_comm_t comm)
     if (atomic_load_explicit(&comm->aborted, memory_order_relaxed)) {
         return weft__error(WEFT_ERR_ABORTED, "communicator aborted by weft_comm_abort");
     }
+    /* a dead peer breaks the communicator wherever it is seen first (the
+     * notice tells the others, the layers above dump) */
     if (comm->boot->failed_rank != NULL &&
         (failed = comm->boot->failed_rank(comm->boot_ctx)) >= 0) {
-        return weft__error(WEFT_ERR_PEER_FAILED, "rank %d failed (its process is gone)", failed);
+        return fail_from(comm,
+                         weft__error(WEFT_ERR_PEER_FAILED, "rank %d failed (its process is gone)",
+                                     failed),
+                         -1);
     }
     if (comm->up != NULL && comm->up->health != NULL) {
-        return comm->up->health(comm);
+        weft_status_t status = comm->up->health(comm);
+
+        return status == WEFT_OK ? WEFT_OK : fail_from(comm, status, -1);
     }
     return WEFT_OK;
 }

@@ -144,6 +144,11 @@ static void observe(const weft_obs_op_t *op)
     }
     if ((weft__obs_flags & WEFT_OBS_TRACE) && o->trace != NULL) {
         weft__trace_op(o->trace, o->trace_comm, op);
+        if (op->status != WEFT_OK && op->comm->failed != WEFT_OK) {
+            /* an operation that ends after its communicator failed (and the
+             * trace was written): write it again, with how it ended */
+            weft__trace_write(o->trace);
+        }
     }
 }
 

@@ -139,6 +139,9 @@ static void die(weft_comm_t comm)
         raise(SIGKILL);
     }
     CHECK(allreduce(comm, WEFT_SUM) == WEFT_ERR_PEER_FAILED, "call 1");
+    /* stay a moment: a survivor that exits before a slower one has seen
+     * rank 3 gone is a second dead peer, and the slower one may name it */
+    nanosleep(&(struct timespec){0, 500000000}, NULL);
 }
 
 static void mismatch(weft_comm_t comm)
