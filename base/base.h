@@ -23,6 +23,9 @@
 weft_status_t weft__error(weft_status_t status, const char *fmt, ...) WEFT_PRINTF(2, 3);
 /* Forget the last error of this thread (used at API entry). */
 void weft__error_clear(void);
+/* Put back a message weft_last_error returned earlier (saved by the caller:
+ * work that must not change what the application sees). */
+void weft__error_restore(const char *saved);
 /* The last error's message without its status prefix: what a caller that
  * adds context passes on (it may pass it to weft__error directly). */
 const char *weft__error_detail(void);

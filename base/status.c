@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static _Thread_local char last_error[512];
@@ -29,6 +30,17 @@ void weft__error_clear(void)
 {
     last_error[0] = '\0';
     last_detail = 0;
+}
+
+void weft__error_restore(const char *saved)
+{
+    const char *colon = strstr(saved, ": ");
+
+    snprintf(last_error, sizeof(last_error), "%s", saved);
+    last_detail = colon != NULL ? (int)(colon - saved) + 2 : 0;
+    if ((size_t)last_detail > strlen(last_error)) {
+        last_detail = 0;
+    }
 }
 
 const char *weft__error_detail(void)

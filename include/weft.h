@@ -139,6 +139,9 @@ weft_status_t weft_comm_abort(weft_comm_t comm);
  * comm; it also works on a communicator that failed. With WEFT_DUMP_DIR
  * set, it also writes the JSON file tools/weft_doctor reads (a directory
  * that cannot take it is a warning in the log, not an error of this call).
+ * WEFT_ERR_INVALID_ARG while enqueued operations of comm run on weft's
+ * progress thread (synchronize their streams first, or send SIGUSR1 with
+ * WEFT_DUMP_ON_SIGNAL=1, which that thread serves).
  */
 weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out);
 /*

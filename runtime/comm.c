@@ -153,6 +153,13 @@ WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out)
     if (out == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: out is NULL");
     }
+    if (atomic_load(&comm->enq_pending) > 0) {
+        /* weft's progress thread drives them: their records are its to read */
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_comm_dump: comm has enqueued operations running on weft's "
+                           "progress thread; synchronize their streams first, or dump them with "
+                           "SIGUSR1 (WEFT_DUMP_ON_SIGNAL=1)");
+    }
     weft__record_dump(comm, out, 0);
     weft__dump_event(comm, WEFT_DUMP_REQUEST, WEFT_OK);
     return fflush(out) == 0 ? WEFT_OK

@@ -46,7 +46,11 @@ static void dump_setup(void)
     }
     weft__dump_configure(dir);
     if (weft__runtime_config.dump_on_signal) {
-        weft__dump_signal_install(); /* it warns when it cannot */
+        char saved[512];
+
+        snprintf(saved, sizeof(saved), "%s", weft_last_error());
+        weft__dump_signal_install(); /* it warns when it cannot; weft_init goes on */
+        weft__error_restore(saved);
     }
 }
 

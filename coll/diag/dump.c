@@ -291,9 +291,10 @@ static void write_keep(weft_comm_t comm, const char *reason, weft_status_t statu
 {
     char saved[512];
 
-    snprintf(saved, sizeof(saved), "%s", weft__error_detail());
+    (void)status;
+    snprintf(saved, sizeof(saved), "%s", weft_last_error());
     if (weft__dump_write(comm, dump_dir, reason) != WEFT_OK) {
-        weft__error(status, "%s", saved);
+        weft__error_restore(saved);
     }
 }
 
@@ -369,10 +370,21 @@ weft_status_t weft__dump_signal_install(void)
 
 void weft__dump_signal_remove(void)
 {
+    struct sigaction current;
+
     if (installed) {
-        sigaction(SIGUSR1, &previous, NULL);
+        /* an application that installed its own handler since keeps it */
+        if (sigaction(SIGUSR1, NULL, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+            current.sa_handler == on_signal) {
+            sigaction(SIGUSR1, &previous, NULL);
+        }
         installed = 0;
     }
+}
+
+unsigned weft__dump_requests(void)
+{
+    return atomic_load_explicit(&requests, memory_order_relaxed);
 }
 
 int weft__dump_requested(weft_comm_t comm)

@@ -5,7 +5,7 @@
  * who disagrees on arguments. The format is docs/diagnosis.md's
  * "Dump files"; its "format" and "version" fields name it.
  *
- * When: runtime/comm.c writes one when a communicator fails with a timeout,
+ * When: coll/upcalls.c writes one when a communicator fails with a timeout,
  * a dead peer or a mismatch, when weft_comm_dump is called, and on SIGUSR1
  * (WEFT_DUMP_ON_SIGNAL=1); all only when WEFT_DUMP_DIR is set. A failure
  * found while an operation still runs (a peer's notice, a dead peer seen by
@@ -64,7 +64,7 @@ void weft__dump_ended(weft_comm_t comm, weft_status_t status);
 weft_status_t weft__dump_json(weft_comm_t comm, const char *reason, FILE *out);
 
 /* The dump's file name (no directory): "weft-comm<id>-rank<r>-world<w>.json",
- * r comm's rank, w the rank in the communicator it was split from (two
+ * r comm's rank, w the rank in the job's root communicator (two
  * communicators split at once may share an id; the world rank keeps their
  * files apart). Truncated to len. */
 void weft__dump_name(weft_comm_t comm, char *buf, size_t len);
@@ -88,5 +88,7 @@ void weft__dump_signal_remove(void);
 /* 1 once for every dump request comm has not served yet (cheap: one
  * relaxed load while no signal came). */
 int weft__dump_requested(weft_comm_t comm);
+/* SIGUSR1s received so far (a new recorder starts from it). */
+unsigned weft__dump_requests(void);
 
 #endif /* WEFT_COLL_DIAG_DUMP_H */

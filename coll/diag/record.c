@@ -3,6 +3,7 @@
 
 #include "coll/coll.h"
 #include "coll/diag/dump.h"
+#include "coll/diag/dump.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,7 @@ long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t s
         r->cap = cap;
         r->shown = (long)(want < cap ? want : cap);
         r->next = 1;
+        r->mark = weft__dump_requests(); /* signals before it are not its own */
         comm->recorder = r;
     }
     rec = &r->ring[(size_t)r->next & (r->cap - 1)];

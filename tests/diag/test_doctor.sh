@@ -332,6 +332,16 @@ cmp -s <(sed 's/hang-seq/DIR/' "$work/hang-seq.doctor") <(sed 's/hang/DIR/' "$wo
     { fail "hang-seq: the diagnosis without serial differs"
       diff "$work/hang.doctor" "$work/hang-seq.doctor"; }
 
+# a trace (or any other weft-*.json) next to the dumps is not read as one
+mkdir "$work/hang-trace"
+cp "$work"/hang/weft-comm*.json "$work/hang-trace/"
+printf '{"traceEvents": []}\n' >"$work/hang-trace/weft-trace-0.json"
+doctor hang-trace 1
+checks=$((checks + 1))
+cmp -s <(sed 's/hang-trace/DIR/' "$work/hang-trace.doctor") <(sed 's/hang/DIR/' "$work/hang.doctor") ||
+    { fail "hang-trace: a trace file changed the diagnosis"
+      diff "$work/hang.doctor" "$work/hang-trace.doctor"; }
+
 # --- the doctor's errors -------------------------------------------------------
 err() { # LABEL DIR TEXT: the doctor exits 2 naming TEXT
     local rc
@@ -343,7 +353,7 @@ err() { # LABEL DIR TEXT: the doctor exits 2 naming TEXT
 }
 err "missing dir" "$work/nowhere" "$work/nowhere: no such directory"
 mkdir "$work/empty"
-err "empty dir" "$work/empty" "no flight recorder dumps (weft-*.json)"
+err "empty dir" "$work/empty" "no flight recorder dumps (weft-comm<id>-rank<r>-world<w>.json)"
 mkdir "$work/bad"
 cp "$work/hang/weft-comm0-rank0-world0.json" "$work/bad/"
 head -c 200 "$work/hang/weft-comm0-rank1-world1.json" >"$work/bad/weft-comm0-rank1-world1.json"

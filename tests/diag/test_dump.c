@@ -447,6 +447,56 @@ static void two_ranks(weft_comm_t comm, int rank, void *arg)
     }
 }
 
+Test(dump, earlier_signal_is_not_a_new_communicators)
+{
+    weft_comm_t comm;
+    float x = 2;
+    int tmp;
+
+    make_dir();
+    setenv("WEFT_DUMP_ON_SIGNAL", "1", 1);
+    comm = singleton();
+    cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, &x, 1, WEFT_FLOAT32, WEFT_SUM, comm), WEFT_OK);
+    cr_assert_eq(raise(SIGUSR1), 0);
+    cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, &x, 1, WEFT_FLOAT32, WEFT_SUM, comm), WEFT_OK);
+    cr_expect_eq(count_files(&tmp), 1, "the signal is served once");
+    weft_comm_destroy(comm);
+    weft_finalize();
+    remove_dir();
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    /* a communicator made after the signal (here after weft_finalize and
+     * weft_init) has no dump of it to serve */
+    comm = singleton();
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, &x, 1, WEFT_FLOAT32, WEFT_SUM, comm), WEFT_OK);
+    }
+    cr_expect_eq(count_files(&tmp), 0, "a dump for a signal that came before the communicator");
+    weft_comm_destroy(comm);
+    weft_finalize();
+    remove_dir();
+}
+
+Test(dump, handler_installed_after_init_survives_finalize)
+{
+    struct sigaction sa = {.sa_handler = app_handler}, now;
+    weft_comm_t comm;
+
+    make_dir();
+    setenv("WEFT_DUMP_ON_SIGNAL", "1", 1);
+    comm = singleton();
+    cr_expect_str_eq(weft_last_error(), "", "weft_init succeeded but left: %s",
+                     weft_last_error());
+    sigemptyset(&sa.sa_mask);
+    cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0); /* the application's, after weft_init */
+    weft_comm_destroy(comm);
+    weft_finalize();
+    cr_assert_eq(sigaction(SIGUSR1, NULL, &now), 0);
+    cr_expect(now.sa_handler == app_handler, "weft_finalize removed the application's handler");
+    raise(SIGUSR1); /* with the default action this would end the test */
+    cr_expect_eq(atomic_load(&app_signals), 1);
+    remove_dir();
+}
+
 Test(dump, running_operation_names_whom_it_waits_for)
 {
     weft_thread_world_opts_t opts = {.nranks = 2};
