@@ -17,13 +17,8 @@ if [ ! -x "$prog" ] || [ ! -f "$lib" ] || ! command -v mpirun >/dev/null; then
     echo "SKIP: test_mpi_coll, libweft_mpi.so or mpirun not available"
     exit 77
 fi
-# mpirun jobs of the suite's scripts run one script at a time
-exec 9>"${TMPDIR:-/tmp}/weft-mpi-tests.lock"
-flock 9
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+. "${top_srcdir:?run through make check}/tests/mpi/mpirun_env.sh"
 export WEFT_TIMEOUT=60
-mpirun_opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 preload=(-x LD_PRELOAD="$lib" -x WEFT_MPI_STATS=1)
 runs=0 failures=0
 work=$(mktemp -d)

@@ -31,11 +31,7 @@ if [ ! -x "$app" ] || ! command -v mpirun >/dev/null || [ ! -x $py ]; then
     echo "SKIP: diag_app, mpirun or $py not available"
     exit 77
 fi
-exec 9>"${TMPDIR:-/tmp}/weft-mpi-tests.lock"
-flock 9
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
-mpirun_opts=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+. "${top_srcdir:?run through make check}/tests/mpi/mpirun_env.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/weft-doctor.XXXXXX")
 failures=0 checks=0 job= recovery=
 

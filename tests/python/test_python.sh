@@ -63,10 +63,7 @@ if ! command -v mpirun >/dev/null || ! "$python" -c 'import mpi4py' 2>/dev/null;
     exit 77
 fi
 # under mpirun; jobs of the suite's mpirun scripts run one at a time
-exec 9>"${TMPDIR:-/tmp}/weft-mpi-tests.lock"
-flock 9
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+. "${top_srcdir:?run through make check}/tests/mpi/mpirun_env.sh"
 for np in 1 2 3 4; do
     dir="$results/np$np"
     mkdir "$dir"
