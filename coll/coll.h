@@ -107,9 +107,9 @@ void weft__coll_tune_release(void);
 
 /* Select, build and start the operation (the caller waits for or detaches
  * the schedule), or build, run and destroy it (blocking). */
-weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
+weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p);
-weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args);
+weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *args);
 
 /* Split count elements into nblocks blocks whose sizes differ by at most one:
  * block i starts at element block_start(i). */
@@ -166,7 +166,7 @@ size_t weft__coll_bytes(const weft_coll_args_t *a);
 /* The cheapest point-to-point algorithm of kind for a group of nranks of
  * comm (no WEFT_TUNE rule, no shared memory): what hierarchical algorithms
  * run between nodes, and what shared-memory ones fall back to. */
-const weft_coll_algo_t *weft__coll_choose_flat(weft_comm_t comm, weft_coll_kind_t kind,
+const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll_kind_t kind,
                                                size_t bytes, int nranks);
 
 /* What core calls back in this layer (comm/comm.h): the health of the

@@ -311,7 +311,7 @@ void weft__cost_defaults(weft_cost_params_t *params)
     params->shm_small = weft__coll_config.shm_small;
 }
 
-void weft__cost_params(weft_comm_t comm, weft_cost_params_t *params)
+void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
 {
     weft__cost_defaults(params);
     if (comm->cost_measured) {

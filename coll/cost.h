@@ -40,7 +40,7 @@ typedef struct weft_cost_params {
 void weft__cost_defaults(weft_cost_params_t *params);
 /* The parameters of comm: measured ones where they were, its node map, the
  * oversubscription penalty. */
-void weft__cost_params(weft_comm_t comm, weft_cost_params_t *params);
+void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params);
 
 /* Predicted seconds, or a negative number when the algorithm has no model. */
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,

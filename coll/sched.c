@@ -72,7 +72,7 @@ static void sched_free(weft_sched_t *s)
     free(s);
 }
 
-void weft__sched_cache_release(weft_comm_t comm)
+void weft__sched_cache_release(struct weft_comm *comm)
 {
     weft__sched_busy_remove(comm);
     /* operations still unfinished when the communicator goes are cancelled */
@@ -93,14 +93,14 @@ void weft__sched_cache_release(weft_comm_t comm)
     }
 }
 
-uint32_t weft__comm_peek_seq(const weft_comm_t comm)
+uint32_t weft__comm_peek_seq(const struct weft_comm *comm)
 {
     uint32_t seq = comm->seq & WEFT_TAG_SEQ_P2P;
 
     return seq >= WEFT_TAG_SEQ_NOTICE ? 0 : seq; /* as weft__comm_take_seq skips */
 }
 
-uint32_t weft__comm_take_seq(weft_comm_t comm)
+uint32_t weft__comm_take_seq(struct weft_comm *comm)
 {
     uint32_t seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
 
@@ -110,7 +110,7 @@ uint32_t weft__comm_take_seq(weft_comm_t comm)
     return seq;
 }
 
-weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
+weft_status_t weft__sched_create(struct weft_comm *comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p)
 {
     weft_sched_t *s = comm->sched_cache;
@@ -152,7 +152,7 @@ void weft__sched_destroy(weft_sched_t *s)
     }
     weft__sched_cancel_active(s);
     weft__sched_unlink_active(s);
-    if (s->comm->magic == WEFT_COMM_MAGIC && s->comm->sched_cache == NULL) {
+    if (s->comm->handle != NULL && s->comm->sched_cache == NULL) {
         s->comm->sched_cache = s;
         return;
     }
@@ -469,7 +469,7 @@ void weft__sched_task_info(const weft_sched_t *s, int index, weft_sched_task_inf
     info->t_end = t->t_end;
 }
 
-weft_comm_t weft__sched_comm(const weft_sched_t *s)
+struct weft_comm *weft__sched_comm(const weft_sched_t *s)
 {
     return s->comm;
 }

@@ -46,22 +46,22 @@ typedef struct weft_sched weft_sched_t;
 /* A collective takes the communicator's next sequence number (all ranks
  * create their collective schedules for one communicator in the same order);
  * a point-to-point schedule uses WEFT_TAG_SEQ_P2P. */
-weft_status_t weft__sched_create(weft_comm_t comm, const weft_op_desc_t *desc,
+weft_status_t weft__sched_create(struct weft_comm *comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p);
 /* The next collective sequence number of comm (weft__sched_create takes
  * one; an operation run without a schedule takes one too, so that every
  * rank numbers the same operations alike whichever path they take). */
-uint32_t weft__comm_take_seq(weft_comm_t comm);
+uint32_t weft__comm_take_seq(struct weft_comm *comm);
 /* Cancels what is outstanding; the communicator may keep the memory for its
  * next schedule. */
 void weft__sched_destroy(weft_sched_t *s);
 /* Free the schedule a communicator keeps (when the communicator goes). */
-void weft__sched_cache_release(weft_comm_t comm);
+void weft__sched_cache_release(struct weft_comm *comm);
 
 /* The operation's sequence number (WEFT_TAG_SEQ_P2P for point-to-point). */
 uint32_t weft__sched_seq(const weft_sched_t *s);
 /* The sequence number the next collective of comm will take. */
-uint32_t weft__comm_peek_seq(const weft_comm_t comm);
+uint32_t weft__comm_peek_seq(const struct weft_comm *comm);
 /* The flight recorder's handle of the operation (coll/diag/record.h): its
  * end is recorded when the schedule completes or fails. */
 void weft__sched_record(weft_sched_t *s, long handle);
@@ -158,7 +158,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s);
 int weft__thread_busy(void);
 int weft__sched_test(weft_sched_t *s, weft_status_t *status_p);
 void weft__sched_detach(weft_sched_t *s);
-int weft__comm_progress(weft_comm_t comm);
+int weft__comm_progress(struct weft_comm *comm);
 /* start + wait */
 weft_status_t weft__sched_run(weft_sched_t *s);
 
@@ -179,6 +179,6 @@ typedef struct weft_sched_task_info {
     uint64_t t_end;
 } weft_sched_task_info_t;
 void weft__sched_task_info(const weft_sched_t *s, int index, weft_sched_task_info_t *info);
-weft_comm_t weft__sched_comm(const weft_sched_t *s);
+struct weft_comm *weft__sched_comm(const weft_sched_t *s);
 
 #endif /* WEFT_COLL_SCHED_H */

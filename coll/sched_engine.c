@@ -27,11 +27,11 @@
 #define BUSY_MAX 64
 
 static _Thread_local struct {
-    weft_comm_t comm[BUSY_MAX];
+    struct weft_comm *comm[BUSY_MAX];
     int n;
 } busy;
 
-static void busy_add(weft_comm_t comm)
+static void busy_add(struct weft_comm *comm)
 {
     for (int i = 0; i < busy.n; i++) {
         if (busy.comm[i] == comm) {
@@ -45,7 +45,7 @@ static void busy_add(weft_comm_t comm)
      * the others progress when they are waited for themselves */
 }
 
-void weft__sched_busy_remove(weft_comm_t comm)
+void weft__sched_busy_remove(struct weft_comm *comm)
 {
     for (int i = 0; i < busy.n; i++) {
         if (busy.comm[i] == comm) {
@@ -63,12 +63,12 @@ int weft__thread_busy(void)
 /* One round over the unfinished operations of comm and of every other
  * communicator of this thread; returns how many tasks (and operations)
  * completed. */
-static int progress_all(weft_comm_t comm)
+static int progress_all(struct weft_comm *comm)
 {
     int completed = weft__comm_progress(comm);
 
     for (int i = 0; i < busy.n;) {
-        weft_comm_t c = busy.comm[i];
+        struct weft_comm *c = busy.comm[i];
 
         if (c != comm) {
             completed += weft__comm_progress(c);
@@ -169,7 +169,7 @@ static void task_complete(weft_sched_t *s, int index)
 static weft_status_t task_execute(weft_sched_t *s, int index)
 {
     task_t *t = &s->tasks[index];
-    weft_comm_t comm = s->comm;
+    struct weft_comm *comm = s->comm;
     uint64_t tag;
 
     switch (t->kind) {
@@ -238,7 +238,7 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
 weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
 {
     int events = 0;
-    weft_comm_t comm = s->comm;
+    struct weft_comm *comm = s->comm;
 
     *done_p = 0;
     if (s->status != WEFT_INPROGRESS) {
@@ -424,7 +424,7 @@ static void reap(weft_sched_t *s)
     }
 }
 
-int weft__comm_progress(weft_comm_t comm)
+int weft__comm_progress(struct weft_comm *comm)
 {
     int completed = 0;
     weft_sched_t *s = comm->active;
@@ -449,7 +449,7 @@ int weft__comm_progress(weft_comm_t comm)
 
 /* The communicator cannot go on (aborted, a peer died): fail every
  * unfinished schedule of it with the reason. */
-static void fail_all(weft_comm_t comm, weft_status_t status)
+static void fail_all(struct weft_comm *comm, weft_status_t status)
 {
     char detail[256];
 
@@ -509,7 +509,7 @@ void weft__sched_detach(weft_sched_t *s)
 
 /* A function task of the communicator is waiting: no message will wake a
  * sleeper when its condition comes true. */
-static int comm_polling(weft_comm_t comm)
+static int comm_polling(struct weft_comm *comm)
 {
     for (const weft_sched_t *s = comm->active; s != NULL; s = s->next_active) {
         if (s->npoll_active > 0) {
@@ -519,7 +519,7 @@ static int comm_polling(weft_comm_t comm)
     return 0;
 }
 
-static int polling(weft_comm_t comm)
+static int polling(struct weft_comm *comm)
 {
     int any = comm_polling(comm);
 
@@ -531,7 +531,7 @@ static int polling(weft_comm_t comm)
 
 weft_status_t weft__sched_wait(weft_sched_t *s)
 {
-    weft_comm_t comm = s->comm;
+    struct weft_comm *comm = s->comm;
     uint64_t spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
     uint64_t yield_ns = comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
     uint64_t idle_since = 0, idle_ns = 0;

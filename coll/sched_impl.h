@@ -44,7 +44,7 @@ typedef struct scratch {
 } scratch_t;
 
 struct weft_sched {
-    weft_comm_t comm;
+    struct weft_comm *comm;
     const weft_device_ops_t *dev;
     weft_op_desc_t desc;
     uint32_t seq;
@@ -92,6 +92,6 @@ void weft__sched_cancel_active(weft_sched_t *s);
 /* Tell the flight recorder that s ended (once). */
 void weft__sched_record_end(weft_sched_t *s);
 /* Forget comm in this thread's list of communicators with unfinished operations. */
-void weft__sched_busy_remove(weft_comm_t comm);
+void weft__sched_busy_remove(struct weft_comm *comm);
 
 #endif /* WEFT_COLL_SCHED_IMPL_H */

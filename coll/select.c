@@ -200,7 +200,7 @@ const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, i
     return weft__coll_choose(kind, bytes, nranks, &params, NULL);
 }
 
-const weft_coll_algo_t *weft__coll_choose_flat(weft_comm_t comm, weft_coll_kind_t kind,
+const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll_kind_t kind,
                                                size_t bytes, int nranks)
 {
     weft_cost_params_t params;
@@ -323,7 +323,7 @@ size_t weft__coll_bytes(const weft_coll_args_t *a)
 }
 
 /* The algorithm and the operation's description (health checked first). */
-static weft_status_t prepare(weft_comm_t comm, const weft_coll_args_t *args,
+static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *args,
                              const weft_coll_algo_t **algo_p, weft_op_desc_t *desc)
 {
     weft_cost_params_t params;
@@ -436,7 +436,7 @@ static int root_of(const weft_coll_args_t *a)
     }
 }
 
-weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
+weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p)
 {
     const weft_coll_algo_t *algo;
@@ -466,7 +466,7 @@ weft_status_t weft__coll_start(weft_comm_t comm, const weft_coll_args_t *args,
     return WEFT_OK;
 }
 
-weft_status_t weft__coll_run(weft_comm_t comm, const weft_coll_args_t *args)
+weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *args)
 {
     const weft_coll_algo_t *algo;
     weft_op_desc_t desc;

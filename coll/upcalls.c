@@ -10,13 +10,13 @@
 #include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 
-static weft_status_t health(weft_comm_t comm)
+static weft_status_t health(struct weft_comm *comm)
 {
     return comm->shm != NULL ? weft__shm_health(comm->shm) : WEFT_OK;
 }
 
 /* SIGUSR1 asked every communicator for a dump (coll/diag/dump.h). */
-static void poll(weft_comm_t comm)
+static void poll(struct weft_comm *comm)
 {
     if (WEFT_UNLIKELY(weft__dump_requested(comm))) {
         weft__record_dump(comm, NULL, 1);
@@ -27,7 +27,7 @@ static void poll(weft_comm_t comm)
 /* Timeouts and dead peers: what this rank ran and what it is stuck in, in
  * the log, for the diagnosis next to the other ranks' dumps; and the JSON
  * file under WEFT_DUMP_DIR for the failures it is written for. */
-static void failed(weft_comm_t comm, weft_status_t status)
+static void failed(struct weft_comm *comm, weft_status_t status)
 {
     if (status == WEFT_ERR_TIMEOUT || status == WEFT_ERR_PEER_FAILED) {
         weft__record_dump(comm, NULL, 1);

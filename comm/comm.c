@@ -11,18 +11,11 @@
 #include <stdio.h>
 #include <unistd.h>
 
-weft_status_t weft__comm_check(weft_comm_t comm, const char *what)
+weft_handle_table_t weft__comm_handles = WEFT_HANDLE_TABLE_INIT("communicator", 0xc0);
+
+weft_status_t weft__comm_check(weft_comm_t handle, const char *what, struct weft_comm **comm_p)
 {
-    if (comm == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "%s is NULL", what);
-    }
-    if (comm->magic == WEFT_COMM_DESTROYED) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "%s was destroyed", what);
-    }
-    if (comm->magic != WEFT_COMM_MAGIC) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "%s is not a weft communicator", what);
-    }
-    return WEFT_OK;
+    return weft__handle_lookup(&weft__comm_handles, handle, what, (void **)comm_p);
 }
 
 /*
@@ -31,14 +24,14 @@ weft_status_t weft__comm_check(weft_comm_t comm, const char *what)
  * r - 1, and tells r + 1 once, when it fails (by itself or by a notice), so a
  * failure anywhere reaches every rank with one message per rank.
  */
-static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origin);
+static weft_status_t fail_from(struct weft_comm *comm, weft_status_t status, int origin);
 
-static uint64_t notice_tag(weft_comm_t comm)
+static uint64_t notice_tag(struct weft_comm *comm)
 {
     return weft__tag_make(comm->id, WEFT_TAG_SEQ_NOTICE, 0);
 }
 
-static void notice_post(weft_comm_t comm)
+static void notice_post(struct weft_comm *comm)
 {
     if (comm->notice_posted) {
         return; /* posting failed once, or the notice arrived: not again */
@@ -52,7 +45,7 @@ static void notice_post(weft_comm_t comm)
 }
 
 /* Record the failure a notice from the left neighbour carries: 1 when one came. */
-static int notice_arrived(weft_comm_t comm)
+static int notice_arrived(struct weft_comm *comm)
 {
     int done = 0;
     weft_status_t status = comm->p2p->test(comm->p2p_ep, comm->notice_recv, &done);
@@ -71,7 +64,7 @@ static int notice_arrived(weft_comm_t comm)
     return 1;
 }
 
-void weft__comm_notice_release(weft_comm_t comm)
+void weft__comm_notice_release(struct weft_comm *comm)
 {
     int done = 0;
 
@@ -109,12 +102,12 @@ static int breaks_comm(weft_status_t status)
     }
 }
 
-static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origin)
+static weft_status_t fail_from(struct weft_comm *comm, weft_status_t status, int origin)
 {
     int right = (comm->rank + 1) % comm->size;
     struct weft_comm_notice *n = &comm->notice_out;
 
-    if (comm->failed != WEFT_OK || !breaks_comm(status) || comm->magic != WEFT_COMM_MAGIC) {
+    if (comm->failed != WEFT_OK || !breaks_comm(status) || comm->handle == NULL) {
         return status;
     }
     comm->failed = status;
@@ -141,12 +134,12 @@ static weft_status_t fail_from(weft_comm_t comm, weft_status_t status, int origi
     return status;
 }
 
-weft_status_t weft__comm_fail(weft_comm_t comm, weft_status_t status)
+weft_status_t weft__comm_fail(struct weft_comm *comm, weft_status_t status)
 {
     return fail_from(comm, status, -1);
 }
 
-weft_status_t weft__comm_health(weft_comm_t comm)
+weft_status_t weft__comm_health(struct weft_comm *comm)
 {
     int failed;
 
@@ -202,7 +195,7 @@ uint64_t weft__deadline_ns(void)
     return weft__time_ns() + (uint64_t)(t * 1e9);
 }
 
-int weft__comm_world_rank(weft_comm_t comm, int rank)
+int weft__comm_world_rank(struct weft_comm *comm, int rank)
 {
     while (comm->parent != NULL && rank >= 0) {
         if (comm->p2p_ep == NULL || rank >= comm->size) {

@@ -16,14 +16,15 @@
 #include "bootstrap/bootstrap.h"
 #include "pt2pt/pt2pt.h"
 #include "comm/node.h"
+#include "base/handle.h"
 
 #include <stdatomic.h>
 
-#define WEFT_COMM_MAGIC 0x77656674u     /* "weft" */
-#define WEFT_COMM_DESTROYED 0x64656164u /* "dead" */
 #define WEFT_COMM_NOTICE_TEXT 248       /* bytes of a failure's message kept and forwarded */
 /* The sequence number of failure notices (comm/comm.c): collectives skip it. */
 #define WEFT_TAG_SEQ_NOTICE (WEFT_TAG_SEQ_P2P - 1)
+
+struct weft_comm;
 
 /*
  * What core calls in the layers above, set once at creation (NULL: none).
@@ -35,13 +36,13 @@
  * left: dump what it ran. None may block.
  */
 typedef struct weft_comm_upcalls {
-    void (*poll)(weft_comm_t comm);
-    weft_status_t (*health)(weft_comm_t comm);
-    void (*failed)(weft_comm_t comm, weft_status_t status);
+    void (*poll)(struct weft_comm *comm);
+    weft_status_t (*health)(struct weft_comm *comm);
+    void (*failed)(struct weft_comm *comm, weft_status_t status);
 } weft_comm_upcalls_t;
 
 struct weft_comm {
-    uint32_t magic;
+    weft_comm_t handle; /* what the application holds (base/handle.h); NULL once destroyed */
     int rank;
     int size;
     uint32_t id;  /* agreed by every member; part of every tag */
@@ -57,6 +58,7 @@ struct weft_comm {
     const int *parent_rank;
     atomic_int aborted;             /* set by weft_comm_abort, from any thread */
     atomic_int refs;                /* the handle's, plus one per child communicator */
+    atomic_int pins;                /* the memory's (runtime/comm.h) */
     struct weft_sched *sched_cache; /* last finished schedule, reused (coll/sched.c) */
     struct weft_sched *active;      /* started, unfinished schedules (coll/sched_engine.c) */
     int oversubscribed;             /* more ranks on this host than cores: yield, never spin */
@@ -71,7 +73,6 @@ struct weft_comm {
     } last_choice[16];
     weft_node_map_t *node;            /* where the ranks run (comm/node.h) */
     struct weft_shm *shm;             /* this node's segment, or NULL (coll/shm/shm.h) */
-    struct weft_comm *next_destroyed; /* tombstone list, freed by weft_finalize */
     atomic_int enq_pending;           /* enqueued operations not finished (runtime/enqueue.c) */
     weft_status_t enq_error;          /* the first failure of one, for the next call */
     char enq_msg[512];
@@ -94,13 +95,23 @@ struct weft_comm {
     } notice_in, notice_out;
 };
 
-/* WEFT_OK when comm is a live communicator; otherwise an error naming `what`. */
-weft_status_t weft__comm_check(weft_comm_t comm, const char *what);
+/* The communicators the application holds: handles to live ones. */
+extern weft_handle_table_t weft__comm_handles;
+
+/* The communicator of a live handle in *comm_p; otherwise WEFT_ERR_INVALID_ARG
+ * naming `what` ("comm is NULL", "comm was destroyed", "comm is not a weft
+ * communicator"). */
+weft_status_t weft__comm_check(weft_comm_t handle, const char *what, struct weft_comm **comm_p);
+/* The communicator of a live handle, or NULL. */
+static inline struct weft_comm *weft__comm_of(weft_comm_t handle)
+{
+    return (struct weft_comm *)weft__handle_get(&weft__comm_handles, handle);
+}
 /* WEFT_ERR_ABORTED or WEFT_ERR_PEER_FAILED (with the message) when comm can
  * no longer complete operations, the error that broke it when it failed
  * earlier ("communicator failed earlier: ..."), or the error a peer's
  * failure notice carries; WEFT_OK otherwise. Cheap: polled by waits. */
-weft_status_t weft__comm_health(weft_comm_t comm);
+weft_status_t weft__comm_health(struct weft_comm *comm);
 
 /*
  * An operation of comm failed with status (its message in weft_last_error):
@@ -110,14 +121,14 @@ weft_status_t weft__comm_health(weft_comm_t comm);
  * fail too instead of waiting for their deadline. Other statuses (invalid
  * arguments, no memory) change nothing. Returns status.
  */
-weft_status_t weft__comm_fail(weft_comm_t comm, weft_status_t status);
+weft_status_t weft__comm_fail(struct weft_comm *comm, weft_status_t status);
 /* Cancel the failure notices in flight (when the communicator goes). */
-void weft__comm_notice_release(weft_comm_t comm);
+void weft__comm_notice_release(struct weft_comm *comm);
 
 /* The rank in the root communicator (the one made by weft_comm_world or
  * weft_comm_init_rank that comm was split from) of comm's rank `rank`; -1
  * when comm's transport is released. */
-int weft__comm_world_rank(weft_comm_t comm, int rank);
+int weft__comm_world_rank(struct weft_comm *comm, int rank);
 
 /* Cores this process may run on (its affinity mask). */
 int weft__usable_cores(void);

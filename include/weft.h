@@ -79,8 +79,12 @@ typedef enum {
     WEFT_OP_COUNT
 } weft_op_t;
 
-typedef struct weft_comm *weft_comm_t;
-typedef struct weft_request *weft_request_t;
+/* Handles: opaque values, never pointers to dereference. A destroyed
+ * communicator's or freed request's handle stays recognisable (using it
+ * returns WEFT_ERR_INVALID_ARG, "... was destroyed") while the memory behind
+ * it is reused: a handle carries a generation. NULL is never a handle. */
+typedef struct weft_comm_handle *weft_comm_t;
+typedef struct weft_request_handle *weft_request_t;
 
 /* Names a job for weft_comm_init_rank: the bootstrap root's address and a
  * random 128-bit job token. Plain bytes: copy it to every rank. */
@@ -108,8 +112,10 @@ const char *weft_dtype_name(weft_dtype_t dtype);
 const char *weft_op_name(weft_op_t op);
 
 /*
- * Communicators. A destroyed communicator handle stays recognisable until
- * weft_finalize: using it returns WEFT_ERR_INVALID_ARG.
+ * Communicators. A destroyed communicator's handle stays recognisable, also
+ * after weft_finalize: using it returns WEFT_ERR_INVALID_ARG. Its memory is
+ * freed when it is destroyed (or, for one that others were split from, when
+ * the last of those is destroyed).
  *
  * weft_comm_world: every process of the job, found through PMIx when the
  * process was launched by mpirun or srun; else through a unique id given in

@@ -20,7 +20,8 @@ typedef struct buf_check {
     weft_op_t op;
     int has_op;
     int per_rank; /* buffers hold size * count elements (not allreduce) */
-    weft_comm_t comm;
+    struct weft_comm *comm; /* NULL: handle is not a live communicator */
+    weft_comm_t handle;
     int no_send; /* sendbuf not read on this rank (rooted collectives) */
     int no_recv; /* recvbuf not written on this rank */
 } buf_check_t;
@@ -42,9 +43,11 @@ static weft_status_t check_common(const buf_check_t *c, size_t *esize_p, int *si
     if (status != WEFT_OK) {
         return status;
     }
-    if (c->comm == NULL || c->comm->magic != WEFT_COMM_MAGIC) {
+    if (c->comm == NULL) {
+        struct weft_comm *none;
+
         snprintf(what, sizeof(what), "%s: comm", c->call);
-        return weft__comm_check(c->comm, what);
+        return weft__comm_check(c->handle, what, &none);
     }
     esize = weft_dtype_size(c->dtype);
     if (esize == 0) {
@@ -193,10 +196,11 @@ static weft_status_t enter(buf_check_t *c, const int *root, const weft_call_mode
 }
 
 weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t count,
-                                    weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                    weft_dtype_t dtype, weft_op_t op, weft_comm_t comm_h,
                                     const weft_call_mode_t *how)
 {
-    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, 0};
+    struct weft_comm *comm = weft__comm_of(comm_h);
+    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, comm_h, 0, 0};
     size_t esize;
     weft_status_t status;
 
@@ -214,11 +218,12 @@ weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t co
 }
 
 weft_status_t weft__reduce_scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
+                                         weft_dtype_t dtype, weft_op_t op, weft_comm_t comm_h,
                                          const weft_call_mode_t *how)
 {
+    struct weft_comm *comm = weft__comm_of(comm_h);
     buf_check_t c = {
-        "weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, 0, 0};
+        "weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, comm_h, 0, 0};
     size_t esize, bytes;
     weft_status_t status;
 
@@ -240,10 +245,11 @@ weft_status_t weft__reduce_scatter_impl(const void *sendbuf, void *recvbuf, size
 }
 
 weft_status_t weft__allgather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                    weft_dtype_t dtype, weft_comm_t comm, const weft_call_mode_t *how)
+                                    weft_dtype_t dtype, weft_comm_t comm_h, const weft_call_mode_t *how)
 {
+    struct weft_comm *comm = weft__comm_of(comm_h);
     buf_check_t c = {
-        "weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
+        "weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, comm_h, 0, 0};
     size_t esize, bytes;
     weft_status_t status;
     char *own;
@@ -264,15 +270,16 @@ weft_status_t weft__allgather_impl(const void *sendbuf, void *recvbuf, size_t se
 }
 
 /* comm is valid when this runs (check_common passed or is about to). */
-static int rank_of(weft_comm_t comm)
+static int rank_of(struct weft_comm *comm)
 {
-    return comm != NULL && comm->magic == WEFT_COMM_MAGIC ? comm->rank : -1;
+    return comm != NULL ? comm->rank : -1;
 }
 
 weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                weft_comm_t comm, const weft_call_mode_t *how)
+                                weft_comm_t comm_h, const weft_call_mode_t *how)
 {
-    buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
+    struct weft_comm *comm = weft__comm_of(comm_h);
+    buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, comm_h, 0, 0};
     size_t esize;
     weft_status_t status;
 
@@ -284,11 +291,12 @@ weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int 
 }
 
 weft_status_t weft__reduce_impl(const void *sendbuf, void *recvbuf, size_t count,
-                                 weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm,
+                                 weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm_h,
                                  const weft_call_mode_t *how)
 {
+    struct weft_comm *comm = weft__comm_of(comm_h);
     int is_root = rank_of(comm) == root;
-    buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, 0, !is_root};
+    buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, comm_h, 0, !is_root};
     size_t esize;
     weft_status_t status;
     const void *src = sendbuf;
@@ -310,12 +318,13 @@ weft_status_t weft__reduce_impl(const void *sendbuf, void *recvbuf, size_t count
 }
 
 weft_status_t weft__gather_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                 weft_dtype_t dtype, int root, weft_comm_t comm,
+                                 weft_dtype_t dtype, int root, weft_comm_t comm_h,
                                  const weft_call_mode_t *how)
 {
+    struct weft_comm *comm = weft__comm_of(comm_h);
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1,
-                     comm,          0,       !is_root};
+                     comm, comm_h,          0,       !is_root};
     size_t esize, bytes;
     weft_status_t status;
     const void *src = sendbuf;
@@ -339,12 +348,13 @@ weft_status_t weft__gather_impl(const void *sendbuf, void *recvbuf, size_t sendc
 }
 
 weft_status_t weft__scatter_impl(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                  weft_dtype_t dtype, int root, weft_comm_t comm,
+                                  weft_dtype_t dtype, int root, weft_comm_t comm_h,
                                   const weft_call_mode_t *how)
 {
+    struct weft_comm *comm = weft__comm_of(comm_h);
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_scatter", sendbuf,  recvbuf, recvcount, dtype, WEFT_SUM, 0, 1,
-                     comm,           !is_root, 0};
+                     comm, comm_h,           !is_root, 0};
     size_t esize, bytes;
     weft_status_t status;
 
@@ -362,9 +372,10 @@ weft_status_t weft__scatter_impl(const void *sendbuf, void *recvbuf, size_t recv
 }
 
 weft_status_t weft__alltoall_impl(const void *sendbuf, void *recvbuf, size_t count,
-                                   weft_dtype_t dtype, weft_comm_t comm, const weft_call_mode_t *how)
+                                   weft_dtype_t dtype, weft_comm_t comm_h, const weft_call_mode_t *how)
 {
-    buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, 0, 0};
+    struct weft_comm *comm = weft__comm_of(comm_h);
+    buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, comm_h, 0, 0};
     size_t esize;
     weft_status_t status;
 
@@ -382,9 +393,10 @@ weft_status_t weft__alltoall_impl(const void *sendbuf, void *recvbuf, size_t cou
     return run(WEFT_COLL_ALLTOALL, &c, sendbuf, recvbuf, esize, how);
 }
 
-weft_status_t weft__barrier_impl(weft_comm_t comm, const weft_call_mode_t *how)
+weft_status_t weft__barrier_impl(weft_comm_t comm_h, const weft_call_mode_t *how)
 {
-    buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0, comm, 1, 1};
+    struct weft_comm *comm = weft__comm_of(comm_h);
+    buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0, comm, comm_h, 1, 1};
     size_t esize;
     weft_status_t status;
 
@@ -423,9 +435,10 @@ static weft_status_t check_vector(const buf_check_t *c, const char *cname, const
 
 weft_status_t weft__allgatherv_impl(const void *sendbuf, void *recvbuf, size_t sendcount,
                                      const size_t *recvcounts, const size_t *displs,
-                                     weft_dtype_t dtype, weft_comm_t comm, const weft_call_mode_t *how)
+                                     weft_dtype_t dtype, weft_comm_t comm_h, const weft_call_mode_t *how)
 {
-    buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
+    struct weft_comm *comm = weft__comm_of(comm_h);
+    buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, comm_h, 0, 0};
     size_t esize, total;
     weft_status_t status;
     const void *src = sendbuf;
@@ -464,10 +477,11 @@ weft_status_t weft__allgatherv_impl(const void *sendbuf, void *recvbuf, size_t s
 
 weft_status_t weft__alltoallv_impl(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
                                     const size_t *sdispls, const size_t *recvcounts,
-                                    const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm,
+                                    const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm_h,
                                     const weft_call_mode_t *how)
 {
-    buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, 0, 0};
+    struct weft_comm *comm = weft__comm_of(comm_h);
+    buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, comm_h, 0, 0};
     size_t esize, stotal = 0, rtotal;
     weft_status_t status;
     int in_place = sendbuf == WEFT_IN_PLACE;
@@ -502,9 +516,10 @@ weft_status_t weft__alltoallv_impl(const void *sendbuf, void *recvbuf, const siz
 
 weft_status_t weft__reduce_scatter_v_impl(const void *sendbuf, void *recvbuf,
                                            const size_t *recvcounts, weft_dtype_t dtype,
-                                           weft_op_t op, weft_comm_t comm, const weft_call_mode_t *how)
+                                           weft_op_t op, weft_comm_t comm_h, const weft_call_mode_t *how)
 {
-    buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, 0, 0};
+    struct weft_comm *comm = weft__comm_of(comm_h);
+    buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, comm_h, 0, 0};
     size_t esize, total;
     weft_status_t status;
 

@@ -1,4 +1,4 @@
-/* Communicator objects: creation, destruction with tombstones, the public
+/* Communicator objects: creation, handles, destruction, the public
  * rank/size/dump/abort calls (health and failures: comm/comm.c). */
 #include "runtime/comm.h"
 #include "runtime/enqueue.h"
@@ -9,23 +9,24 @@
 #include "coll/sched.h"
 #include "coll/shm/shm.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static pthread_mutex_t tombstone_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct weft_comm *tombstones;
-
 weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,
                                 void *p2p_ep, const weft_bootstrap_ops_t *boot, void *boot_ctx,
-                                weft_comm_t *comm_p)
+                                struct weft_comm **comm_p)
 {
     struct weft_comm *comm = calloc(1, sizeof(*comm));
+    weft_status_t status;
 
     if (comm == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a communicator");
     }
-    comm->magic = WEFT_COMM_MAGIC;
+    status = weft__handle_add(&weft__comm_handles, comm, (void **)&comm->handle);
+    if (status != WEFT_OK) {
+        free(comm);
+        return status;
+    }
     comm->rank = rank;
     comm->size = size;
     comm->id = id;
@@ -35,13 +36,15 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
     comm->boot_ctx = boot_ctx;
     comm->up = &weft__coll_upcalls;
     atomic_init(&comm->refs, 1);
+    atomic_init(&comm->pins, 1);
     *comm_p = comm;
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t comm, int *rank)
+WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t handle, int *rank)
 {
-    weft_status_t status = weft__comm_check(comm, "comm");
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "comm", &comm);
 
     if (status != WEFT_OK) {
         return status;
@@ -53,9 +56,10 @@ WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t comm, int *rank)
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t comm, int *size)
+WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t handle, int *size)
 {
-    weft_status_t status = weft__comm_check(comm, "comm");
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "comm", &comm);
 
     if (status != WEFT_OK) {
         return status;
@@ -67,15 +71,31 @@ WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t comm, int *size)
     return WEFT_OK;
 }
 
-void weft__comm_get(weft_comm_t comm)
+void weft__comm_get(struct weft_comm *comm)
 {
     atomic_fetch_add(&comm->refs, 1);
 }
 
-void weft__comm_put(weft_comm_t comm)
+void weft__comm_pin(struct weft_comm *comm)
+{
+    atomic_fetch_add(&comm->pins, 1);
+}
+
+void weft__comm_unpin(struct weft_comm *comm)
+{
+    if (atomic_fetch_sub(&comm->pins, 1) == 1) {
+        free(comm);
+    }
+}
+
+void weft__comm_put(struct weft_comm *comm)
 {
     if (atomic_fetch_sub(&comm->refs, 1) != 1) {
         return;
+    }
+    if (comm->handle != NULL) { /* released without weft_comm_destroy: a failed creation */
+        weft__handle_remove(&weft__comm_handles, comm->handle);
+        comm->handle = NULL;
     }
     weft__sched_cache_release(comm);
     weft__comm_notice_release(comm);
@@ -89,17 +109,18 @@ void weft__comm_put(weft_comm_t comm)
     comm->boot->release(comm->boot_ctx);
     comm->p2p_ep = NULL;
     comm->boot_ctx = NULL;
+    weft__comm_unpin(comm);
 }
 
 /*
- * The handle stays allocated as a tombstone until weft_finalize so that a
- * later call with it is reported as "destroyed" instead of reading freed
- * memory. Its transport is released now, or when the last communicator
- * split from it is destroyed.
+ * The handle is refused from now on (its generation is gone, base/handle.h);
+ * the memory goes when the last communicator split from this one is
+ * destroyed and the last request of it is settled or freed.
  */
-WEFT_EXPORT weft_status_t weft_comm_destroy(weft_comm_t comm)
+WEFT_EXPORT weft_status_t weft_comm_destroy(weft_comm_t handle)
 {
-    weft_status_t status = weft__comm_check(comm, "comm");
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "comm", &comm);
 
     if (status != WEFT_OK) {
         return status;
@@ -109,43 +130,22 @@ WEFT_EXPORT weft_status_t weft_comm_destroy(weft_comm_t comm)
     if (weft__enqueue_comm_drain(comm, "weft_comm_destroy") == WEFT_ERR_TIMEOUT) {
         return WEFT_ERR_TIMEOUT;
     }
-    comm->magic = WEFT_COMM_DESTROYED;
-    pthread_mutex_lock(&tombstone_lock);
-    comm->next_destroyed = tombstones;
-    tombstones = comm;
-    pthread_mutex_unlock(&tombstone_lock);
+    weft__handle_remove(&weft__comm_handles, handle);
+    comm->handle = NULL;
     weft__comm_put(comm);
     return WEFT_OK;
 }
 
-void weft__comm_release_tombstones(void)
-{
-    pthread_mutex_lock(&tombstone_lock);
-    struct weft_comm **p = &tombstones;
-
-    while (*p != NULL) {
-        struct weft_comm *c = *p;
-
-        if (atomic_load(&c->refs) > 0) {
-            /* a child communicator was never destroyed: keep what it uses */
-            p = &c->next_destroyed;
-            continue;
-        }
-        *p = c->next_destroyed;
-        free(c);
-    }
-    pthread_mutex_unlock(&tombstone_lock);
-}
-
-weft_status_t weft__comm_node_setup(weft_comm_t comm, weft_node_map_t *map)
+weft_status_t weft__comm_node_setup(struct weft_comm *comm, weft_node_map_t *map)
 {
     comm->node = map;
     return weft__shm_setup(comm);
 }
 
-WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out)
+WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t handle, FILE *out)
 {
-    weft_status_t status = weft__comm_check(comm, "weft_comm_dump: comm");
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "weft_comm_dump: comm", &comm);
 
     if (status != WEFT_OK) {
         return status;
@@ -166,9 +166,10 @@ WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t comm, FILE *out)
                             : weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: cannot write");
 }
 
-WEFT_EXPORT weft_status_t weft_comm_abort(weft_comm_t comm)
+WEFT_EXPORT weft_status_t weft_comm_abort(weft_comm_t handle)
 {
-    weft_status_t status = weft__comm_check(comm, "weft_comm_abort: comm");
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "weft_comm_abort: comm", &comm);
 
     if (status != WEFT_OK) {
         return status;

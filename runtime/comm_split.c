@@ -24,7 +24,7 @@ static atomic_uint next_comm_id = 1;
 
 typedef struct map_ep {
     weft_pt2pt_ops_t ops; /* map_ops, waking up as the parent's transport does */
-    weft_comm_t parent;
+    struct weft_comm *parent;
     int size;
     int map[]; /* child rank -> parent rank */
 } map_ep_t;
@@ -103,7 +103,7 @@ static const weft_pt2pt_ops_t map_ops = {
 
 /* The child's bootstrap: its own collectives, and the parent's liveness. */
 typedef struct child_boot {
-    weft_comm_t self;
+    struct weft_comm *self;
     map_ep_t *ep;
 } child_boot_t;
 
@@ -113,7 +113,7 @@ static weft_status_t child_allgather(void *ctx_, const void *blob, void *blobs, 
     child_boot_t *ctx = ctx_;
 
     (void)deadline_ns; /* the collective has WEFT_TIMEOUT itself */
-    return weft_allgather(blob, blobs, bytes, WEFT_UINT8, ctx->self);
+    return weft_allgather(blob, blobs, bytes, WEFT_UINT8, ctx->self->handle);
 }
 
 static weft_status_t child_barrier(void *ctx_, uint64_t deadline_ns)
@@ -122,7 +122,7 @@ static weft_status_t child_barrier(void *ctx_, uint64_t deadline_ns)
     unsigned char one = 1;
 
     (void)deadline_ns;
-    return weft_allreduce(WEFT_IN_PLACE, &one, 1, WEFT_UINT8, WEFT_MAX, ctx->self);
+    return weft_allreduce(WEFT_IN_PLACE, &one, 1, WEFT_UINT8, WEFT_MAX, ctx->self->handle);
 }
 
 static void child_release(void *ctx)
@@ -133,7 +133,7 @@ static void child_release(void *ctx)
 static int child_failed_rank(void *ctx_)
 {
     child_boot_t *ctx = ctx_;
-    weft_comm_t parent = ctx->ep->parent;
+    struct weft_comm *parent = ctx->ep->parent;
     int failed;
 
     if (parent->boot->failed_rank == NULL ||
@@ -171,8 +171,9 @@ static int member_cmp(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out)
+WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key, weft_comm_t *out)
 {
+    struct weft_comm *comm, *child;
     int64_t mine[3], *all;
     member_t *members;
     map_ep_t *ep;
@@ -187,7 +188,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     if (status != WEFT_OK) {
         return status;
     }
-    status = weft__comm_check(comm, "weft_comm_split: comm");
+    status = weft__comm_check(handle, "weft_comm_split: comm", &comm);
     if (status != WEFT_OK) {
         return status;
     }
@@ -204,7 +205,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     mine[0] = color;
     mine[1] = key;
     mine[2] = atomic_load(&next_comm_id);
-    status = weft_allgather(mine, all, 3, WEFT_INT64, comm);
+    status = weft_allgather(mine, all, 3, WEFT_INT64, handle);
     if (status != WEFT_OK || color < 0) {
         free(all);
         free(members);
@@ -252,38 +253,40 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     }
     boot->ep = ep;
     weft__comm_get(comm);
-    status = weft__comm_create(newrank, n, id, &ep->ops, ep, &child_boot_ops, boot, out);
+    status = weft__comm_create(newrank, n, id, &ep->ops, ep, &child_boot_ops, boot, &child);
     if (status != WEFT_OK) {
         weft__node_map_free(nmap);
         map_ep_release(ep);
         child_release(boot);
         return status;
     }
-    boot->self = *out;
-    (*out)->parent = comm;
-    (*out)->parent_rank = ep->map;
-    (*out)->oversubscribed = comm->oversubscribed;
-    (*out)->cost_measured = comm->cost_measured;
-    weft__obs_comm_inherit(*out, comm); /* one trace per rank of the job */
-    (*out)->cost_alpha = comm->cost_alpha;
-    (*out)->cost_beta = comm->cost_beta;
-    (*out)->cost_gamma = comm->cost_gamma;
-    status = weft__comm_node_setup(*out, nmap);
+    boot->self = child;
+    child->parent = comm;
+    child->parent_rank = ep->map;
+    child->oversubscribed = comm->oversubscribed;
+    child->cost_measured = comm->cost_measured;
+    weft__obs_comm_inherit(child, comm); /* one trace per rank of the job */
+    child->cost_alpha = comm->cost_alpha;
+    child->cost_beta = comm->cost_beta;
+    child->cost_gamma = comm->cost_gamma;
+    status = weft__comm_node_setup(child, nmap);
     if (status != WEFT_OK) {
-        weft_comm_destroy(*out);
+        weft_comm_destroy(child->handle);
         *out = NULL;
         return status;
     }
     weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
+    *out = child->handle;
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out)
+WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t handle, weft_comm_t *out)
 {
-    weft_status_t status = weft__comm_check(comm, "weft_comm_dup: comm");
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "weft_comm_dup: comm", &comm);
 
     if (status != WEFT_OK) {
         return status;
     }
-    return weft_comm_split(comm, 0, comm->rank, out);
+    return weft_comm_split(handle, 0, comm->rank, out);
 }

@@ -31,7 +31,7 @@
 typedef enum { OP_QUEUED, OP_RUNNING } op_state_t;
 
 typedef struct enq_op {
-    weft_comm_t comm;
+    struct weft_comm *comm;
     void *stream;
     const weft_device_ops_t *sdev; /* the stream's table */
     uint32_t *flag;
@@ -97,7 +97,7 @@ static void nap(long ns)
 static void record_error(enq_op_t *op, weft_status_t status)
 {
     const char *msg = weft_last_error();
-    weft_comm_t comm = op->comm;
+    struct weft_comm *comm = op->comm;
     int i;
 
     for (i = 0; i < nerrors && errors[i].stream != op->stream; i++) {
@@ -254,7 +254,7 @@ static weft_status_t ensure_thread(void)
     return WEFT_OK;
 }
 
-weft_status_t weft__enqueue_check(weft_comm_t comm, void *stream, const void *buf1,
+weft_status_t weft__enqueue_check(struct weft_comm *comm, void *stream, const void *buf1,
                                   const void *buf2, const char *call)
 {
     const weft_device_ops_t *sdev, *dev;
@@ -337,7 +337,7 @@ static size_t *copy_array(size_t *dst, const size_t *src, int n)
     return dst;
 }
 
-weft_status_t weft__enqueue_coll(weft_comm_t comm, const weft_coll_args_t *args, void *stream,
+weft_status_t weft__enqueue_coll(struct weft_comm *comm, const weft_coll_args_t *args, void *stream,
                                  const char *call)
 {
     enq_op_t *op = calloc(1, sizeof(*op));
@@ -357,7 +357,7 @@ weft_status_t weft__enqueue_coll(weft_comm_t comm, const weft_coll_args_t *args,
     return enqueue(op, stream, call);
 }
 
-weft_status_t weft__enqueue_p2p(weft_comm_t comm, int is_send, void *buf, size_t count,
+weft_status_t weft__enqueue_p2p(struct weft_comm *comm, int is_send, void *buf, size_t count,
                                 weft_dtype_t dtype, int peer, int tag, void *stream,
                                 const char *call)
 {
@@ -405,10 +405,10 @@ static weft_status_t drain(int (*pending)(const void *), const void *what, const
 
 static int comm_pending(const void *comm)
 {
-    return atomic_load(&((weft_comm_t)comm)->enq_pending) > 0;
+    return atomic_load(&((struct weft_comm *)comm)->enq_pending) > 0;
 }
 
-weft_status_t weft__enqueue_comm_drain(weft_comm_t comm, const char *call)
+weft_status_t weft__enqueue_comm_drain(struct weft_comm *comm, const char *call)
 {
     weft_status_t status;
 

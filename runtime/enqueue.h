@@ -36,19 +36,19 @@ typedef struct weft_call_mode {
 } weft_call_mode_t;
 
 /* Queue a validated collective (arrays of args are copied). */
-weft_status_t weft__enqueue_coll(weft_comm_t comm, const weft_coll_args_t *args, void *stream,
+weft_status_t weft__enqueue_coll(struct weft_comm *comm, const weft_coll_args_t *args, void *stream,
                                  const char *call);
 /* Queue a validated point-to-point send or receive. */
-weft_status_t weft__enqueue_p2p(weft_comm_t comm, int is_send, void *buf, size_t count,
+weft_status_t weft__enqueue_p2p(struct weft_comm *comm, int is_send, void *buf, size_t count,
                                 weft_dtype_t dtype, int peer, int tag, void *stream,
                                 const char *call);
 /* Checks every enqueue shares: the stream is one of a backend, the buffers'
  * memory can be used on it, and comm has no unfinished nonblocking request. */
-weft_status_t weft__enqueue_check(weft_comm_t comm, void *stream, const void *buf1,
+weft_status_t weft__enqueue_check(struct weft_comm *comm, void *stream, const void *buf1,
                                   const void *buf2, const char *call);
 /* Wait (WEFT_TIMEOUT) until comm has no enqueued operation left; then the
  * error of one that failed since the last call, if any (reported once). */
-weft_status_t weft__enqueue_comm_drain(weft_comm_t comm, const char *call);
+weft_status_t weft__enqueue_comm_drain(struct weft_comm *comm, const char *call);
 /* Wait until no operation enqueued on stream is left. */
 weft_status_t weft__enqueue_stream_drain(void *stream, const char *call);
 /* The first failure of an operation enqueued on stream since the last call

@@ -1,7 +1,7 @@
 /*
  * weft_init / weft_finalize: reference counted under one lock. The first
  * weft_init reads the configuration and the tuning rules; the last
- * weft_finalize releases them and the tombstones of destroyed communicators.
+ * weft_finalize releases them.
  */
 #include "runtime/init.h"
 #include "device/device.h"
@@ -101,7 +101,6 @@ WEFT_EXPORT weft_status_t weft_finalize(void)
         weft__obs_finalize();
         weft__coll_tune_release();
         weft__config_release();
-        weft__comm_release_tombstones();
     }
     pthread_mutex_unlock(&init_lock);
     return status;

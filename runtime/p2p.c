@@ -16,8 +16,9 @@
 
 /* The argument checks of every point-to-point entry point. */
 static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype_t dtype,
-                           int peer, int tag, weft_comm_t comm)
+                           int peer, int tag, weft_comm_t handle, struct weft_comm **comm_p)
 {
+    struct weft_comm *comm;
     char what[40];
     size_t esize = weft_dtype_size(dtype);
     const weft_device_ops_t *dev;
@@ -29,10 +30,11 @@ static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype
         return status;
     }
     snprintf(what, sizeof(what), "%s: comm", call);
-    status = weft__comm_check(comm, what);
+    status = weft__comm_check(handle, what, &comm);
     if (status != WEFT_OK) {
         return status;
     }
+    *comm_p = comm;
     if (esize == 0) {
         return weft__error(WEFT_ERR_INVALID_ARG, "%s: dtype %d is not a weft_dtype_t", call,
                            (int)dtype);
@@ -56,7 +58,7 @@ static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype
 }
 
 weft_status_t weft__p2p_start(const char *call, int is_send, void *buf, size_t count,
-                              weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
+                              weft_dtype_t dtype, int peer, int tag, struct weft_comm *comm,
                               weft_sched_t **sched_p)
 {
     size_t esize = weft_dtype_size(dtype);
@@ -88,11 +90,12 @@ weft_status_t weft__p2p_start(const char *call, int is_send, void *buf, size_t c
 
 /* Blocking (req NULL) or started with a request. */
 static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
-                         weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
+                         weft_dtype_t dtype, int peer, int tag, weft_comm_t handle,
                          weft_request_t *req)
 {
+    struct weft_comm *comm = NULL;
     weft_sched_t *s = NULL;
-    weft_status_t status = check(call, buf, count, dtype, peer, tag, comm);
+    weft_status_t status = check(call, buf, count, dtype, peer, tag, handle, &comm);
 
     if (status == WEFT_OK) {
         status = weft__enqueue_comm_drain(comm, call);
@@ -112,10 +115,11 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
 }
 
 static weft_status_t p2p_enqueue(const char *call, int is_send, void *buf, size_t count,
-                                 weft_dtype_t dtype, int peer, int tag, weft_comm_t comm,
+                                 weft_dtype_t dtype, int peer, int tag, weft_comm_t handle,
                                  weft_stream_t stream)
 {
-    weft_status_t status = check(call, buf, count, dtype, peer, tag, comm);
+    struct weft_comm *comm = NULL;
+    weft_status_t status = check(call, buf, count, dtype, peer, tag, handle, &comm);
 
     if (status == WEFT_OK) {
         status = weft__enqueue_check(comm, stream, buf, NULL, call);

@@ -3,57 +3,81 @@
  * every unfinished operation of the request's communicator; freeing an
  * unfinished request detaches its schedule, which completes on its own
  * during later progress of that communicator (or is cancelled when the
- * communicator is destroyed).
+ * communicator is destroyed). A request pins its communicator's memory
+ * (runtime/comm.h) until its schedule is given back, so that waiting on it
+ * after the communicator was destroyed reads what the schedule left (the
+ * error it was cancelled with), never freed memory.
  */
 #include "runtime/request.h"
+#include "runtime/comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
-#define WEFT_REQUEST_MAGIC 0x72657175u /* "requ" */
-
 struct weft_request {
-    uint32_t magic;
+    weft_request_t handle;
     weft_sched_t *s; /* NULL once finished and released */
     weft_status_t status;
 };
 
+static weft_handle_table_t requests = WEFT_HANDLE_TABLE_INIT("request", 0xa0);
+
 weft_status_t weft__request_new(weft_sched_t *s, weft_request_t *req_p)
 {
-    weft_request_t req = calloc(1, sizeof(*req));
+    struct weft_request *req = calloc(1, sizeof(*req));
+    weft_status_t status = req != NULL ? weft__handle_add(&requests, req, (void **)&req->handle)
+                                       : weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a request");
 
-    if (req == NULL) {
+    if (status != WEFT_OK) {
+        free(req);
         if (s != NULL) {
             weft__sched_detach(s);
         }
-        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a request");
+        return status;
     }
-    req->magic = WEFT_REQUEST_MAGIC;
     req->s = s;
     req->status = s != NULL ? WEFT_INPROGRESS : WEFT_OK;
-    *req_p = req;
+    if (s != NULL) {
+        weft__comm_pin(weft__sched_comm(s));
+    }
+    *req_p = req->handle;
     return WEFT_OK;
 }
 
-static weft_status_t check(weft_request_t req, const char *call)
+static weft_status_t check(weft_request_t handle, const char *call, struct weft_request **req_p)
 {
-    if (req == NULL || req->magic != WEFT_REQUEST_MAGIC) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "%s: req is %s", call,
-                           req == NULL ? "NULL" : "not a live weft request");
+    char what[48];
+
+    snprintf(what, sizeof(what), "%s: req", call);
+    return weft__handle_lookup(&requests, handle, what, (void **)req_p);
+}
+
+/* Give the schedule back (finished, or detached to finish on its own) and
+ * the communicator's memory with it. */
+static void release_sched(struct weft_request *req, int detach)
+{
+    struct weft_comm *comm = weft__sched_comm(req->s);
+
+    if (detach) {
+        weft__sched_detach(req->s);
+    } else {
+        weft__sched_destroy(req->s);
     }
-    return WEFT_OK;
+    req->s = NULL;
+    weft__comm_unpin(comm);
 }
 
 /* The schedule finished: keep its status, give it back. */
-static void settle(weft_request_t req, weft_status_t status)
+static void settle(struct weft_request *req, weft_status_t status)
 {
     req->status = status;
-    weft__sched_destroy(req->s);
-    req->s = NULL;
+    release_sched(req, 0);
 }
 
-WEFT_EXPORT weft_status_t weft_test(weft_request_t req, int *done)
+WEFT_EXPORT weft_status_t weft_test(weft_request_t handle, int *done)
 {
-    weft_status_t status = check(req, "weft_test");
+    struct weft_request *req;
+    weft_status_t status = check(handle, "weft_test", &req);
 
     if (status != WEFT_OK) {
         return status;
@@ -68,9 +92,10 @@ WEFT_EXPORT weft_status_t weft_test(weft_request_t req, int *done)
     return req->s == NULL ? req->status : WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_wait(weft_request_t req)
+WEFT_EXPORT weft_status_t weft_wait(weft_request_t handle)
 {
-    weft_status_t status = check(req, "weft_wait");
+    struct weft_request *req;
+    weft_status_t status = check(handle, "weft_wait", &req);
 
     if (status != WEFT_OK) {
         return status;
@@ -90,7 +115,8 @@ WEFT_EXPORT weft_status_t weft_waitall(int n, weft_request_t *reqs)
                            n < 0 ? "n is negative" : "reqs is NULL");
     }
     for (int i = 0; i < n; i++) {
-        weft_status_t status = check(reqs[i], "weft_waitall");
+        struct weft_request *req;
+        weft_status_t status = check(reqs[i], "weft_waitall", &req);
 
         if (status != WEFT_OK) {
             return weft__error(status, "weft_waitall: reqs[%d] is not a live request", i);
@@ -104,17 +130,18 @@ WEFT_EXPORT weft_status_t weft_waitall(int n, weft_request_t *reqs)
     return first;
 }
 
-WEFT_EXPORT weft_status_t weft_request_free(weft_request_t req)
+WEFT_EXPORT weft_status_t weft_request_free(weft_request_t handle)
 {
-    weft_status_t status = check(req, "weft_request_free");
+    struct weft_request *req;
+    weft_status_t status = check(handle, "weft_request_free", &req);
 
     if (status != WEFT_OK) {
         return status;
     }
     if (req->s != NULL) {
-        weft__sched_detach(req->s);
+        release_sched(req, 1);
     }
-    req->magic = 0;
+    weft__handle_remove(&requests, handle);
     free(req);
     return WEFT_OK;
 }

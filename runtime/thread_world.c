@@ -10,7 +10,7 @@
 
 typedef struct rank_thread {
     pthread_t thread;
-    weft_comm_t comm;
+    struct weft_comm *comm;
     weft_thread_rank_fn fn;
     void *arg;
     weft_node_map_t *map; /* handed to the communicator by the rank's thread */
@@ -26,7 +26,7 @@ static void *rank_main(void *arg)
         weft__log_error("rank %d: node setup failed: %s", t->comm->rank, weft_last_error());
     }
     t->map = NULL;
-    t->fn(t->comm, t->comm->rank, t->arg);
+    t->fn(t->comm->handle, t->comm->rank, t->arg);
     return NULL;
 }
 
@@ -49,7 +49,7 @@ static weft_status_t thread_map(int rank, int size, weft_node_map_t **map_p)
 }
 
 weft_status_t weft__thread_world_comm(weft_loop_world_t *lw, weft_thread_boot_world_t *bw, int rank,
-                                      int size, weft_comm_t *comm_p)
+                                      int size, struct weft_comm **comm_p)
 {
     void *ep = NULL, *boot = NULL;
     weft_status_t status;
@@ -96,6 +96,7 @@ weft_status_t weft__thread_world_run(const weft_thread_world_opts_t *opts, weft_
             weft__node_map_free(threads[made].map);
             goto err_destroy_comms;
         }
+        weft__comm_pin(threads[made].comm);
         threads[made].fn = fn;
         threads[made].arg = arg;
     }
@@ -125,7 +126,11 @@ weft_status_t weft__thread_world_run(const weft_thread_world_opts_t *opts, weft_
 
 err_destroy_comms:
     for (int r = 0; r < made; r++) {
-        weft_comm_destroy(threads[r].comm);
+        /* the body may have destroyed it: the pin keeps the struct to ask */
+        if (threads[r].comm->handle != NULL) {
+            weft_comm_destroy(threads[r].comm->handle);
+        }
+        weft__comm_unpin(threads[r].comm);
         weft__node_map_free(threads[r].map);
     }
     free(threads);

@@ -9,6 +9,8 @@
 #include "bootstrap/thread/thread.h"
 #include "pt2pt/loop/loop.h"
 
+struct weft_comm;
+
 typedef struct weft_thread_world_opts {
     int nranks;
     uint64_t seed;         /* landing order of messages; 0 = FIFO */
@@ -28,6 +30,6 @@ weft_status_t weft__thread_world_run(const weft_thread_world_opts_t *opts, weft_
 
 /* The communicator of `rank` in the given worlds (each gains a reference). */
 weft_status_t weft__thread_world_comm(weft_loop_world_t *lw, weft_thread_boot_world_t *bw,
-                                      int rank, int size, weft_comm_t *comm_p);
+                                      int rank, int size, struct weft_comm **comm_p);
 
 #endif /* WEFT_RUNTIME_THREAD_WORLD_H */

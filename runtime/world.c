@@ -38,7 +38,7 @@ static int cmp_double(const void *a, const void *b)
  * reduction, and all ranks take the largest values, so they select the
  * same algorithms.
  */
-static weft_status_t measure_cost(weft_comm_t comm)
+static weft_status_t measure_cost(struct weft_comm *comm)
 {
     enum { SMALL_ROUNDS = 16, BIG_ROUNDS = 4, BIG = 256 << 10 };
     const weft_device_ops_t *dev = &weft__device_host_ops;
@@ -79,11 +79,11 @@ static weft_status_t measure_cost(weft_comm_t comm)
 
             for (int i = 0; i <= rounds && status == WEFT_OK; i++) {
                 t0 = weft__time_ns();
-                status = first ? weft_send(a, count, WEFT_FLOAT32, partner, 1, comm)
-                               : weft_recv(a, count, WEFT_FLOAT32, partner, 1, comm);
+                status = first ? weft_send(a, count, WEFT_FLOAT32, partner, 1, comm->handle)
+                               : weft_recv(a, count, WEFT_FLOAT32, partner, 1, comm->handle);
                 if (status == WEFT_OK) {
-                    status = first ? weft_recv(a, count, WEFT_FLOAT32, partner, 1, comm)
-                                   : weft_send(a, count, WEFT_FLOAT32, partner, 1, comm);
+                    status = first ? weft_recv(a, count, WEFT_FLOAT32, partner, 1, comm->handle)
+                                   : weft_send(a, count, WEFT_FLOAT32, partner, 1, comm->handle);
                 }
                 if (i > 0) {
                     times[i - 1] = (double)(weft__time_ns() - t0) / 1e9 / 2;
@@ -107,7 +107,7 @@ static weft_status_t measure_cost(weft_comm_t comm)
             status = dev->reduce(a, srcs, 2, BIG / sizeof(float), WEFT_FLOAT32, WEFT_SUM);
         }
         m[2] = (double)(weft__time_ns() - t0) / 1e9 / 4 / BIG;
-        status = weft_allreduce(WEFT_IN_PLACE, m, 3, WEFT_FLOAT64, WEFT_MAX, comm);
+        status = weft_allreduce(WEFT_IN_PLACE, m, 3, WEFT_FLOAT64, WEFT_MAX, comm->handle);
     }
     free(a);
     free(b);
@@ -125,7 +125,7 @@ static weft_status_t measure_cost(weft_comm_t comm)
 
 /* Exchange worker addresses and build the communicator (takes boot_ctx). */
 static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
-                                         uint32_t id, int rank, int size, weft_comm_t *comm_p)
+                                         uint32_t id, int rank, int size, struct weft_comm **comm_p)
 {
     uint64_t deadline = weft__deadline_ns();
     weft_ucx_context_t *ucx = NULL;
@@ -181,7 +181,7 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
         if (boot->fail != NULL) {
             boot->fail(boot_ctx, status, weft__error_detail());
         }
-        weft_comm_destroy(*comm_p);
+        weft_comm_destroy((*comm_p)->handle);
         goto err_free_only;
     }
     weft__log_set_rank(rank);
@@ -244,7 +244,7 @@ static uint32_t id_comm_id(const weft_tcp_id_t *id)
 }
 
 static weft_status_t comm_from_id(int nranks, const weft_tcp_id_t *id, int rank,
-                                  weft_comm_t *comm_p)
+                                  struct weft_comm **comm_p)
 {
     void *ctx;
     weft_status_t status = weft__tcp_boot_create(id, nranks, rank, weft__deadline_ns(), &ctx);
@@ -255,7 +255,7 @@ static weft_status_t comm_from_id(int nranks, const weft_tcp_id_t *id, int rank,
     return comm_from_bootstrap(&weft__tcp_boot_ops, ctx, id_comm_id(id), rank, nranks, comm_p);
 }
 
-static weft_status_t comm_singleton(weft_comm_t *comm_p)
+static weft_status_t comm_singleton(struct weft_comm **comm_p)
 {
     weft_loop_opts_t lopts = {.nranks = 1};
     weft_loop_world_t *lw;
@@ -272,7 +272,7 @@ static weft_status_t comm_singleton(weft_comm_t *comm_p)
         status = weft__node_map_create(&key, 1, 0, 0, &map);
         status = status == WEFT_OK ? weft__comm_node_setup(*comm_p, map) : status;
         if (status != WEFT_OK) {
-            weft_comm_destroy(*comm_p);
+            weft_comm_destroy((*comm_p)->handle);
         }
     }
     /* on success the communicator holds both worlds */
@@ -283,7 +283,7 @@ err:
     return status;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
+static weft_status_t comm_world(struct weft_comm **comm)
 {
     const weft_runtime_config_t *cfg = &weft__runtime_config;
     weft_status_t status;
@@ -345,8 +345,8 @@ WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id)
     return status;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
-                                              weft_comm_t *comm)
+static weft_status_t comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
+                                    struct weft_comm **comm)
 {
     weft_tcp_id_t tid;
     char text[WEFT_TCP_ID_STRLEN + 1];
@@ -375,6 +375,29 @@ WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_init_rank: id is not a unique id");
     }
     return comm_from_id(nranks, &tid, rank, comm);
+}
+
+WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm_p)
+{
+    struct weft_comm *comm;
+    weft_status_t status = comm_world(comm_p != NULL ? &comm : NULL);
+
+    if (status == WEFT_OK) {
+        *comm_p = comm->handle;
+    }
+    return status;
+}
+
+WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
+                                              weft_comm_t *comm_p)
+{
+    struct weft_comm *comm;
+    weft_status_t status = comm_init_rank(nranks, id, rank, comm_p != NULL ? &comm : NULL);
+
+    if (status == WEFT_OK) {
+        *comm_p = comm->handle;
+    }
+    return status;
 }
 
 WEFT_EXPORT weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, char *buf,

@@ -209,6 +209,7 @@ static int rank_map(void)
     char host[HOST_LEN] = "";
     char *hosts = NULL;
     weft_comm_t comm;
+    const weft_node_map_t *node;
     weft_status_t status;
     int rank = 0, size = 0, rc = 0;
 
@@ -228,8 +229,9 @@ static int rank_map(void)
     if (gethostname(host, sizeof(host) - 1) != 0) {
         snprintf(host, sizeof(host), "?");
     }
+    node = weft__comm_of(comm)->node;
     /* the same on every rank: all of them stop here or none */
-    if (comm->node == NULL || comm->node->size != size) {
+    if (node == NULL || node->size != size) {
         fprintf(stderr, "weft_info --ranks: rank %d: the communicator carries no node map\n", rank);
         rc = 1;
         goto out;
@@ -248,7 +250,7 @@ static int rank_map(void)
         goto out;
     }
     if (rank == 0) {
-        print_rank_table(comm->node, hosts);
+        print_rank_table(node, hosts);
         fflush(stdout);
     }
 

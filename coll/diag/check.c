@@ -19,7 +19,7 @@ typedef struct check {
 static weft_status_t compare(void *state, int *peer_p)
 {
     check_t *c = state;
-    weft_comm_t comm = weft__sched_comm(c->s);
+    struct weft_comm *comm = weft__sched_comm(c->s);
     const weft_op_desc_t *desc = weft__sched_desc(c->s);
     char text[256];
 
@@ -41,7 +41,7 @@ static weft_status_t compare(void *state, int *peer_p)
 
 int weft__check_build(weft_sched_t *s)
 {
-    weft_comm_t comm = weft__sched_comm(s);
+    struct weft_comm *comm = weft__sched_comm(s);
     const weft_op_desc_t *desc = weft__sched_desc(s);
     int n = comm->size, me = comm->rank, cmp;
     check_t *c = weft__sched_scratch(s, sizeof(*c));

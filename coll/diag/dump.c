@@ -178,7 +178,7 @@ static void op_json(const weft_record_view_t *v, void *arg)
     putc('}', out);
 }
 
-weft_status_t weft__dump_json(weft_comm_t comm, const char *reason, FILE *out)
+weft_status_t weft__dump_json(struct weft_comm *comm, const char *reason, FILE *out)
 {
     dump_ctx_t c = {.out = out};
     struct timespec ts;
@@ -225,13 +225,13 @@ weft_status_t weft__dump_json(weft_comm_t comm, const char *reason, FILE *out)
     return WEFT_OK;
 }
 
-void weft__dump_name(weft_comm_t comm, char *buf, size_t len)
+void weft__dump_name(struct weft_comm *comm, char *buf, size_t len)
 {
     snprintf(buf, len, "weft-comm%u-rank%d-world%d.json", comm->id, comm->rank,
              weft__comm_world_rank(comm, comm->rank));
 }
 
-weft_status_t weft__dump_write(weft_comm_t comm, const char *dir, const char *reason)
+weft_status_t weft__dump_write(struct weft_comm *comm, const char *dir, const char *reason)
 {
     static atomic_uint serial;
     char name[128], path[4096], tmp[4096 + 64];
@@ -287,7 +287,7 @@ void weft__dump_configure(const char *dir)
 }
 
 /* Write, keeping the last error (status and its message). */
-static void write_keep(weft_comm_t comm, const char *reason, weft_status_t status)
+static void write_keep(struct weft_comm *comm, const char *reason, weft_status_t status)
 {
     char saved[512];
 
@@ -298,7 +298,7 @@ static void write_keep(weft_comm_t comm, const char *reason, weft_status_t statu
     }
 }
 
-void weft__dump_event(weft_comm_t comm, const char *reason, weft_status_t status)
+void weft__dump_event(struct weft_comm *comm, const char *reason, weft_status_t status)
 {
     const char **pending;
 
@@ -313,7 +313,7 @@ void weft__dump_event(weft_comm_t comm, const char *reason, weft_status_t status
     }
 }
 
-void weft__dump_ended(weft_comm_t comm, weft_status_t status)
+void weft__dump_ended(struct weft_comm *comm, weft_status_t status)
 {
     const char **pending = weft__record_pending(comm);
     const char *reason = *pending;
@@ -387,7 +387,7 @@ unsigned weft__dump_requests(void)
     return atomic_load_explicit(&requests, memory_order_relaxed);
 }
 
-int weft__dump_requested(weft_comm_t comm)
+int weft__dump_requested(struct weft_comm *comm)
 {
     unsigned now = atomic_load_explicit(&requests, memory_order_relaxed);
     unsigned *served;

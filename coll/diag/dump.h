@@ -54,26 +54,26 @@ void weft__dump_configure(const char *dir);
  * written logs a warning and leaves that message as it was. A failure's
  * dump (timeout, peer_failed, mismatch) while operations of comm run is
  * written again when they have ended (weft__dump_ended). */
-void weft__dump_event(weft_comm_t comm, const char *reason, weft_status_t status);
+void weft__dump_event(struct weft_comm *comm, const char *reason, weft_status_t status);
 /* An operation of comm ended with status while a dump is pending
  * (coll/diag/record.c). */
-void weft__dump_ended(weft_comm_t comm, weft_status_t status);
+void weft__dump_ended(struct weft_comm *comm, weft_status_t status);
 
 /* comm's recorder as one JSON object (with a final newline) to out.
  * WEFT_ERR_INVALID_ARG when out cannot be written. */
-weft_status_t weft__dump_json(weft_comm_t comm, const char *reason, FILE *out);
+weft_status_t weft__dump_json(struct weft_comm *comm, const char *reason, FILE *out);
 
 /* The dump's file name (no directory): "weft-comm<id>-rank<r>-world<w>.json",
  * r comm's rank, w the rank in the job's root communicator (two
  * communicators split at once may share an id; the world rank keeps their
  * files apart). Truncated to len. */
-void weft__dump_name(weft_comm_t comm, char *buf, size_t len);
+void weft__dump_name(struct weft_comm *comm, char *buf, size_t len);
 
 /* Write comm's dump to dir/<weft__dump_name> atomically (a temporary file
  * in dir, renamed over the old dump). When dir cannot be written, log a
  * warning naming the path and the reason and return WEFT_ERR_INVALID_ARG
  * (the communicator is not affected). */
-weft_status_t weft__dump_write(weft_comm_t comm, const char *dir, const char *reason);
+weft_status_t weft__dump_write(struct weft_comm *comm, const char *dir, const char *reason);
 
 /* JSON string literal of text (quotes, backslashes and control characters
  * escaped) to out. */
@@ -87,7 +87,7 @@ weft_status_t weft__dump_signal_install(void);
 void weft__dump_signal_remove(void);
 /* 1 once for every dump request comm has not served yet (cheap: one
  * relaxed load while no signal came). */
-int weft__dump_requested(weft_comm_t comm);
+int weft__dump_requested(struct weft_comm *comm);
 /* SIGUSR1s received so far (a new recorder starts from it). */
 unsigned weft__dump_requests(void);
 

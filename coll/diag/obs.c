@@ -109,7 +109,7 @@ void weft__obs_finalize(void)
 
 /* comm's state, created at its first observed operation (NULL: no memory;
  * the operation goes unobserved). */
-static struct weft_obs *obs_of(weft_comm_t comm)
+static struct weft_obs *obs_of(struct weft_comm *comm)
 {
     struct weft_obs *o = comm->obs;
 
@@ -167,7 +167,7 @@ void weft__obs_sched_end(weft_sched_t *s, weft_status_t status)
     observe(&op);
 }
 
-void weft__obs_op_end(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, uint64_t t0_ns,
+void weft__obs_op_end(struct weft_comm *comm, const weft_op_desc_t *desc, uint32_t seq, uint64_t t0_ns,
                       weft_status_t status)
 {
     weft_obs_op_t op = {
@@ -182,7 +182,7 @@ void weft__obs_op_end(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq
     observe(&op);
 }
 
-void weft__obs_comm_inherit(weft_comm_t child, weft_comm_t parent)
+void weft__obs_comm_inherit(struct weft_comm *child, struct weft_comm *parent)
 {
     struct weft_obs *po, *co;
 
@@ -196,7 +196,7 @@ void weft__obs_comm_inherit(weft_comm_t child, weft_comm_t parent)
     child->obs = co;
 }
 
-void weft__obs_comm_failed(weft_comm_t comm)
+void weft__obs_comm_failed(struct weft_comm *comm)
 {
     struct weft_obs *o = comm->obs;
 
@@ -205,7 +205,7 @@ void weft__obs_comm_failed(weft_comm_t comm)
     }
 }
 
-void weft__obs_comm_release(weft_comm_t comm)
+void weft__obs_comm_release(struct weft_comm *comm)
 {
     struct weft_obs *o = comm->obs;
 

@@ -54,17 +54,17 @@ void weft__obs_finalize(void);
 void weft__obs_sched_end(weft_sched_t *s, weft_status_t status);
 /* An operation run without a schedule ended: started at t0_ns
  * (weft__time_ns), sequence number seq. */
-void weft__obs_op_end(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, uint64_t t0_ns,
+void weft__obs_op_end(struct weft_comm *comm, const weft_op_desc_t *desc, uint32_t seq, uint64_t t0_ns,
                       weft_status_t status);
 
 /* child was split or duplicated from parent: it writes to parent's trace. */
-void weft__obs_comm_inherit(weft_comm_t child, weft_comm_t parent);
+void weft__obs_comm_inherit(struct weft_comm *child, struct weft_comm *parent);
 /* comm failed: write its trace now (it is written again, complete, when
  * the communicator goes or at weft_finalize). */
-void weft__obs_comm_failed(weft_comm_t comm);
+void weft__obs_comm_failed(struct weft_comm *comm);
 /* comm goes: its counters are freed, its trace written once no other
  * communicator shares it. */
-void weft__obs_comm_release(weft_comm_t comm);
+void weft__obs_comm_release(struct weft_comm *comm);
 
 /* --- between obs.c, trace.c and stats.c --- */
 
@@ -79,7 +79,7 @@ struct weft_obs {
 
 /* One finished operation, as both consumers see it. */
 typedef struct weft_obs_op {
-    weft_comm_t comm;
+    struct weft_comm *comm;
     const weft_op_desc_t *desc;
     weft_sched_t *sched; /* NULL: it ran without a schedule */
     uint32_t seq;
@@ -89,9 +89,9 @@ typedef struct weft_obs_op {
 } weft_obs_op_t;
 
 /* trace.c */
-struct weft_trace *weft__trace_open(weft_comm_t comm);
+struct weft_trace *weft__trace_open(struct weft_comm *comm);
 /* A new communicator's number in trace (its tracks). */
-int weft__trace_add_comm(struct weft_trace *t, weft_comm_t comm);
+int weft__trace_add_comm(struct weft_trace *t, struct weft_comm *comm);
 void weft__trace_ref(struct weft_trace *t);
 void weft__trace_put(struct weft_trace *t); /* the last reference writes and frees */
 void weft__trace_op(struct weft_trace *t, int trace_comm, const weft_obs_op_t *op);

@@ -50,7 +50,7 @@ uint64_t weft__record_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static record_t *slot(weft_comm_t comm, long handle)
+static record_t *slot(struct weft_comm *comm, long handle)
 {
     struct weft_recorder *r = comm->recorder;
     record_t *rec;
@@ -67,7 +67,7 @@ static record_t *slot(weft_comm_t comm, long handle)
  * 32-bit counter comm->seq nearest to it that masks to seq, widened to 64 bits
  * from the previous operation's (operations are recorded in order, so the two
  * are far closer than 2^31). A point-to-point tag takes no number. */
-static uint64_t serial_of(weft_comm_t comm, uint32_t seq, uint64_t last)
+static uint64_t serial_of(struct weft_comm *comm, uint32_t seq, uint64_t last)
 {
     uint32_t d = (seq - comm->seq) & WEFT_TAG_SEQ_P2P;
     uint32_t u = comm->seq + d;
@@ -80,7 +80,7 @@ static uint64_t serial_of(weft_comm_t comm, uint32_t seq, uint64_t last)
     return last + (uint64_t)(int64_t)(int32_t)(u - (uint32_t)last);
 }
 
-long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, int root)
+long weft__record_start(struct weft_comm *comm, const weft_op_desc_t *desc, uint32_t seq, int root)
 {
     struct weft_recorder *r = comm->recorder;
     record_t *rec;
@@ -122,7 +122,7 @@ long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t s
     return r->next++;
 }
 
-void weft__record_sched(weft_comm_t comm, long handle, weft_sched_t *s)
+void weft__record_sched(struct weft_comm *comm, long handle, weft_sched_t *s)
 {
     record_t *rec = slot(comm, handle);
 
@@ -132,7 +132,7 @@ void weft__record_sched(weft_comm_t comm, long handle, weft_sched_t *s)
     }
 }
 
-void weft__record_end(weft_comm_t comm, long handle, weft_status_t status)
+void weft__record_end(struct weft_comm *comm, long handle, weft_status_t status)
 {
     record_t *rec = slot(comm, handle);
 
@@ -151,7 +151,7 @@ void weft__record_end(weft_comm_t comm, long handle, weft_status_t status)
     }
 }
 
-void weft__record_drop(weft_comm_t comm, long handle)
+void weft__record_drop(struct weft_comm *comm, long handle)
 {
     record_t *rec = slot(comm, handle);
 
@@ -200,7 +200,7 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
     }
 }
 
-void weft__record_dump(weft_comm_t comm, FILE *out, int log)
+void weft__record_dump(struct weft_comm *comm, FILE *out, int log)
 {
     struct weft_recorder *r = comm->recorder;
     uint64_t now = weft__record_now_ns();
@@ -226,7 +226,7 @@ void weft__record_dump(weft_comm_t comm, FILE *out, int log)
     }
 }
 
-long weft__record_visit(weft_comm_t comm, void (*fn)(const weft_record_view_t *v, void *arg),
+long weft__record_visit(struct weft_comm *comm, void (*fn)(const weft_record_view_t *v, void *arg),
                         void *arg)
 {
     struct weft_recorder *r = comm->recorder;
@@ -266,17 +266,17 @@ long weft__record_visit(weft_comm_t comm, void (*fn)(const weft_record_view_t *v
     return r->next - 1;
 }
 
-unsigned *weft__record_mark(weft_comm_t comm)
+unsigned *weft__record_mark(struct weft_comm *comm)
 {
     return comm->recorder != NULL ? &comm->recorder->mark : NULL;
 }
 
-const char **weft__record_pending(weft_comm_t comm)
+const char **weft__record_pending(struct weft_comm *comm)
 {
     return comm->recorder != NULL ? &comm->recorder->pending : NULL;
 }
 
-int weft__record_running(weft_comm_t comm)
+int weft__record_running(struct weft_comm *comm)
 {
     struct weft_recorder *r = comm->recorder;
     int n = 0;
@@ -292,7 +292,7 @@ int weft__record_running(weft_comm_t comm)
     return n;
 }
 
-void weft__record_release(weft_comm_t comm)
+void weft__record_release(struct weft_comm *comm)
 {
     struct weft_recorder *r = comm->recorder;
 

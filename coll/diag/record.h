@@ -32,20 +32,20 @@ typedef enum {
  * sequence number, taken from comm->seq just before or to be taken next;
  * root: -1 unless rooted). Returns a handle for
  * weft__record_end (-1: not recorded). */
-long weft__record_start(weft_comm_t comm, const weft_op_desc_t *desc, uint32_t seq, int root);
+long weft__record_start(struct weft_comm *comm, const weft_op_desc_t *desc, uint32_t seq, int root);
 /* While it runs on a schedule, s tells where it is (NULL: it runs without
  * one). */
-void weft__record_sched(weft_comm_t comm, long handle, weft_sched_t *s);
+void weft__record_sched(struct weft_comm *comm, long handle, weft_sched_t *s);
 /* The operation ended with status (its message in weft_last_error when it
  * failed). A handle whose slot was reused since is ignored. */
-void weft__record_end(weft_comm_t comm, long handle, weft_status_t status);
+void weft__record_end(struct weft_comm *comm, long handle, weft_status_t status);
 /* Forget the last operation recorded (handle), which did not run. */
-void weft__record_drop(weft_comm_t comm, long handle);
+void weft__record_drop(struct weft_comm *comm, long handle);
 /* One line per recorded operation, oldest first; log: through the log at
  * error level instead of to out. */
-void weft__record_dump(weft_comm_t comm, FILE *out, int log);
+void weft__record_dump(struct weft_comm *comm, FILE *out, int log);
 /* Free comm's recorder. */
-void weft__record_release(weft_comm_t comm);
+void weft__record_release(struct weft_comm *comm);
 
 /* One recorded operation, as the JSON dump (coll/diag/dump.h) reads it.
  * Valid during the weft__record_visit callback only. */
@@ -74,18 +74,18 @@ typedef struct weft_record_view {
 /* Call fn for every recorded operation of comm, oldest first; returns how
  * many operations were recorded in all (older ones than those visited were
  * overwritten). Same thread as the recording. */
-long weft__record_visit(weft_comm_t comm, void (*fn)(const weft_record_view_t *v, void *arg),
+long weft__record_visit(struct weft_comm *comm, void (*fn)(const weft_record_view_t *v, void *arg),
                         void *arg);
 /* The recorder's clock (CLOCK_MONOTONIC_COARSE), in nanoseconds. */
 uint64_t weft__record_now_ns(void);
 /* A word the dump keeps per communicator (the last dump request served,
  * coll/diag/dump.c); NULL when comm has recorded nothing yet. */
-unsigned *weft__record_mark(weft_comm_t comm);
+unsigned *weft__record_mark(struct weft_comm *comm);
 /* The reason of a dump to write again once no operation of comm runs
  * (coll/diag/dump.c; weft__record_end calls weft__dump_ended while it is
  * set); NULL when comm has recorded nothing yet. */
-const char **weft__record_pending(weft_comm_t comm);
+const char **weft__record_pending(struct weft_comm *comm);
 /* Recorded operations of comm still running. */
-int weft__record_running(weft_comm_t comm);
+int weft__record_running(struct weft_comm *comm);
 
 #endif /* WEFT_COLL_DIAG_RECORD_H */

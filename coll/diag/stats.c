@@ -89,24 +89,25 @@ static double bus_factor(weft_coll_kind_t kind, int n)
     }
 }
 
-static weft_status_t check(weft_comm_t comm, const char *call)
+static weft_status_t check(weft_comm_t handle, const char *call, struct weft_comm **comm_p)
 {
     char what[64];
 
     snprintf(what, sizeof(what), "%s: comm", call);
-    return weft__comm_check(comm, what);
+    return weft__comm_check(handle, what, comm_p);
 }
 
-static const struct weft_stats_table *table_of(weft_comm_t comm)
+static const struct weft_stats_table *table_of(struct weft_comm *comm)
 {
     return comm->obs != NULL ? comm->obs->stats : NULL;
 }
 
-WEFT_EXPORT weft_status_t weft_stats(weft_comm_t comm, weft_stats_entry_t *out, size_t max,
+WEFT_EXPORT weft_status_t weft_stats(weft_comm_t handle, weft_stats_entry_t *out, size_t max,
                                      size_t *count_p)
 {
     const struct weft_stats_table *st;
-    weft_status_t status = check(comm, "weft_stats");
+    struct weft_comm *comm;
+    weft_status_t status = check(handle, "weft_stats", &comm);
     size_t n = 0;
 
     if (status != WEFT_OK) {
@@ -161,10 +162,11 @@ static void size_text(size_t bytes, char *buf, size_t len)
     snprintf(buf, len, "%zu%c", bytes, units[u]);
 }
 
-WEFT_EXPORT weft_status_t weft_stats_print(weft_comm_t comm, FILE *out)
+WEFT_EXPORT weft_status_t weft_stats_print(weft_comm_t handle, FILE *out)
 {
     weft_stats_entry_t *e;
-    weft_status_t status = check(comm, "weft_stats_print");
+    struct weft_comm *comm;
+    weft_status_t status = check(handle, "weft_stats_print", &comm);
     size_t n = 0;
 
     if (status != WEFT_OK) {
@@ -173,12 +175,12 @@ WEFT_EXPORT weft_status_t weft_stats_print(weft_comm_t comm, FILE *out)
     if (out == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_stats_print: out is NULL");
     }
-    weft_stats(comm, NULL, 0, &n);
+    weft_stats(handle, NULL, 0, &n);
     e = calloc(n ? n : 1, sizeof(*e));
     if (e == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "weft_stats_print: no memory for %zu entries", n);
     }
-    weft_stats(comm, e, n, &n);
+    weft_stats(handle, e, n, &n);
     fprintf(out, "# weft stats: rank %d of %d, communicator %08x%s\n", comm->rank, comm->size,
             comm->id, (weft__obs_flags & WEFT_OBS_STATS) ? "" : " (WEFT_STATS is off)");
     fprintf(out, "# %-16s %8s %8s %10s %14s %12s %10s %10s\n", "collective", "from", "to", "calls",
@@ -197,9 +199,10 @@ WEFT_EXPORT weft_status_t weft_stats_print(weft_comm_t comm, FILE *out)
                             : weft__error(WEFT_ERR_INVALID_ARG, "weft_stats_print: cannot write");
 }
 
-WEFT_EXPORT weft_status_t weft_stats_reset(weft_comm_t comm)
+WEFT_EXPORT weft_status_t weft_stats_reset(weft_comm_t handle)
 {
-    weft_status_t status = check(comm, "weft_stats_reset");
+    struct weft_comm *comm;
+    weft_status_t status = check(handle, "weft_stats_reset", &comm);
 
     if (status != WEFT_OK) {
         return status;

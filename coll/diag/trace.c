@@ -157,7 +157,7 @@ static char *unique_path(char *path)
     return cand;
 }
 
-struct weft_trace *weft__trace_open(weft_comm_t comm)
+struct weft_trace *weft__trace_open(struct weft_comm *comm)
 {
     struct weft_trace *t = calloc(1, sizeof(*t));
     char *path;
@@ -189,7 +189,7 @@ struct weft_trace *weft__trace_open(weft_comm_t comm)
     return t;
 }
 
-int weft__trace_add_comm(struct weft_trace *t, weft_comm_t comm)
+int weft__trace_add_comm(struct weft_trace *t, struct weft_comm *comm)
 {
     trace_comm_t *grown;
     int index;

@@ -30,7 +30,7 @@
  */
 #include "coll/shm/shm.h"
 
-static int usable(weft_comm_t comm, const weft_coll_args_t *a)
+static int usable(struct weft_comm *comm, const weft_coll_args_t *a)
 {
     const weft_node_map_t *m = comm->node;
 
@@ -54,7 +54,7 @@ static weft_status_t fallback(weft_sched_t *s, const weft_coll_args_t *a)
  * returns a task that completes with it. */
 static int on_rail(weft_sched_t *s, const weft_coll_args_t *in, int after)
 {
-    weft_comm_t comm = weft__sched_comm(s);
+    struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     const weft_coll_algo_t *algo =
         weft__coll_choose_flat(comm, in->kind, weft__coll_bytes(in), in->size);
@@ -108,7 +108,7 @@ static size_t *rail_slice(weft_sched_t *s, const weft_coll_args_t *a, weft_coll_
 
 static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    weft_comm_t comm = weft__sched_comm(s);
+    struct weft_comm *comm = weft__sched_comm(s);
     int L = comm->node->local_size;
     weft_coll_args_t in;
     size_t *b = rail_slice(s, a, &in);
@@ -128,7 +128,7 @@ static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
 
 static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    weft_comm_t comm = weft__sched_comm(s);
+    struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, root_node = m->node_of[a->root];
     weft_coll_args_t in;
@@ -180,7 +180,7 @@ static int regroup(weft_sched_t *s, char *grouped, char *plain, size_t block, in
 
 static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    weft_comm_t comm = weft__sched_comm(s);
+    struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
     size_t block = a->count * a->esize;
@@ -208,7 +208,7 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
 
 static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    weft_comm_t comm = weft__sched_comm(s);
+    struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
     size_t block = a->count * a->esize;

@@ -7,7 +7,7 @@
  */
 #include "coll/shm/shm.h"
 
-int weft__shm_usable(weft_comm_t comm, const weft_coll_args_t *a)
+int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a)
 {
     return comm->shm != NULL && comm->node->nnodes == 1 && comm->shm->L == a->size;
 }
@@ -47,7 +47,7 @@ static weft_status_t blocks(weft_sched_t *s, const weft_coll_args_t *a, size_t *
 
 static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    weft_comm_t comm = weft__sched_comm(s);
+    struct weft_comm *comm = weft__sched_comm(s);
     weft_shm_t *shm = comm->shm;
     size_t *boff, *bcnt;
     weft_status_t status;

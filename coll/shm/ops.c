@@ -612,7 +612,7 @@ int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm)
  * core between polls; the deadline and the peers' health every 64 polls
  * once busy-polling is over.
  */
-static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
+static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t seq)
 {
     uint64_t spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
     uint64_t start = 0, deadline = 0;
@@ -674,7 +674,7 @@ static weft_status_t run_direct(weft_comm_t comm, shm_op_t *o, uint32_t seq)
     return WEFT_OK;
 }
 
-weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
+weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
                             const weft_device_ops_t *dev, int *handled_p)
 {
     weft_shm_t *shm = comm->shm;

@@ -214,7 +214,7 @@ static double measure_copy(weft_shm_t *shm)
  * like weft_send/weft_recv), and the agreement is an allreduce of this layer
  * (no segment yet, so a point-to-point algorithm).
  */
-static weft_status_t setup_msg(weft_comm_t comm, int is_send, void *buf, size_t bytes, int peer)
+static weft_status_t setup_msg(struct weft_comm *comm, int is_send, void *buf, size_t bytes, int peer)
 {
     weft_op_desc_t desc = {.coll = is_send ? "shm setup send" : "shm setup recv",
                            .algo = "p2p",
@@ -242,7 +242,7 @@ static weft_status_t setup_msg(weft_comm_t comm, int is_send, void *buf, size_t 
 }
 
 /* agree[0..n) = the maximum over every rank of comm. */
-static weft_status_t setup_agree(weft_comm_t comm, double *agree, size_t n)
+static weft_status_t setup_agree(struct weft_comm *comm, double *agree, size_t n)
 {
     weft_coll_args_t args = {.kind = WEFT_COLL_ALLREDUCE,
                              .src = agree,
@@ -257,7 +257,7 @@ static weft_status_t setup_agree(weft_comm_t comm, double *agree, size_t n)
     return weft__coll_run(comm, &args);
 }
 
-weft_status_t weft__shm_setup(weft_comm_t comm)
+weft_status_t weft__shm_setup(struct weft_comm *comm)
 {
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, me = m->local_rank;

@@ -115,7 +115,7 @@ typedef struct weft_shm {
  * did; a failure to create shared memory is not an error (the collectives
  * then use point-to-point algorithms), a communication failure is.
  */
-weft_status_t weft__shm_setup(weft_comm_t comm);
+weft_status_t weft__shm_setup(struct weft_comm *comm);
 void weft__shm_release(weft_shm_t *shm);
 /* WEFT_ERR_PEER_FAILED when a local rank's process is gone. */
 weft_status_t weft__shm_health(weft_shm_t *shm);
@@ -155,11 +155,11 @@ int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm);
 /* The flat shared-memory algorithm (coll/shm/algos.c) and whether it can
  * run a on comm (one node, every rank in the segment). */
 extern const weft_coll_algo_t *const weft__shm_algo;
-int weft__shm_usable(weft_comm_t comm, const weft_coll_args_t *a);
+int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
 /* A blocking operation with nothing else of this thread outstanding,
  * weft__shm_usable for it: run it to completion now (*handled_p = 1, its
  * status returned), or *handled_p = 0 for those that need a schedule. */
-weft_status_t weft__shm_run(weft_comm_t comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
+weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
                             const weft_device_ops_t *dev, int *handled_p);
 
 /* The schedule's dtype, op and device (for ops.c). */

@@ -97,7 +97,7 @@ static weft_sched_t *make(weft_comm_t comm, const char *coll, weft_dtype_t dtype
 {
     weft_op_desc_t desc = {.coll = coll, .algo = "handmade", .count = 0, .dtype = dtype, .op = op};
     weft_sched_t *s = NULL;
-    weft_status_t st = weft__sched_create(comm, &desc, &weft__device_host_ops, &s);
+    weft_status_t st = weft__sched_create(weft__comm_of(comm), &desc, &weft__device_host_ops, &s);
 
     EXPECT(st == WEFT_OK && s != NULL, "sched_create: %s", weft_last_error());
     return s;
@@ -317,12 +317,12 @@ static void rank_recv_after_dep(weft_comm_t comm, int rank, void *arg)
         weft__sched_destroy(s);
     }
     /* the message is in rank 1's mailbox before its schedule exists */
-    st = comm->boot->barrier(comm->boot_ctx, weft__time_ns() + 5000000000ull);
+    st = weft__comm_of(comm)->boot->barrier(weft__comm_of(comm)->boot_ctx, weft__time_ns() + 5000000000ull);
     EXPECT(st == WEFT_OK, "barrier: %s", weft_last_error());
     if (rank == 1) {
         int recv, copy;
 
-        comm->p2p->progress(comm->p2p_ep); /* land it as unexpected */
+        weft__comm_of(comm)->p2p->progress(weft__comm_of(comm)->p2p_ep); /* land it as unexpected */
         s = make(comm, "recv_dep", WEFT_UINT64, WEFT_SUM);
         recv = weft__sched_recv(s, 0, 9, &buf, sizeof(buf)); /* built first */
         copy = weft__sched_copy(s, &saved, &buf, sizeof(buf));
@@ -461,15 +461,15 @@ Test(sched, reduce_input_limits, .init = setup)
 
 static void rank_empty(weft_comm_t comm, int rank, void *arg)
 {
-    uint32_t seq0 = comm->seq;
+    uint32_t seq0 = weft__comm_of(comm)->seq;
     weft_sched_t *s = make(comm, "empty", WEFT_INT32, WEFT_SUM);
     uint64_t t0;
     int done = 0;
     weft_status_t st;
 
     (void)arg;
-    EXPECT(comm->seq == seq0 + 1, "rank %d: create took %u sequence numbers", rank,
-           comm->seq - seq0);
+    EXPECT(weft__comm_of(comm)->seq == seq0 + 1, "rank %d: create took %u sequence numbers", rank,
+           weft__comm_of(comm)->seq - seq0);
     EXPECT(weft__sched_num_tasks(s) == 0, "tasks %zu", weft__sched_num_tasks(s));
     EXPECT(weft__sched_start(s) == WEFT_OK, "start: %s", weft_last_error());
     st = weft__sched_progress(s, &done);
@@ -612,7 +612,7 @@ static void rank_timeout(weft_comm_t comm, int rank, void *arg_)
     weft_sched_t *s = NULL;
     uint64_t t0;
 
-    EXPECT(weft__sched_create(comm, &desc, &weft__device_host_ops, &s) == WEFT_OK, "create");
+    EXPECT(weft__sched_create(weft__comm_of(comm), &desc, &weft__device_host_ops, &s) == WEFT_OK, "create");
     if (s == NULL) {
         return;
     }
@@ -640,22 +640,22 @@ static void rank_timeout(weft_comm_t comm, int rank, void *arg_)
         uint32_t late = 0x1a7e1a7e;
 
         while (!atomic_load(&arg->timed_out)) {
-            comm->p2p->idle_wait(comm->p2p_ep, 1000000);
+            weft__comm_of(comm)->p2p->idle_wait(weft__comm_of(comm)->p2p_ep, 1000000);
         }
         if (!arg->both_wait) {
             weft_p2p_req_t *req;
             int done;
-            uint64_t tag = weft__tag_make(comm->id, 0, 3);
+            uint64_t tag = weft__tag_make(weft__comm_of(comm)->id, 0, 3);
 
-            if (comm->p2p->isend(comm->p2p_ep, 0, &late, sizeof(late), WEFT_MEM_HOST, tag,
+            if (weft__comm_of(comm)->p2p->isend(weft__comm_of(comm)->p2p_ep, 0, &late, sizeof(late), WEFT_MEM_HOST, tag,
                                  &req) == WEFT_OK) {
-                comm->p2p->test(comm->p2p_ep, req, &done);
+                weft__comm_of(comm)->p2p->test(weft__comm_of(comm)->p2p_ep, req, &done);
             }
         }
     }
-    comm->boot->barrier(comm->boot_ctx, weft__time_ns() + 5000000000ull);
+    weft__comm_of(comm)->boot->barrier(weft__comm_of(comm)->boot_ctx, weft__time_ns() + 5000000000ull);
     for (int i = 0; i < 10; i++) {
-        comm->p2p->progress(comm->p2p_ep);
+        weft__comm_of(comm)->p2p->progress(weft__comm_of(comm)->p2p_ep);
     }
     res->buf_after = buf;
 }
@@ -755,7 +755,7 @@ static void rank_mismatch(weft_comm_t comm, int rank, void *arg_)
         .coll = "sizecoll", .algo = "handmade", .count = 2, .dtype = WEFT_UINT64, .op = WEFT_SUM};
     weft_sched_t *s = NULL;
 
-    EXPECT(weft__sched_create(comm, &desc, &weft__device_host_ops, &s) == WEFT_OK, "create");
+    EXPECT(weft__sched_create(weft__comm_of(comm), &desc, &weft__device_host_ops, &s) == WEFT_OK, "create");
     if (s == NULL) {
         return;
     }

@@ -415,8 +415,8 @@ static void collectives_body(weft_comm_t comm, int rank, void *arg)
     shared_t *sh = arg;
 
     (void)rank;
-    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
-    atomic_fetch_add(&sh->with_nodes, comm->node != NULL && comm->node->nnodes > 1);
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
+    atomic_fetch_add(&sh->with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
     for (int c = 0; c < NCOUNTS && atomic_load(&sh->failures) == 0; c++) {
         run_collectives(sh, comm, test_counts[c], c * 16);
     }
@@ -465,10 +465,10 @@ static void lifetime_body(weft_comm_t comm, int rank, void *arg)
     shared_t *sh = arg;
     weft_comm_t half = NULL;
 
-    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
-    if (rank == 0 && comm->shm != NULL) {
-        sh->slot_bytes = comm->shm->slot_bytes;
-        sh->local_size = comm->shm->L;
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
+    if (rank == 0 && weft__comm_of(comm)->shm != NULL) {
+        sh->slot_bytes = weft__comm_of(comm)->shm->slot_bytes;
+        sh->local_size = weft__comm_of(comm)->shm->L;
     }
     pthread_barrier_wait(&sh->barrier);
     if (rank == 0) {
@@ -482,7 +482,7 @@ static void lifetime_body(weft_comm_t comm, int rank, void *arg)
         fail(sh, "rank %d: split: %s", rank, weft_last_error());
         half = NULL; /* the others still meet this rank at every barrier */
     }
-    atomic_fetch_add(&sh->with_shm, half != NULL && half->shm != NULL);
+    atomic_fetch_add(&sh->with_shm, half != NULL && weft__comm_of(half)->shm != NULL);
     pthread_barrier_wait(&sh->barrier);
     if (rank == 0) {
         sh->seen_dev_shm[1] = dev_shm_count();
@@ -564,10 +564,10 @@ static void slot_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
-    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
-    if (rank == 0 && comm->shm != NULL) {
-        sh->slot_bytes = comm->shm->slot_bytes;
-        sh->local_size = comm->shm->L;
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
+    if (rank == 0 && weft__comm_of(comm)->shm != NULL) {
+        sh->slot_bytes = weft__comm_of(comm)->shm->slot_bytes;
+        sh->local_size = weft__comm_of(comm)->shm->L;
     }
     run_collectives(sh, comm, 5003, 7);
 }
@@ -664,8 +664,8 @@ static const char *selected(weft_comm_t comm, weft_coll_kind_t kind, size_t byte
     weft_cost_params_t params;
     const weft_coll_algo_t *a;
 
-    weft__cost_params(comm, &params);
-    a = weft__coll_choose(kind, bytes, comm->size, &params, NULL);
+    weft__cost_params(weft__comm_of(comm), &params);
+    a = weft__coll_choose(kind, bytes, weft__comm_of(comm)->size, &params, NULL);
     return a != NULL ? a->name : "(none)";
 }
 
@@ -684,13 +684,13 @@ static void forced_body(weft_comm_t comm, int rank, void *arg)
 
     /* where the forced algorithm cannot run the rule is dropped: the
      * selection names something else for every kind and size */
-    for (size_t i = 0; comm->size > 1 && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+    for (size_t i = 0; weft__comm_of(comm)->size > 1 && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         for (size_t bytes = 4; bytes <= ((size_t)1 << 20); bytes *= 64) {
             const char *name = selected(comm, kinds[i], bytes);
 
             if (strcmp(name, fs->algo) == 0) {
                 fail(sh, "rank %d of %d: %s of %zu bytes selects %s where it cannot run", rank,
-                     comm->size, weft__coll_kind_name(kinds[i]), bytes, name);
+                     weft__comm_of(comm)->size, weft__coll_kind_name(kinds[i]), bytes, name);
                 return;
             }
         }
@@ -751,8 +751,8 @@ static void single_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
-    if (comm->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
-        fail(sh, "one rank: segment %p, allreduce selects %s", (void *)comm->shm,
+    if (weft__comm_of(comm)->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
+        fail(sh, "one rank: segment %p, allreduce selects %s", (void *)weft__comm_of(comm)->shm,
              selected(comm, WEFT_COLL_ALLREDUCE, 4096));
         return;
     }
@@ -786,7 +786,7 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
     int32_t *in = alloc32(1031 * 2), *out = alloc32(1031);
     weft_status_t st;
 
-    atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
     for (size_t c = 0; c < 2; c++) {
         size_t n = counts[c];
 

@@ -252,7 +252,7 @@ static void tally(shared_t *sh, const op_t *o, weft_comm_t c, int csize)
     if (csize < 2) {
         return;
     }
-    weft__cost_params(c, &params);
+    weft__cost_params(weft__comm_of(c), &params);
     algo = weft__coll_choose(a.kind, weft__coll_bytes(&a), csize, &params, NULL);
     if (algo != NULL && strcmp(algo->name, "shm") == 0) {
         atomic_fetch_add(&sh->via[0][o->nonblocking], 1);
@@ -290,8 +290,8 @@ static void stress_body(weft_comm_t world, int rank, void *arg)
         fail(sh, "split failed");
         return;
     }
-    atomic_fetch_add(&sh->world_shm, world->shm != NULL);
-    atomic_fetch_add(&sh->half_shm, half->shm != NULL);
+    atomic_fetch_add(&sh->world_shm, weft__comm_of(world)->shm != NULL);
+    atomic_fetch_add(&sh->half_shm, weft__comm_of(half)->shm != NULL);
     comms[0] = world;
     comms[1] = half;
     for (int k = 0; k < sh->nops && atomic_load(&sh->failures) == 0; k++) {
@@ -705,8 +705,8 @@ static void order_body(weft_comm_t world, int rank, void *arg)
         fail(sh, "split failed");
         return;
     }
-    atomic_fetch_add(&sh->world_shm, world->shm != NULL);
-    atomic_fetch_add(&sh->half_shm, half->shm != NULL);
+    atomic_fetch_add(&sh->world_shm, weft__comm_of(world)->shm != NULL);
+    atomic_fetch_add(&sh->half_shm, weft__comm_of(half)->shm != NULL);
     for (int round = 0; round < ORDER_ROUNDS && atomic_load(&sh->failures) == 0; round++) {
         if (start_batch(sh, wb, BATCH, &rng, &k, 0, world, rank) != 0) {
             break;

@@ -117,9 +117,9 @@ static void env_sync(void *ctx)
  * creates its staging stream for emu on the first such message. */
 static int staged_through_host(weft_comm_t comm)
 {
-    const ucx_comm_t *uc = comm->p2p_ep;
+    const ucx_comm_t *uc = weft__comm_of(comm)->p2p_ep;
 
-    return comm->p2p == &weft__ucx_ops && uc->ctx->stage_streams[WEFT_MEM_EMU] != NULL;
+    return weft__comm_of(comm)->p2p == &weft__ucx_ops && uc->ctx->stage_streams[WEFT_MEM_EMU] != NULL;
 }
 
 /* The whole life of one rank in the job: join, run every case, leave. */

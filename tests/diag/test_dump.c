@@ -299,10 +299,10 @@ Test(dump, unwritable_dir_warns)
     fclose(out);
     cr_expect_not_null(strstr(mem, "allreduce"));
     free(mem);
-    cr_expect_eq(weft__dump_write(comm, file, WEFT_DUMP_REQUEST), WEFT_ERR_INVALID_ARG);
+    cr_expect_eq(weft__dump_write(weft__comm_of(comm), file, WEFT_DUMP_REQUEST), WEFT_ERR_INVALID_ARG);
     cr_expect_not_null(strstr(weft_last_error(), file), "%s", weft_last_error());
     cr_expect_not_null(strstr(weft_last_error(), "Not a directory"), "%s", weft_last_error());
-    cr_expect_eq(weft__dump_write(comm, "/nonexistent/weft", WEFT_DUMP_REQUEST),
+    cr_expect_eq(weft__dump_write(weft__comm_of(comm), "/nonexistent/weft", WEFT_DUMP_REQUEST),
                  WEFT_ERR_INVALID_ARG);
     cr_expect_not_null(strstr(weft_last_error(), "No such file"), "%s", weft_last_error());
     cr_expect_eq(count_files(&tmp), 1, "only the plain file");
@@ -425,7 +425,7 @@ static void two_ranks(weft_comm_t comm, int rank, void *arg)
         snprintf(path, sizeof(path), "%s/running.json", dir);
         f = fopen(path, "w");
         cr_assert_not_null(f);
-        cr_assert_eq(weft__dump_json(comm, "test", f), WEFT_OK);
+        cr_assert_eq(weft__dump_json(weft__comm_of(comm), "test", f), WEFT_OK);
         fclose(f);
         atomic_store(&stage, 1);
         cr_assert_eq(weft_wait(req), WEFT_OK);
@@ -524,14 +524,14 @@ Test(dump, serial_goes_on_past_the_seq_wrap)
     make_dir();
     setenv("WEFT_RECORD_OPS", "16", 1);
     comm = singleton();
-    while (comm->seq < END) {
-        uint32_t before = comm->seq;
+    while (weft__comm_of(comm)->seq < END) {
+        uint32_t before = weft__comm_of(comm)->seq;
         int32_t x = (int32_t)before;
 
         cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, &x, 1, WEFT_INT32, WEFT_SUM, comm), WEFT_OK,
                      "%s", weft_last_error());
         cr_assert_eq(x, (int32_t)before, "a singleton's sum is its own value");
-        cr_assert_gt(comm->seq, before, "every allreduce takes a sequence number");
+        cr_assert_gt(weft__comm_of(comm)->seq, before, "every allreduce takes a sequence number");
     }
     out = open_memstream(&mem, &memlen);
     cr_assert_eq(weft_comm_dump(comm, out), WEFT_OK, "%s", weft_last_error());
@@ -584,14 +584,14 @@ Test(dump, serial_of_a_peeked_seq_and_past_32_bits)
     make_dir();
     setenv("WEFT_RECORD_OPS", "64", 1);
     comm = singleton();
-    comm->seq = 3u * 65536 + 65534;
-    rec = weft__record_start(comm, &desc, weft__comm_peek_seq(comm), -1);
-    cr_assert_eq(weft__comm_take_seq(comm), 0u);
-    weft__record_end(comm, rec, WEFT_OK);
+    weft__comm_of(comm)->seq = 3u * 65536 + 65534;
+    rec = weft__record_start(weft__comm_of(comm), &desc, weft__comm_peek_seq(weft__comm_of(comm)), -1);
+    cr_assert_eq(weft__comm_take_seq(weft__comm_of(comm)), 0u);
+    weft__record_end(weft__comm_of(comm), rec, WEFT_OK);
     /* to 2^31 and to 2^32 - 16 in steps under 2^31: then across the wrap */
-    comm->seq = 0x80000000u;
+    weft__comm_of(comm)->seq = 0x80000000u;
     cr_assert_eq(weft_barrier(comm), WEFT_OK, "%s", weft_last_error());
-    comm->seq = 0xfffffff0u;
+    weft__comm_of(comm)->seq = 0xfffffff0u;
     for (int i = 0; i < 32; i++) {
         cr_assert_eq(weft_barrier(comm), WEFT_OK, "%s", weft_last_error());
     }

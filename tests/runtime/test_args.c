@@ -144,7 +144,7 @@ static void expect_bad_at(int line, ctx_t *c, kind_t k, const void *s, void *r, 
                           weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
                           const char *const *words)
 {
-    uint32_t seq = c->comm->seq;
+    uint32_t seq = weft__comm_of(c->comm)->seq;
     weft_status_t st;
     long changed;
 
@@ -172,7 +172,7 @@ static void expect_bad_at(int line, ctx_t *c, kind_t k, const void *s, void *r, 
         record_failure(line, "rank %d/%d %s: buffer byte %ld changed by a rejected call", c->rank,
                        c->size, kind_names[k], changed - BUF_OFF);
     }
-    if (c->comm->seq != seq) {
+    if (weft__comm_of(c->comm)->seq != seq) {
         record_failure(line, "rank %d/%d %s: rejected call took sequence number %u", c->rank,
                        c->size, kind_names[k], seq);
     }
@@ -309,9 +309,10 @@ static void bad_inputs(ctx_t *c)
 static void bad_comm_calls(ctx_t *c)
 {
     int v = -7;
-    struct weft_comm fake;
+    struct weft_comm fake_comm;
+    weft_comm_t fake = (weft_comm_t)(void *)&fake_comm; /* a pointer, not a handle */
 
-    memset(&fake, 0, sizeof(fake));
+    memset(&fake_comm, 0, sizeof(fake_comm));
     EXPECT(weft_comm_rank(NULL, &v) == WEFT_ERR_INVALID_ARG && v == -7, "rank(NULL)");
     EXPECT(strstr(weft_last_error(), "comm") != NULL, "'%s'", weft_last_error());
     EXPECT(weft_comm_size(NULL, &v) == WEFT_ERR_INVALID_ARG && v == -7, "size(NULL)");
@@ -325,12 +326,12 @@ static void bad_comm_calls(ctx_t *c)
     EXPECT(weft_comm_world(NULL) == WEFT_ERR_INVALID_ARG, "world(NULL)");
     EXPECT(strstr(weft_last_error(), "comm") != NULL, "'%s'", weft_last_error());
     /* something that is not a communicator at all */
-    EXPECT(weft_comm_rank(&fake, &v) == WEFT_ERR_INVALID_ARG && v == -7, "rank(fake)");
+    EXPECT(weft_comm_rank(fake, &v) == WEFT_ERR_INVALID_ARG && v == -7, "rank(fake)");
     EXPECT(strstr(weft_last_error(), "comm") != NULL, "'%s'", weft_last_error());
-    EXPECT(weft_allreduce(at(c, 0), at(c, 64), 1, WEFT_INT32, WEFT_SUM, &fake) ==
+    EXPECT(weft_allreduce(at(c, 0), at(c, 64), 1, WEFT_INT32, WEFT_SUM, fake) ==
                WEFT_ERR_INVALID_ARG,
            "allreduce(fake)");
-    EXPECT(weft_comm_destroy(&fake) == WEFT_ERR_INVALID_ARG, "destroy(fake)");
+    EXPECT(weft_comm_destroy(fake) == WEFT_ERR_INVALID_ARG, "destroy(fake)");
     /* the good calls */
     EXPECT(weft_comm_rank(c->comm, &v) == WEFT_OK && v == c->rank, "rank %d got %d", c->rank, v);
     EXPECT(weft_comm_size(c->comm, &v) == WEFT_OK && v == c->size, "size %d got %d", c->size, v);

@@ -174,7 +174,7 @@ static void many_body(weft_comm_t world, int rank, void *arg)
 
     for (int i = 0; i < 12; i++) {
         EXPECT_OK(weft_comm_split(world, (rank + i) % 2, rank, &comms[i]), "split");
-        ids[i] = comms[i]->id;
+        ids[i] = weft__comm_of(comms[i])->id;
         for (int j = 0; j < i; j++) {
             EXPECT(ids[j] != ids[i], "two live communicators share an id");
         }
@@ -223,4 +223,48 @@ Test(split, bad_arguments)
     cr_assert(strstr(weft_last_error(), "destroyed") != NULL, "%s", weft_last_error());
     cr_assert_eq(weft_comm_destroy(out), WEFT_OK);
     weft_finalize();
+}
+
+/*
+ * A request outlives its communicator: rank 0 starts a broadcast from rank 1
+ * that rank 1 never joins, both destroy the communicator (its memory is
+ * freed), and rank 0's wait then reports the cancellation; the request is
+ * refused once freed. Under ASan this is where a use after free would show.
+ */
+static void outlive_body(weft_comm_t world, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    weft_comm_t d, parent_dup;
+    weft_request_t req = NULL;
+    int32_t v = 7;
+    int done = 0;
+
+    EXPECT_OK(weft_comm_dup(world, &d), "dup");
+    EXPECT_OK(weft_comm_dup(world, &parent_dup), "second dup");
+    if (rank == 0) {
+        EXPECT_OK(weft_ibcast(&v, 1, WEFT_INT32, 1, d, &req), "ibcast");
+    }
+    EXPECT_OK(weft_comm_destroy(d), "destroy with a request outstanding");
+    if (rank == 0) {
+        weft_status_t st = weft_wait(req);
+
+        EXPECT(st == WEFT_ERR_ABORTED, "wait after destroy is not ABORTED");
+        EXPECT(strstr(weft_last_error(), "destroyed") != NULL, "the error does not say why");
+        EXPECT(v == 7, "a cancelled broadcast wrote the buffer");
+        EXPECT(weft_test(req, &done) == WEFT_ERR_ABORTED && done, "test after wait");
+        EXPECT_OK(weft_request_free(req), "free");
+        EXPECT(weft_wait(req) == WEFT_ERR_INVALID_ARG, "a freed request accepted");
+    }
+    /* the other communicators are untouched */
+    v = rank;
+    EXPECT_OK(weft_allreduce(WEFT_IN_PLACE, &v, 1, WEFT_INT32, WEFT_SUM, parent_dup), "allreduce");
+    EXPECT(v == 1, "allreduce after a destroyed sibling");
+    EXPECT_OK(weft_comm_destroy(parent_dup), "destroy");
+    atomic_fetch_add(&sh->checked, 1);
+}
+
+Test(split, request_outlives_communicator)
+{
+    shared_t sh = {0};
+    run(2, 0, outlive_body, &sh);
 }
