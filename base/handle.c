@@ -73,29 +73,37 @@ void *weft__handle_remove(weft_handle_table_t *t, const void *handle)
     return obj;
 }
 
+int weft__handle_stale(weft_handle_table_t *t, const void *handle)
+{
+    uintptr_t v = (uintptr_t)handle;
+    uint32_t index = (uint32_t)(v & 0xffffffu);
+    int stale = 0;
+
+    if ((uint8_t)(v >> 56) != t->tag || index == 0) {
+        return 0;
+    }
+    /* a slot that was handed out, at a generation it had and no longer has */
+    pthread_mutex_lock(&t->lock);
+    if (index <= t->nslots) {
+        uint32_t gen = atomic_load_explicit(&slot_of(t, index - 1)->gen, memory_order_relaxed);
+
+        stale = (uint32_t)(v >> 24) - gen >= 0x80000000u;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return stale;
+}
+
 weft_status_t weft__handle_lookup(weft_handle_table_t *t, const void *handle, const char *what,
                                   void **obj_p)
 {
     void *obj = weft__handle_get(t, handle);
-    uintptr_t v = (uintptr_t)handle;
 
     if (WEFT_UNLIKELY(obj == NULL)) {
-        uint32_t index = (uint32_t)(v & 0xffffffu);
-
         if (handle == NULL) {
             return weft__error(WEFT_ERR_INVALID_ARG, "%s is NULL", what);
         }
-        if ((uint8_t)(v >> 56) == t->tag && index != 0) {
-            /* a slot that was handed out, at a generation it had: its object is gone */
-            pthread_mutex_lock(&t->lock);
-            int issued = index <= t->nslots &&
-                         (uint32_t)(v >> 24) - atomic_load_explicit(&slot_of(t, index - 1)->gen,
-                                                                    memory_order_relaxed) >=
-                             0x80000000u;
-            pthread_mutex_unlock(&t->lock);
-            if (issued) {
-                return weft__error(WEFT_ERR_INVALID_ARG, "%s was destroyed", what);
-            }
+        if (weft__handle_stale(t, handle)) {
+            return weft__error(WEFT_ERR_INVALID_ARG, "%s was destroyed", what);
         }
         return weft__error(WEFT_ERR_INVALID_ARG, "%s is not a weft %s", what, t->kind);
     }

@@ -93,6 +93,10 @@ static inline void *weft__handle_get(weft_handle_table_t *t, const void *handle)
 weft_status_t weft__handle_lookup(weft_handle_table_t *t, const void *handle, const char *what,
                                   void **obj_p);
 
+/* 1 when handle is one t handed out whose object is gone (0 for a live
+ * handle and for any value t never handed out). */
+int weft__handle_stale(weft_handle_table_t *t, const void *handle);
+
 /* Objects now in the table. */
 uint32_t weft__handle_live(weft_handle_table_t *t);
 

@@ -4,6 +4,7 @@
 
 #ifdef WEFT_HAVE_CUDA_BACKEND
 #include "device/cuda/cuda.h"
+#include "device/emu/emu.h"
 #endif
 
 #include <linux/futex.h>
@@ -94,6 +95,10 @@ weft_status_t weft__device_stream_check(void *stream, const char *call,
     if (stream != NULL && weft__device_emu_ops.stream_owns(stream)) {
         *dev_p = &weft__device_emu_ops;
         return WEFT_OK;
+    }
+    if (weft__emu_stream_destroyed(stream)) { /* never handed to CUDA to look at */
+        return weft__error(WEFT_ERR_INVALID_ARG, "%s: stream %p is an emu stream that was destroyed",
+                           call, stream);
     }
     weft__device_init();
     if (cuda_ops != NULL && cuda_ops->stream_owns(stream)) {

@@ -348,7 +348,9 @@ weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
  * was freed is WEFT_ERR_INVALID_ARG.
  *
  * Streams: weft_stream_create makes a stream of a device type (a CUDA user
- * may pass its own cudaStream_t instead). weft_memcpy_async queues a copy
+ * may pass its own cudaStream_t instead). An emu stream is a handle like a
+ * communicator's: once destroyed, it is refused (WEFT_ERR_INVALID_ARG) and
+ * its memory and worker are gone. weft_memcpy_async queues a copy
  * (host <-> device or device <-> device). weft_stream_synchronize waits
  * for everything queued and returns the first error of it, including
  * errors of enqueued collectives (then with weft_last_error's diagnosis).

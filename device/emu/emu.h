@@ -36,6 +36,8 @@ uint64_t weft__emu_ipc_imports_total(void);
 /* Streams (stream.c). */
 typedef struct weft_emu_stream weft_emu_stream_t;
 int weft__emu_stream_owns(void *stream);
+/* 1 when stream is the handle of an emu stream that was destroyed. */
+int weft__emu_stream_destroyed(void *stream);
 weft_status_t weft__emu_stream_create(void **stream_p);
 weft_status_t weft__emu_stream_destroy(void *stream);
 weft_status_t weft__emu_stream_sync(void *stream);

@@ -8,11 +8,14 @@
  * by the next sync; later items still run, so flag writes that other
  * streams or the host wait for are never lost.
  *
- * Streams are registered in a set so that weft__emu_stream_owns can tell a
- * weft emu stream from any other pointer without dereferencing it.
+ * A stream is known by a handle (base/handle.h), not its address, so that
+ * weft__emu_stream_owns tells a live weft emu stream from any other value
+ * (a destroyed stream's handle, a CUDA stream) without dereferencing it,
+ * and a destroyed stream's memory is freed.
  */
 #include "device/emu/emu.h"
 
+#include "base/handle.h"
 #include "device/host/host.h"
 
 #include <errno.h>
@@ -59,9 +62,7 @@ struct weft_emu_stream {
     weft_status_t error;
 };
 
-static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
-static weft_emu_stream_t **streams;
-static int nstreams, cap_streams;
+static weft_handle_table_t streams = WEFT_HANDLE_TABLE_INIT("emu stream", 0xe0);
 
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
@@ -157,53 +158,18 @@ static void *worker(void *arg)
 
 int weft__emu_stream_owns(void *stream)
 {
-    int found = 0;
-
-    pthread_mutex_lock(&set_lock);
-    for (int i = 0; i < nstreams && !found; i++) {
-        found = streams[i] == stream;
-    }
-    pthread_mutex_unlock(&set_lock);
-    return found;
+    return weft__handle_get(&streams, stream) != NULL;
 }
 
-static weft_status_t set_add(weft_emu_stream_t *st)
+int weft__emu_stream_destroyed(void *stream)
 {
-    weft_status_t status = WEFT_OK;
-
-    pthread_mutex_lock(&set_lock);
-    if (nstreams == cap_streams) {
-        int ncap = cap_streams ? 2 * cap_streams : 16;
-        weft_emu_stream_t **n = realloc(streams, (size_t)ncap * sizeof(*n));
-
-        if (n == NULL) {
-            status = weft__error(WEFT_ERR_NO_MEMORY, "emu: stream table");
-        } else {
-            streams = n;
-            cap_streams = ncap;
-        }
-    }
-    if (status == WEFT_OK) {
-        streams[nstreams++] = st;
-    }
-    pthread_mutex_unlock(&set_lock);
-    return status;
+    return weft__handle_stale(&streams, stream);
 }
 
-static int set_remove(weft_emu_stream_t *st)
+/* The stream of a handle weft__emu_stream_owns accepted. */
+static weft_emu_stream_t *of(void *stream)
 {
-    int found = 0;
-
-    pthread_mutex_lock(&set_lock);
-    for (int i = 0; i < nstreams; i++) {
-        if (streams[i] == st) {
-            streams[i] = streams[--nstreams];
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&set_lock);
-    return found;
+    return weft__handle_get(&streams, stream);
 }
 
 weft_status_t weft__emu_stream_create(void **stream_p)
@@ -224,7 +190,7 @@ weft_status_t weft__emu_stream_create(void **stream_p)
         return weft__error(WEFT_ERR_NO_MEMORY, "emu: cannot start a stream worker: %s",
                            strerror(rc));
     }
-    status = set_add(st);
+    status = weft__handle_add(&streams, st, stream_p);
     if (status != WEFT_OK) {
         pthread_mutex_lock(&st->lock);
         st->stop = 1;
@@ -234,7 +200,6 @@ weft_status_t weft__emu_stream_create(void **stream_p)
         free(st);
         return status;
     }
-    *stream_p = st;
     return WEFT_OK;
 }
 
@@ -254,17 +219,19 @@ static void stream_free(weft_emu_stream_t *st)
 
 weft_status_t weft__emu_stream_destroy(void *stream)
 {
-    if (!set_remove(stream)) {
+    weft_emu_stream_t *st = weft__handle_remove(&streams, stream);
+
+    if (st == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_stream_destroy: %p is not an emu stream",
                            stream);
     }
-    stream_free(stream);
+    stream_free(st);
     return WEFT_OK;
 }
 
 weft_status_t weft__emu_stream_sync(void *stream)
 {
-    weft_emu_stream_t *st = stream;
+    weft_emu_stream_t *st = of(stream);
     weft_status_t status;
 
     pthread_mutex_lock(&st->lock);
@@ -306,7 +273,7 @@ weft_status_t weft__emu_memcpy_async(void *dst, const void *src, size_t bytes, v
     if (it != NULL) {
         *it = (item_t){.kind = ITEM_COPY, .dst = dst, .src = src, .bytes = bytes};
     }
-    return push(stream, it);
+    return push(of(stream), it);
 }
 
 weft_status_t weft__emu_reduce_async(void *stream, void *dst, const void *const *srcs, int nsrcs,
@@ -319,7 +286,7 @@ weft_status_t weft__emu_reduce_async(void *stream, void *dst, const void *const 
                        .op = op, .nsrcs = nsrcs};
         memcpy(it->srcs, srcs, (size_t)nsrcs * sizeof(void *));
     }
-    return push(stream, it);
+    return push(of(stream), it);
 }
 
 weft_status_t weft__emu_avg_async(void *stream, void *buf, size_t count, weft_dtype_t dtype,
@@ -331,7 +298,7 @@ weft_status_t weft__emu_avg_async(void *stream, void *buf, size_t count, weft_dt
         *it = (item_t){.kind = ITEM_AVG, .dst = buf, .bytes = count, .dtype = dtype,
                        .divisor = divisor};
     }
-    return push(stream, it);
+    return push(of(stream), it);
 }
 
 weft_status_t weft__emu_write_flag(void *stream, uint32_t *flag, uint32_t value)
@@ -341,7 +308,7 @@ weft_status_t weft__emu_write_flag(void *stream, uint32_t *flag, uint32_t value)
     if (it != NULL) {
         *it = (item_t){.kind = ITEM_WRITE, .flag = flag, .value = value};
     }
-    return push(stream, it);
+    return push(of(stream), it);
 }
 
 weft_status_t weft__emu_wait_flag(void *stream, uint32_t *flag, uint32_t value)
@@ -351,13 +318,15 @@ weft_status_t weft__emu_wait_flag(void *stream, uint32_t *flag, uint32_t value)
     if (it != NULL) {
         *it = (item_t){.kind = ITEM_WAIT, .flag = flag, .value = value};
     }
-    return push(stream, it);
+    return push(of(stream), it);
 }
 
 static void thread_stream_release(void *stream)
 {
-    if (set_remove(stream)) {
-        stream_free(stream);
+    weft_emu_stream_t *st = weft__handle_remove(&streams, stream);
+
+    if (st != NULL) {
+        stream_free(st);
     }
 }
 

@@ -154,3 +154,29 @@ Test(handles, communicators_and_requests)
     cr_assert_eq(weft_comm_destroy(a), WEFT_OK);
     cr_assert_eq(weft_finalize(), WEFT_OK);
 }
+
+/* Emu streams are handles too: a destroyed one is refused (and never taken
+ * for a CUDA stream) after a new stream reuses its slot. */
+Test(handles, emu_streams)
+{
+    weft_stream_t a, b;
+    char *buf;
+
+    cr_assert_eq(weft_init(), WEFT_OK);
+    cr_assert_eq(weft_stream_create(WEFT_MEM_EMU, &a), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_stream_destroy(a), WEFT_OK);
+    cr_assert_eq(weft_stream_create(WEFT_MEM_EMU, &b), WEFT_OK, "%s", weft_last_error());
+    cr_assert_neq(a, b);
+    cr_assert_eq(weft_stream_synchronize(a), WEFT_ERR_INVALID_ARG);
+    cr_assert_not_null(strstr(weft_last_error(), "emu stream that was destroyed"), "%s",
+                       weft_last_error());
+    cr_assert_eq(weft_stream_destroy(a), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft_mem_alloc(WEFT_MEM_EMU, 64, (void **)&buf), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_memcpy_async(buf, "0123456789", 10, a), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft_memcpy_async(buf, "0123456789", 10, b), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_stream_synchronize(b), WEFT_OK);
+    cr_assert_eq(memcmp(buf, "0123456789", 10), 0);
+    cr_assert_eq(weft_mem_free(buf), WEFT_OK);
+    cr_assert_eq(weft_stream_destroy(b), WEFT_OK);
+    cr_assert_eq(weft_finalize(), WEFT_OK);
+}
