@@ -12,3 +12,4 @@ tests_soak_mpi_churn_SOURCES = tests/soak/mpi_churn.c
 tests_soak_mpi_churn_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_soak_mpi_churn_LDADD = $(MPI_LIBS)
 endif
+EXTRA_DIST += tools/soak.sh
