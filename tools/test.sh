@@ -36,8 +36,10 @@ for trs in $(find tests -name '*.trs' | sort); do
 done
 # The hardening jobs (issue 11): ASan+UBSan and TSan builds of the
 # in-process, shared-memory and multi-process suites, and every fuzz target
-# for a bounded time; each ends with "<job>: N passed, N failed".
-for job in "sanitize.sh asan" "sanitize.sh tsan" "fuzz.sh 30"; do
+# for a bounded time; then the soak (issue 14: a minute of everything with
+# memory, descriptors and mappings watched) and its short leak-checked run;
+# each ends with "<job>: N passed, N failed".
+for job in "sanitize.sh asan" "sanitize.sh tsan" "fuzz.sh 30" "soak.sh 60" "soak.sh leak"; do
     name=${job%% *}
     echo
     echo "== tools/$job"

@@ -1,0 +1,666 @@
+/*
+ * A soak of weft between real processes (issue 14): for a bounded time,
+ * every rank runs the same seeded random mix of
+ *  - the 12 collectives, blocking, nonblocking (up to 3 outstanding on one
+ *    communicator, completed by weft_wait, weft_test or weft_waitall) and
+ *    stream-ordered on emu device memory (weft_*_enqueue on a
+ *    weft_stream_create(WEFT_MEM_EMU) stream, buffers from weft_mem_alloc),
+ *    blocking ones on emu memory too;
+ *  - point-to-point rings, blocking and nonblocking;
+ *  - communicator churn: every round dups and splits the world
+ *    communicator, runs its operations on the three, and destroys the two;
+ *    one round in eight aborts its dup (weft_comm_abort on every rank, with
+ *    an operation pending), checks that the next operation on it fails with
+ *    WEFT_ERR_ABORTED, destroys it and replaces it;
+ * and checks every element of every result (and that nothing past it was
+ * written) against a reference computed from per-rank deterministic data.
+ *
+ * Resources are sampled after every round, when only the world
+ * communicator, the stream and the soak's fixed buffers are alive: resident
+ * memory (VmRSS), open file descriptors (/proc/self/fd) and mappings
+ * (/proc/self/maps lines). The first sample after the warm-up (the first
+ * 20% of the run) is the baseline. A rank fails when, at the end, its
+ * resident memory is more than 2 MiB above the baseline, or it has more
+ * descriptors or mappings than the baseline, or a result was wrong.
+ *
+ * --churn N instead runs N cycles of dup + allreduce + destroy of the world
+ * communicator (baseline after the first 20% of them) under the same
+ * criteria, and reports the growth per 1000 cycles.
+ *
+ * Launch: the soak process forks the ranks and never calls weft itself;
+ * rank 0 starts the TCP bootstrap root (weft_get_unique_id) and hands the
+ * id to the others through a shared mapping. WEFT_RANKS_PER_NODE (--rpn,
+ * default 2) splits the machine into virtual nodes, so that with the
+ * default 4 ranks both the shared-memory and the UCX paths run. The parent
+ * reaps the ranks before a deadline (the run plus 120 s), kills them all
+ * when one fails or the deadline passes, and prints each rank's figures.
+ * Only weft's public API (weft.h) is used.
+ *
+ * Exit status: 0 when every rank passed, 1 otherwise, 2 for bad options.
+ */
+#include "tests/soak/soak.h"
+
+#include "tests/harness.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void soak_stage(rk_t *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(r->s->stage, sizeof(r->s->stage), fmt, ap);
+    va_end(ap);
+}
+
+void soak_fail(rk_t *r, int line, const char *fmt, ...)
+{
+    va_list ap;
+    int k = snprintf(r->s->error, sizeof(r->s->error), "line %d, at %s: ", line, r->s->stage);
+
+    if (k < 0 || (size_t)k >= sizeof(r->s->error)) {
+        k = 0;
+    }
+    va_start(ap, fmt);
+    vsnprintf(r->s->error + k, sizeof(r->s->error) - (size_t)k, fmt, ap);
+    va_end(ap);
+    _exit(1);
+}
+
+/* -------------------------------------------------------- sampling /proc */
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL) {
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.') {
+            n++;
+        }
+    }
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
+}
+
+static int count_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    int n = 0, c;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while ((c = fgetc(f)) != EOF) {
+        n += c == '\n';
+    }
+    fclose(f);
+    return n;
+}
+
+/* The open descriptors ("fd N: target") and the mappings, one a line, in
+ * a malloc'd text (NULL when /proc cannot be read). */
+static char *snapshot(void)
+{
+    char *text = NULL, path[300], target[512], line[1024];
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    FILE *f;
+
+    if (out == NULL) {
+        if (d != NULL) {
+            closedir(d);
+        }
+        return NULL;
+    }
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        ssize_t k;
+
+        if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        k = readlink(path, target, sizeof(target) - 1);
+        target[k > 0 ? k : 0] = '\0';
+        fprintf(out, "fd %s: %s\n", e->d_name, target);
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    f = fopen("/proc/self/maps", "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        fprintf(out, "map %s", line);
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    fclose(out);
+    return text;
+}
+
+/* The lines of now that are not in then, into buf. */
+static void diff_lines(const char *then, const char *now, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int more = 0;
+
+    buf[0] = '\0';
+    for (const char *p = now; p != NULL && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+        int found = 0;
+
+        for (const char *q = then; q != NULL && *q && !found;) {
+            const char *qe = strchr(q, '\n');
+            size_t m = qe != NULL ? (size_t)(qe - q) : strlen(q);
+
+            found = m == n && memcmp(p, q, n) == 0;
+            q = qe != NULL ? qe + 1 : NULL;
+        }
+        if (!found) {
+            if (len + n + 8 < cap) {
+                len += (size_t)snprintf(buf + len, cap - len, "  %.*s\n", (int)n, p);
+            } else {
+                more++;
+            }
+        }
+        p = eol != NULL ? eol + 1 : NULL;
+    }
+    if (more > 0 && len + 32 < cap) {
+        snprintf(buf + len, cap - len, "  (%d more)\n", more);
+    }
+}
+
+static sample_t take_sample(rk_t *r)
+{
+    sample_t s = {.rss_kib = rss_kib(), .fds = count_fds(), .maps = count_maps()};
+
+    CHECK(r, s.rss_kib > 0 && s.fds > 0 && s.maps > 0, "cannot read /proc/self");
+    return s;
+}
+
+static char *warm_snapshot; /* what was open and mapped at the baseline */
+
+static void note_sample(rk_t *r, int warm_now, int last)
+{
+    sample_t s;
+
+    if (warm_now) {
+        free(warm_snapshot);
+        warm_snapshot = snapshot();
+    }
+    s = take_sample(r);
+    if (last && r->s->warmed && (s.fds > r->s->warm.fds || s.maps > r->s->warm.maps)) {
+        char *now = snapshot();
+
+        diff_lines(warm_snapshot, now, r->s->grown, sizeof(r->s->grown));
+        free(now);
+    }
+    if (last) {
+        free(warm_snapshot);
+        warm_snapshot = NULL;
+    }
+    if (warm_now) {
+        r->s->warm = s;
+        r->s->max = s;
+        r->s->warmed = 1;
+        r->s->comm_cycles_warm = r->s->comm_cycles;
+    }
+    if (r->s->warmed) {
+        r->s->end = s;
+        if (s.rss_kib > r->s->max.rss_kib) {
+            r->s->max.rss_kib = s.rss_kib;
+        }
+        if (s.fds > r->s->max.fds) {
+            r->s->max.fds = s.fds;
+        }
+        if (s.maps > r->s->max.maps) {
+            r->s->max.maps = s.maps;
+        }
+    }
+}
+
+static void check_comm(rk_t *r, weft_comm_t comm, const char *name, int want_rank, int want_size)
+{
+    int me = -1, n = -1;
+    int64_t v[4];
+
+    CHECK_OK(r, weft_comm_rank(comm, &me));
+    CHECK_OK(r, weft_comm_size(comm, &n));
+    CHECK(r, me == want_rank && n == want_size, "%s: rank %d of %d, expected %d of %d", name, me, n,
+          want_rank, want_size);
+    for (int k = 0; k < 4; k++) {
+        v[k] = k + 1;
+    }
+    CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, v, 4, WEFT_INT64, WEFT_SUM, comm));
+    for (int k = 0; k < 4; k++) {
+        CHECK(r, v[k] == (int64_t)n * (k + 1), "%s: allreduce element %d is %" PRId64, name, k,
+              v[k]);
+    }
+}
+
+static void destroy(rk_t *r, weft_comm_t *c)
+{
+    if (*c != NULL) {
+        CHECK_OK(r, weft_comm_destroy(*c));
+        *c = NULL;
+        r->s->comm_cycles++;
+    }
+}
+
+/* Abort `work` with an operation pending on it on every rank, check that
+ * it fails from then on, destroy it and make a new one. */
+static void abort_and_replace(rk_t *r, weft_comm_t *work)
+{
+    int64_t x[64];
+    weft_request_t req;
+    weft_status_t st;
+
+    soak_stage(r, "abort of the round's dup");
+    for (int k = 0; k < 64; k++) {
+        x[k] = r->rank;
+    }
+    CHECK_OK(r, weft_iallreduce(WEFT_IN_PLACE, x, 64, WEFT_INT64, WEFT_SUM, *work, &req));
+    CHECK_OK(r, weft_comm_abort(*work));
+    st = weft_wait(req);
+    CHECK(r, st == WEFT_OK || st == WEFT_ERR_ABORTED,
+          "a pending allreduce on an aborted communicator returned %s: %s", weft_status_string(st),
+          weft_last_error());
+    if (st == WEFT_OK) {
+        for (int k = 0; k < 64; k++) {
+            CHECK(r, x[k] == (int64_t)r->n * (r->n - 1) / 2, "allreduce before the abort: %" PRId64,
+                  x[k]);
+        }
+    }
+    CHECK_OK(r, weft_request_free(req));
+    st = weft_barrier(*work);
+    CHECK(r, st == WEFT_ERR_ABORTED, "a barrier on an aborted communicator returned %s",
+          weft_status_string(st));
+    destroy(r, work);
+    r->s->aborts++;
+    soak_stage(r, "replacing the aborted dup");
+    CHECK_OK(r, weft_comm_dup(r->world, work));
+    check_comm(r, *work, "the replacement dup", r->rank, r->n);
+}
+
+/* The rank's position in the split by parity, keyed by descending rank. */
+static void split_expect(int rank, int n, int *pos, int *size)
+{
+    *pos = 0;
+    *size = 0;
+    for (int q = 0; q < n; q++) {
+        if (q % 2 == rank % 2) {
+            (*size)++;
+            *pos += q > rank;
+        }
+    }
+}
+
+static void soak(rk_t *r)
+{
+    double warm_s = r->o->seconds * 0.2;
+    int pos, size;
+
+    split_expect(r->rank, r->n, &pos, &size);
+    for (uint64_t round = 0;; round++) {
+        weft_comm_t work = NULL, half = NULL;
+        int32_t flags[2];
+
+        soak_stage(r, "round %" PRIu64 ": dup and split", round);
+        CHECK_OK(r, weft_comm_dup(r->world, &work));
+        check_comm(r, work, "dup", r->rank, r->n);
+        CHECK_OK(r, weft_comm_split(r->world, r->rank % 2, r->n - r->rank, &half));
+        check_comm(r, half, "split", pos, size);
+        soak_round_ops(r, work, half);
+        if (next(r) % 8 == 0) {
+            abort_and_replace(r, &work);
+            soak_round_ops(r, work, half);
+        }
+        soak_stage(r, "round %" PRIu64 ": destroy", round);
+        if (next(r) % 2) {
+            destroy(r, &work); /* either order */
+            destroy(r, &half);
+        } else {
+            destroy(r, &half);
+            destroy(r, &work);
+        }
+        /* rank 0's clock decides for everyone */
+        double t = harness_now_s() - r->start;
+
+        flags[0] = r->rank == 0 && t >= warm_s;
+        flags[1] = r->rank == 0 && t >= r->o->seconds;
+        soak_stage(r, "round %" PRIu64 ": vote", round);
+        CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, flags, 2, WEFT_INT32, WEFT_MAX, r->world));
+        note_sample(r, flags[0] && !r->s->warmed, flags[1]);
+        if (flags[1]) {
+            CHECK(r, r->s->warmed, "no warm-up sample");
+            break;
+        }
+    }
+}
+
+static void churn(rk_t *r)
+{
+    long n = r->o->churn, warm = n / 5;
+
+    for (long i = 0; i < n; i++) {
+        weft_comm_t c = NULL;
+        int64_t v[16];
+
+        if (i == warm) {
+            note_sample(r, 1, 0);
+        }
+        soak_stage(r, "churn cycle %ld", i);
+        CHECK_OK(r, weft_comm_dup(r->world, &c));
+        for (int k = 0; k < 16; k++) {
+            v[k] = (int64_t)(r->rank + 1) * (k + 1);
+        }
+        CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, v, 16, WEFT_INT64, WEFT_SUM, c));
+        for (int k = 0; k < 16; k++) {
+            CHECK(r, v[k] == (int64_t)r->n * (r->n + 1) / 2 * (k + 1),
+                  "churn cycle %ld: "
+                  "element %d is %" PRId64,
+                  i, k, v[k]);
+        }
+        destroy(r, &c);
+        r->s->ops[F_BLOCK]++;
+    }
+    CHECK_OK(r, weft_barrier(r->world));
+    note_sample(r, 0, 1);
+}
+
+static int rank_main(int rank, void *arg)
+{
+    const opts_t *o = ((void **)arg)[0];
+    area_t *a = ((void **)arg)[1];
+    rk_t r = {.a = a, .s = &a->slot[rank], .o = o, .rank = rank, .n = o->nranks};
+    weft_unique_id_t id;
+
+    r.rng = mix64(o->seed);
+    soak_stage(&r, "weft_init");
+    CHECK_OK(&r, weft_init());
+    if (rank == 0) {
+        soak_stage(&r, "weft_get_unique_id");
+        CHECK_OK(&r, weft_get_unique_id(&id));
+        a->id = id;
+        atomic_store(&a->id_ready, 1);
+    } else {
+        double deadline = harness_now_s() + 120;
+
+        soak_stage(&r, "waiting for the unique id");
+        while (!atomic_load(&a->id_ready)) {
+            CHECK(&r, harness_now_s() < deadline, "no unique id from rank 0 after 120 s");
+            harness_sleep_s(0.001);
+        }
+        id = a->id;
+    }
+    soak_stage(&r, "weft_comm_init_rank");
+    CHECK_OK(&r, weft_comm_init_rank(o->nranks, &id, rank, &r.world));
+    check_comm(&r, r.world, "world", rank, o->nranks);
+
+    r.bytes = ((size_t)o->nranks * (MAXC + 2) + 2 * GUARD) * 8;
+    if (r.bytes < ((size_t)BIGC + GUARD) * 8) {
+        r.bytes = ((size_t)BIGC + GUARD) * 8;
+    }
+    for (int i = 0; i < NSLOTS; i++) {
+        r.send[i] = malloc(r.bytes);
+        r.recv[i] = malloc(r.bytes);
+        CHECK(&r, r.send[i] != NULL && r.recv[i] != NULL, "cannot allocate %zu bytes", r.bytes);
+        memset(r.send[i], 0, r.bytes);
+        memset(r.recv[i], 0, r.bytes);
+    }
+    soak_stage(&r, "emu stream and memory");
+    CHECK_OK(&r, weft_stream_create(WEFT_MEM_EMU, &r.stream));
+    CHECK_OK(&r, weft_mem_alloc(WEFT_MEM_EMU, r.bytes, &r.dsend));
+    CHECK_OK(&r, weft_mem_alloc(WEFT_MEM_EMU, r.bytes, &r.drecv));
+    /* touch every page now, so that the first large operation after the
+     * warm-up does not add them to the resident memory */
+    CHECK_OK(&r, weft_memcpy_async(r.dsend, r.send[0], r.bytes, r.stream));
+    CHECK_OK(&r, weft_memcpy_async(r.drecv, r.recv[0], r.bytes, r.stream));
+    CHECK_OK(&r, weft_stream_synchronize(r.stream));
+
+    CHECK_OK(&r, weft_barrier(r.world));
+    r.start = harness_now_s();
+    if (o->churn > 0) {
+        churn(&r);
+    } else {
+        soak(&r);
+    }
+
+    soak_stage(&r, "teardown");
+    CHECK_OK(&r, weft_mem_free(r.dsend));
+    CHECK_OK(&r, weft_mem_free(r.drecv));
+    CHECK_OK(&r, weft_stream_destroy(r.stream));
+    for (int i = 0; i < NSLOTS; i++) {
+        free(r.send[i]);
+        free(r.recv[i]);
+    }
+    CHECK_OK(&r, weft_barrier(r.world));
+    CHECK_OK(&r, weft_comm_destroy(r.world));
+    CHECK_OK(&r, weft_finalize());
+    soak_stage(&r, "done");
+    r.s->finished = 1;
+    fflush(NULL);
+    exit(0); /* exit, not _exit: a leak checker runs at exit */
+}
+
+/* ------------------------------------------------------------ the parent */
+
+/* Print rank q's figures; 0 when it passed. */
+static int report(const opts_t *o, const slot_t *s, int q, const harness_procs_t *p)
+{
+    const char *mode = o->churn > 0 ? "churn" : "soak";
+    int bad = 0;
+
+    if (!harness_exited_ok(p, q)) {
+        int ws = p->wstatus[q];
+
+        if (p->state[q] == HARNESS_KILLED) {
+            printf("%s: rank %d: FAIL: killed, it was in: %s\n", mode, q, s->stage);
+        } else if (WIFSIGNALED(ws)) {
+            printf("%s: rank %d: FAIL: died of signal %d in: %s\n", mode, q, WTERMSIG(ws),
+                   s->stage);
+        } else {
+            printf("%s: rank %d: FAIL: exit %d: %s\n", mode, q, WEXITSTATUS(ws),
+                   s->error[0] ? s->error : s->stage);
+        }
+        bad = 1;
+    }
+    if (!s->warmed) {
+        return 1;
+    }
+    long drss = s->end.rss_kib - s->warm.rss_kib;
+    uint64_t cycles = s->comm_cycles - s->comm_cycles_warm;
+    double per1000 = cycles > 0 ? (double)drss * 1000.0 / (double)cycles : 0;
+
+    if (o->churn > 0) {
+        printf("churn: rank %d: %" PRIu64 " dup+allreduce+destroy cycles, %" PRIu64
+               " after warm-up\n",
+               q, s->comm_cycles, cycles);
+    } else {
+        printf("soak: rank %d: %" PRIu64 " collectives (%" PRIu64 " blocking, %" PRIu64
+               " nonblocking, %" PRIu64 " enqueued on emu), %" PRIu64 " p2p rings, %" PRIu64
+               " elements checked; %" PRIu64 " communicators destroyed (%" PRIu64
+               " after warm-up), %" PRIu64 " aborted and replaced\n",
+               q, s->ops[0] + s->ops[1] + s->ops[2], s->ops[0], s->ops[1], s->ops[2], s->p2p,
+               s->elements, s->comm_cycles, cycles, s->aborts);
+    }
+    printf("%s: rank %d: rss %ld KiB after warm-up, %ld KiB at the end (%+ld KiB, max %ld KiB): "
+           "%.1f KiB per 1000 comm cycles; fds %d -> %d; maps %d -> %d\n",
+           mode, q, s->warm.rss_kib, s->end.rss_kib, drss, s->max.rss_kib, per1000, s->warm.fds,
+           s->end.fds, s->warm.maps, s->end.maps);
+    if (!o->limits) {
+        return bad;
+    }
+    if (drss > RSS_LIMIT_KIB) {
+        printf("%s: rank %d: FAIL: resident memory grew by %ld KiB after warm-up (limit %d KiB)\n",
+               mode, q, drss, RSS_LIMIT_KIB);
+        bad = 1;
+    }
+    if (s->end.fds > s->warm.fds) {
+        printf("%s: rank %d: FAIL: %d more open file descriptors than after warm-up\n", mode, q,
+               s->end.fds - s->warm.fds);
+        bad = 1;
+    }
+    if (s->end.maps > s->warm.maps) {
+        printf("%s: rank %d: FAIL: %d more mappings than after warm-up\n", mode, q,
+               s->end.maps - s->warm.maps);
+        bad = 1;
+    }
+    if (s->grown[0]) {
+        printf("%s: rank %d: opened or mapped after warm-up and still there:\n%s", mode, q,
+               s->grown);
+    }
+    return bad;
+}
+
+static void usage(const char *prog)
+{
+    fprintf(stderr,
+            "usage: %s [--seconds S] [--ranks N] [--seed X] [--rpn K] [--churn C] [--no-limits]\n"
+            "  --seconds S   length of the mixed soak (default 60, or $SOAK_SECONDS)\n"
+            "  --ranks N     processes, 1..%d (default 4)\n"
+            "  --seed X      the operations' random sequence (default 1)\n"
+            "  --rpn K       ranks per virtual node, 0 for the real node (default 2)\n"
+            "  --churn C     instead: C cycles of dup + allreduce + destroy\n"
+            "  --no-limits   report the growth, do not fail on it (under a leak checker,\n"
+            "                whose own memory grows)\n",
+            prog, MAX_RANKS);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"seconds", required_argument, NULL, 's'}, {"ranks", required_argument, NULL, 'n'},
+        {"seed", required_argument, NULL, 'x'},    {"rpn", required_argument, NULL, 'k'},
+        {"churn", required_argument, NULL, 'c'},   {"no-limits", no_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    opts_t o = {.seconds = 60, .nranks = 4, .seed = 1, .rpn = 2, .limits = 1};
+    const char *env = getenv("SOAK_SECONDS");
+    int c;
+
+    if (env != NULL && *env) {
+        o.seconds = atof(env);
+    }
+    while ((c = getopt_long(argc, argv, "s:n:x:k:c:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            o.seconds = atof(optarg);
+            break;
+        case 'n':
+            o.nranks = atoi(optarg);
+            break;
+        case 'x':
+            o.seed = strtoull(optarg, NULL, 0);
+            break;
+        case 'k':
+            o.rpn = atoi(optarg);
+            break;
+        case 'c':
+            o.churn = atol(optarg);
+            break;
+        case 'L':
+            o.limits = 0;
+            break;
+        default:
+            usage(argv[0]);
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (optind < argc || o.seconds <= 0 || o.nranks < 1 || o.nranks > MAX_RANKS || o.rpn < 0 ||
+        o.churn < 0 || (o.churn > 0 && o.churn < 5)) {
+        usage(argv[0]);
+        return 2;
+    }
+
+    char text[16];
+
+    if (o.rpn > 0) {
+        snprintf(text, sizeof(text), "%d", o.rpn);
+        setenv("WEFT_RANKS_PER_NODE", text, 1);
+    }
+    setenv("WEFT_TIMEOUT", getenv("WEFT_TIMEOUT") ? getenv("WEFT_TIMEOUT") : "60", 1);
+    unsetenv("WEFT_UNIQUE_ID");
+    unsetenv("PMIX_NAMESPACE");
+
+    area_t *a = harness_shared(sizeof(area_t));
+    harness_procs_t procs;
+    void *arg[2] = {&o, a};
+    double limit = (o.churn > 0 ? 0 : o.seconds) + 120 + (o.churn > 0 ? (double)o.churn * 0.05 : 0);
+
+    if (a == NULL) {
+        perror("soak: mmap");
+        return 1;
+    }
+    if (o.churn > 0) {
+        printf("churn: %d ranks (%d per node), %ld cycles, warm-up %ld\n", o.nranks, o.rpn, o.churn,
+               o.churn / 5);
+    } else {
+        printf("soak: %d ranks (%d per node), seed %" PRIu64 ", %.0f s, warm-up %.0f s\n", o.nranks,
+               o.rpn, o.seed, o.seconds, o.seconds * 0.2);
+    }
+    double t0 = harness_now_s(), deadline = t0 + limit;
+
+    if (harness_fork(&procs, 0, o.nranks, rank_main, arg) != 0) {
+        perror("soak: fork");
+        return 1;
+    }
+    /* a failed rank leaves its peers waiting: end the job at once */
+    while (harness_poll(&procs) > 0 && harness_now_s() < deadline) {
+        int failed = 0;
+
+        for (int q = 0; q < o.nranks; q++) {
+            failed |= procs.state[q] == HARNESS_EXITED && !harness_exited_ok(&procs, q);
+        }
+        if (failed) {
+            harness_sleep_s(1.0); /* the others may report their own failure first */
+            break;
+        }
+        harness_sleep_s(0.05);
+    }
+    if (harness_reap(&procs, harness_now_s()) > 0 && harness_now_s() >= deadline) {
+        printf("%s: deadline of %.0f s passed: killed the ranks left\n",
+               o.churn > 0 ? "churn" : "soak", limit);
+    }
+    int bad = 0;
+
+    for (int q = 0; q < o.nranks; q++) {
+        bad += report(&o, &a->slot[q], q, &procs);
+    }
+    printf("%s: %s in %.1f s (%d of %d ranks failed)\n", o.churn > 0 ? "churn" : "soak",
+           bad ? "FAIL" : "PASS", harness_now_s() - t0, bad, o.nranks);
+    return bad ? 1 : 0;
+}
