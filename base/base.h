@@ -19,6 +19,10 @@
 #define WEFT_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define WEFT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Whether an operation that fails with status breaks its communicator: the
+ * breaks column of WEFT_STATUS_MAP (weft__comm_fail uses it). */
+int weft__status_breaks_comm(weft_status_t status);
+
 /* Record status and message for weft_last_error(); returns status. */
 weft_status_t weft__error(weft_status_t status, const char *fmt, ...) WEFT_PRINTF(2, 3);
 /* Forget the last error of this thread (used at API entry). */

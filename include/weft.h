@@ -25,27 +25,31 @@ extern "C" {
 #define WEFT_VERSION_PATCH 0
 
 /*
- * Status codes: one list, used for the enum and for weft_status_string().
- * X(name, value, description)
+ * Status codes: one list, used for the enum, weft_status_string() and
+ * weft_status_name(). X(name, value, breaks, description); breaks is 1 when
+ * an operation that fails with the status leaves its communicator failed
+ * (every later call on it returns the same status until it is destroyed)
+ * and the other ranks are told, 0 when the call was refused before it
+ * started and the communicator goes on.
  */
 #define WEFT_STATUS_MAP(X)                                                         \
-    X(OK, 0, "success")                                                            \
-    X(INPROGRESS, 1, "operation in progress")                                      \
-    X(ERR_INVALID_ARG, -1, "invalid argument")                                     \
-    X(ERR_NO_MEMORY, -2, "out of memory")                                          \
-    X(ERR_UNSUPPORTED, -3, "unsupported operation")                                \
-    X(ERR_TRANSPORT, -4, "transport error")                                        \
-    X(ERR_TIMEOUT, -5, "operation timed out")                                      \
-    X(ERR_PEER_FAILED, -6, "peer process failed")                                  \
-    X(ERR_ABORTED, -7, "communicator aborted")                                     \
-    X(ERR_MISMATCH, -8, "mismatched arguments between ranks")                      \
-    X(ERR_BOOTSTRAP, -9, "bootstrap failed")                                       \
-    X(ERR_DEVICE, -10, "device error")                                             \
-    X(ERR_INTERNAL, -11, "internal error")                                         \
-    X(ERR_NOT_INITIALIZED, -12, "weft_init was not called")
+    X(OK, 0, 0, "success")                                                         \
+    X(INPROGRESS, 1, 0, "operation in progress")                                   \
+    X(ERR_INVALID_ARG, -1, 0, "invalid argument")                                  \
+    X(ERR_NO_MEMORY, -2, 0, "out of memory")                                       \
+    X(ERR_UNSUPPORTED, -3, 0, "unsupported operation")                             \
+    X(ERR_TRANSPORT, -4, 1, "transport error")                                     \
+    X(ERR_TIMEOUT, -5, 1, "operation timed out")                                   \
+    X(ERR_PEER_FAILED, -6, 1, "peer process failed")                               \
+    X(ERR_ABORTED, -7, 1, "communicator aborted")                                  \
+    X(ERR_MISMATCH, -8, 1, "mismatched arguments between ranks")                   \
+    X(ERR_BOOTSTRAP, -9, 1, "bootstrap failed")                                    \
+    X(ERR_DEVICE, -10, 1, "device error")                                          \
+    X(ERR_INTERNAL, -11, 1, "internal error")                                      \
+    X(ERR_NOT_INITIALIZED, -12, 0, "weft_init was not called")
 
 typedef enum {
-#define WEFT__STATUS_ENUM(name, value, desc) WEFT_##name = value,
+#define WEFT__STATUS_ENUM(name, value, breaks, desc) WEFT_##name = value,
     WEFT_STATUS_MAP(WEFT__STATUS_ENUM)
 #undef WEFT__STATUS_ENUM
 } weft_status_t;
@@ -99,7 +103,12 @@ typedef struct weft_unique_id {
 weft_status_t weft_init(void);
 weft_status_t weft_finalize(void);
 
+/* weft_status_string: what the status means ("operation timed out");
+ * weft_status_name: its name in this header ("WEFT_ERR_TIMEOUT"), as libuv's
+ * uv_err_name. Both are static strings; a value outside the list gives
+ * "unknown status" and "unknown" respectively. */
 const char *weft_status_string(weft_status_t status);
+const char *weft_status_name(weft_status_t status);
 const char *weft_last_error(void);
 
 /* Size in bytes of one element; 0 for an unknown dtype. */
