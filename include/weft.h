@@ -134,10 +134,10 @@ const char *weft_op_name(weft_op_t op);
  * operation on comm returns WEFT_ERR_ABORTED promptly. The communicator
  * must still be destroyed.
  */
-weft_status_t weft_comm_world(weft_comm_t *comm);
-weft_status_t weft_get_unique_id(weft_unique_id_t *id);
+weft_status_t weft_comm_world(weft_comm_t *comm_p);
+weft_status_t weft_get_unique_id(weft_unique_id_t *id_p);
 weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
-                                  weft_comm_t *comm);
+                                  weft_comm_t *comm_p);
 weft_status_t weft_comm_abort(weft_comm_t comm);
 /*
  * Write comm's flight recorder to out: its last WEFT_RECORD_OPS collective
@@ -194,19 +194,19 @@ weft_status_t weft_stats_reset(weft_comm_t comm);
 /*
  * weft_comm_split: collective over comm; ranks with the same color form a
  * new communicator, ordered by key then by rank in comm. A negative color
- * joins none (*out is set to NULL). weft_comm_dup: the same ranks in the
+ * joins none (*out_p is set to NULL). weft_comm_dup: the same ranks in the
  * same order, with separate message matching. The new communicator shares
  * comm's transport: drive comm and the communicators made from it from one
  * thread at a time. Each must be destroyed; destroying comm first is safe.
  */
-weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out);
-weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out);
+weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out_p);
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out_p);
 /* Hex text form of an id (for environments and files); buf needs
  * WEFT_UNIQUE_ID_STRLEN + 1 bytes. */
 weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, char *buf, size_t len);
-weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id);
-weft_status_t weft_comm_rank(weft_comm_t comm, int *rank);
-weft_status_t weft_comm_size(weft_comm_t comm, int *size);
+weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id_p);
+weft_status_t weft_comm_rank(weft_comm_t comm, int *rank_p);
+weft_status_t weft_comm_size(weft_comm_t comm, int *size_p);
 weft_status_t weft_comm_destroy(weft_comm_t comm);
 
 /* Blocking collectives with MPI semantics; counts are in elements.
@@ -250,52 +250,52 @@ weft_status_t weft_barrier(weft_comm_t comm);
 
 /*
  * Nonblocking collectives: weft_i<collective> takes the same arguments plus
- * a trailing weft_request_t *req, returns once the operation is started,
+ * a trailing weft_request_t *req_p, returns once the operation is started,
  * and leaves the buffers to weft until the request completes. Any number
  * may be outstanding on one communicator; all ranks must start the
  * collectives of a communicator in the same order.
  *
- * weft_test sets *done and, once done, returns the operation's status;
+ * weft_test sets *done_p and, once done, returns the operation's status;
  * weft_wait blocks (with WEFT_TIMEOUT) and returns it; weft_waitall waits
  * for n requests and returns the first error. Testing or waiting progresses
  * every unfinished operation of the request's communicator. A request stays
  * valid until weft_request_free; freeing one that is not done lets the
  * operation finish on its own (its buffers stay in use until then).
  */
-weft_status_t weft_test(weft_request_t req, int *done);
+weft_status_t weft_test(weft_request_t req, int *done_p);
 weft_status_t weft_wait(weft_request_t req);
 weft_status_t weft_waitall(int n, weft_request_t *reqs);
 weft_status_t weft_request_free(weft_request_t req);
 
 weft_status_t weft_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
                               weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                              weft_request_t *req);
+                              weft_request_t *req_p);
 weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                    weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                   weft_request_t *req);
+                                   weft_request_t *req_p);
 weft_status_t weft_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                              weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
+                              weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ibcast(void *buf, size_t count, weft_dtype_t dtype, int root,
-                          weft_comm_t comm, weft_request_t *req);
+                          weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ireduce(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype,
-                           weft_op_t op, int root, weft_comm_t comm, weft_request_t *req);
+                           weft_op_t op, int root, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                           weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req);
+                           weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                            weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req);
+                            weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
-                             weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
-weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req);
+                             weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p);
+weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
                                const size_t *recvcounts, const size_t *displs,
-                               weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
+                               weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ialltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
                               const size_t *sdispls, const size_t *recvcounts,
                               const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm,
-                              weft_request_t *req);
+                              weft_request_t *req_p);
 weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
                                      const size_t *recvcounts, weft_dtype_t dtype, weft_op_t op,
-                                     weft_comm_t comm, weft_request_t *req);
+                                     weft_comm_t comm, weft_request_t *req_p);
 
 /*
  * Point-to-point. Tags are 0..WEFT_TAG_UB. Messages between two
@@ -312,9 +312,9 @@ weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, i
 /* Nonblocking forms, completed like the collectives' requests. Receives
  * posted for the same peer and tag match messages in posting order. */
 weft_status_t weft_isend(const void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
-                         weft_comm_t comm, weft_request_t *req);
+                         weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
-                         weft_comm_t comm, weft_request_t *req);
+                         weft_comm_t comm, weft_request_t *req_p);
 /* Per-rank counts and displacements, in elements, one entry per rank. In
  * place: allgatherv with WEFT_IN_PLACE (this rank's block already at
  * recvbuf + displs[rank]); alltoallv with WEFT_IN_PLACE (sendcounts and

@@ -171,7 +171,7 @@ static int member_cmp(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out)
+WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out_p)
 {
     int64_t mine[3], *all;
     member_t *members;
@@ -191,7 +191,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     if (status != WEFT_OK) {
         return status;
     }
-    if (out == NULL) {
+    if (out_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_split: out is NULL");
     }
     all = malloc(sizeof(int64_t) * 3 * (size_t)comm->size);
@@ -209,7 +209,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
         free(all);
         free(members);
         if (status == WEFT_OK) {
-            *out = NULL; /* not a member of any new communicator */
+            *out_p = NULL; /* not a member of any new communicator */
         }
         return status;
     }
@@ -252,38 +252,38 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, 
     }
     boot->ep = ep;
     weft__comm_get(comm);
-    status = weft__comm_create(newrank, n, id, &ep->ops, ep, &child_boot_ops, boot, out);
+    status = weft__comm_create(newrank, n, id, &ep->ops, ep, &child_boot_ops, boot, out_p);
     if (status != WEFT_OK) {
         weft__node_map_free(nmap);
         map_ep_release(ep);
         child_release(boot);
         return status;
     }
-    boot->self = *out;
-    (*out)->parent = comm;
-    (*out)->parent_rank = ep->map;
-    (*out)->oversubscribed = comm->oversubscribed;
-    (*out)->cost_measured = comm->cost_measured;
-    weft__obs_comm_inherit(*out, comm); /* one trace per rank of the job */
-    (*out)->cost_alpha = comm->cost_alpha;
-    (*out)->cost_beta = comm->cost_beta;
-    (*out)->cost_gamma = comm->cost_gamma;
-    status = weft__comm_node_setup(*out, nmap);
+    boot->self = *out_p;
+    (*out_p)->parent = comm;
+    (*out_p)->parent_rank = ep->map;
+    (*out_p)->oversubscribed = comm->oversubscribed;
+    (*out_p)->cost_measured = comm->cost_measured;
+    weft__obs_comm_inherit(*out_p, comm); /* one trace per rank of the job */
+    (*out_p)->cost_alpha = comm->cost_alpha;
+    (*out_p)->cost_beta = comm->cost_beta;
+    (*out_p)->cost_gamma = comm->cost_gamma;
+    status = weft__comm_node_setup(*out_p, nmap);
     if (status != WEFT_OK) {
-        weft_comm_destroy(*out);
-        *out = NULL;
+        weft_comm_destroy(*out_p);
+        *out_p = NULL;
         return status;
     }
     weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out)
+WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out_p)
 {
     weft_status_t status = weft__comm_check(comm, "weft_comm_dup: comm");
 
     if (status != WEFT_OK) {
         return status;
     }
-    return weft_comm_split(comm, 0, comm->rank, out);
+    return weft_comm_split(comm, 0, comm->rank, out_p);
 }

@@ -51,20 +51,20 @@ static void settle(weft_request_t req, weft_status_t status)
     req->s = NULL;
 }
 
-WEFT_EXPORT weft_status_t weft_test(weft_request_t req, int *done)
+WEFT_EXPORT weft_status_t weft_test(weft_request_t req, int *done_p)
 {
     weft_status_t status = check(req, "weft_test");
 
     if (status != WEFT_OK) {
         return status;
     }
-    if (done == NULL) {
+    if (done_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_test: done is NULL");
     }
     if (req->s != NULL && weft__sched_test(req->s, &status)) {
         settle(req, status);
     }
-    *done = req->s == NULL;
+    *done_p = req->s == NULL;
     return req->s == NULL ? req->status : WEFT_OK;
 }
 

@@ -283,7 +283,7 @@ err:
     return status;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
+WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm_p)
 {
     const weft_runtime_config_t *cfg = &weft__runtime_config;
     weft_status_t status;
@@ -293,7 +293,7 @@ WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
     if (status != WEFT_OK) {
         return status;
     }
-    if (comm == NULL) {
+    if (comm_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_world: comm is NULL");
     }
     if (weft__pmix_launched()) {
@@ -304,7 +304,7 @@ WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
         if (status != WEFT_OK) {
             return status;
         }
-        return comm_from_bootstrap(&weft__pmix_boot_ops, ctx, 0, rank, size, comm);
+        return comm_from_bootstrap(&weft__pmix_boot_ops, ctx, 0, rank, size, comm_p);
     }
     if (cfg->unique_id[0] != '\0') {
         weft_tcp_id_t id;
@@ -319,12 +319,12 @@ WEFT_EXPORT weft_status_t weft_comm_world(weft_comm_t *comm)
                                "[0, WEFT_NRANKS) (got rank %d of %d)",
                                cfg->rank, cfg->nranks);
         }
-        return comm_from_id(cfg->nranks, &id, cfg->rank, comm);
+        return comm_from_id(cfg->nranks, &id, cfg->rank, comm_p);
     }
-    return comm_singleton(comm);
+    return comm_singleton(comm_p);
 }
 
-WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id)
+WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id_p)
 {
     const char *addr = weft__runtime_config.bootstrap_addr;
     weft_tcp_id_t tid;
@@ -335,18 +335,18 @@ WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id)
     if (status != WEFT_OK) {
         return status;
     }
-    if (id == NULL) {
+    if (id_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_get_unique_id: id is NULL");
     }
     status = weft__tcp_id_create(addr != NULL && addr[0] != '\0' ? addr : NULL, &tid);
     if (status == WEFT_OK) {
-        memcpy(id->internal, tid.bytes, sizeof(id->internal));
+        memcpy(id_p->internal, tid.bytes, sizeof(id_p->internal));
     }
     return status;
 }
 
 WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
-                                              weft_comm_t *comm)
+                                              weft_comm_t *comm_p)
 {
     weft_tcp_id_t tid;
     char text[WEFT_TCP_ID_STRLEN + 1];
@@ -357,7 +357,7 @@ WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t
     if (status != WEFT_OK) {
         return status;
     }
-    if (id == NULL || comm == NULL) {
+    if (id == NULL || comm_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_init_rank: %s is NULL",
                            id == NULL ? "id" : "comm");
     }
@@ -374,7 +374,7 @@ WEFT_EXPORT weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t
     if (status != WEFT_OK) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_init_rank: id is not a unique id");
     }
-    return comm_from_id(nranks, &tid, rank, comm);
+    return comm_from_id(nranks, &tid, rank, comm_p);
 }
 
 WEFT_EXPORT weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, char *buf,
@@ -390,18 +390,18 @@ WEFT_EXPORT weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, c
     return weft__tcp_id_to_string(&tid, buf, len);
 }
 
-WEFT_EXPORT weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id)
+WEFT_EXPORT weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id_p)
 {
     weft_tcp_id_t tid;
     weft_status_t status;
 
-    if (text == NULL || id == NULL) {
+    if (text == NULL || id_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_unique_id_from_string: %s is NULL",
                            text == NULL ? "text" : "id");
     }
     status = weft__tcp_id_from_string(text, &tid);
     if (status == WEFT_OK) {
-        memcpy(id->internal, tid.bytes, sizeof(id->internal));
+        memcpy(id_p->internal, tid.bytes, sizeof(id_p->internal));
     }
     return status;
 }
