@@ -102,6 +102,12 @@ typedef struct weft_unique_id {
  * first weft_init. */
 weft_status_t weft_init(void);
 weft_status_t weft_finalize(void);
+/* The value weft_init read for configuration variable name ("MPI" or
+ * "WEFT_MPI"; weft_info -c lists them), NUL-terminated in buf (len bytes);
+ * a boolean reads as "1" or "0". For bindings with settings of their own
+ * (libweft_mpi.so's WEFT_MPI). WEFT_ERR_NOT_INITIALIZED before weft_init,
+ * WEFT_ERR_INVALID_ARG for an unknown name or a value that does not fit. */
+weft_status_t weft_config_get(const char *name, char *buf, size_t len);
 
 /* weft_status_string: what the status means ("operation timed out");
  * weft_status_name: its name in this header ("WEFT_ERR_TIMEOUT"), as libuv's
