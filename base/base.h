@@ -6,6 +6,21 @@
  * weft__error(), which records the thread-local message returned by
  * weft_last_error() and logs it at debug level. Callers propagate the
  * status unchanged.
+ *
+ * Names:
+ *  - Functions and variables: public ones weft_<object>_<verb>, declared in
+ *    include/; internal ones shared between files weft__<module>_<name>
+ *    (libweft.so exports none of them); static ones need no prefix.
+ *  - Types, public or internal: weft_<module>_<object>_t (a struct's tag is
+ *    the same name without _t; an ops table ends in _ops_t). A type is not
+ *    a symbol: the header that declares it (include/ or a module's own)
+ *    says whether it is public. Types private to one .c file need no
+ *    prefix.
+ *  - Out-parameters (a pointer through which a call returns a value it
+ *    sets: a handle, a count, a flag) end in _p and come last; they are
+ *    written only on success. Buffers the caller hands in to be filled
+ *    (recvbuf, an array of entries, a text buffer with its length) are data,
+ *    not out-parameters, and keep their names.
  */
 #ifndef WEFT_BASE_BASE_H
 #define WEFT_BASE_BASE_H
@@ -18,6 +33,10 @@
 #define WEFT_EXPORT __attribute__((visibility("default")))
 #define WEFT_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define WEFT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Whether an operation that fails with status breaks its communicator: the
+ * breaks column of WEFT_STATUS_MAP (weft__comm_fail uses it). */
+int weft__status_breaks_comm(weft_status_t status);
 
 /* Record status and message for weft_last_error(); returns status. */
 weft_status_t weft__error(weft_status_t status, const char *fmt, ...) WEFT_PRINTF(2, 3);

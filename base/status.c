@@ -1,4 +1,5 @@
-/* Status strings and the thread-local last-error message. */
+/* Status strings and names, which statuses break a communicator, and the
+ * thread-local last-error message. */
 #include "base/base.h"
 
 #include <stdarg.h>
@@ -12,13 +13,37 @@ static _Thread_local int last_detail; /* where the message after "status: " star
 WEFT_EXPORT const char *weft_status_string(weft_status_t status)
 {
     switch (status) {
-#define WEFT__STATUS_CASE(name, value, desc)                                                       \
+#define WEFT__STATUS_CASE(name, value, breaks, desc)                                               \
     case WEFT_##name:                                                                              \
         return desc;
         WEFT_STATUS_MAP(WEFT__STATUS_CASE)
 #undef WEFT__STATUS_CASE
     }
     return "unknown status";
+}
+
+WEFT_EXPORT const char *weft_status_name(weft_status_t status)
+{
+    switch (status) {
+#define WEFT__STATUS_NAME(name, value, breaks, desc)                                               \
+    case WEFT_##name:                                                                              \
+        return "WEFT_" #name;
+        WEFT_STATUS_MAP(WEFT__STATUS_NAME)
+#undef WEFT__STATUS_NAME
+    }
+    return "unknown";
+}
+
+int weft__status_breaks_comm(weft_status_t status)
+{
+    switch (status) {
+#define WEFT__STATUS_BREAKS(name, value, breaks, desc)                                             \
+    case WEFT_##name:                                                                              \
+        return breaks;
+        WEFT_STATUS_MAP(WEFT__STATUS_BREAKS)
+#undef WEFT__STATUS_BREAKS
+    }
+    return 0;
 }
 
 WEFT_EXPORT const char *weft_last_error(void)

@@ -1,8 +1,8 @@
 /*
  * Bootstrap interface: what ranks need to find each other before the
- * point-to-point layer is connected. pmix/ (mpirun, srun) and tcp/ (unique
- * id) come with the multi-process issue; thread/ serves ranks that are
- * threads of one process.
+ * point-to-point layer is connected: pmix/ (processes launched by mpirun or
+ * srun), tcp/ (processes given a unique id, with a root rank that listens)
+ * and thread/ (ranks that are threads of one process).
  *
  * Contract: collective calls (allgather, barrier) are made by every rank in
  * the same order; each blocks until all ranks have joined or the deadline

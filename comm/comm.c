@@ -87,27 +87,12 @@ void weft__comm_notice_release(struct weft_comm *comm)
     }
 }
 
-static int breaks_comm(weft_status_t status)
-{
-    switch (status) {
-    case WEFT_ERR_TIMEOUT:
-    case WEFT_ERR_MISMATCH:
-    case WEFT_ERR_PEER_FAILED:
-    case WEFT_ERR_ABORTED:
-    case WEFT_ERR_TRANSPORT:
-    case WEFT_ERR_INTERNAL:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 static weft_status_t fail_from(struct weft_comm *comm, weft_status_t status, int origin)
 {
     int right = (comm->rank + 1) % comm->size;
     struct weft_comm_notice *n = &comm->notice_out;
 
-    if (comm->failed != WEFT_OK || !breaks_comm(status) || comm->handle == NULL) {
+    if (comm->failed != WEFT_OK || !weft__status_breaks_comm(status) || comm->handle == NULL) {
         return status;
     }
     comm->failed = status;

@@ -115,8 +115,8 @@ weft_status_t weft__comm_health(struct weft_comm *comm);
 
 /*
  * An operation of comm failed with status (its message in weft_last_error):
- * when the status breaks the communicator (timeout, mismatch, peer failed,
- * aborted, transport, internal) the first one is kept, returned by every
+ * when the status breaks the communicator (weft__status_breaks_comm: the
+ * breaks column of WEFT_STATUS_MAP) the first one is kept, returned by every
  * later operation, and sent on as a failure notice so that the other ranks
  * fail too instead of waiting for their deadline. Other statuses (invalid
  * arguments, no memory) change nothing. Returns status.

@@ -25,27 +25,31 @@ extern "C" {
 #define WEFT_VERSION_PATCH 0
 
 /*
- * Status codes: one list, used for the enum and for weft_status_string().
- * X(name, value, description)
+ * Status codes: one list, used for the enum, weft_status_string() and
+ * weft_status_name(). X(name, value, breaks, description); breaks is 1 when
+ * an operation that fails with the status leaves its communicator failed
+ * (every later call on it returns the same status until it is destroyed)
+ * and the other ranks are told, 0 when the call was refused before it
+ * started and the communicator goes on.
  */
 #define WEFT_STATUS_MAP(X)                                                         \
-    X(OK, 0, "success")                                                            \
-    X(INPROGRESS, 1, "operation in progress")                                      \
-    X(ERR_INVALID_ARG, -1, "invalid argument")                                     \
-    X(ERR_NO_MEMORY, -2, "out of memory")                                          \
-    X(ERR_UNSUPPORTED, -3, "unsupported operation")                                \
-    X(ERR_TRANSPORT, -4, "transport error")                                        \
-    X(ERR_TIMEOUT, -5, "operation timed out")                                      \
-    X(ERR_PEER_FAILED, -6, "peer process failed")                                  \
-    X(ERR_ABORTED, -7, "communicator aborted")                                     \
-    X(ERR_MISMATCH, -8, "mismatched arguments between ranks")                      \
-    X(ERR_BOOTSTRAP, -9, "bootstrap failed")                                       \
-    X(ERR_DEVICE, -10, "device error")                                             \
-    X(ERR_INTERNAL, -11, "internal error")                                         \
-    X(ERR_NOT_INITIALIZED, -12, "weft_init was not called")
+    X(OK, 0, 0, "success")                                                         \
+    X(INPROGRESS, 1, 0, "operation in progress")                                   \
+    X(ERR_INVALID_ARG, -1, 0, "invalid argument")                                  \
+    X(ERR_NO_MEMORY, -2, 0, "out of memory")                                       \
+    X(ERR_UNSUPPORTED, -3, 0, "unsupported operation")                             \
+    X(ERR_TRANSPORT, -4, 1, "transport error")                                     \
+    X(ERR_TIMEOUT, -5, 1, "operation timed out")                                   \
+    X(ERR_PEER_FAILED, -6, 1, "peer process failed")                               \
+    X(ERR_ABORTED, -7, 1, "communicator aborted")                                  \
+    X(ERR_MISMATCH, -8, 1, "mismatched arguments between ranks")                   \
+    X(ERR_BOOTSTRAP, -9, 1, "bootstrap failed")                                    \
+    X(ERR_DEVICE, -10, 1, "device error")                                          \
+    X(ERR_INTERNAL, -11, 1, "internal error")                                      \
+    X(ERR_NOT_INITIALIZED, -12, 0, "weft_init was not called")
 
 typedef enum {
-#define WEFT__STATUS_ENUM(name, value, desc) WEFT_##name = value,
+#define WEFT__STATUS_ENUM(name, value, breaks, desc) WEFT_##name = value,
     WEFT_STATUS_MAP(WEFT__STATUS_ENUM)
 #undef WEFT__STATUS_ENUM
 } weft_status_t;
@@ -102,8 +106,19 @@ typedef struct weft_unique_id {
  * first weft_init. */
 weft_status_t weft_init(void);
 weft_status_t weft_finalize(void);
+/* The value weft_init read for configuration variable name ("MPI" or
+ * "WEFT_MPI"; weft_info -c lists them), NUL-terminated in buf (len bytes);
+ * a boolean reads as "1" or "0". For bindings with settings of their own
+ * (libweft_mpi.so's WEFT_MPI). WEFT_ERR_NOT_INITIALIZED before weft_init,
+ * WEFT_ERR_INVALID_ARG for an unknown name or a value that does not fit. */
+weft_status_t weft_config_get(const char *name, char *buf, size_t len);
 
+/* weft_status_string: what the status means ("operation timed out");
+ * weft_status_name: its name in this header ("WEFT_ERR_TIMEOUT"), as libuv's
+ * uv_err_name. Both are static strings; a value outside the list gives
+ * "unknown status" and "unknown" respectively. */
 const char *weft_status_string(weft_status_t status);
+const char *weft_status_name(weft_status_t status);
 const char *weft_last_error(void);
 
 /* Size in bytes of one element; 0 for an unknown dtype. */
@@ -131,10 +146,10 @@ const char *weft_op_name(weft_op_t op);
  * operation on comm returns WEFT_ERR_ABORTED promptly. The communicator
  * must still be destroyed.
  */
-weft_status_t weft_comm_world(weft_comm_t *comm);
-weft_status_t weft_get_unique_id(weft_unique_id_t *id);
+weft_status_t weft_comm_world(weft_comm_t *comm_p);
+weft_status_t weft_get_unique_id(weft_unique_id_t *id_p);
 weft_status_t weft_comm_init_rank(int nranks, const weft_unique_id_t *id, int rank,
-                                  weft_comm_t *comm);
+                                  weft_comm_t *comm_p);
 weft_status_t weft_comm_abort(weft_comm_t comm);
 /*
  * Write comm's flight recorder to out: its last WEFT_RECORD_OPS collective
@@ -191,19 +206,19 @@ weft_status_t weft_stats_reset(weft_comm_t comm);
 /*
  * weft_comm_split: collective over comm; ranks with the same color form a
  * new communicator, ordered by key then by rank in comm. A negative color
- * joins none (*out is set to NULL). weft_comm_dup: the same ranks in the
+ * joins none (*out_p is set to NULL). weft_comm_dup: the same ranks in the
  * same order, with separate message matching. The new communicator shares
  * comm's transport: drive comm and the communicators made from it from one
  * thread at a time. Each must be destroyed; destroying comm first is safe.
  */
-weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out);
-weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out);
+weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *out_p);
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *out_p);
 /* Hex text form of an id (for environments and files); buf needs
  * WEFT_UNIQUE_ID_STRLEN + 1 bytes. */
 weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, char *buf, size_t len);
-weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id);
-weft_status_t weft_comm_rank(weft_comm_t comm, int *rank);
-weft_status_t weft_comm_size(weft_comm_t comm, int *size);
+weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id_p);
+weft_status_t weft_comm_rank(weft_comm_t comm, int *rank_p);
+weft_status_t weft_comm_size(weft_comm_t comm, int *size_p);
 weft_status_t weft_comm_destroy(weft_comm_t comm);
 
 /* Blocking collectives with MPI semantics; counts are in elements.
@@ -247,52 +262,52 @@ weft_status_t weft_barrier(weft_comm_t comm);
 
 /*
  * Nonblocking collectives: weft_i<collective> takes the same arguments plus
- * a trailing weft_request_t *req, returns once the operation is started,
+ * a trailing weft_request_t *req_p, returns once the operation is started,
  * and leaves the buffers to weft until the request completes. Any number
  * may be outstanding on one communicator; all ranks must start the
  * collectives of a communicator in the same order.
  *
- * weft_test sets *done and, once done, returns the operation's status;
+ * weft_test sets *done_p and, once done, returns the operation's status;
  * weft_wait blocks (with WEFT_TIMEOUT) and returns it; weft_waitall waits
  * for n requests and returns the first error. Testing or waiting progresses
  * every unfinished operation of the request's communicator. A request stays
  * valid until weft_request_free; freeing one that is not done lets the
  * operation finish on its own (its buffers stay in use until then).
  */
-weft_status_t weft_test(weft_request_t req, int *done);
+weft_status_t weft_test(weft_request_t req, int *done_p);
 weft_status_t weft_wait(weft_request_t req);
 weft_status_t weft_waitall(int n, weft_request_t *reqs);
 weft_status_t weft_request_free(weft_request_t req);
 
 weft_status_t weft_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
                               weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                              weft_request_t *req);
+                              weft_request_t *req_p);
 weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                    weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                   weft_request_t *req);
+                                   weft_request_t *req_p);
 weft_status_t weft_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                              weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
+                              weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ibcast(void *buf, size_t count, weft_dtype_t dtype, int root,
-                          weft_comm_t comm, weft_request_t *req);
+                          weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ireduce(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype,
-                           weft_op_t op, int root, weft_comm_t comm, weft_request_t *req);
+                           weft_op_t op, int root, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                           weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req);
+                           weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                            weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req);
+                            weft_dtype_t dtype, int root, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
-                             weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
-weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req);
+                             weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p);
+weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
                                const size_t *recvcounts, const size_t *displs,
-                               weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req);
+                               weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_ialltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
                               const size_t *sdispls, const size_t *recvcounts,
                               const size_t *rdispls, weft_dtype_t dtype, weft_comm_t comm,
-                              weft_request_t *req);
+                              weft_request_t *req_p);
 weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
                                      const size_t *recvcounts, weft_dtype_t dtype, weft_op_t op,
-                                     weft_comm_t comm, weft_request_t *req);
+                                     weft_comm_t comm, weft_request_t *req_p);
 
 /*
  * Point-to-point. Tags are 0..WEFT_TAG_UB. Messages between two
@@ -309,9 +324,9 @@ weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, i
 /* Nonblocking forms, completed like the collectives' requests. Receives
  * posted for the same peer and tag match messages in posting order. */
 weft_status_t weft_isend(const void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
-                         weft_comm_t comm, weft_request_t *req);
+                         weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
-                         weft_comm_t comm, weft_request_t *req);
+                         weft_comm_t comm, weft_request_t *req_p);
 /* Per-rank counts and displacements, in elements, one entry per rank. In
  * place: allgatherv with WEFT_IN_PLACE (this rank's block already at
  * recvbuf + displs[rank]); alltoallv with WEFT_IN_PLACE (sendcounts and

@@ -1,7 +1,7 @@
 /*
  * Point-to-point interface: an ops table chosen once when a communicator is
- * created. ucx/ (real, between processes) comes with the multi-process issue;
- * loop/ connects ranks that are threads of one process.
+ * created: ucx/ connects ranks in different processes (or hosts) through
+ * UCP; loop/ connects ranks that are threads of one process.
  *
  * Contract:
  *  - `ep` is the transport's per-communicator-rank context; only the thread

@@ -14,13 +14,13 @@ WEFT_EXPORT weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, siz
 
 WEFT_EXPORT weft_status_t weft_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
                                           weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                          weft_request_t *req)
+                                          weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_iallreduce")
+    return req_p == NULL ? WEFT_REQ_NULL("weft_iallreduce")
                        : weft__request_start(
-                             weft__allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, WEFT_NB(&s)), &s, req);
+                             weft__allreduce_impl(sendbuf, recvbuf, count, dtype, op, comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -31,14 +31,14 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf
 
 WEFT_EXPORT weft_status_t weft_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                                weft_dtype_t dtype, weft_op_t op, weft_comm_t comm,
-                                               weft_request_t *req)
+                                               weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter")
+    return req_p == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter")
                        : weft__request_start(
                              weft__reduce_scatter_impl(sendbuf, recvbuf, recvcount, dtype, op, comm, WEFT_NB(&s)),
-                             &s, req);
+                             &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -48,13 +48,13 @@ WEFT_EXPORT weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, siz
 }
 
 WEFT_EXPORT weft_status_t weft_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_iallgather")
+    return req_p == NULL ? WEFT_REQ_NULL("weft_iallgather")
                        : weft__request_start(
-                             weft__allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, WEFT_NB(&s)), &s, req);
+                             weft__allgather_impl(sendbuf, recvbuf, sendcount, dtype, comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype, int root,
@@ -64,13 +64,13 @@ WEFT_EXPORT weft_status_t weft_bcast(void *buf, size_t count, weft_dtype_t dtype
 }
 
 WEFT_EXPORT weft_status_t weft_ibcast(void *buf, size_t count, weft_dtype_t dtype, int root,
-                                      weft_comm_t comm, weft_request_t *req)
+                                      weft_comm_t comm, weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL
+    return req_p == NULL
                ? WEFT_REQ_NULL("weft_ibcast")
-               : weft__request_start(weft__bcast_impl(buf, count, dtype, root, comm, WEFT_NB(&s)), &s, req);
+               : weft__request_start(weft__bcast_impl(buf, count, dtype, root, comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -81,14 +81,14 @@ WEFT_EXPORT weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t
 
 WEFT_EXPORT weft_status_t weft_ireduce(const void *sendbuf, void *recvbuf, size_t count,
                                        weft_dtype_t dtype, weft_op_t op, int root, weft_comm_t comm,
-                                       weft_request_t *req)
+                                       weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL
+    return req_p == NULL
                ? WEFT_REQ_NULL("weft_ireduce")
                : weft__request_start(
-                     weft__reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, WEFT_NB(&s)), &s, req);
+                     weft__reduce_impl(sendbuf, recvbuf, count, dtype, op, root, comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -99,14 +99,14 @@ WEFT_EXPORT weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t
 
 WEFT_EXPORT weft_status_t weft_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                        weft_dtype_t dtype, int root, weft_comm_t comm,
-                                       weft_request_t *req)
+                                       weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL
+    return req_p == NULL
                ? WEFT_REQ_NULL("weft_igather")
                : weft__request_start(
-                     weft__gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, WEFT_NB(&s)), &s, req);
+                     weft__gather_impl(sendbuf, recvbuf, sendcount, dtype, root, comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -117,14 +117,14 @@ WEFT_EXPORT weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_
 
 WEFT_EXPORT weft_status_t weft_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                         weft_dtype_t dtype, int root, weft_comm_t comm,
-                                        weft_request_t *req)
+                                        weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL
+    return req_p == NULL
                ? WEFT_REQ_NULL("weft_iscatter")
                : weft__request_start(
-                     weft__scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, WEFT_NB(&s)), &s, req);
+                     weft__scatter_impl(sendbuf, recvbuf, recvcount, dtype, root, comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count,
@@ -134,13 +134,13 @@ WEFT_EXPORT weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size
 }
 
 WEFT_EXPORT weft_status_t weft_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+                                         weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_ialltoall")
+    return req_p == NULL ? WEFT_REQ_NULL("weft_ialltoall")
                        : weft__request_start(
-                             weft__alltoall_impl(sendbuf, recvbuf, count, dtype, comm, WEFT_NB(&s)), &s, req);
+                             weft__alltoall_impl(sendbuf, recvbuf, count, dtype, comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
@@ -148,12 +148,12 @@ WEFT_EXPORT weft_status_t weft_barrier(weft_comm_t comm)
     return weft__barrier_impl(comm, NULL);
 }
 
-WEFT_EXPORT weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req)
+WEFT_EXPORT weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_ibarrier")
-                       : weft__request_start(weft__barrier_impl(comm, WEFT_NB(&s)), &s, req);
+    return req_p == NULL ? WEFT_REQ_NULL("weft_ibarrier")
+                       : weft__request_start(weft__barrier_impl(comm, WEFT_NB(&s)), &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -166,14 +166,14 @@ WEFT_EXPORT weft_status_t weft_allgatherv(const void *sendbuf, void *recvbuf, si
 WEFT_EXPORT weft_status_t weft_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
                                            const size_t *recvcounts, const size_t *displs,
                                            weft_dtype_t dtype, weft_comm_t comm,
-                                           weft_request_t *req)
+                                           weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_iallgatherv")
+    return req_p == NULL ? WEFT_REQ_NULL("weft_iallgatherv")
                        : weft__request_start(weft__allgatherv_impl(sendbuf, recvbuf, sendcount,
                                                              recvcounts, displs, dtype, comm, WEFT_NB(&s)),
-                                             &s, req);
+                                             &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
@@ -188,14 +188,14 @@ WEFT_EXPORT weft_status_t weft_alltoallv(const void *sendbuf, void *recvbuf,
 WEFT_EXPORT weft_status_t weft_ialltoallv(const void *sendbuf, void *recvbuf,
                                           const size_t *sendcounts, const size_t *sdispls,
                                           const size_t *recvcounts, const size_t *rdispls,
-                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req)
+                                          weft_dtype_t dtype, weft_comm_t comm, weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_ialltoallv")
+    return req_p == NULL ? WEFT_REQ_NULL("weft_ialltoallv")
                        : weft__request_start(weft__alltoallv_impl(sendbuf, recvbuf, sendcounts, sdispls,
                                                             recvcounts, rdispls, dtype, comm, WEFT_NB(&s)),
-                                             &s, req);
+                                             &s, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
@@ -208,14 +208,14 @@ WEFT_EXPORT weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvb
 WEFT_EXPORT weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
                                                  const size_t *recvcounts, weft_dtype_t dtype,
                                                  weft_op_t op, weft_comm_t comm,
-                                                 weft_request_t *req)
+                                                 weft_request_t *req_p)
 {
     weft_sched_t *s = NULL;
 
-    return req == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter_v")
+    return req_p == NULL ? WEFT_REQ_NULL("weft_ireduce_scatter_v")
                        : weft__request_start(weft__reduce_scatter_v_impl(sendbuf, recvbuf, recvcounts,
                                                                    dtype, op, comm, WEFT_NB(&s)),
-                                             &s, req);
+                                             &s, req_p);
 }
 
 /* Stream-ordered forms. */

@@ -41,7 +41,7 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t handle, int *rank)
+WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t handle, int *rank_p)
 {
     struct weft_comm *comm;
     weft_status_t status = weft__comm_check(handle, "comm", &comm);
@@ -49,14 +49,14 @@ WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t handle, int *rank)
     if (status != WEFT_OK) {
         return status;
     }
-    if (rank == NULL) {
+    if (rank_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "rank is NULL");
     }
-    *rank = comm->rank;
+    *rank_p = comm->rank;
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t handle, int *size)
+WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t handle, int *size_p)
 {
     struct weft_comm *comm;
     weft_status_t status = weft__comm_check(handle, "comm", &comm);
@@ -64,10 +64,10 @@ WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t handle, int *size)
     if (status != WEFT_OK) {
         return status;
     }
-    if (size == NULL) {
+    if (size_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "size is NULL");
     }
-    *size = comm->size;
+    *size_p = comm->size;
     return WEFT_OK;
 }
 

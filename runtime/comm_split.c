@@ -171,7 +171,7 @@ static int member_cmp(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key, weft_comm_t *out)
+WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key, weft_comm_t *out_p)
 {
     struct weft_comm *comm, *child;
     int64_t mine[3], *all;
@@ -192,7 +192,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
     if (status != WEFT_OK) {
         return status;
     }
-    if (out == NULL) {
+    if (out_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_split: out is NULL");
     }
     all = malloc(sizeof(int64_t) * 3 * (size_t)comm->size);
@@ -210,7 +210,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
         free(all);
         free(members);
         if (status == WEFT_OK) {
-            *out = NULL; /* not a member of any new communicator */
+            *out_p = NULL; /* not a member of any new communicator */
         }
         return status;
     }
@@ -272,15 +272,15 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
     status = weft__comm_node_setup(child, nmap);
     if (status != WEFT_OK) {
         weft_comm_destroy(child->handle);
-        *out = NULL;
+        *out_p = NULL;
         return status;
     }
     weft__log_debug("split: color %d -> communicator %u, rank %d of %d", color, id, newrank, n);
-    *out = child->handle;
+    *out_p = child->handle;
     return WEFT_OK;
 }
 
-WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t handle, weft_comm_t *out)
+WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t handle, weft_comm_t *out_p)
 {
     struct weft_comm *comm;
     weft_status_t status = weft__comm_check(handle, "weft_comm_dup: comm", &comm);
@@ -288,5 +288,5 @@ WEFT_EXPORT weft_status_t weft_comm_dup(weft_comm_t handle, weft_comm_t *out)
     if (status != WEFT_OK) {
         return status;
     }
-    return weft_comm_split(handle, 0, comm->rank, out);
+    return weft_comm_split(handle, 0, comm->rank, out_p);
 }

@@ -62,9 +62,37 @@ static weft_config_table_t runtime_table = {
     "runtime", runtime_entries, sizeof(runtime_entries) / sizeof(runtime_entries[0]),
     &weft__runtime_config, runtime_values};
 
+/* The MPI interposer's settings (bindings/mpi, a library of its own that
+ * reads them with weft_config_get after weft_init): here, so that they are
+ * parsed, checked and listed like every other. */
+typedef struct weft_mpi_config {
+    int serve; /* WEFT_MPI */
+    int stats; /* WEFT_MPI_STATS */
+} weft_mpi_config_t;
+
+static weft_mpi_config_t mpi_config;
+
+static const weft_config_entry_t mpi_entries[] = {
+    {"MPI", "yes",
+     "libweft_mpi.so (the PMPI interposer) serves MPI collectives with weft; no: it forwards "
+     "every call to the MPI library",
+     weft__config_parse_bool, offsetof(weft_mpi_config_t, serve)},
+    {"MPI_STATS", "no",
+     "libweft_mpi.so: rank 0 prints at MPI_Finalize how many calls weft served, how many went "
+     "to MPI and why, and the weft communicators made and released",
+     weft__config_parse_bool, offsetof(weft_mpi_config_t, stats)},
+};
+
+static const char *mpi_values[sizeof(mpi_entries) / sizeof(mpi_entries[0])];
+
+static weft_config_table_t mpi_table = {"mpi", mpi_entries,
+                                        sizeof(mpi_entries) / sizeof(mpi_entries[0]),
+                                        &mpi_config, mpi_values};
+
 /* Every module's table, in the order weft_info -c prints them. */
 static weft_config_table_t *const tables[] = {&runtime_table, &weft__coll_config_table,
-                                              &weft__ucx_config_table, &weft__obs_config_table};
+                                              &weft__ucx_config_table, &weft__obs_config_table,
+                                              &mpi_table};
 
 #define NUM_TABLES (sizeof(tables) / sizeof(tables[0]))
 
@@ -254,6 +282,40 @@ void weft__config_release(void)
             tables[t]->values[i] = NULL;
         }
     }
+}
+
+weft_status_t weft__config_get(const char *name, char *buf, size_t len)
+{
+    const char *key = name != NULL && strncmp(name, "WEFT_", 5) == 0 ? name + 5 : name;
+
+    if (name == NULL || buf == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_config_get: %s is NULL",
+                           name == NULL ? "name" : "buf");
+    }
+    for (size_t t = 0; t < NUM_TABLES; t++) {
+        for (size_t i = 0; i < tables[t]->count; i++) {
+            const weft_config_entry_t *e = &tables[t]->entries[i];
+            const char *text = tables[t]->values[i];
+            int flag;
+
+            if (strcmp(e->name, key) != 0) {
+                continue;
+            }
+            /* loaded, so it parses; a boolean reads as 1 or 0 */
+            if (e->parse == weft__config_parse_bool && text != NULL &&
+                weft__config_parse_bool(text, &flag) == WEFT_OK) {
+                text = flag ? "1" : "0";
+            }
+            if (text == NULL || strlen(text) >= len) {
+                return weft__error(WEFT_ERR_INVALID_ARG,
+                                   "weft_config_get: WEFT_%s's value does not fit in %zu bytes",
+                                   key, len);
+            }
+            memcpy(buf, text, strlen(text) + 1);
+            return WEFT_OK;
+        }
+    }
+    return weft__error(WEFT_ERR_INVALID_ARG, "weft_config_get: no variable WEFT_%s", key);
 }
 
 void weft__config_dump(FILE *stream)

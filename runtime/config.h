@@ -15,6 +15,8 @@
 
 weft_status_t weft__config_load(void);
 void weft__config_release(void);
+/* weft_config_get (runtime/init.c checks weft_init was called). */
+weft_status_t weft__config_get(const char *name, char *buf, size_t len);
 /* Print every variable: name, default, current value, help. */
 void weft__config_dump(FILE *stream);
 

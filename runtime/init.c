@@ -106,6 +106,13 @@ WEFT_EXPORT weft_status_t weft_finalize(void)
     return status;
 }
 
+WEFT_EXPORT weft_status_t weft_config_get(const char *name, char *buf, size_t len)
+{
+    weft_status_t status = weft__check_initialized("weft_config_get");
+
+    return status != WEFT_OK ? status : weft__config_get(name, buf, len);
+}
+
 weft_status_t weft__check_initialized(const char *call)
 {
     if (atomic_load(&init_count) == 0) {

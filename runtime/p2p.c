@@ -143,21 +143,21 @@ WEFT_EXPORT weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype,
 }
 
 WEFT_EXPORT weft_status_t weft_isend(const void *buf, size_t count, weft_dtype_t dtype, int peer,
-                                     int tag, weft_comm_t comm, weft_request_t *req)
+                                     int tag, weft_comm_t comm, weft_request_t *req_p)
 {
-    if (req == NULL) {
+    if (req_p == NULL) {
         return WEFT_REQ_NULL("weft_isend");
     }
-    return p2p("weft_isend", 1, (void *)buf, count, dtype, peer, tag, comm, req);
+    return p2p("weft_isend", 1, (void *)buf, count, dtype, peer, tag, comm, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype, int peer,
-                                     int tag, weft_comm_t comm, weft_request_t *req)
+                                     int tag, weft_comm_t comm, weft_request_t *req_p)
 {
-    if (req == NULL) {
+    if (req_p == NULL) {
         return WEFT_REQ_NULL("weft_irecv");
     }
-    return p2p("weft_irecv", 0, buf, count, dtype, peer, tag, comm, req);
+    return p2p("weft_irecv", 0, buf, count, dtype, peer, tag, comm, req_p);
 }
 
 WEFT_EXPORT weft_status_t weft_send_enqueue(const void *buf, size_t count, weft_dtype_t dtype,

@@ -74,7 +74,7 @@ static void settle(struct weft_request *req, weft_status_t status)
     release_sched(req, 0);
 }
 
-WEFT_EXPORT weft_status_t weft_test(weft_request_t handle, int *done)
+WEFT_EXPORT weft_status_t weft_test(weft_request_t handle, int *done_p)
 {
     struct weft_request *req;
     weft_status_t status = check(handle, "weft_test", &req);
@@ -82,13 +82,13 @@ WEFT_EXPORT weft_status_t weft_test(weft_request_t handle, int *done)
     if (status != WEFT_OK) {
         return status;
     }
-    if (done == NULL) {
+    if (done_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_test: done is NULL");
     }
     if (req->s != NULL && weft__sched_test(req->s, &status)) {
         settle(req, status);
     }
-    *done = req->s == NULL;
+    *done_p = req->s == NULL;
     return req->s == NULL ? req->status : WEFT_OK;
 }
 

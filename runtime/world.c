@@ -324,7 +324,7 @@ static weft_status_t comm_world(struct weft_comm **comm)
     return comm_singleton(comm);
 }
 
-WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id)
+WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id_p)
 {
     const char *addr = weft__runtime_config.bootstrap_addr;
     weft_tcp_id_t tid;
@@ -335,12 +335,12 @@ WEFT_EXPORT weft_status_t weft_get_unique_id(weft_unique_id_t *id)
     if (status != WEFT_OK) {
         return status;
     }
-    if (id == NULL) {
+    if (id_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_get_unique_id: id is NULL");
     }
     status = weft__tcp_id_create(addr != NULL && addr[0] != '\0' ? addr : NULL, &tid);
     if (status == WEFT_OK) {
-        memcpy(id->internal, tid.bytes, sizeof(id->internal));
+        memcpy(id_p->internal, tid.bytes, sizeof(id_p->internal));
     }
     return status;
 }
@@ -413,18 +413,18 @@ WEFT_EXPORT weft_status_t weft_unique_id_to_string(const weft_unique_id_t *id, c
     return weft__tcp_id_to_string(&tid, buf, len);
 }
 
-WEFT_EXPORT weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id)
+WEFT_EXPORT weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id_p)
 {
     weft_tcp_id_t tid;
     weft_status_t status;
 
-    if (text == NULL || id == NULL) {
+    if (text == NULL || id_p == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_unique_id_from_string: %s is NULL",
                            text == NULL ? "text" : "id");
     }
     status = weft__tcp_id_from_string(text, &tid);
     if (status == WEFT_OK) {
-        memcpy(id->internal, tid.bytes, sizeof(id->internal));
+        memcpy(id_p->internal, tid.bytes, sizeof(id_p->internal));
     }
     return status;
 }

@@ -34,7 +34,7 @@ for trs in $(find tests -name '*.trs' | sort); do
         echo "----- ${log} -----"; tail -n 40 "$log"; echo "-----"
     fi
 done
-# The hardening jobs (issue 11): ASan+UBSan and TSan builds of the
+# The hardening jobs: ASan+UBSan and TSan builds of the
 # in-process, shared-memory and multi-process suites, and every fuzz target
 # for a bounded time; then the soak (issue 14: a minute of everything with
 # memory, descriptors and mappings watched) and its short leak-checked run;

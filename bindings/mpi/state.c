@@ -316,35 +316,31 @@ WEFT_MPI_EXPORT int weft_comm_from_mpi(MPI_Comm comm, weft_comm_t *comm_p)
     return MPI_SUCCESS;
 }
 
-static int env_off(const char *name)
+/* A boolean of weft's configuration (WEFT_MPI, WEFT_MPI_STATS: listed by
+ * weft_info -c, read by weft_init from the environment or WEFT_CONFIG_FILE). */
+static int setting(const char *name)
 {
-    const char *v = getenv(name);
+    char value[8];
 
-    return v != NULL && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0);
-}
-
-static int env_on(const char *name)
-{
-    const char *v = getenv(name);
-
-    return v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "on") == 0 || strcmp(v, "yes") == 0);
+    return weft_config_get(name, value, sizeof(value)) == WEFT_OK && strcmp(value, "1") == 0;
 }
 
 /* After PMPI_Init succeeded: start weft and the world's communicator. */
 static void setup(int provided)
 {
-    int ok, all_ok = 0, size, rank;
+    int ok, started, all_ok = 0, size, rank;
 
-    stats_on = env_on("WEFT_MPI_STATS");
     weft__mpi_multiple = provided == MPI_THREAD_MULTIPLE;
-    if (env_off("WEFT_MPI")) {
+    started = weft_init() == WEFT_OK;
+    stats_on = started && setting("MPI_STATS");
+    if (started && !setting("MPI")) {
+        weft_finalize();
         atomic_store(&weft__mpi_state, 2);
         return;
     }
     weft__mpi_dtype_setup();
-    ok = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_attr, &comm_keyval, NULL) ==
-         MPI_SUCCESS;
-    ok = ok && weft_init() == WEFT_OK;
+    ok = started && PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_attr, &comm_keyval,
+                                            NULL) == MPI_SUCCESS;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -355,7 +351,7 @@ static void setup(int provided)
                     "to MPI\n",
                     ok ? "on another rank" : weft_last_error());
         }
-        if (ok) {
+        if (started) {
             weft_finalize();
         }
         atomic_store(&weft__mpi_state, 2);

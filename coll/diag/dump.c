@@ -18,18 +18,6 @@
 #define DUMP_FORMAT "weft-flight-recorder"
 #define DUMP_VERSION 1
 
-static const char *status_name(weft_status_t status)
-{
-    switch (status) {
-#define DUMP_STATUS_CASE(name, value, desc)                                                        \
-    case WEFT_##name:                                                                              \
-        return "WEFT_" #name;
-        WEFT_STATUS_MAP(DUMP_STATUS_CASE)
-#undef DUMP_STATUS_CASE
-    }
-    return "unknown";
-}
-
 const char *weft__dump_reason(weft_status_t status)
 {
     switch (status) {
@@ -146,7 +134,7 @@ static void op_json(const weft_record_view_t *v, void *arg)
         fputs(", \"root\": null", out);
     }
     fprintf(out, ",\n     \"state\": \"%s\", \"status\": \"%s\", \"error\": ", state_name(v->state),
-            status_name(v->state == WEFT_RECORD_RUNNING ? WEFT_INPROGRESS : v->status));
+            weft_status_name(v->state == WEFT_RECORD_RUNNING ? WEFT_INPROGRESS : v->status));
     if (v->state == WEFT_RECORD_FAILED) {
         weft__dump_json_string(out, v->note);
     } else {
@@ -206,7 +194,7 @@ weft_status_t weft__dump_json(struct weft_comm *comm, const char *reason, FILE *
     }
     fprintf(out,
             "],\n  \"failed\": %s%s%s, \"failed_error\": ", comm->failed != WEFT_OK ? "\"" : "",
-            comm->failed != WEFT_OK ? status_name(comm->failed) : "null",
+            comm->failed != WEFT_OK ? weft_status_name(comm->failed) : "null",
             comm->failed != WEFT_OK ? "\"" : "");
     if (comm->failed != WEFT_OK) {
         weft__dump_json_string(out, comm->failed_msg);

@@ -587,6 +587,94 @@ Test(sched, failure_is_sticky, .init = setup)
     run_world(2, 0, 0, rank_sticky, NULL);
 }
 
+/* ---------------------------------------- which failures break a comm */
+
+static weft_status_t fail_with(void *state, int *peer_p)
+{
+    weft_status_t st = *(const weft_status_t *)state;
+
+    *peer_p = -1;
+    return weft__error(st, "handmade failure");
+}
+
+/*
+ * For every error of the status list but ERR_ABORTED (an abort is local:
+ * no notice), on a fresh duplicate of a 2-rank world: rank 0's operation
+ * fails with it while rank 1 waits for a message from rank 0. A status that
+ * breaks the communicator (WEFT_STATUS_MAP's column) reaches rank 1 through
+ * the failure notice well before its deadline, and both ranks' communicator
+ * stays failed; any other leaves it working: rank 0 then sends the message
+ * and rank 1 gets it.
+ */
+static void rank_breaks(weft_comm_t comm, int rank, void *arg)
+{
+    static const weft_status_t statuses[] = {
+#define STATUS_VALUE(name, value, breaks, desc) WEFT_##name,
+        WEFT_STATUS_MAP(STATUS_VALUE)
+#undef STATUS_VALUE
+    };
+
+    (void)arg;
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+        weft_status_t st = statuses[i], want, got;
+        int breaks = weft__status_breaks_comm(st);
+        int32_t v = 7, w = 0;
+        weft_comm_t d = NULL;
+        weft_sched_t *s;
+        uint64_t t0;
+
+        if (st >= 0 || st == WEFT_ERR_ABORTED) {
+            continue;
+        }
+        if (weft_comm_dup(comm, &d) != WEFT_OK) {
+            EXPECT(0, "dup: %s", weft_last_error());
+            return;
+        }
+        want = breaks ? st : WEFT_OK;
+        s = make(d, "breaks", WEFT_INT32, WEFT_SUM);
+        if (rank == 0) {
+            EXPECT(weft__sched_poll(s, fail_with, NULL, &st) >= 0, "poll task");
+            got = weft__sched_run(s);
+            EXPECT(got == st, "%s: rank 0 got %s", weft_status_name(st), weft_status_name(got));
+            weft__sched_destroy(s);
+            if (!breaks) {
+                s = make(d, "breaks", WEFT_INT32, WEFT_SUM);
+                EXPECT(weft__sched_send(s, 1, 1, &v, sizeof(v)) >= 0, "send task");
+                got = weft__sched_run(s);
+                EXPECT(got == WEFT_OK, "%s: the send after it got %s: %s", weft_status_name(st),
+                       weft_status_name(got), weft_last_error());
+                weft__sched_destroy(s);
+            }
+        } else {
+            /* the operation rank 0's failed one stands for: tags carry the
+             * sequence number, so the receive pairs with rank 0's send */
+            EXPECT(weft__sched_nop(s) >= 0, "nop task");
+            EXPECT(weft__sched_run(s) == WEFT_OK, "nop: %s", weft_last_error());
+            weft__sched_destroy(s);
+            s = make(d, "breaks", WEFT_INT32, WEFT_SUM);
+            EXPECT(weft__sched_recv(s, 0, 1, &w, sizeof(w)) >= 0, "recv task");
+            t0 = weft__time_ns();
+            got = weft__sched_run(s);
+            EXPECT(got == want, "%s: rank 1 got %s: %s", weft_status_name(st),
+                   weft_status_name(got), weft_last_error());
+            EXPECT(weft__time_ns() - t0 < 5000000000ull, "%s: rank 1 waited %.1f s",
+                   weft_status_name(st), (double)(weft__time_ns() - t0) / 1e9);
+            EXPECT(breaks || w == v, "%s: rank 1 received %d", weft_status_name(st), (int)w);
+            weft__sched_destroy(s);
+        }
+        got = weft__comm_health(weft__comm_of(d));
+        EXPECT(got == want, "%s: rank %d's communicator reports %s", weft_status_name(st), rank,
+               weft_status_name(got));
+        weft_comm_destroy(d);
+    }
+}
+
+Test(sched, failures_that_break_the_communicator, .init = setup)
+{
+    cr_redirect_stderr(); /* failed communicators log their flight recorders */
+    run_world(2, 0, 0, rank_breaks, NULL);
+}
+
 /* -------------------------------------------------------------- timeout */
 
 typedef struct timeout_result {

@@ -187,7 +187,7 @@ static const weft_dtype_t float_dtypes[] = {WEFT_FLOAT16, WEFT_BFLOAT16, WEFT_FL
 static const weft_op_t int_only_ops[] = {WEFT_BAND, WEFT_BOR, WEFT_BXOR,
                                          WEFT_LAND, WEFT_LOR, WEFT_LXOR};
 
-/* Every bad input of DESIGN.md, for the three collectives, on c->comm. */
+/* Every bad input the API rejects, for the three collectives, on c->comm. */
 static void bad_inputs(ctx_t *c)
 {
     const int p = c->size, r = c->rank;

@@ -1,8 +1,8 @@
 /*
- * Runtime unit tests: status strings and last-error messages, dtype/op
- * names, weft_init/weft_finalize reference counting, WEFT_TUNE selection
- * rules, tag encoding and logging (the configuration registry:
- * test_runtime_config.c).
+ * Runtime unit tests: status strings, names and which statuses break a
+ * communicator, last-error messages, dtype/op names, weft_init/weft_finalize
+ * reference counting, WEFT_TUNE selection rules, tag encoding and logging
+ * (the configuration registry: test_runtime_config.c).
  *
  * Criterion runs every Test in its own process, so each test sets the
  * environment it needs before weft_init; clean_env() first removes every
@@ -30,11 +30,12 @@
 
 typedef struct status_entry {
     weft_status_t value;
+    const char *name;
     const char *desc;
 } status_entry_t;
 
 static const status_entry_t all_statuses[] = {
-#define STATUS_ENTRY(name, value, desc) {WEFT_##name, desc},
+#define STATUS_ENTRY(name, value, breaks, desc) {WEFT_##name, "WEFT_" #name, desc},
     WEFT_STATUS_MAP(STATUS_ENTRY)
 #undef STATUS_ENTRY
 };
@@ -67,12 +68,70 @@ Test(status, strings_distinct_and_from_map)
     }
 }
 
+/* The names, written out: a rename in the map must show up here. */
+Test(status, names)
+{
+    static const struct {
+        weft_status_t value;
+        const char *name;
+    } expected[] = {
+        {WEFT_OK, "WEFT_OK"},
+        {WEFT_INPROGRESS, "WEFT_INPROGRESS"},
+        {WEFT_ERR_INVALID_ARG, "WEFT_ERR_INVALID_ARG"},
+        {WEFT_ERR_NO_MEMORY, "WEFT_ERR_NO_MEMORY"},
+        {WEFT_ERR_UNSUPPORTED, "WEFT_ERR_UNSUPPORTED"},
+        {WEFT_ERR_TRANSPORT, "WEFT_ERR_TRANSPORT"},
+        {WEFT_ERR_TIMEOUT, "WEFT_ERR_TIMEOUT"},
+        {WEFT_ERR_PEER_FAILED, "WEFT_ERR_PEER_FAILED"},
+        {WEFT_ERR_ABORTED, "WEFT_ERR_ABORTED"},
+        {WEFT_ERR_MISMATCH, "WEFT_ERR_MISMATCH"},
+        {WEFT_ERR_BOOTSTRAP, "WEFT_ERR_BOOTSTRAP"},
+        {WEFT_ERR_DEVICE, "WEFT_ERR_DEVICE"},
+        {WEFT_ERR_INTERNAL, "WEFT_ERR_INTERNAL"},
+        {WEFT_ERR_NOT_INITIALIZED, "WEFT_ERR_NOT_INITIALIZED"},
+    };
+
+    cr_assert_eq(sizeof(expected) / sizeof(expected[0]), NUM_STATUSES,
+                 "a status was added: name it here");
+    for (size_t i = 0; i < NUM_STATUSES; i++) {
+        cr_assert_str_eq(weft_status_name(expected[i].value), expected[i].name);
+        cr_assert_str_eq(weft_status_name(all_statuses[i].value), all_statuses[i].name);
+    }
+}
+
+/* Which statuses break a communicator (comm/comm.c's weft__comm_fail): what
+ * a running operation can no longer recover from with its peers. A refusal
+ * before anything started leaves the communicator usable. */
+Test(status, breaks_comm)
+{
+    static const weft_status_t breaking[] = {
+        WEFT_ERR_TRANSPORT, WEFT_ERR_TIMEOUT,   WEFT_ERR_PEER_FAILED, WEFT_ERR_ABORTED,
+        WEFT_ERR_MISMATCH,  WEFT_ERR_BOOTSTRAP, WEFT_ERR_DEVICE,      WEFT_ERR_INTERNAL,
+    };
+
+    for (size_t i = 0; i < NUM_STATUSES; i++) {
+        weft_status_t st = all_statuses[i].value;
+        int expect = 0;
+
+        for (size_t k = 0; k < sizeof(breaking) / sizeof(breaking[0]); k++) {
+            expect |= breaking[k] == st;
+        }
+        cr_assert_eq(weft__status_breaks_comm(st), expect, "%s", weft_status_name(st));
+    }
+    cr_assert_eq(weft__status_breaks_comm((weft_status_t)-13), 0);
+    cr_assert_eq(weft__status_breaks_comm((weft_status_t)2), 0);
+}
+
 Test(status, unknown_values)
 {
     cr_assert_str_eq(weft_status_string((weft_status_t)2), "unknown status");
     cr_assert_str_eq(weft_status_string((weft_status_t)-13), "unknown status");
     cr_assert_str_eq(weft_status_string((weft_status_t)-1000), "unknown status");
     cr_assert_str_eq(weft_status_string((weft_status_t)12345), "unknown status");
+    cr_assert_str_eq(weft_status_name((weft_status_t)2), "unknown");
+    cr_assert_str_eq(weft_status_name((weft_status_t)-13), "unknown");
+    cr_assert_str_eq(weft_status_name((weft_status_t)-1000), "unknown");
+    cr_assert_str_eq(weft_status_name((weft_status_t)12345), "unknown");
 }
 
 Test(status, last_error_names_the_argument, .init = clean_env)

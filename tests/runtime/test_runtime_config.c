@@ -369,6 +369,73 @@ Test(config, dump_every_variable, .init = clean_env)
     weft_finalize();
 }
 
+/* WEFT_MPI and WEFT_MPI_STATS, libweft_mpi.so's settings, are in the
+ * registry like every other: defaults, environment, file, checked values,
+ * listed with help, read back through weft_config_get. */
+Test(config, mpi_interposer_settings, .init = clean_env_redirect)
+{
+    char value[16], path[64], *dump = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    unsetenv("WEFT_MPI");
+    unsetenv("WEFT_MPI_STATS");
+    cr_assert_eq(weft_config_get("MPI", value, sizeof(value)), WEFT_ERR_NOT_INITIALIZED);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_config_get("MPI", value, sizeof(value)), WEFT_OK, "%s", weft_last_error());
+    cr_assert_str_eq(value, "1");
+    cr_assert_eq(weft_config_get("WEFT_MPI_STATS", value, sizeof(value)), WEFT_OK);
+    cr_assert_str_eq(value, "0");
+    cr_assert_eq(weft_config_get("TIMEOUT", value, sizeof(value)), WEFT_OK);
+    cr_assert_str_eq(value, "300");
+    cr_assert_eq(weft_config_get("NO_SUCH_THING", value, sizeof(value)), WEFT_ERR_INVALID_ARG);
+    cr_assert_not_null(strstr(weft_last_error(), "WEFT_NO_SUCH_THING"), "%s", weft_last_error());
+    cr_assert_eq(weft_config_get("TIMEOUT", value, 3), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft_config_get(NULL, value, sizeof(value)), WEFT_ERR_INVALID_ARG);
+    f = open_memstream(&dump, &len);
+    cr_assert_not_null(f);
+    weft__config_dump(f);
+    fclose(f);
+    cr_assert_not_null(strstr(dump, "# module mpi"));
+    check_dump_entry(dump, "WEFT_MPI", "yes", "yes");
+    check_dump_entry(dump, "WEFT_MPI_STATS", "no", "no");
+    free(dump);
+    weft_finalize();
+
+    /* every spelling the interposer took before, from the environment */
+    const char *const off[] = {"off", "0", "no"}, *const on[] = {"1", "on", "yes"};
+    for (size_t i = 0; i < 3; i++) {
+        setenv("WEFT_MPI", off[i], 1);
+        setenv("WEFT_MPI_STATS", on[i], 1);
+        cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+        cr_assert_eq(weft_config_get("MPI", value, sizeof(value)), WEFT_OK);
+        cr_assert_str_eq(value, "0", "WEFT_MPI=%s", off[i]);
+        cr_assert_eq(weft_config_get("MPI_STATS", value, sizeof(value)), WEFT_OK);
+        cr_assert_str_eq(value, "1", "WEFT_MPI_STATS=%s", on[i]);
+        weft_finalize();
+    }
+    unsetenv("WEFT_MPI");
+    unsetenv("WEFT_MPI_STATS");
+
+    /* from the file */
+    write_temp(path, sizeof(path), "MPI = off\nWEFT_MPI_STATS = yes\n");
+    setenv("WEFT_CONFIG_FILE", path, 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_config_get("MPI", value, sizeof(value)), WEFT_OK);
+    cr_assert_str_eq(value, "0");
+    cr_assert_eq(weft_config_get("MPI_STATS", value, sizeof(value)), WEFT_OK);
+    cr_assert_str_eq(value, "1");
+    weft_finalize();
+    unlink(path);
+    unsetenv("WEFT_CONFIG_FILE");
+
+    /* a value that is no boolean fails weft_init naming the variable */
+    setenv("WEFT_MPI", "sometimes", 1);
+    cr_assert_eq(weft_init(), WEFT_ERR_INVALID_ARG);
+    cr_assert_not_null(strstr(weft_last_error(), "WEFT_MPI"), "%s", weft_last_error());
+    unsetenv("WEFT_MPI");
+}
+
 Test(config, dump_before_init_shows_defaults, .init = clean_env)
 {
     char *dump = NULL;
