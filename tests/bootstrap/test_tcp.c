@@ -1168,3 +1168,45 @@ Test(bootstrap_tcp, connection_flood)
         unlink(log);
     }
 }
+
+/* The unspecified addresses would put no host in the id and listen on every
+ * interface: refused, saying why. */
+Test(bootstrap_tcp, unspecified_bind_address_refused)
+{
+    static const char *const any[] = {"0.0.0.0", "::", "0::0", "::ffff:0.0.0.0"};
+    weft_tcp_id_t id;
+
+    for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++) {
+        memset(&id, 0x5a, sizeof(id));
+        cr_expect_eq(weft__tcp_id_create(any[i], &id), WEFT_ERR_INVALID_ARG, "%s accepted",
+                     any[i]);
+        cr_expect(strstr(weft_last_error(), "unspecified address") != NULL, "%s: %s", any[i],
+                  weft_last_error());
+        cr_expect(strstr(weft_last_error(), any[i]) != NULL, "%s: %s", any[i], weft_last_error());
+        cr_expect_eq(id.bytes[0], 0x5a, "%s: the id was written", any[i]);
+    }
+}
+
+/* Without an address, the interface the root chose is logged (info). */
+Test(bootstrap_tcp, default_interface_logged)
+{
+    char log[64];
+    weft_tcp_id_t id;
+    int fd, saved = dup(STDERR_FILENO);
+    weft_log_level_t level = weft__log_level;
+
+    snprintf(log, sizeof(log), "/tmp/weft-test-iface.XXXXXX");
+    fd = mkstemp(log);
+    cr_assert_geq(fd, 0);
+    dup2(fd, STDERR_FILENO);
+    weft__log_level = WEFT_LOG_INFO;
+    cr_expect_eq(weft__tcp_id_create(NULL, &id), WEFT_OK, "%s", weft_last_error());
+    weft__log_level = level;
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+    cr_expect_eq(count_lines_with(log, "the root listens on") +
+                     count_lines_with(log, "bootstrap: no up, non-loopback"),
+                 1, "the chosen interface was not logged once (%s)", log);
+    unlink(log);
+}
