@@ -256,6 +256,13 @@ void weft__config_release(void)
     }
 }
 
+/* Variables whose value is a secret: whoever reads it can join the job (take
+ * an absent rank's place, abort it), so weft__config_dump does not print it. */
+static int is_secret(const weft_config_entry_t *e)
+{
+    return strcmp(e->name, "UNIQUE_ID") == 0;
+}
+
 void weft__config_dump(FILE *stream)
 {
     for (size_t t = 0; t < NUM_TABLES; t++) {
@@ -265,8 +272,17 @@ void weft__config_dump(FILE *stream)
         for (size_t i = 0; i < tab->count; i++) {
             const weft_config_entry_t *e = &tab->entries[i];
 
+            const char *value = tab->values[i] ? tab->values[i] : e->default_value;
+
+            if (is_secret(e) && *value != '\0') {
+                /* a comment, so that the dump still reads as a configuration file */
+                fprintf(stream, "#\n# %s\n# default: '%s'\n# WEFT_%s is set (%zu characters), not "
+                        "shown: it holds the job's secret token\n",
+                        e->help, e->default_value, e->name, strlen(value));
+                continue;
+            }
             fprintf(stream, "#\n# %s\n# default: '%s'\nWEFT_%s=%s\n", e->help, e->default_value,
-                    e->name, tab->values[i] ? tab->values[i] : e->default_value);
+                    e->name, value);
         }
         fprintf(stream, "\n");
     }
