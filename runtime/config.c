@@ -29,7 +29,7 @@ static const weft_config_entry_t runtime_entries[] = {
      weft__config_parse_string, offsetof(weft_runtime_config_t, tune)},
     {"BOOTSTRAP_ADDR", "",
      "address or interface weft_get_unique_id listens on; empty: the first up non-loopback "
-     "IPv4 interface, else 127.0.0.1",
+     "IPv4 interface, else 127.0.0.1; the unspecified addresses 0.0.0.0 and :: are refused",
      weft__config_parse_string, offsetof(weft_runtime_config_t, bootstrap_addr)},
     {"UNIQUE_ID", "",
      "weft_comm_world outside mpirun/srun: the job's unique id in text form "
