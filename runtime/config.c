@@ -276,7 +276,8 @@ void weft__config_dump(FILE *stream)
 
             if (is_secret(e) && *value != '\0') {
                 /* a comment, so that the dump still reads as a configuration file */
-                fprintf(stream, "#\n# %s\n# default: '%s'\n# WEFT_%s is set (%zu characters), not "
+                fprintf(stream,
+                        "#\n# %s\n# default: '%s'\n# WEFT_%s is set (%zu characters), not "
                         "shown: it holds the job's secret token\n",
                         e->help, e->default_value, e->name, strlen(value));
                 continue;

@@ -37,8 +37,8 @@
 #define HANDSHAKE_NS (3 * SEC_NS) /* an unregistered connection must register by then */
 #define REPORT_EVERY_NS (100 * MS_NS)
 #define ACCEPT_PAUSE_NS (100 * MS_NS)
-#define ACCEPT_BATCH 32         /* connections accepted per round of the poll loop */
-#define STRANGERS_MIN 64        /* unregistered connections kept: 2 x nranks, at least this */
+#define ACCEPT_BATCH 32  /* connections accepted per round of the poll loop */
+#define STRANGERS_MIN 64 /* unregistered connections kept: 2 x nranks, at least this */
 #define DROP_LOG_EVERY_NS (10 * SEC_NS) /* one line about dropped strangers per period */
 
 pthread_mutex_t weft__tcp_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,8 +73,8 @@ void weft__tcp_stranger_dropped(root_t *root, conn_t *c, const char *why)
                            "more unregistered connections since the last such line)",
                            root->name, c->name, why, root->drops_quiet);
         } else {
-            weft__log_warn("tcp bootstrap root %s: dropping the connection from %s: %s",
-                           root->name, c->name, why);
+            weft__log_warn("tcp bootstrap root %s: dropping the connection from %s: %s", root->name,
+                           c->name, why);
         }
         root->drops_quiet = 0;
         root->drop_log_next_ns = now + DROP_LOG_EVERY_NS;

@@ -84,8 +84,8 @@ struct root {
     int report_dirty;
     int host_seen_left;
     uint64_t linger_deadline_ns, accept_paused_until_ns;
-    uint64_t drop_log_next_ns;   /* strangers' drops: the next line logged */
-    unsigned long drops_quiet;   /* drops since the last line */
+    uint64_t drop_log_next_ns; /* strangers' drops: the next line logged */
+    unsigned long drops_quiet; /* drops since the last line */
     char drop_last_name[NAME_MAX_CHARS];
     const char *drop_last_why; /* a static string */
 };

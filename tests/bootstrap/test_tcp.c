@@ -77,8 +77,8 @@ struct job {
     int late[MAX_PROCS];      /* start once every other process is ready */
     double deadline_s;        /* of boot_create */
     body_fn *body;
-    int (*raw)(const char *id); /* run by the test between process 0 and the others */
-    int kill_proc;              /* process to SIGKILL once all are ready, or -1 */
+    int (*raw)(const char *id);    /* run by the test between process 0 and the others */
+    int kill_proc;                 /* process to SIGKILL once all are ready, or -1 */
     void (*flood)(const char *id); /* run by a process of its own, started after process 0 */
     int root_nofile;               /* process 0's descriptor limit; 0: unchanged */
     const char *root_log;          /* process 0's stderr goes there; NULL: unchanged */
@@ -1178,8 +1178,7 @@ Test(bootstrap_tcp, unspecified_bind_address_refused)
 
     for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++) {
         memset(&id, 0x5a, sizeof(id));
-        cr_expect_eq(weft__tcp_id_create(any[i], &id), WEFT_ERR_INVALID_ARG, "%s accepted",
-                     any[i]);
+        cr_expect_eq(weft__tcp_id_create(any[i], &id), WEFT_ERR_INVALID_ARG, "%s accepted", any[i]);
         cr_expect(strstr(weft_last_error(), "unspecified address") != NULL, "%s: %s", any[i],
                   weft_last_error());
         cr_expect(strstr(weft_last_error(), any[i]) != NULL, "%s: %s", any[i], weft_last_error());

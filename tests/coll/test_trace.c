@@ -506,8 +506,7 @@ static void expect_private_trace(const char *path)
     struct stat st;
 
     cr_assert_eq(lstat(path, &st), 0, "%s: not written", path);
-    cr_expect(S_ISREG(st.st_mode), "%s is not a plain file (mode 0%o)", path,
-              (unsigned)st.st_mode);
+    cr_expect(S_ISREG(st.st_mode), "%s is not a plain file (mode 0%o)", path, (unsigned)st.st_mode);
     cr_expect_eq(st.st_mode & 07777, 0600, "%s has mode 0%o, not 0600", path,
                  (unsigned)(st.st_mode & 07777));
     cr_expect_eq(st.st_uid, geteuid());
