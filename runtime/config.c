@@ -29,7 +29,7 @@ static const weft_config_entry_t runtime_entries[] = {
      weft__config_parse_string, offsetof(weft_runtime_config_t, tune)},
     {"BOOTSTRAP_ADDR", "",
      "address or interface weft_get_unique_id listens on; empty: the first up non-loopback "
-     "IPv4 interface, else 127.0.0.1",
+     "IPv4 interface, else 127.0.0.1; the unspecified addresses 0.0.0.0 and :: are refused",
      weft__config_parse_string, offsetof(weft_runtime_config_t, bootstrap_addr)},
     {"UNIQUE_ID", "",
      "weft_comm_world outside mpirun/srun: the job's unique id in text form "
@@ -318,6 +318,13 @@ weft_status_t weft__config_get(const char *name, char *buf, size_t len)
     return weft__error(WEFT_ERR_INVALID_ARG, "weft_config_get: no variable WEFT_%s", key);
 }
 
+/* Variables whose value is a secret: whoever reads it can join the job (take
+ * an absent rank's place, abort it), so weft__config_dump does not print it. */
+static int is_secret(const weft_config_entry_t *e)
+{
+    return strcmp(e->name, "UNIQUE_ID") == 0;
+}
+
 void weft__config_dump(FILE *stream)
 {
     for (size_t t = 0; t < NUM_TABLES; t++) {
@@ -327,8 +334,18 @@ void weft__config_dump(FILE *stream)
         for (size_t i = 0; i < tab->count; i++) {
             const weft_config_entry_t *e = &tab->entries[i];
 
+            const char *value = tab->values[i] ? tab->values[i] : e->default_value;
+
+            if (is_secret(e) && *value != '\0') {
+                /* a comment, so that the dump still reads as a configuration file */
+                fprintf(stream,
+                        "#\n# %s\n# default: '%s'\n# WEFT_%s is set (%zu characters), not "
+                        "shown: it holds the job's secret token\n",
+                        e->help, e->default_value, e->name, strlen(value));
+                continue;
+            }
             fprintf(stream, "#\n# %s\n# default: '%s'\nWEFT_%s=%s\n", e->help, e->default_value,
-                    e->name, tab->values[i] ? tab->values[i] : e->default_value);
+                    e->name, value);
         }
         fprintf(stream, "\n");
     }

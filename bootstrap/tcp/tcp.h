@@ -18,6 +18,10 @@
  *    later ops return WEFT_ERR_BOOTSTRAP. After a peer failure they return
  *    WEFT_ERR_PEER_FAILED. release is always allowed.
  *  - weft__tcp_boot_failed_rank may be called from any thread at any time.
+ *  - Anyone who reaches the root's port may connect: the root keeps at most
+ *    2 x nranks (at least 64) connections that have not registered, drops
+ *    the oldest first, and drops one that has not registered within 3 s; a
+ *    rank registers in its first message, right after connecting.
  *
  * Id layout (128 bytes, integers big-endian):
  *    0  u32 magic "WFTI"       4  u16 version (1)    6  u8 family (4 or 6)

@@ -9,6 +9,18 @@
  * While a registration or an op has waited REPORT_AFTER_NS, the root sends
  * the waiting ranks who is missing (at most every REPORT_EVERY_NS), so that a
  * rank whose deadline expires can name the ranks it waited for.
+ *
+ * Strangers: anyone who can reach the root's port can connect, and the root
+ * lives in the application's process (rank 0), so unregistered connections
+ * are bounded: at most 2 x nranks of them (STRANGERS_MIN before the first
+ * registration tells nranks, and never fewer), each dropped if it has not
+ * registered within HANDSHAKE_NS. When a new one would exceed the cap, the
+ * oldest goes first, after what it has sent is served (a rank's registration
+ * may be waiting in its socket), and the root accepts ACCEPT_BATCH at a time,
+ * so a flood of connections costs the root a bounded number of descriptors
+ * and cannot starve the ranks' connections, which register in their first
+ * round. Drops are logged once per DROP_LOG_EVERY_NS with a count, so that a
+ * flood does not flood the log either.
  */
 #include "bootstrap/tcp/tcp_root.h"
 
@@ -22,9 +34,12 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define HANDSHAKE_NS (10 * SEC_NS) /* an unregistered connection must register by then */
+#define HANDSHAKE_NS (3 * SEC_NS) /* an unregistered connection must register by then */
 #define REPORT_EVERY_NS (100 * MS_NS)
 #define ACCEPT_PAUSE_NS (100 * MS_NS)
+#define ACCEPT_BATCH 32  /* connections accepted per round of the poll loop */
+#define STRANGERS_MIN 64 /* unregistered connections kept: 2 x nranks, at least this */
+#define DROP_LOG_EVERY_NS (10 * SEC_NS) /* one line about dropped strangers per period */
 
 pthread_mutex_t weft__tcp_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static root_t *registry;
@@ -48,15 +63,82 @@ static int root_grow(root_t *root)
     return 0;
 }
 
+void weft__tcp_stranger_dropped(root_t *root, conn_t *c, const char *why)
+{
+    uint64_t now = weft__time_ns();
+
+    if (now >= root->drop_log_next_ns) {
+        if (root->drops_quiet > 0) {
+            weft__log_warn("tcp bootstrap root %s: dropping the connection from %s: %s (and %lu "
+                           "more unregistered connections since the last such line)",
+                           root->name, c->name, why, root->drops_quiet);
+        } else {
+            weft__log_warn("tcp bootstrap root %s: dropping the connection from %s: %s", root->name,
+                           c->name, why);
+        }
+        root->drops_quiet = 0;
+        root->drop_log_next_ns = now + DROP_LOG_EVERY_NS;
+    } else {
+        root->drops_quiet++;
+        snprintf(root->drop_last_name, sizeof(root->drop_last_name), "%s", c->name);
+        root->drop_last_why = why;
+    }
+    weft__tcp_conn_drop(c);
+}
+
+/* The line about the drops that weft__tcp_stranger_dropped kept quiet. */
+static void root_log_drops(root_t *root, uint64_t now)
+{
+    if (root->drops_quiet == 0) {
+        return;
+    }
+    weft__log_warn("tcp bootstrap root %s: dropped %lu more unregistered connections, the "
+                   "latest from %s: %s",
+                   root->name, root->drops_quiet, root->drop_last_name, root->drop_last_why);
+    root->drops_quiet = 0;
+    root->drop_log_next_ns = now + DROP_LOG_EVERY_NS;
+}
+
+static int root_strangers_cap(const root_t *root)
+{
+    return root->nranks > STRANGERS_MIN / 2 ? 2 * root->nranks : STRANGERS_MIN;
+}
+
+/* Make room for one more unregistered connection (*strangers of them now):
+ * serve what the oldest ones have sent, and drop the oldest still
+ * unregistered. *oldest: where in conns to look on from. */
+static void root_make_room(root_t *root, int *strangers, int *oldest)
+{
+    while (*strangers >= root_strangers_cap(root) && *oldest < root->nconns) {
+        conn_t *c = root->conns[(*oldest)++];
+
+        if (c->dead || c->rank >= 0) {
+            continue;
+        }
+        weft__tcp_conn_read(root, c);
+        if (!c->dead && c->rank < 0) {
+            weft__tcp_stranger_dropped(root, c,
+                                       "too many unregistered connections, the oldest goes first");
+        }
+        (*strangers)--;
+    }
+}
+
 static void root_accept(root_t *root, uint64_t now)
 {
-    for (;;) {
+    int strangers = 0, oldest = 0;
+
+    for (int i = 0; i < root->nconns; i++) {
+        strangers += !root->conns[i]->dead && root->conns[i]->rank < 0;
+    }
+    for (int k = 0; k < ACCEPT_BATCH; k++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        int fd =
-            accept4(root->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd;
         conn_t *c;
 
+        root_make_room(root, &strangers, &oldest);
+        fd = accept4(root->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) {
                 continue;
@@ -85,6 +167,7 @@ static void root_accept(root_t *root, uint64_t now)
         strcpy(c->host, "?");
         weft__tcp_sock_tune(fd);
         root->conns[root->nconns++] = c;
+        strangers++;
     }
 }
 
@@ -153,11 +236,10 @@ static uint64_t root_sweep(root_t *root, uint64_t now)
         }
         if (!c->dead && c->rank < 0 && now >= c->hello_deadline_ns) {
             if (c->closing == 0) {
-                weft__log_warn("tcp bootstrap root %s: dropping the connection from %s: no "
-                               "registration within %llu s",
-                               root->name, c->name, HANDSHAKE_NS / SEC_NS);
+                weft__tcp_stranger_dropped(root, c, "no registration within the handshake time");
+            } else {
+                weft__tcp_conn_drop(c);
             }
-            weft__tcp_conn_drop(c);
         }
         if (c->dead) {
             free(c);
@@ -169,6 +251,13 @@ static uint64_t root_sweep(root_t *root, uint64_t now)
         root->conns[n++] = c;
     }
     root->nconns = n;
+    if (root->drops_quiet > 0) {
+        if (now >= root->drop_log_next_ns) {
+            root_log_drops(root, now);
+        } else if (root->drop_log_next_ns < next) {
+            next = root->drop_log_next_ns;
+        }
+    }
     return next;
 }
 
@@ -272,6 +361,7 @@ static void *root_main(void *arg)
         free(root->conns[i]);
     }
     root->nconns = 0;
+    root_log_drops(root, weft__time_ns());
     return NULL;
 }
 

@@ -84,6 +84,10 @@ struct root {
     int report_dirty;
     int host_seen_left;
     uint64_t linger_deadline_ns, accept_paused_until_ns;
+    uint64_t drop_log_next_ns; /* strangers' drops: the next line logged */
+    unsigned long drops_quiet; /* drops since the last line */
+    char drop_last_name[NAME_MAX_CHARS];
+    const char *drop_last_why; /* a static string */
 };
 
 /* Picks of weft__tcp_root_broadcast: the live ranks; those that have
@@ -105,6 +109,9 @@ extern pthread_mutex_t weft__tcp_registry_lock;
  * yet (queuing takes one); NULL when out of memory (logged). */
 out_buf_t *weft__tcp_out_new(const root_t *root, unsigned type, int rank, uint32_t seq,
                              const void *p1, size_t l1, const void *p2, size_t l2);
+/* Drop c, which has not registered, because of why (a static string),
+ * logged at most once per period with a count (tcp_root.c). */
+void weft__tcp_stranger_dropped(root_t *root, conn_t *c, const char *why);
 /* Close c's socket and free its queue; c stays, marked dead. */
 void weft__tcp_conn_drop(conn_t *c);
 /* Write what c's queue holds, as far as the socket takes it. */

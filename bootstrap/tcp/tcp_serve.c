@@ -207,9 +207,7 @@ static void conn_lost(root_t *root, conn_t *c, const char *why)
 static void conn_bad(root_t *root, conn_t *c, const char *why)
 {
     if (c->rank < 0) {
-        weft__log_warn("tcp bootstrap root %s: dropping the connection from %s: %s", root->name,
-                       c->name, why);
-        weft__tcp_conn_drop(c);
+        weft__tcp_stranger_dropped(root, c, why);
         return;
     }
     weft__tcp_root_abort(root, WEFT_ERR_BOOTSTRAP,

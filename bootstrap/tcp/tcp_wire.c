@@ -375,6 +375,21 @@ int weft__tcp_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
 
 /* ---- choosing the root's address --------------------------------------- */
 
+/* 0.0.0.0, ::, or :: with an IPv4 0.0.0.0 mapped into it. */
+static int addr_unspecified(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        static const unsigned char mapped_any[16] = {[10] = 0xff, [11] = 0xff};
+
+        return IN6_IS_ADDR_UNSPECIFIED(a) || memcmp(a, mapped_any, 16) == 0;
+    }
+    return 0;
+}
+
 weft_status_t weft__tcp_addr_choose(const char *bind_addr, struct sockaddr_storage *ss)
 {
     struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM};
@@ -385,6 +400,16 @@ weft_status_t weft__tcp_addr_choose(const char *bind_addr, struct sockaddr_stora
     if (bind_addr != NULL && getaddrinfo(bind_addr, NULL, &hints, &ai) == 0) {
         memcpy(ss, ai->ai_addr, ai->ai_addrlen);
         freeaddrinfo(ai);
+        if (addr_unspecified(ss)) {
+            /* the id would name no host, and the root would listen on every
+             * interface, the untrusted ones too */
+            memset(ss, 0, sizeof(*ss));
+            return weft__error(WEFT_ERR_INVALID_ARG,
+                               "tcp bootstrap: '%s' is the unspecified address, which the other "
+                               "ranks cannot connect to: give the address or the interface "
+                               "name of the network the ranks share",
+                               bind_addr);
+        }
         return WEFT_OK;
     }
     if (getifaddrs(&ifs) != 0) {
@@ -396,7 +421,13 @@ weft_status_t weft__tcp_addr_choose(const char *bind_addr, struct sockaddr_stora
         if (bind_addr == NULL) {
             if (family == AF_INET && (ifa->ifa_flags & IFF_UP) &&
                 !(ifa->ifa_flags & IFF_LOOPBACK)) {
+                char name[NAME_MAX_CHARS];
+
                 memcpy(ss, ifa->ifa_addr, sizeof(struct sockaddr_in));
+                weft__tcp_sa_name(ifa->ifa_addr, name, sizeof(name));
+                weft__log_info("tcp bootstrap: the root listens on interface %s (%s), the first "
+                               "up, non-loopback IPv4 one; WEFT_BOOTSTRAP_ADDR chooses another",
+                               ifa->ifa_name, name);
                 break;
             }
         } else if (strcmp(ifa->ifa_name, bind_addr) == 0) {
@@ -424,5 +455,7 @@ weft_status_t weft__tcp_addr_choose(const char *bind_addr, struct sockaddr_stora
     }
     ((struct sockaddr_in *)ss)->sin_family = AF_INET;
     ((struct sockaddr_in *)ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    weft__log_info("tcp bootstrap: no up, non-loopback IPv4 interface: the root listens on "
+                   "127.0.0.1, which only ranks on this host can reach");
     return WEFT_OK;
 }

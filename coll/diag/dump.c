@@ -1,17 +1,16 @@
 /* The flight recorder's JSON dump (coll/diag/dump.h). */
 #include "coll/diag/dump.h"
 
+#include "coll/diag/file.h"
 #include "coll/diag/record.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -221,45 +220,34 @@ void weft__dump_name(struct weft_comm *comm, char *buf, size_t len)
 
 weft_status_t weft__dump_write(struct weft_comm *comm, const char *dir, const char *reason)
 {
-    static atomic_uint serial;
-    char name[128], path[4096], tmp[4096 + 64];
+    char name[128], path[4096], tmp[4096 + 32];
     weft_status_t status;
     FILE *f;
-    int fd;
 
     weft__dump_name(comm, name, sizeof(name));
     if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path)) {
         weft__log_warn("flight recorder dump not written: WEFT_DUMP_DIR '%s' is too long", dir);
         return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_DUMP_DIR is too long");
     }
-    /* unique in the process (and the pid across processes): two writers
-     * never share a temporary */
-    snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%u.tmp", dir, name, (int)getpid(),
-             atomic_fetch_add(&serial, 1));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
+    /* private and unguessable (coll/diag/file.h): two writers never share a
+     * temporary, and nobody else can plant one */
+    if ((f = weft__diag_file_create(path, tmp, sizeof(tmp))) == NULL) {
         int err = errno;
 
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
         weft__log_warn("flight recorder dump not written: cannot create a file in WEFT_DUMP_DIR "
                        "'%s': %s",
                        dir, strerror(err));
-        return weft__error(WEFT_ERR_INVALID_ARG, "cannot create %s: %s", tmp, strerror(err));
+        return weft__error(WEFT_ERR_INVALID_ARG, "cannot create a file in %s: %s", dir,
+                           strerror(err));
     }
     status = weft__dump_json(comm, reason, f);
-    if (fclose(f) != 0 && status == WEFT_OK) {
-        status = weft__error(WEFT_ERR_INVALID_ARG, "cannot write %s: %s", tmp, strerror(errno));
-    }
-    if (status == WEFT_OK && rename(tmp, path) != 0) {
-        status = weft__error(WEFT_ERR_INVALID_ARG, "cannot rename %s to %s: %s", tmp, path,
-                             strerror(errno));
+    if (status != WEFT_OK) {
+        weft__diag_file_discard(f, tmp);
+    } else if (weft__diag_file_commit(f, tmp, path) != 0) {
+        status = weft__error(WEFT_ERR_INVALID_ARG, "cannot write %s: %s", path, strerror(errno));
     }
     if (status != WEFT_OK) {
         weft__log_warn("flight recorder dump not written: %s", weft__error_detail());
-        unlink(tmp);
         return status;
     }
     weft__log_info("flight recorder of communicator %u (%s) written to %s", comm->id, reason, path);

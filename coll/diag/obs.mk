@@ -1,5 +1,6 @@
 # Traces (WEFT_TRACE) and counters (WEFT_STATS, weft_stats) of finished operations.
-libweft_core_la_SOURCES += coll/diag/obs.h coll/diag/obs.c coll/diag/trace.c coll/diag/stats.c
+libweft_core_la_SOURCES += coll/diag/obs.h coll/diag/obs.c coll/diag/file.h coll/diag/file.c \
+	coll/diag/trace.c coll/diag/stats.c
 
 CRITERION_TESTS += tests/coll/test_trace
 tests_coll_test_trace_SOURCES = tests/coll/test_trace.c

@@ -16,13 +16,15 @@
  *
  * Events are buffered (WEFT_TRACE_EVENTS per rank, grown as needed); once
  * full, later events are counted as dropped ("otherData" of the file and
- * one warning). The file is written whole, to a temporary name renamed over
- * the final one, at weft_finalize, when the last communicator sharing the
- * trace goes, and when one of them fails (again later, complete).
+ * one warning). The file is written whole, to a private temporary renamed
+ * over the final one (coll/diag/file.h), at weft_finalize, when the last
+ * communicator sharing the trace goes, and when one of them fails (again
+ * later, complete).
  */
 #include "coll/diag/obs.h"
 
 #include "coll/coll.h"
+#include "coll/diag/file.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -491,20 +493,21 @@ static void write_tracks(FILE *f, const struct weft_trace *t)
 
 void weft__trace_write(struct weft_trace *t)
 {
+    size_t len;
     char *tmp;
     FILE *f;
-    int ok;
 
     pthread_mutex_lock(&t->lock);
-    tmp = malloc(strlen(t->path) + 32);
+    len = strlen(t->path) + 32;
+    tmp = malloc(len);
     if (tmp == NULL) {
         pthread_mutex_unlock(&t->lock);
         weft__log_error("WEFT_TRACE: no memory to write %s", t->path);
         return;
     }
-    sprintf(tmp, "%s.%d.tmp", t->path, (int)getpid());
-    if ((f = fopen(tmp, "w")) == NULL) {
-        weft__log_error("WEFT_TRACE: cannot write %s: %s", tmp, strerror(errno));
+    if ((f = weft__diag_file_create(t->path, tmp, len)) == NULL) {
+        weft__log_error("WEFT_TRACE: cannot create a file next to %s: %s", t->path,
+                        strerror(errno));
         pthread_mutex_unlock(&t->lock);
         free(tmp);
         return;
@@ -520,11 +523,8 @@ void weft__trace_write(struct weft_trace *t)
         write_event(f, t, &t->ev[i]);
     }
     fputs("\n]}\n", f);
-    ok = !ferror(f);
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, t->path) != 0) {
+    if (weft__diag_file_commit(f, tmp, t->path) != 0) {
         weft__log_error("WEFT_TRACE: cannot write %s: %s", t->path, strerror(errno));
-        unlink(tmp);
     }
     pthread_mutex_unlock(&t->lock);
     free(tmp);

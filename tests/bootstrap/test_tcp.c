@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,8 +49,17 @@ typedef struct result {
     int after_failure[2]; /* allgather and barrier after a failure */
 } result_t;
 
+typedef struct flood_stats {
+    int ready;     /* the flood is under way: start the other ranks */
+    int checked;   /* the flood is over and was counted */
+    int opened;    /* connections made */
+    int refused;   /* connections that could not be made */
+    int open_left; /* of those, still open at the root once the flood was over */
+} flood_stats_t;
+
 typedef struct shared {
     int id_ready;
+    flood_stats_t flood;
     uint64_t kill_ns;
     char id[WEFT_TCP_ID_STRLEN + 1];
     result_t res[MAX_PROCS];
@@ -66,8 +77,11 @@ struct job {
     int late[MAX_PROCS];      /* start once every other process is ready */
     double deadline_s;        /* of boot_create */
     body_fn *body;
-    int (*raw)(const char *id); /* run by the test between process 0 and the others */
-    int kill_proc;              /* process to SIGKILL once all are ready, or -1 */
+    int (*raw)(const char *id);    /* run by the test between process 0 and the others */
+    int kill_proc;                 /* process to SIGKILL once all are ready, or -1 */
+    void (*flood)(const char *id); /* run by a process of its own, started after process 0 */
+    int root_nofile;               /* process 0's descriptor limit; 0: unchanged */
+    const char *root_log;          /* process 0's stderr goes there; NULL: unchanged */
 };
 
 static shared_t *sh;
@@ -112,6 +126,22 @@ static void proc_main(const job_t *job, int proc)
 
     if (proc == 0) {
         const char *addr = job->bind_addr != NULL ? job->bind_addr : "127.0.0.1";
+
+        if (job->root_nofile > 0) {
+            struct rlimit rl;
+
+            getrlimit(RLIMIT_NOFILE, &rl);
+            rl.rlim_cur = (rlim_t)job->root_nofile;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (job->root_log != NULL) {
+            int fd = open(job->root_log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+            if (fd >= 0) {
+                dup2(fd, STDERR_FILENO);
+                close(fd);
+            }
+        }
 
         if (weft__tcp_id_create(addr, &id) != WEFT_OK ||
             weft__tcp_id_to_string(&id, sh->id, sizeof(sh->id)) != WEFT_OK) {
@@ -171,7 +201,7 @@ static pid_t spawn(const job_t *job, int proc, pid_t pgid)
  * within 20 s. */
 static void run_job(const job_t *job, int *wstatus)
 {
-    pid_t pid[MAX_PROCS] = {0}, pgid;
+    pid_t pid[MAX_PROCS] = {0}, pgid, flooder = 0;
     int left = job->nprocs, raw_ok = 1, started_late = 0, killed = 0;
     uint64_t deadline = now_ns() + 20 * SEC;
 
@@ -193,6 +223,22 @@ static void run_job(const job_t *job, int *wstatus)
     }
     if (job->raw != NULL) {
         raw_ok = job->raw(sh->id);
+    }
+    if (job->flood != NULL) {
+        pid_t parent = getpid();
+
+        flooder = fork();
+        cr_assert_geq(flooder, 0, "fork: %s", strerror(errno));
+        if (flooder == 0) {
+            child_start(parent, pgid);
+            job->flood(sh->id);
+            _exit(0);
+        }
+        setpgid(flooder, pgid);
+        while (!__atomic_load_n(&sh->flood.ready, __ATOMIC_ACQUIRE) && now_ns() < deadline &&
+               waitpid(flooder, NULL, WNOHANG) == 0) {
+            sleep_ms(1);
+        }
     }
     for (int p = 1; p < job->nprocs; p++) {
         if (!job->late[p]) {
@@ -228,7 +274,22 @@ static void run_job(const job_t *job, int *wstatus)
                 waitpid(pid[p], &wstatus[p], 0);
             }
         }
+        if (flooder > 0) {
+            waitpid(flooder, NULL, 0);
+        }
         cr_assert_fail("the job did not end within 20 s");
+    }
+    if (flooder > 0) {
+        int fs;
+
+        while (waitpid(flooder, &fs, WNOHANG) == 0 && now_ns() < deadline) {
+            sleep_ms(2);
+        }
+        if (now_ns() >= deadline) {
+            killpg(pgid, SIGKILL);
+            waitpid(flooder, &fs, 0);
+            cr_assert_fail("the flood did not end within 20 s");
+        }
     }
     cr_assert(raw_ok, "the raw client's checks failed (see above)");
 }
@@ -497,6 +558,120 @@ static int raw_garbage(const char *id)
         close(fd[i]);
     }
     return ok;
+}
+
+/* ---- a connection flood --------------------------------------------------- */
+
+#define FLOOD_CONNS 3000       /* connections made, at most */
+#define FLOOD_NS (5 * SEC / 2) /* spread over this long */
+#define FLOOD_START 1000       /* the ranks start once this many are made */
+#define ROOT_NOFILE 256        /* the root's process may hold this many descriptors */
+
+/* Connections from 127.0.0.1 to the root: two thirds idle, a sixth garbage,
+ * a sixth a registration with a wrong token; all kept open by this side.
+ * Once made (or FLOOD_NS passed), a moment later, counts how many the root
+ * still holds, then closes them all. */
+static void flood_main(const char *idstr)
+{
+    flood_stats_t *fl = &sh->flood;
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+    unsigned char token[16], hdr[40], hello[72] = {0}, junk[40];
+    struct rlimit rl;
+    weft_tcp_id_t id;
+    uint64_t t0 = now_ns();
+    int max, n = 0, *fds;
+
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    max = rl.rlim_cur < FLOOD_CONNS + 64 ? (int)rl.rlim_cur - 64 : FLOOD_CONNS;
+    fds = calloc((size_t)max, sizeof(*fds));
+    if (fds == NULL || weft__tcp_id_from_string(idstr, &id) != WEFT_OK) {
+        _exit(2);
+    }
+    memcpy(&sa.sin_port, id.bytes + 8, 2);
+    memcpy(&sa.sin_addr, id.bytes + 16, 4);
+    memcpy(token, id.bytes + 32, 16);
+    token[0] ^= 1;
+    hello[3] = 4;
+    memset(junk, 0xa5, sizeof(junk));
+    for (int i = 0; i < max && now_ns() < t0 + FLOOD_NS; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        uint64_t due = t0 + (uint64_t)i * (FLOOD_NS / FLOOD_CONNS);
+
+        while (now_ns() < due) {
+            sleep_ms(1);
+        }
+        if (fd < 0) {
+            break;
+        }
+        /* a connect the backlog has no room for gives up at once */
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            fl->refused++;
+            close(fd);
+            continue;
+        }
+        if (i % 6 == 1) {
+            send(fd, junk, sizeof(junk), MSG_NOSIGNAL | MSG_DONTWAIT);
+        } else if (i % 6 == 4) {
+            raw_hdr(hdr, token, 1, i % 4, 0, sizeof(hello));
+            send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT);
+            send(fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        fds[n++] = fd;
+        fl->opened = n;
+        if (n == FLOOD_START) {
+            __atomic_store_n(&fl->ready, 1, __ATOMIC_RELEASE);
+        }
+    }
+    __atomic_store_n(&fl->ready, 1, __ATOMIC_RELEASE);
+    sleep_ms(300);
+    for (int i = 0; i < n; i++) {
+        char buf[64];
+        ssize_t r = recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT);
+
+        fl->open_left += r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+        close(fds[i]);
+    }
+    free(fds);
+    __atomic_store_n(&fl->checked, 1, __ATOMIC_RELEASE);
+}
+
+/* The allgathers while the flood goes on, then stay (the root with them)
+ * until it has been counted, and a barrier. */
+static void body_flood(const job_t *job, int proc, void *ctx, result_t *res)
+{
+    uint64_t give_up = now_ns() + 10 * SEC;
+
+    body_allgather(job, proc, ctx, res);
+    while (!__atomic_load_n(&sh->flood.checked, __ATOMIC_ACQUIRE) && now_ns() < give_up) {
+        sleep_ms(5);
+    }
+    if (res->status == WEFT_OK) {
+        int st = ops->barrier(ctx, op_deadline());
+
+        if (st != WEFT_OK) {
+            fail(res, st, weft_last_error());
+        }
+    }
+}
+
+static int count_lines_with(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    int n = 0;
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        n += strstr(line, what) != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return n;
 }
 
 /* ---- tests ------------------------------------------------------------------- */
@@ -950,4 +1125,87 @@ Test(bootstrap_tcp, bad_create_arguments)
     cr_expect_eq(weft__tcp_boot_create(&id, WEFT_TCP_MAX_RANKS + 1, 0, now_ns() + SEC, &ctx),
                  WEFT_ERR_INVALID_ARG);
     cr_expect_null(ctx);
+}
+
+/* Thousands of idle and garbage connections from loopback while a job of 4
+ * ranks forms and runs its allgathers: the root's process (with a limit of
+ * ROOT_NOFILE descriptors, as an application may have) keeps at most 2 x
+ * nranks (at least 64) unregistered connections, dropping the oldest; the
+ * ranks register well within their deadline; the log says so in a few
+ * lines, not one per connection. */
+Test(bootstrap_tcp, connection_flood)
+{
+    job_t job = job_of(4);
+    char log[64];
+    int ws[MAX_PROCS], fd, lines;
+
+    snprintf(log, sizeof(log), "/tmp/weft-test-flood.XXXXXX");
+    fd = mkstemp(log);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    job.flood = flood_main;
+    job.root_nofile = ROOT_NOFILE;
+    job.root_log = log;
+    job.deadline_s = 6;
+    job.body = body_flood;
+    run_job(&job, ws);
+    lines = count_lines_with(log, "dropp");
+    expect_all_ok(&job, ws);
+    for (int p = 0; p < 4; p++) {
+        cr_expect_lt(sh->res[p].create_ns, 3 * SEC, "rank %d took %llu ms to join", p,
+                     (unsigned long long)(sh->res[p].create_ns / 1000000));
+    }
+    cr_expect(sh->flood.checked, "the flood was not counted");
+    cr_expect_geq(sh->flood.opened, 2 * ROOT_NOFILE, "only %d connections made (%d refused)",
+                  sh->flood.opened, sh->flood.refused);
+    cr_expect_leq(sh->flood.open_left, 64 + 32,
+                  "the root still held %d of the %d connections once the flood was over",
+                  sh->flood.open_left, sh->flood.opened);
+    cr_expect_leq(lines, 4, "%d lines about dropped connections in the root's log (%s)", lines,
+                  log);
+    cr_expect_geq(lines, 1, "the drops were not logged (%s)", log);
+    if (lines <= 4 && lines >= 1) {
+        unlink(log);
+    }
+}
+
+/* The unspecified addresses would put no host in the id and listen on every
+ * interface: refused, saying why. */
+Test(bootstrap_tcp, unspecified_bind_address_refused)
+{
+    static const char *const any[] = {"0.0.0.0", "::", "0::0", "::ffff:0.0.0.0"};
+    weft_tcp_id_t id;
+
+    for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++) {
+        memset(&id, 0x5a, sizeof(id));
+        cr_expect_eq(weft__tcp_id_create(any[i], &id), WEFT_ERR_INVALID_ARG, "%s accepted", any[i]);
+        cr_expect(strstr(weft_last_error(), "unspecified address") != NULL, "%s: %s", any[i],
+                  weft_last_error());
+        cr_expect(strstr(weft_last_error(), any[i]) != NULL, "%s: %s", any[i], weft_last_error());
+        cr_expect_eq(id.bytes[0], 0x5a, "%s: the id was written", any[i]);
+    }
+}
+
+/* Without an address, the interface the root chose is logged (info). */
+Test(bootstrap_tcp, default_interface_logged)
+{
+    char log[64];
+    weft_tcp_id_t id;
+    int fd, saved = dup(STDERR_FILENO);
+    weft_log_level_t level = weft__log_level;
+
+    snprintf(log, sizeof(log), "/tmp/weft-test-iface.XXXXXX");
+    fd = mkstemp(log);
+    cr_assert_geq(fd, 0);
+    dup2(fd, STDERR_FILENO);
+    weft__log_level = WEFT_LOG_INFO;
+    cr_expect_eq(weft__tcp_id_create(NULL, &id), WEFT_OK, "%s", weft_last_error());
+    weft__log_level = level;
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+    cr_expect_eq(count_lines_with(log, "the root listens on") +
+                     count_lines_with(log, "bootstrap: no up, non-loopback"),
+                 1, "the chosen interface was not logged once (%s)", log);
+    unlink(log);
 }

@@ -99,6 +99,21 @@ static int count_files(const shared_t *sh)
     return n;
 }
 
+static int count_hidden(const shared_t *sh)
+{
+    DIR *d = opendir(sh->dir);
+    struct dirent *de;
+    int n = 0;
+
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        n += de->d_name[0] == '.' && strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
 static int check_script(const char *args)
 {
     char cmd[2048];
@@ -446,5 +461,98 @@ Test(trace, written_at_finalize)
     cr_assert_eq(weft_finalize(), WEFT_OK);
     snprintf(args, sizeof(args), "%s 0 1 1~=allreduce/3/12/float32,bcast/2/8/float32", path);
     cr_expect_eq(check_script(args), 0, "the trace written at weft_finalize (%s)", path);
+    remove_dir(&sh);
+}
+
+/* One rank alone (weft_comm_world without a launcher) traces an allreduce to
+ * pattern; the trace is written at weft_finalize. */
+static void trace_alone(const char *pattern)
+{
+    float v[3] = {1, 2, 3};
+    weft_comm_t comm;
+
+    setenv("WEFT_TRACE", pattern, 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_comm_world(&comm), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, v, 3, WEFT_FLOAT32, WEFT_MAX, comm), WEFT_OK);
+    cr_assert_eq(weft_finalize(), WEFT_OK);
+}
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(path, mode), 0);
+}
+
+static void expect_text(const char *path, const char *text)
+{
+    char buf[256] = {0};
+    FILE *f = fopen(path, "r");
+
+    cr_assert_not_null(f, "%s", path);
+    cr_expect_eq(fread(buf, 1, sizeof(buf) - 1, f), strlen(text), "%s was changed", path);
+    cr_expect_str_eq(buf, text, "%s was changed", path);
+    fclose(f);
+}
+
+/* The trace at path is a file of ours, private, and a weft trace. */
+static void expect_private_trace(const char *path)
+{
+    char args[512];
+    struct stat st;
+
+    cr_assert_eq(lstat(path, &st), 0, "%s: not written", path);
+    cr_expect(S_ISREG(st.st_mode), "%s is not a plain file (mode 0%o)", path, (unsigned)st.st_mode);
+    cr_expect_eq(st.st_mode & 07777, 0600, "%s has mode 0%o, not 0600", path,
+                 (unsigned)(st.st_mode & 07777));
+    cr_expect_eq(st.st_uid, geteuid());
+    snprintf(args, sizeof(args), "%s 0 1 1~=allreduce/3/12/float32", path);
+    cr_expect_eq(check_script(args), 0, "the trace (%s)", path);
+}
+
+/* In a shared sticky folder (a /tmp), names planted in advance by someone
+ * else -- at the temporary name a trace used to be written to
+ * (FILE.<pid>.tmp) and at FILE itself -- are neither followed nor reused: a
+ * link to a file of the user's leaves that file alone, a file planted with
+ * mode 0666 does not become the trace. */
+Test(trace, planted_names_not_followed)
+{
+    shared_t sh = {0};
+    char victim[160], victim2[160], pattern[160], path[160], planted[192];
+
+    make_dir(&sh);
+    cr_assert_eq(chmod(sh.dir, 01777), 0);
+    snprintf(victim, sizeof(victim), "%s/victim", sh.dir);
+    snprintf(victim2, sizeof(victim2), "%s/victim2", sh.dir);
+    write_text(victim, "precious\n", 0644);
+    write_text(victim2, "also precious\n", 0644);
+
+    /* links at the temporary name and at the final name */
+    snprintf(pattern, sizeof(pattern), "%s/l-%%p-%%r.json", sh.dir);
+    snprintf(path, sizeof(path), "%s/l-%d-0.json", sh.dir, (int)getpid());
+    snprintf(planted, sizeof(planted), "%s.%d.tmp", path, (int)getpid());
+    cr_assert_eq(symlink(victim, planted), 0);
+    cr_assert_eq(symlink(victim2, path), 0);
+    trace_alone(pattern);
+    expect_text(victim, "precious\n");
+    expect_text(victim2, "also precious\n");
+    expect_private_trace(path);
+    unlink(planted);
+
+    /* a world-writable file at the temporary name */
+    snprintf(pattern, sizeof(pattern), "%s/f-%%p-%%r.json", sh.dir);
+    snprintf(path, sizeof(path), "%s/f-%d-0.json", sh.dir, (int)getpid());
+    snprintf(planted, sizeof(planted), "%s.%d.tmp", path, (int)getpid());
+    write_text(planted, "planted\n", 0666);
+    trace_alone(pattern);
+    expect_text(planted, "planted\n");
+    expect_private_trace(path);
+    unlink(planted);
+    cr_expect_eq(count_files(&sh), 4, "the victims and the two traces");
+    cr_expect_eq(count_hidden(&sh), 0, "a temporary was left behind");
     remove_dir(&sh);
 }

@@ -628,3 +628,40 @@ Test(dump, serial_of_a_peeked_seq_and_past_32_bits)
     weft_finalize();
     remove_dir();
 }
+
+/* In a shared sticky folder, names planted at the temporary names a dump
+ * used to take (".<name>.<pid>.<serial>.tmp", predictable) neither stop the
+ * dump nor are followed; the dump is readable by its owner only. */
+Test(dump, private_file_in_a_shared_dir)
+{
+    char victim[128], planted[256], path[256];
+    struct stat st;
+    weft_comm_t comm;
+    float x = 1;
+    FILE *f;
+
+    make_dir();
+    cr_assert_eq(chmod(dir, 01777), 0);
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    f = fopen(victim, "w");
+    cr_assert_not_null(f);
+    fputs("precious\n", f);
+    fclose(f);
+    for (unsigned serial = 0; serial < 4; serial++) {
+        snprintf(planted, sizeof(planted), "%s/.weft-comm0-rank0-world0.json.%d.%u.tmp", dir,
+                 (int)getpid(), serial);
+        cr_assert_eq(symlink(victim, planted), 0);
+    }
+    comm = singleton();
+    cr_assert_eq(weft_allreduce(WEFT_IN_PLACE, &x, 1, WEFT_FLOAT32, WEFT_SUM, comm), WEFT_OK);
+    cr_expect_eq(weft__dump_write(weft__comm_of(comm), dir, WEFT_DUMP_REQUEST), WEFT_OK, "%s", weft_last_error());
+    snprintf(path, sizeof(path), "%s/weft-comm0-rank0-world0.json", dir);
+    cr_assert_eq(lstat(path, &st), 0, "no dump written");
+    cr_expect(S_ISREG(st.st_mode));
+    cr_expect_eq(st.st_mode & 07777, 0600, "the dump has mode 0%o", (unsigned)(st.st_mode & 07777));
+    cr_assert_eq(lstat(victim, &st), 0);
+    cr_expect_eq(st.st_size, 9, "the file a planted name links to was written");
+    weft_comm_destroy(comm);
+    weft_finalize();
+    remove_dir();
+}

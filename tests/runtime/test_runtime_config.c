@@ -450,3 +450,29 @@ Test(config, dump_before_init_shows_defaults, .init = clean_env)
     check_dump_entry(dump, "WEFT_LOG_LEVEL", "warn", "warn");
     free(dump);
 }
+
+/* weft_info -c does not print the unique id, which holds the job's token. */
+Test(config, dump_masks_the_unique_id, .init = clean_env)
+{
+    char id[257], *dump = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    for (int i = 0; i < 256; i++) {
+        id[i] = "0123456789abcdef"[(i * 7 + 3) % 16];
+    }
+    id[256] = '\0';
+    setenv("WEFT_UNIQUE_ID", id, 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    f = open_memstream(&dump, &len);
+    cr_assert_not_null(f);
+    weft__config_dump(f);
+    fclose(f);
+    cr_expect_null(strstr(dump, id + 64), "the id (its token part) is printed");
+    cr_expect_null(strstr(dump, "\nWEFT_UNIQUE_ID="), "the id has a value line");
+    cr_expect_not_null(strstr(dump, "# WEFT_UNIQUE_ID is set (256 characters), not shown"), "%s",
+                       dump);
+    free(dump);
+    weft_finalize();
+    unsetenv("WEFT_UNIQUE_ID");
+}
