@@ -105,6 +105,9 @@ void weft__comm_put(struct weft_comm *comm)
     comm->shm = NULL;
     weft__node_map_free(comm->node);
     comm->node = NULL;
+    if (comm->p2p->discard != NULL) { /* what peers sent that nobody will receive */
+        comm->p2p->discard(comm->p2p_ep, comm->id);
+    }
     comm->p2p->ep_release(comm->p2p_ep);
     comm->boot->release(comm->boot_ctx);
     comm->p2p_ep = NULL;

@@ -81,6 +81,15 @@ static void map_idle_wait(void *ep_, uint64_t max_ns)
     ep->parent->p2p->idle_wait(ep->parent->p2p_ep, max_ns);
 }
 
+static void map_discard(void *ep_, uint32_t comm_id)
+{
+    map_ep_t *ep = ep_;
+
+    if (ep->parent->p2p->discard != NULL) {
+        ep->parent->p2p->discard(ep->parent->p2p_ep, comm_id);
+    }
+}
+
 static void map_ep_release(void *ep_)
 {
     map_ep_t *ep = ep_;
@@ -98,6 +107,7 @@ static const weft_pt2pt_ops_t map_ops = {
     .cancel = map_cancel,
     .progress = map_progress,
     .idle_wait = map_idle_wait,
+    .discard = map_discard,
     .ep_release = map_ep_release,
 };
 

@@ -550,6 +550,70 @@ weft_status_t weft__ucx_ep_create(weft_ucx_context_t *ctx, int rank, int size, c
     return WEFT_OK;
 }
 
+/*
+ * Messages that arrived for a communicator that is gone would stay in UCX's
+ * unexpected queue (each holding a receive descriptor) until the worker is
+ * destroyed: every abort or failure of a communicator whose peers had sent
+ * already leaves some. Take them out of UCX into a scratch buffer and drop
+ * them. Communicator ids are not reused while a few dozen later ones exist
+ * (runtime/comm_split.c), so the ids of the last ones released are drained
+ * again at each release, for messages that were still on their way.
+ */
+static void drop_unexpected(weft_ucx_context_t *ctx, uint32_t comm_id)
+{
+    const int shift = WEFT_TAG_SEQ_BITS + WEFT_TAG_SLOT_BITS + WEFT_TAG_SRC_BITS;
+    uint64_t tag = weft__tag_make(comm_id, 0, 0);
+    uint64_t mask = (uint64_t)((1u << WEFT_TAG_COMM_BITS) - 1) << shift;
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+
+    for (int n = 0; n < 4096 && (msg = ucp_tag_probe_nb(ctx->worker, tag, mask, 1, &info)); n++) {
+        void *buf = malloc(info.length > 0 ? info.length : 1);
+        void *rp;
+
+        if (buf == NULL) {
+            weft__log_warn("ucx: no memory to drop a %zu-byte message of a released communicator",
+                           info.length);
+            return; /* the message is UCX's again only at finalize */
+        }
+        rp = ucp_tag_msg_recv_nbx(ctx->worker, buf, info.length, msg, &param);
+        if (UCS_PTR_IS_PTR(rp)) {
+            uint64_t deadline = weft__time_ns() + CANCEL_WAIT_NS;
+
+            while (ucp_request_check_status(rp) == UCS_INPROGRESS && weft__time_ns() < deadline) {
+                ucp_worker_progress(ctx->worker);
+            }
+            if (ucp_request_check_status(rp) == UCS_INPROGRESS) {
+                /* a rendezvous whose sender stalled: UCX may still write the
+                 * buffer, so it is left to UCX (freed with the worker) */
+                weft__log_debug("ucx: a %zu-byte message of a released communicator did not "
+                                "arrive in time; its buffer stays with UCX",
+                                info.length);
+                ucp_request_free(rp);
+                continue;
+            }
+            ucp_request_free(rp);
+        }
+        free(buf);
+    }
+}
+
+static void ucx_discard(void *ep, uint32_t comm_id)
+{
+    ucx_comm_t *comm = ep;
+    weft_ucx_context_t *ctx = comm->ctx;
+    unsigned n;
+
+    pthread_mutex_lock(&ctx->lock);
+    ctx->gone_ids[ctx->ngone++ % 64] = comm_id;
+    n = ctx->ngone < 64 ? ctx->ngone : 64;
+    for (unsigned i = 0; i < n; i++) {
+        drop_unexpected(ctx, ctx->gone_ids[i]);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 static void ucx_ep_release(void *ep)
 {
     ucx_comm_t *comm = ep;
@@ -566,5 +630,6 @@ const weft_pt2pt_ops_t weft__ucx_ops = {
     .cancel = ucx_cancel,
     .progress = ucx_progress,
     .idle_wait = ucx_idle_wait,
+    .discard = ucx_discard,
     .ep_release = ucx_ep_release,
 };
