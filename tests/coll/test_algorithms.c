@@ -16,6 +16,7 @@
 #include "coll/shm/shm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/harness.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -59,10 +60,7 @@ typedef struct shared {
     unsigned char **results; /* per rank: copy of its result, for bitwise checks */
     unsigned char *expected; /* the whole expected vector, computed by all ranks together */
     double *approx;          /* double-precision reference of inexact sums */
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[512];
 } shared_t;
 
 static uint64_t mix(uint64_t x)
@@ -268,21 +266,6 @@ static void expect(const combo_t *c, int ci, int p, size_t i, void *dst, double 
     }
 }
 
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
-
 static const char *variant_name(int v)
 {
     return v == 0 ? "out-of-place" : v == 1 ? "WEFT_IN_PLACE" : "nccl-in-place";
@@ -391,9 +374,10 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
         break;
     }
     if (status != WEFT_OK) {
-        fail(sh, "%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(tc->kind), p,
-             n, weft_dtype_name(c->dtype), weft_op_name(c->op), variant_name(tc->inplace), rank,
-             weft_status_string(status), weft_last_error());
+        HARNESS_FAIL("%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(tc->kind),
+                     p, n, weft_dtype_name(c->dtype), weft_op_name(c->op),
+                     variant_name(tc->inplace), rank, weft_status_string(status),
+                     weft_last_error());
         goto done;
     }
     for (size_t k = 0; k < res_elems; k++) {
@@ -405,17 +389,18 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
             float got;
             memcpy(&got, result + k * es, 4);
             if (fabs((double)got - approx) > 1e-5 * p + 1e-6 * fabs(approx)) {
-                fail(sh,
-                     "%s p=%d count=%zu inexact float32 sum %s rank %d: element %zu = %.9g, "
-                     "want %.9g",
-                     weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank, gi,
-                     (double)got, approx);
+                HARNESS_FAIL(
+                    "%s p=%d count=%zu inexact float32 sum %s rank %d: element %zu = %.9g, "
+                    "want %.9g",
+                    weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank, gi,
+                    (double)got, approx);
                 goto done;
             }
         } else if (memcmp(result + k * es, want, es) != 0) {
-            fail(sh, "%s p=%d count=%zu %s %s %s rank %d: element %zu differs from the reference",
-                 weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype),
-                 weft_op_name(c->op), variant_name(tc->inplace), rank, gi);
+            HARNESS_FAIL(
+                "%s p=%d count=%zu %s %s %s rank %d: element %zu differs from the reference",
+                weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype),
+                weft_op_name(c->op), variant_name(tc->inplace), rank, gi);
             goto done;
         }
     }
@@ -423,14 +408,14 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     for (int g = 0; g < GUARD; g++) {
         if (in[in_elems * es + (size_t)g] != GUARD_BYTE ||
             out[out_elems * es + (size_t)g] != GUARD_BYTE) {
-            fail(sh, "%s p=%d count=%zu %s rank %d: wrote past the end of a buffer",
-                 weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank);
+            HARNESS_FAIL("%s p=%d count=%zu %s rank %d: wrote past the end of a buffer",
+                         weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank);
             goto done;
         }
     }
     if (tc->inplace == 0 && memcmp(in, in_copy, in_elems * es) != 0) {
-        fail(sh, "%s p=%d count=%zu %s rank %d: sendbuf was modified",
-             weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype), rank);
+        HARNESS_FAIL("%s p=%d count=%zu %s rank %d: sendbuf was modified",
+                     weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype), rank);
         goto done;
     }
     atomic_fetch_add(&sh->checked, 1);
@@ -443,10 +428,9 @@ done:
     if (rank == 0 && tc->kind == WEFT_COLL_ALLREDUCE && c->inexact && status == WEFT_OK) {
         for (int r = 1; r < p; r++) {
             if (memcmp(sh->results[0], sh->results[r], n * es) != 0) {
-                fail(sh,
-                     "allreduce p=%d count=%zu inexact float32 sum %s: rank %d's result "
-                     "is not bitwise equal to rank 0's",
-                     p, n, variant_name(tc->inplace), r);
+                HARNESS_FAIL("allreduce p=%d count=%zu inexact float32 sum %s: rank %d's result "
+                             "is not bitwise equal to rank 0's",
+                             p, n, variant_name(tc->inplace), r);
                 break;
             }
         }
@@ -502,7 +486,6 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
         cr_assert_not_null(sh.results[r]);
     }
     pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&sh.lock, NULL);
     atomic_store(&with_shm, 0);
     atomic_store(&with_nodes, 0);
     atomic_store(&with_cma, 0);
@@ -517,22 +500,21 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
                      "p=%d, %d ranks per node: %d ranks had shared memory", p, rpn,
                      atomic_load(&with_shm));
         cr_assert_eq(atomic_load(&with_cma), atomic_load(&with_shm),
-                     "p=%d: %d of %d ranks with shared memory may read each other's memory",
-                     p, atomic_load(&with_cma), atomic_load(&with_shm));
+                     "p=%d: %d of %d ranks with shared memory may read each other's memory", p,
+                     atomic_load(&with_cma), atomic_load(&with_shm));
         cr_assert_eq(atomic_load(&with_nodes), rpn > 0 && rpn < p ? p : 0,
                      "p=%d, %d ranks per node: %d ranks saw several nodes", p, rpn,
                      atomic_load(&with_nodes));
     }
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
-    cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
-                 atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
+    cr_assert_eq(harness_fail_count(), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
+                 harness_fail_count(), p, (unsigned long long)seed, harness_fail_message(0));
     cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
                  "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
                  (long)ncases * p);
     st->collectives += ncases;
     st->rank_results += atomic_load(&sh.checked);
     pthread_barrier_destroy(&sh.barrier);
-    pthread_mutex_destroy(&sh.lock);
     for (int r = 0; r < p; r++) {
         free(sh.results[r]);
     }

@@ -23,9 +23,9 @@
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/harness.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +59,7 @@ typedef struct shared {
     const tcase_t *cases;
     int ncases;
     int nranks;
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[512];
 } shared_t;
 
 static uint64_t mix(uint64_t x)
@@ -77,21 +74,6 @@ static uint64_t mix(uint64_t x)
 static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
 {
     return mix(mix(a * 0x9e3779b97f4a7c15ull ^ b) ^ (c << 20) ^ 0x77ull);
-}
-
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
 }
 
 static int is_reduction(weft_coll_kind_t kind)
@@ -189,9 +171,9 @@ static int check_bytes(shared_t *sh, const tcase_t *tc, int rank, const char *wh
 {
     for (size_t b = 0; b < len; b++) {
         if (got[b] != want[b]) {
-            fail(sh, "%s p=%d count=%zu %s case %d rank %d: %s byte %zu is 0x%02x, want 0x%02x",
-                 weft__coll_kind_name(sh->kind), sh->nranks, tc->count, variant_name(tc->inplace),
-                 tc->id, rank, what, b, got[b], want[b]);
+            HARNESS_FAIL("%s p=%d count=%zu %s case %d rank %d: %s byte %zu is 0x%02x, want 0x%02x",
+                         weft__coll_kind_name(sh->kind), sh->nranks, tc->count,
+                         variant_name(tc->inplace), tc->id, rank, what, b, got[b], want[b]);
             return -1;
         }
     }
@@ -389,9 +371,10 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
         break;
     }
     if (status != WEFT_OK) {
-        fail(sh, "%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(sh->kind), p,
-             n, weft_dtype_name(c->dtype), weft_op_name(c->op), variant_name(tc->inplace), rank,
-             weft_status_string(status), weft_last_error());
+        HARNESS_FAIL("%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(sh->kind),
+                     p, n, weft_dtype_name(c->dtype), weft_op_name(c->op),
+                     variant_name(tc->inplace), rank, weft_status_string(status),
+                     weft_last_error());
         goto done;
     }
     if (check_bytes(sh, tc, rank, "result", res + cmp_off, want, cmp_len) != 0) {
@@ -497,7 +480,6 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
         }
         sh.cases = cases;
         sh.ncases = ncases;
-        pthread_mutex_init(&sh.lock, NULL);
         for (int seed = 0; seed < 2; seed++) {
             /* seed 0: FIFO landing; then a random order, with delays at small p */
             weft_thread_world_opts_t opts = {.nranks = p,
@@ -511,17 +493,15 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
             status = weft__thread_world_run(&opts, rank_body, &sh);
             cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
             check_placement(p);
-            cr_assert_eq(atomic_load(&sh.failures), 0,
-                         "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
-                         weft__coll_kind_name(kind), algo, atomic_load(&sh.failures), p, seed,
-                         sh.first_failure);
+            cr_assert_eq(harness_fail_count(), 0, "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
+                         weft__coll_kind_name(kind), algo, harness_fail_count(), p, seed,
+                         harness_fail_message(0));
             cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
                          "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
                          (long)ncases * p);
             collectives += ncases;
             results += atomic_load(&sh.checked);
         }
-        pthread_mutex_destroy(&sh.lock);
         if (p == 64) {
             break;
         }

@@ -26,6 +26,7 @@
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/harness.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,10 +69,7 @@ typedef struct shared {
     int ncases;
     int nranks;
     pthread_barrier_t barrier;
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[512];
 } shared_t;
 
 static uint64_t mix(uint64_t x)
@@ -146,21 +144,6 @@ static void expect(int ci, int p, size_t i, void *dst)
     }
 }
 
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
-
 /* A buffer of `bytes` followed by guard bytes, filled with FILL_BYTE. */
 static unsigned char *guarded(size_t bytes)
 {
@@ -217,8 +200,8 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     do {                                                                                           \
         char msg_[256];                                                                            \
         snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                                 \
-        fail(sh, "%s p=%d count=%zu root=%d %s %s inplace=%d rank %d: %s", what, p, n, root,       \
-             weft_dtype_name(dt), weft_op_name(combos[ci].op), tc->inplace, rank, msg_);           \
+        HARNESS_FAIL("%s p=%d count=%zu root=%d %s %s inplace=%d rank %d: %s", what, p, n, root,   \
+                     weft_dtype_name(dt), weft_op_name(combos[ci].op), tc->inplace, rank, msg_);   \
         goto done;                                                                                 \
     } while (0)
 
@@ -406,20 +389,18 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
     weft_status_t status;
 
     pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&sh.lock, NULL);
     atomic_store(&with_shm, 0);
     atomic_store(&with_nodes, 0);
     status = weft__thread_world_run(&opts, rank_body, &sh);
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
     check_placement(p);
-    cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
-                 atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
+    cr_assert_eq(harness_fail_count(), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
+                 harness_fail_count(), p, (unsigned long long)seed, harness_fail_message(0));
     cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
                  "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
                  (long)ncases * p);
     *checked_p += atomic_load(&sh.checked);
     pthread_barrier_destroy(&sh.barrier);
-    pthread_mutex_destroy(&sh.lock);
 }
 
 /* weft_init, the algorithm forced for every size; ranks_per_node > 0 cuts
@@ -554,10 +535,7 @@ typedef struct barrier_shared {
     int nranks;
     atomic_int arrived[BARRIER_ROUNDS];
     atomic_llong late_ns[BARRIER_ROUNDS];
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[256];
 } barrier_shared_t;
 
 static long long now_ns(void)
@@ -593,14 +571,9 @@ static void barrier_body(weft_comm_t comm, int rank, void *arg)
         if (status != WEFT_OK || count != p ||
             (slow >= 0 &&
              (atomic_load(&sh->late_ns[it]) == 0 || left < atomic_load(&sh->late_ns[it])))) {
-            if (atomic_fetch_add(&sh->failures, 1) == 0) {
-                pthread_mutex_lock(&sh->lock);
-                snprintf(sh->first_failure, sizeof(sh->first_failure),
-                         "p=%d round %d rank %d: status %s, left with %d of %d arrived%s", p, it,
+            HARNESS_FAIL("p=%d round %d rank %d: status %s, left with %d of %d arrived%s", p, it,
                          rank, weft_status_string(status), count, p,
                          slow >= 0 ? " (one late rank)" : "");
-                pthread_mutex_unlock(&sh->lock);
-            }
             continue;
         }
         atomic_fetch_add(&sh->checked, 1);
@@ -617,17 +590,15 @@ static void run_barrier(const char *algo)
         weft_thread_world_opts_t opts = {.nranks = p, .seed = (uint64_t)p, .max_delay_ns = 0};
         weft_status_t status;
 
-        pthread_mutex_init(&sh.lock, NULL);
         atomic_store(&with_shm, 0);
         atomic_store(&with_nodes, 0);
         status = weft__thread_world_run(&opts, barrier_body, &sh);
         cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
         check_placement(p);
-        cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s); first: %s",
-                     atomic_load(&sh.failures), sh.first_failure);
+        cr_assert_eq(harness_fail_count(), 0, "%d failure(s); first: %s", harness_fail_count(),
+                     harness_fail_message(0));
         cr_assert_eq(atomic_load(&sh.checked), (long)BARRIER_ROUNDS * p);
         checked += atomic_load(&sh.checked);
-        pthread_mutex_destroy(&sh.lock);
         if (p == 64) {
             break;
         }

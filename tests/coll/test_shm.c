@@ -26,10 +26,10 @@
 #include "coll/shm/shm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/harness.h"
 
 #include <dirent.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,12 +112,9 @@ static int read_mappings(mappings_t *m)
 typedef struct shared {
     int nranks;
     pthread_barrier_t barrier;
-    atomic_int failures;
     atomic_long checked;
     atomic_int with_shm;   /* ranks whose communicator had a segment */
     atomic_int with_nodes; /* ranks that saw several nodes */
-    pthread_mutex_t lock;
-    char first[512];
     /* segment_lifetime: what rank 0 saw while every rank was inside */
     int seen_dev_shm[3];
     mappings_t seen[3];
@@ -125,33 +122,16 @@ typedef struct shared {
     int local_size;
 } shared_t;
 
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first, sizeof(sh->first), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
-
 static void shared_init(shared_t *sh, int p)
 {
     memset(sh, 0, sizeof(*sh));
     sh->nranks = p;
     pthread_barrier_init(&sh->barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&sh->lock, NULL);
 }
 
 static void shared_done(shared_t *sh)
 {
     pthread_barrier_destroy(&sh->barrier);
-    pthread_mutex_destroy(&sh->lock);
 }
 
 static void run_world(shared_t *sh, int p, uint64_t seed, weft_thread_rank_fn fn)
@@ -160,8 +140,9 @@ static void run_world(shared_t *sh, int p, uint64_t seed, weft_thread_rank_fn fn
 
     cr_assert_eq(weft__thread_world_run(&opts, fn, sh), WEFT_OK, "thread world of %d ranks: %s", p,
                  weft_last_error());
-    cr_assert_eq(atomic_load(&sh->failures), 0, "p=%d, %d ranks per node: %d failure(s); first: %s",
-                 p, weft__runtime_config.ranks_per_node, atomic_load(&sh->failures), sh->first);
+    cr_assert_eq(harness_fail_count(), 0, "p=%d, %d ranks per node: %d failure(s); first: %s", p,
+                 weft__runtime_config.ranks_per_node, harness_fail_count(),
+                 harness_fail_message(0));
 }
 
 /* ------------------------------------------------------- the collectives */
@@ -220,7 +201,8 @@ static size_t vcount(int k, int q, size_t n)
         if (!(cond)) {                                                                             \
             char msg_[256];                                                                        \
             snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                             \
-            fail(sh, "%s count %zu (call %d) on rank %d of %d: %s", what, n, k, rank, p, msg_);    \
+            HARNESS_FAIL("%s count %zu (call %d) on rank %d of %d: %s", what, n, k, rank, p,       \
+                         msg_);                                                                    \
             goto out;                                                                              \
         }                                                                                          \
     } while (0)
@@ -417,7 +399,7 @@ static void collectives_body(weft_comm_t comm, int rank, void *arg)
     (void)rank;
     atomic_fetch_add(&sh->with_shm, comm->shm != NULL);
     atomic_fetch_add(&sh->with_nodes, comm->node != NULL && comm->node->nnodes > 1);
-    for (int c = 0; c < NCOUNTS && atomic_load(&sh->failures) == 0; c++) {
+    for (int c = 0; c < NCOUNTS && harness_fail_count() == 0; c++) {
         run_collectives(sh, comm, test_counts[c], c * 16);
     }
 }
@@ -479,7 +461,7 @@ static void lifetime_body(weft_comm_t comm, int rank, void *arg)
     /* the segment works without its name */
     run_collectives(sh, comm, 1031, 1);
     if (weft_comm_split(comm, rank < sh->nranks / 2, rank, &half) != WEFT_OK) {
-        fail(sh, "rank %d: split: %s", rank, weft_last_error());
+        HARNESS_FAIL("rank %d: split: %s", rank, weft_last_error());
         half = NULL; /* the others still meet this rank at every barrier */
     }
     atomic_fetch_add(&sh->with_shm, half != NULL && half->shm != NULL);
@@ -615,7 +597,7 @@ static void no_shm_body(weft_comm_t comm, int rank, void *arg)
     collectives_body(comm, rank, arg);
     pthread_barrier_wait(&sh->barrier);
     if (rank == 0 && (read_mappings(&m) != 0 || m.total != 0)) {
-        fail(sh, "WEFT_SHM=no, yet %d segment mappings", m.total);
+        HARNESS_FAIL("WEFT_SHM=no, yet %d segment mappings", m.total);
     }
 }
 
@@ -689,8 +671,8 @@ static void forced_body(weft_comm_t comm, int rank, void *arg)
             const char *name = selected(comm, kinds[i], bytes);
 
             if (strcmp(name, fs->algo) == 0) {
-                fail(sh, "rank %d of %d: %s of %zu bytes selects %s where it cannot run", rank,
-                     comm->size, weft__coll_kind_name(kinds[i]), bytes, name);
+                HARNESS_FAIL("rank %d of %d: %s of %zu bytes selects %s where it cannot run", rank,
+                             comm->size, weft__coll_kind_name(kinds[i]), bytes, name);
                 return;
             }
         }
@@ -749,11 +731,9 @@ Test(forced, hier_on_one_node_falls_back, .timeout = 120)
  * fall back themselves. */
 static void single_body(weft_comm_t comm, int rank, void *arg)
 {
-    shared_t *sh = arg;
-
     if (comm->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
-        fail(sh, "one rank: segment %p, allreduce selects %s", (void *)comm->shm,
-             selected(comm, WEFT_COLL_ALLREDUCE, 4096));
+        HARNESS_FAIL("one rank: segment %p, allreduce selects %s", (void *)comm->shm,
+                     selected(comm, WEFT_COLL_ALLREDUCE, 4096));
         return;
     }
     collectives_body(comm, rank, arg);
@@ -796,8 +776,8 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
         st = weft_allreduce(in, out, n, WEFT_INT32, WEFT_SUM, comm);
         for (size_t i = 0; st == WEFT_OK && i < n; i++) {
             if (out[i] != reduced(WEFT_SUM, (int)c, p, i)) {
-                fail(sh, "allreduce p=%d count %zu rank %d: element %zu is %d, want %d", p, n, rank,
-                     i, out[i], reduced(WEFT_SUM, (int)c, p, i));
+                HARNESS_FAIL("allreduce p=%d count %zu rank %d: element %zu is %d, want %d", p, n,
+                             rank, i, out[i], reduced(WEFT_SUM, (int)c, p, i));
                 goto out;
             }
         }
@@ -806,14 +786,14 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
         }
         for (size_t i = 0; st == WEFT_OK && rank == p - 1 && i < n; i++) {
             if (out[i] != reduced(WEFT_MAX, (int)c, p, i)) {
-                fail(sh, "reduce p=%d count %zu: element %zu is %d, want %d", p, n, i, out[i],
-                     reduced(WEFT_MAX, (int)c, p, i));
+                HARNESS_FAIL("reduce p=%d count %zu: element %zu is %d, want %d", p, n, i, out[i],
+                             reduced(WEFT_MAX, (int)c, p, i));
                 goto out;
             }
         }
         if (st != WEFT_OK) {
-            fail(sh, "p=%d count %zu rank %d: %s (%s)", p, n, rank, weft_status_string(st),
-                 weft_last_error());
+            HARNESS_FAIL("p=%d count %zu rank %d: %s (%s)", p, n, rank, weft_status_string(st),
+                         weft_last_error());
             goto out;
         }
     }
@@ -824,14 +804,14 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
     }
     st = weft_reduce_scatter(in, out, 2, WEFT_INT32, WEFT_SUM, comm);
     if (st != WEFT_OK) {
-        fail(sh, "reduce_scatter p=%d rank %d: %s (%s)", p, rank, weft_status_string(st),
-             weft_last_error());
+        HARNESS_FAIL("reduce_scatter p=%d rank %d: %s (%s)", p, rank, weft_status_string(st),
+                     weft_last_error());
         goto out;
     }
     for (size_t i = 0; i < 2; i++) {
         if (out[i] != reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i)) {
-            fail(sh, "reduce_scatter p=%d rank %d: element %zu is %d, want %d", p, rank, i, out[i],
-                 reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i));
+            HARNESS_FAIL("reduce_scatter p=%d rank %d: element %zu is %d, want %d", p, rank, i,
+                         out[i], reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i));
             goto out;
         }
     }
