@@ -99,11 +99,9 @@ static long run_world(int p, int large)
 /* weft_init with a deadline that turns a hang into a failure. */
 static void setup(void)
 {
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     setenv("WEFT_LOG_LEVEL", "error", 1);
     setenv("WEFT_TIMEOUT", "60", 1);
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_SHM");
-    unsetenv("WEFT_RANKS_PER_NODE");
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
 }
 

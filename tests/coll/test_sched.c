@@ -26,10 +26,7 @@
 
 static void setup(void)
 {
-    unsetenv("WEFT_CONFIG_FILE");
-    unsetenv("WEFT_LOG_LEVEL");
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_RING_FRAG_SIZE");
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     setenv("WEFT_TIMEOUT", "10", 1); /* a broken schedule fails the test instead of hanging */
 }
 

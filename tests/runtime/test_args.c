@@ -25,11 +25,7 @@
 
 static void clean_env(void)
 {
-    unsetenv("WEFT_CONFIG_FILE");
-    unsetenv("WEFT_LOG_LEVEL");
-    unsetenv("WEFT_TIMEOUT");
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_RING_FRAG_SIZE");
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     setenv("WEFT_TIMEOUT", "10", 1); /* a broken collective fails the test instead of hanging */
 }
 
