@@ -135,9 +135,7 @@ static void rank_shuffled_chain(weft_comm_t comm, int rank, void *arg)
         int j;
         int t;
 
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        harness_xorshift(&x);
         j = (int)(x % (uint64_t)(i + 1));
         t = order[i];
         order[i] = order[j];
