@@ -26,6 +26,7 @@
 #include "coll/shm/shm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/coll/check.h"
 #include "tests/harness.h"
 
 #include <dirent.h>
@@ -196,196 +197,132 @@ static size_t vcount(int k, int q, size_t n)
     return h % 4 == 0 ? 0 : (size_t)(h >> 8) % (2 * n + 1);
 }
 
+/* The checker's view of call k's data (tests/coll/check.h). */
+typedef struct data_ctx {
+    int k, p;
+    weft_op_t op;
+} data_ctx_t;
+
+static void data_value(const void *ctx, int q, size_t i, void *dst)
+{
+    int32_t v = val(((const data_ctx_t *)ctx)->k, q, i);
+
+    memcpy(dst, &v, 4);
+}
+
+static void data_reduced(const void *ctx, size_t i, void *dst)
+{
+    const data_ctx_t *x = ctx;
+    int32_t v = reduced(x->op, x->k, x->p, i);
+
+    memcpy(dst, &v, 4);
+}
+
+/* The calls of run_collectives, in order; roots and layouts below. */
+static const struct {
+    weft_coll_kind_t kind;
+    weft_op_t op;
+} shm_calls[] = {
+    {WEFT_COLL_ALLREDUCE, WEFT_SUM},  {WEFT_COLL_REDUCE_SCATTER, WEFT_MAX},
+    {WEFT_COLL_ALLGATHER, WEFT_SUM},  {WEFT_COLL_BCAST, WEFT_SUM},
+    {WEFT_COLL_REDUCE, WEFT_SUM},     {WEFT_COLL_BARRIER, WEFT_SUM},
+    {WEFT_COLL_ALLGATHERV, WEFT_SUM}, {WEFT_COLL_REDUCE_SCATTER_V, WEFT_SUM},
+};
+
+/* One call k of n elements on comm, checked: the result, the gaps and the
+ * guard after every buffer, the send buffer unchanged. 0, or -1 once a
+ * failure is recorded. */
+static int run_one(weft_comm_t comm, int rank, int p, size_t n, int c, int k)
+{
+    static const int32_t fill_elem = INT32_MIN + 7; /* never a result */
+    const weft_coll_kind_t kind = shm_calls[c].kind;
+    const data_ctx_t x = {k, p, shm_calls[c].op};
+    const check_data_t data = {4, data_value, data_reduced, &fill_elem, &x};
+    size_t *counts = calloc((size_t)p, sizeof(size_t));
+    size_t *displs = calloc((size_t)p, sizeof(size_t));
+    check_shape_t shape = {
+        .kind = kind, .p = p, .rank = rank, .n = n, .counts = counts, .displs = displs};
+    size_t sext = 0, rext = 0;
+    int32_t *in = NULL, *out = NULL;
+    weft_status_t st;
+    char msg[256];
+    int rc = -1;
+
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            char msg_[256];                                                                        \
+            char msg_[320];                                                                        \
             snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                             \
-            HARNESS_FAIL("%s count %zu (call %d) on rank %d of %d: %s", what, n, k, rank, p,       \
-                         msg_);                                                                    \
+            HARNESS_FAIL("%s count %zu (call %d) on rank %d of %d: %s",                            \
+                         weft__coll_kind_name(kind), n, k, rank, p, msg_);                         \
             goto out;                                                                              \
         }                                                                                          \
     } while (0)
 
-#define CALL(call)                                                                                 \
-    do {                                                                                           \
-        weft_status_t st_ = (call);                                                                \
-        CHECK(st_ == WEFT_OK, "%s (%s)", weft_status_string(st_), weft_last_error());              \
-    } while (0)
-
-/*
- * allreduce, reduce_scatter, allgather, bcast, reduce, barrier, allgatherv
- * and reduce_scatter_v of n elements on comm, each checked; k numbers the
- * calls (the same on every rank).
- */
-static void run_collectives(shared_t *sh, weft_comm_t comm, size_t n, int k0)
-{
-    int rank, p, k = k0;
-    const char *what = "";
-    int32_t *in = NULL, *out = NULL;
-    size_t *counts = NULL, *displs = NULL;
-    size_t total = 0;
-
-    weft_comm_rank(comm, &rank);
-    weft_comm_size(comm, &p);
-    counts = calloc((size_t)p, sizeof(size_t));
-    displs = calloc((size_t)p, sizeof(size_t));
     CHECK(counts != NULL && displs != NULL, "out of memory");
-
-    what = "allreduce";
-    in = alloc32(n);
-    out = alloc32(n);
-    for (size_t i = 0; i < n; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_allreduce(in, out, n, WEFT_INT32, WEFT_SUM, comm));
-    for (size_t i = 0; i < n; i++) {
-        CHECK(out[i] == reduced(WEFT_SUM, k, p, i), "element %zu is %d, want %d", i, out[i],
-              reduced(WEFT_SUM, k, p, i));
-    }
-    CHECK(out[n] == INT32_MIN + 7, "wrote past the result");
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "reduce_scatter";
-    in = alloc32(n * (size_t)p);
-    out = alloc32(n);
-    for (size_t i = 0; i < n * (size_t)p; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_reduce_scatter(in, out, n, WEFT_INT32, WEFT_MAX, comm));
-    for (size_t i = 0; i < n; i++) {
-        int32_t want = reduced(WEFT_MAX, k, p, (size_t)rank * n + i);
-
-        CHECK(out[i] == want, "element %zu is %d, want %d", i, out[i], want);
-    }
-    CHECK(out[n] == INT32_MIN + 7, "wrote past the result");
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "allgather";
-    in = alloc32(n);
-    out = alloc32(n * (size_t)p);
-    for (size_t i = 0; i < n; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_allgather(in, out, n, WEFT_INT32, comm));
-    for (size_t i = 0; i < n * (size_t)p; i++) {
-        CHECK(out[i] == val(k, (int)(i / n), i % n), "element %zu is %d, want %d", i, out[i],
-              val(k, (int)(i / n), i % n));
-    }
-    CHECK(out[n * (size_t)p] == INT32_MIN + 7, "wrote past the result");
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "bcast";
-    out = alloc32(n);
-    if (rank == (int)(n % (size_t)p)) {
-        for (size_t i = 0; i < n; i++) {
-            out[i] = val(k, rank, i);
+    shape.root = kind == WEFT_COLL_BCAST ? (int)(n % (size_t)p) : (int)((n + 1) % (size_t)p);
+    if (kind == WEFT_COLL_ALLGATHERV) {
+        /* blocks in reverse rank order, one element of gap after each */
+        for (int q = p - 1; q >= 0; q--) {
+            counts[q] = vcount(k, q, n);
+            displs[q] = shape.rext;
+            shape.rext += counts[q] + 1;
+        }
+    } else if (kind == WEFT_COLL_REDUCE_SCATTER_V) {
+        for (int q = 0; q < p; q++) {
+            counts[q] = vcount(k, q, n);
         }
     }
-    CALL(weft_bcast(out, n, WEFT_INT32, (int)(n % (size_t)p), comm));
-    for (size_t i = 0; i < n; i++) {
-        CHECK(out[i] == val(k, (int)(n % (size_t)p), i), "element %zu is %d, want %d", i, out[i],
-              val(k, (int)(n % (size_t)p), i));
+    /* the buffers MPI gives this rank (bcast: one, the root's data at the
+     * root), each with a guard element after it */
+    if (check_has(&shape, CHECK_SEND) && kind != WEFT_COLL_BCAST) {
+        sext = check_extent(&shape, CHECK_SEND);
+        in = alloc32(sext);
+        check_image(&shape, CHECK_SEND, &data, in);
     }
-    CHECK(out[n] == INT32_MIN + 7, "wrote past the buffer");
-    free(out);
-    out = NULL;
-    k++;
-
-    what = "reduce";
-    {
-        int root = (int)((n + 1) % (size_t)p);
-
-        in = alloc32(n);
-        out = rank == root ? alloc32(n) : NULL;
-        for (size_t i = 0; i < n; i++) {
-            in[i] = val(k, rank, i);
+    if (check_has(&shape, CHECK_RECV)) {
+        rext = check_extent(&shape, CHECK_RECV);
+        out = alloc32(rext);
+        if (kind == WEFT_COLL_BCAST && rank == shape.root) {
+            check_image(&shape, CHECK_SEND, &data, out);
         }
-        CALL(weft_reduce(in, out, n, WEFT_INT32, WEFT_SUM, root, comm));
-        for (size_t i = 0; rank == root && i < n; i++) {
-            CHECK(out[i] == reduced(WEFT_SUM, k, p, i), "element %zu is %d, want %d", i, out[i],
-                  reduced(WEFT_SUM, k, p, i));
-        }
-        CHECK(rank != root || out[n] == INT32_MIN + 7, "wrote past the result");
-        for (size_t i = 0; i < n; i++) {
-            CHECK(in[i] == val(k, rank, i), "sendbuf element %zu changed", i);
-        }
-        free(in);
-        free(out);
-        in = out = NULL;
-        k++;
     }
-
-    what = "barrier";
-    CALL(weft_barrier(comm));
-    k++;
-
-    what = "allgatherv"; /* blocks in reverse rank order, one element of gap after each */
-    total = 0;
-    for (int q = p - 1; q >= 0; q--) {
-        counts[q] = vcount(k, q, n);
-        displs[q] = total;
-        total += counts[q] + 1;
-    }
-    in = alloc32(counts[rank]);
-    out = alloc32(total);
-    for (size_t i = 0; i < counts[rank]; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_allgatherv(in, out, counts[rank], counts, displs, WEFT_INT32, comm));
-    for (int q = 0; q < p; q++) {
-        for (size_t i = 0; i < counts[q]; i++) {
-            CHECK(out[displs[q] + i] == val(k, q, i), "rank %d's element %zu is %d, want %d", q, i,
-                  out[displs[q] + i], val(k, q, i));
-        }
-        CHECK(out[displs[q] + counts[q]] == INT32_MIN + 7,
-              "the gap after rank %d's block was "
-              "written",
-              q);
-    }
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "reduce_scatter_v";
-    total = 0;
-    for (int q = 0; q < p; q++) {
-        counts[q] = vcount(k, q, n);
-        displs[q] = total;
-        total += counts[q];
-    }
-    in = alloc32(total);
-    out = alloc32(counts[rank]);
-    for (size_t i = 0; i < total; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_reduce_scatter_v(in, out, counts, WEFT_INT32, WEFT_SUM, comm));
-    for (size_t i = 0; i < counts[rank]; i++) {
-        int32_t want = reduced(WEFT_SUM, k, p, displs[rank] + i);
-
-        CHECK(out[i] == want, "element %zu is %d, want %d", i, out[i], want);
-    }
-    CHECK(out[counts[rank]] == INT32_MIN + 7, "wrote past the result");
-    atomic_fetch_add(&sh->checked, 1);
+    st = check_call(&shape, CHECK_BLOCKING, in, out, WEFT_INT32, shm_calls[c].op, comm, NULL);
+    CHECK(st == WEFT_OK, "%s (%s)", weft_status_string(st), weft_last_error());
+    CHECK(out == NULL || check_diff(&shape, CHECK_RECV, &data, out, msg, sizeof(msg)) < 0, "%s",
+          msg);
+    CHECK(out == NULL || out[rext] == fill_elem, "wrote past the result");
+    CHECK(in == NULL || check_diff(&shape, CHECK_SEND, &data, in, msg, sizeof(msg)) < 0,
+          "sendbuf changed: %s", msg);
+    CHECK(in == NULL || in[sext] == fill_elem, "wrote past the sendbuf");
+    rc = 0;
 out:
+#undef CHECK
     free(in);
     free(out);
     free(counts);
     free(displs);
+    return rc;
 }
 
-#undef CALL
-#undef CHECK
+/*
+ * allreduce, reduce_scatter, allgather, bcast, reduce, barrier, allgatherv
+ * and reduce_scatter_v of n elements on comm, each checked; k0 numbers the
+ * first call (the same on every rank).
+ */
+static void run_collectives(shared_t *sh, weft_comm_t comm, size_t n, int k0)
+{
+    int rank, p;
+
+    weft_comm_rank(comm, &rank);
+    weft_comm_size(comm, &p);
+    for (int c = 0; c < (int)(sizeof(shm_calls) / sizeof(shm_calls[0])); c++) {
+        if (run_one(comm, rank, p, n, c, k0 + c) != 0) {
+            return;
+        }
+    }
+    atomic_fetch_add(&sh->checked, 1);
+}
 
 /* counts: one element, one page and a bit (several rounds with one-page
  * slots), and zero */
