@@ -65,12 +65,16 @@ int harness_reset_env(const char *keep)
     }
     unsetenv("WEFT_CONFIG_FILE");
     for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
-        char *eq = strchr(line, '=');
+        /* "WEFT_<NAME>=value", or a setting whose value the dump keeps to
+         * itself: "# WEFT_<NAME> is set (...)" */
+        char *end;
 
-        if (strncmp(line, "WEFT_", 5) != 0 || eq == NULL) {
+        if (strncmp(line, "# WEFT_", 7) == 0 && (end = strstr(line, " is set (")) != NULL) {
+            line += 2;
+        } else if (strncmp(line, "WEFT_", 5) != 0 || (end = strchr(line, '=')) == NULL) {
             continue;
         }
-        *eq = '\0';
+        *end = '\0';
         if (keep == NULL || strcmp(line, keep) != 0) {
             unsetenv(line);
         }
