@@ -9,7 +9,7 @@ EXTRA_DIST += tools/check_layers.py tests/layers/test_layers.sh
 
 # The multi-process test harness (tests/harness.h), linked into every test.
 check_LTLIBRARIES += tests/libweft_harness.la
-tests_libweft_harness_la_SOURCES = tests/harness.h tests/harness.c
+tests_libweft_harness_la_SOURCES = tests/harness.h tests/harness_rng.h tests/harness.c
 CRITERION_TESTS += tests/test_harness
 tests_test_harness_SOURCES = tests/test_harness.c
 tests_test_harness_CFLAGS = $(test_cflags)

@@ -1,7 +1,10 @@
-/* The multi-process test harness (tests/harness.h). */
+/* The test harness (tests/harness.h). */
 #include "tests/harness.h"
 
+#include "runtime/config.h"
+
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +46,41 @@ void *harness_shared(size_t bytes)
 int harness_set_env(const char *name, const char *value)
 {
     return value != NULL ? setenv(name, value, 1) : unsetenv(name);
+}
+
+int harness_reset_env(const char *keep)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    if (f == NULL) {
+        return -1;
+    }
+    /* the registry's own listing: one "WEFT_<NAME>=value" line per entry */
+    weft__config_dump(f);
+    if (fclose(f) != 0) {
+        free(text);
+        return -1;
+    }
+    unsetenv("WEFT_CONFIG_FILE");
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        /* "WEFT_<NAME>=value", or a setting whose value the dump keeps to
+         * itself: "# WEFT_<NAME> is set (...)" */
+        char *end;
+
+        if (strncmp(line, "# WEFT_", 7) == 0 && (end = strstr(line, " is set (")) != NULL) {
+            line += 2;
+        } else if (strncmp(line, "WEFT_", 5) != 0 || (end = strchr(line, '=')) == NULL) {
+            continue;
+        }
+        *end = '\0';
+        if (keep == NULL || strcmp(line, keep) != 0) {
+            unsetenv(line);
+        }
+    }
+    free(text);
+    return 0;
 }
 
 size_t harness_append(char *buf, size_t cap, size_t len, const char *fmt, ...)
@@ -173,4 +211,44 @@ int harness_barrier_wait(harness_barrier_t *b, double deadline, int (*idle)(void
         usleep(50);
     }
     return 0;
+}
+
+/* ------------------------------------------------------- failure log */
+
+static struct {
+    pthread_mutex_t lock;
+    int count;
+    char kept[HARNESS_FAILS_KEPT][HARNESS_FAIL_CHARS];
+} fails = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void harness_fail(int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    pthread_mutex_lock(&fails.lock);
+    if (fails.count < HARNESS_FAILS_KEPT) {
+        char *msg = fails.kept[fails.count];
+        int n = snprintf(msg, HARNESS_FAIL_CHARS, "line %d: ", line);
+
+        va_start(ap, fmt);
+        vsnprintf(msg + n, HARNESS_FAIL_CHARS - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    fails.count++;
+    pthread_mutex_unlock(&fails.lock);
+}
+
+int harness_fail_count(void)
+{
+    int n;
+
+    pthread_mutex_lock(&fails.lock);
+    n = fails.count;
+    pthread_mutex_unlock(&fails.lock);
+    return n;
+}
+
+const char *harness_fail_message(int i)
+{
+    return i >= 0 && i < HARNESS_FAILS_KEPT ? fails.kept[i] : "";
 }

@@ -1,15 +1,20 @@
 /*
- * What the multi-process tests share: forking ranks that die with the test
- * process, reaping them before a deadline and killing what overstays it, a
- * barrier between processes in a shared mapping, and small helpers (clock,
- * sleep, environment, message building).
+ * What the tests share: forking ranks that die with the test process,
+ * reaping them before a deadline and killing what overstays it, a barrier
+ * between processes in a shared mapping, small helpers (clock, sleep,
+ * environment, message building), the deferred failure log behind EXPECT,
+ * the random generator (tests/harness_rng.h) and the reset of every WEFT_*
+ * setting the configuration registry declares.
  *
- * No Criterion here: children must never use it (they report through the
- * shared mapping and their exit status), and the parent asserts on what
- * these functions return. Every wait takes a deadline in harness_now_s()
- * seconds (CLOCK_MONOTONIC, the same clock in every process of the machine).
+ * No Criterion in harness.c: children must never use it (they report through
+ * the shared mapping and their exit status), and the parent asserts on what
+ * these functions return; only HARNESS_ASSERT_NO_FAILURES expands to
+ * Criterion assertions, in the test that uses it. Every wait takes a
+ * deadline in harness_now_s() seconds (CLOCK_MONOTONIC, the same clock in
+ * every process of the machine).
  *
- * Threading: one thread of the test process forks, polls and reaps.
+ * Threading: one thread of the test process forks, polls and reaps; any
+ * thread may record a failure.
  */
 #ifndef WEFT_TESTS_HARNESS_H
 #define WEFT_TESTS_HARNESS_H
@@ -17,6 +22,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "tests/harness_rng.h"
 
 #define HARNESS_MAX_PROCS 16
 
@@ -31,6 +38,16 @@ void *harness_shared(size_t bytes);
 
 /* setenv(name, value), or unsetenv(name) when value is NULL; 0 or -1. */
 int harness_set_env(const char *name, const char *value);
+
+/*
+ * Unset WEFT_CONFIG_FILE and every WEFT_<NAME> of the configuration registry
+ * (each module's table, as weft_info -c lists them) except `keep` (a full
+ * name such as "WEFT_LOG_LEVEL", or NULL), so that what the caller's shell
+ * set changes nothing a test checks; a setting added to a table is reset
+ * without a change here. Call it before weft_init, then set what the test
+ * needs. Returns 0, or -1 when the registry could not be listed (errno set).
+ */
+int harness_reset_env(const char *keep);
 
 /* Append printf-style to buf (cap bytes, len used, always terminated);
  * returns the new length, at most cap - 1 once full. */
@@ -86,5 +103,40 @@ void harness_barrier_init(harness_barrier_t *b, int quorum);
  * idle (called between polls, NULL: none; it may progress a transport)
  * returns nonzero. */
 int harness_barrier_wait(harness_barrier_t *b, double deadline, int (*idle)(void *arg), void *arg);
+
+/*
+ * The deferred failure log of one test process: checks on any thread record
+ * what failed and go on; the test's main thread asserts at the end that
+ * nothing did. The first HARNESS_FAILS_KEPT messages are kept, each prefixed
+ * with the line that recorded it; every failure is counted.
+ */
+#define HARNESS_FAILS_KEPT 16
+#define HARNESS_FAIL_CHARS 768
+
+void harness_fail(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Failures recorded so far. */
+int harness_fail_count(void);
+/* The i-th kept message (i < HARNESS_FAILS_KEPT); "" when none. */
+const char *harness_fail_message(int i);
+
+/* Record a failure unless cond holds (the test goes on). */
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            harness_fail(__LINE__, __VA_ARGS__);                                                   \
+        }                                                                                          \
+    } while (0)
+#define HARNESS_FAIL(...) harness_fail(__LINE__, __VA_ARGS__)
+
+/* In a Criterion test's main thread: log every kept message, then fail the
+ * test when anything was recorded. */
+#define HARNESS_ASSERT_NO_FAILURES()                                                               \
+    do {                                                                                           \
+        for (int i_ = 0; i_ < harness_fail_count() && i_ < HARNESS_FAILS_KEPT; i_++) {             \
+            cr_log_error("%s", harness_fail_message(i_));                                          \
+        }                                                                                          \
+        cr_assert_eq(harness_fail_count(), 0, "%d check(s) failed; first: %s",                     \
+                     harness_fail_count(), harness_fail_message(0));                               \
+    } while (0)
 
 #endif /* WEFT_TESTS_HARNESS_H */

@@ -9,8 +9,11 @@
 #include "tests/harness.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -167,4 +170,84 @@ Test(harness, set_env_sets_and_unsets)
     cr_assert_str_eq(getenv("WEFT_HARNESS_TEST"), "x y");
     cr_assert_eq(harness_set_env("WEFT_HARNESS_TEST", NULL), 0);
     cr_assert_null(getenv("WEFT_HARNESS_TEST"));
+}
+
+/* A name of each module's table, one that is not in any, and the file. */
+Test(harness, reset_env_unsets_every_registry_name_but_keep)
+{
+    static const char *const registry[] = {"WEFT_TIMEOUT", "WEFT_SHM", "WEFT_STAGE_FRAG",
+                                           "WEFT_STATS", "WEFT_CONFIG_FILE"};
+
+    for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++) {
+        cr_assert_eq(setenv(registry[i], "1", 1), 0);
+    }
+    cr_assert_eq(setenv("WEFT_LOG_LEVEL", "error", 1), 0);
+    cr_assert_eq(setenv("WEFT_HARNESS_NOT_A_SETTING", "x", 1), 0);
+    cr_assert_eq(harness_reset_env("WEFT_LOG_LEVEL"), 0);
+    for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++) {
+        cr_assert_null(getenv(registry[i]), "%s is still set", registry[i]);
+    }
+    cr_assert_str_eq(getenv("WEFT_LOG_LEVEL"), "error", "the kept name was reset");
+    cr_assert_str_eq(getenv("WEFT_HARNESS_NOT_A_SETTING"), "x");
+    cr_assert_eq(harness_reset_env(NULL), 0);
+    cr_assert_null(getenv("WEFT_LOG_LEVEL"));
+    unsetenv("WEFT_HARNESS_NOT_A_SETTING");
+}
+
+static void *fail_twice(void *arg)
+{
+    int v = *(int *)arg;
+
+    EXPECT(v == 0, "thread %d: %s", v, "first");
+    HARNESS_FAIL("thread %d: second", v);
+    return NULL;
+}
+
+/* Failures from any thread are counted, the first ones kept with their line. */
+Test(harness, failure_log_counts_and_keeps)
+{
+    pthread_t t[NPROCS];
+    int ids[NPROCS];
+    char line[32];
+
+    EXPECT(1 + 1 == 2, "never recorded");
+    cr_assert_eq(harness_fail_count(), 0);
+    for (int i = 0; i < NPROCS; i++) {
+        ids[i] = i;
+        cr_assert_eq(pthread_create(&t[i], NULL, fail_twice, &ids[i]), 0);
+    }
+    for (int i = 0; i < NPROCS; i++) {
+        pthread_join(t[i], NULL);
+    }
+    /* thread 0 passes its EXPECT: 2 * NPROCS - 1 failures */
+    cr_assert_eq(harness_fail_count(), 2 * NPROCS - 1);
+    for (int i = 0; i < 2 * NPROCS - 1; i++) {
+        cr_assert(strncmp(harness_fail_message(i), "line ", 5) == 0, "%s", harness_fail_message(i));
+        cr_assert_not_null(strstr(harness_fail_message(i), ": thread "), "%s",
+                           harness_fail_message(i));
+    }
+    for (int i = 0; i < HARNESS_FAILS_KEPT * 2; i++) {
+        HARNESS_FAIL("filler %d", i);
+    }
+    cr_assert_eq(harness_fail_count(), 2 * NPROCS - 1 + HARNESS_FAILS_KEPT * 2);
+    snprintf(line, sizeof(line), "filler %d", HARNESS_FAILS_KEPT - 2 * NPROCS);
+    cr_assert_not_null(strstr(harness_fail_message(HARNESS_FAILS_KEPT - 1), line), "%s",
+                       harness_fail_message(HARNESS_FAILS_KEPT - 1));
+    cr_assert_str_eq(harness_fail_message(HARNESS_FAILS_KEPT), "");
+}
+
+/* The generator's sequence is Marsaglia's xorshift64 (13, 7, 17). */
+Test(harness, xorshift_sequence)
+{
+    uint64_t s = 1, ref = 1;
+
+    for (int i = 0; i < 1000; i++) {
+        ref ^= ref << 13;
+        ref ^= ref >> 7;
+        ref ^= ref << 17;
+        cr_assert_eq(harness_xorshift(&s), ref);
+        cr_assert_eq(s, ref);
+    }
+    s = 1;
+    cr_assert_eq(harness_xorshift(&s), 0x40822041ull);
 }

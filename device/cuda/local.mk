@@ -64,7 +64,8 @@ tests_device_libfake_cuda_la_LDFLAGS = -module -avoid-version -shared -rpath /no
 # the kernels' thread bodies run on the CPU (nvcc, host code only)
 check_SCRIPTS += tests/device/cuda_kernel_host
 TESTS += tests/device/cuda_kernel_host
-tests/device/cuda_kernel_host: $(srcdir)/tests/device/cuda_kernel_host.cu $(cuda_kernel_deps)
+tests/device/cuda_kernel_host: $(srcdir)/tests/device/cuda_kernel_host.cu $(cuda_kernel_deps) \
+		$(srcdir)/tests/harness_rng.h
 	@$(MKDIR_P) tests/device
 	$(AM_V_GEN)$(NVCC) -std=c++17 -O2 -fmad=false -Werror all-warnings -Xcompiler -Wall,-Wextra \
 		-I$(top_srcdir) -o $@ $(srcdir)/tests/device/cuda_kernel_host.cu

@@ -19,12 +19,14 @@
 #define WEFT_TESTS_DEVICE_CASES_H
 
 #include "coll/coll.h"
+#include "tests/coll/check.h"
 #include "tests/coll/device_data.h"
 
 #define DD_MAX_RANKS 16
 #define DD_LARGE_COUNT 4099 /* larger than a page in every dtype */
 
-enum { DD_BLOCK, DD_NB, DD_ENQ, DD_NMODES };
+/* the forms of a call, as tests/coll/check.h numbers them */
+enum { DD_BLOCK = CHECK_BLOCKING, DD_NB = CHECK_NONBLOCKING, DD_ENQ = CHECK_ENQUEUE, DD_NMODES };
 
 typedef struct dd_case {
     weft_coll_kind_t kind;

@@ -15,6 +15,7 @@
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
 #include "tests/coll/device_data.h"
+#include "tests/harness.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -160,10 +161,9 @@ static inline void run_world(int p, weft_thread_rank_fn body, world_t *w)
 
 static inline void init_with_timeout(const char *timeout)
 {
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     setenv("WEFT_LOG_LEVEL", "error", 1);
     setenv("WEFT_TIMEOUT", timeout, 1);
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_RANKS_PER_NODE");
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
 }
 

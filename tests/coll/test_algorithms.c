@@ -16,6 +16,8 @@
 #include "coll/shm/shm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/coll/check.h"
+#include "tests/harness.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -59,10 +61,7 @@ typedef struct shared {
     unsigned char **results; /* per rank: copy of its result, for bitwise checks */
     unsigned char *expected; /* the whole expected vector, computed by all ranks together */
     double *approx;          /* double-precision reference of inexact sums */
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[512];
 } shared_t;
 
 static uint64_t mix(uint64_t x)
@@ -268,24 +267,42 @@ static void expect(const combo_t *c, int ci, int p, size_t i, void *dst, double 
     }
 }
 
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
-
 static const char *variant_name(int v)
 {
     return v == 0 ? "out-of-place" : v == 1 ? "WEFT_IN_PLACE" : "nccl-in-place";
+}
+
+/* The checker's view of a case's data (tests/coll/check.h): the inputs,
+ * and the reduction the ranks computed together into sh->expected. */
+typedef struct data_ctx {
+    const shared_t *sh;
+    const combo_t *c;
+    int ci;
+    size_t es;
+} data_ctx_t;
+
+static void data_value(const void *ctx, int q, size_t i, void *dst)
+{
+    const data_ctx_t *x = ctx;
+
+    gen(x->c, x->ci, q, i, dst);
+}
+
+static void data_reduced(const void *ctx, size_t i, void *dst)
+{
+    const data_ctx_t *x = ctx;
+
+    memcpy(dst, x->sh->expected + i * x->es, x->es);
+}
+
+static int guard_ok(const unsigned char *b)
+{
+    for (int g = 0; g < GUARD; g++) {
+        if (b[g] != GUARD_BYTE) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc)
@@ -293,149 +310,97 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     const int p = sh->nranks, ci = tc->combo;
     const combo_t *c = &combos[ci];
     const size_t es = weft_dtype_size(c->dtype), n = tc->count;
-    size_t in_elems, out_elems;
-    unsigned char *in, *out, *in_copy;
+    static const unsigned char fill_elem[8] = {0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a};
+    const data_ctx_t x = {sh, c, ci, es};
+    const check_data_t data = {es, data_value, data_reduced, fill_elem, &x};
+    const check_shape_t shape = {.kind = tc->kind, .p = p, .rank = rank, .n = n};
+    const size_t in_elems = check_extent(&shape, CHECK_SEND);
+    /* reduce_scatter in place: the input in recvbuf */
+    const size_t out_elems = tc->kind == WEFT_COLL_REDUCE_SCATTER && tc->inplace
+                                 ? in_elems
+                                 : check_extent(&shape, CHECK_RECV);
+    const size_t res_first = tc->kind == WEFT_COLL_REDUCE_SCATTER ? (size_t)rank * n : 0;
+    unsigned char *in, *out;
     const void *sendbuf;
     void *recvbuf;
-    unsigned char *result;       /* where this rank's result is */
-    size_t res_elems, res_first; /* result elements, index of the first in the global vector */
+    char msg[256];
     weft_status_t status;
 
-    switch (tc->kind) {
-    case WEFT_COLL_ALLREDUCE:
-        in_elems = n;
-        out_elems = n;
-        break;
-    case WEFT_COLL_REDUCE_SCATTER:
-        in_elems = n * (size_t)p;
-        out_elems = tc->inplace ? in_elems : n;
-        break;
-    default:
-        in_elems = n;
-        out_elems = n * (size_t)p;
-        break;
-    }
-    status = WEFT_ERR_INTERNAL;
     in = malloc(in_elems * es + GUARD);
     out = malloc(out_elems * es + GUARD);
-    in_copy = malloc(in_elems * es + 1);
-    if (in == NULL || out == NULL || in_copy == NULL) {
+    if (in == NULL || out == NULL) {
         fprintf(stderr, "test out of memory\n");
         abort();
     }
-    for (size_t i = 0; i < in_elems; i++) {
-        gen(c, ci, rank, i, in + i * es);
-    }
+    check_image(&shape, CHECK_SEND, &data, in);
     memset(in + in_elems * es, GUARD_BYTE, GUARD);
     memset(out, 0x5a, out_elems * es);
     memset(out + out_elems * es, GUARD_BYTE, GUARD);
-    memcpy(in_copy, in, in_elems * es);
 
-    /* every rank computes a slice of the expected global vector */
-    {
+    /* every rank computes a slice of the expected reduced vector */
+    if (tc->kind != WEFT_COLL_ALLGATHER) {
         size_t total = tc->kind == WEFT_COLL_ALLREDUCE ? n : n * (size_t)p;
         size_t lo = weft__block_start(total, p, rank), hi = lo + weft__block_count(total, p, rank);
 
         for (size_t gi = lo; gi < hi; gi++) {
-            if (tc->kind == WEFT_COLL_ALLGATHER) {
-                gen(c, ci, (int)(gi / n), gi % n, sh->expected + gi * es);
-            } else {
-                expect(c, ci, p, gi, sh->expected + gi * es, &sh->approx[gi]);
-            }
+            expect(c, ci, p, gi, sh->expected + gi * es, &sh->approx[gi]);
         }
     }
     pthread_barrier_wait(&sh->barrier);
 
-    /* lay the input out as the in-place convention requires */
+    /* lay the input out as the in-place convention requires: WEFT_IN_PLACE,
+     * or NCCL's offsets (sendbuf at this rank's block of recvbuf; recvbuf at
+     * this rank's block of sendbuf for reduce_scatter) */
     sendbuf = in;
     recvbuf = out;
-    if (tc->inplace) {
-        switch (tc->kind) {
-        case WEFT_COLL_ALLREDUCE:
-            memcpy(out, in, n * es);
-            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out;
-            break;
-        case WEFT_COLL_REDUCE_SCATTER:
-            if (tc->inplace == 1) {
-                memcpy(out, in, in_elems * es);
-                sendbuf = WEFT_IN_PLACE;
-            } else {
-                recvbuf = in + (size_t)rank * n * es;
-            }
-            break;
-        default:
-            memcpy(out + (size_t)rank * n * es, in, n * es);
-            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + (size_t)rank * n * es;
-            break;
-        }
+    if (tc->inplace == 2 && tc->kind == WEFT_COLL_REDUCE_SCATTER) {
+        recvbuf = in + (size_t)rank * n * es;
+    } else if (tc->inplace) {
+        check_image_in_place(&shape, &data, out);
+        sendbuf = tc->inplace == 1                  ? WEFT_IN_PLACE
+                  : tc->kind == WEFT_COLL_ALLGATHER ? out + (size_t)rank * n * es
+                                                    : out;
     }
+    status = check_call(&shape, CHECK_BLOCKING, sendbuf, recvbuf, c->dtype, c->op, comm, NULL);
 
-    switch (tc->kind) {
-    case WEFT_COLL_ALLREDUCE:
-        status = weft_allreduce(sendbuf, recvbuf, n, c->dtype, c->op, comm);
-        result = recvbuf;
-        res_elems = n;
-        res_first = 0;
-        break;
-    case WEFT_COLL_REDUCE_SCATTER:
-        status = weft_reduce_scatter(sendbuf, recvbuf, n, c->dtype, c->op, comm);
-        result = recvbuf;
-        res_elems = n;
-        res_first = (size_t)rank * n;
-        break;
-    default:
-        status = weft_allgather(sendbuf, recvbuf, n, c->dtype, comm);
-        result = recvbuf;
-        res_elems = n * (size_t)p;
-        res_first = 0;
-        break;
-    }
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        char what_[320];                                                                           \
+        snprintf(what_, sizeof(what_), __VA_ARGS__);                                               \
+        HARNESS_FAIL("%s p=%d count=%zu %s %s%s %s rank %d: %s", weft__coll_kind_name(tc->kind),   \
+                     p, n, weft_dtype_name(c->dtype), weft_op_name(c->op),                         \
+                     c->inexact ? " (inexact)" : "", variant_name(tc->inplace), rank, what_);      \
+        goto done;                                                                                 \
+    } while (0)
+
     if (status != WEFT_OK) {
-        fail(sh, "%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(tc->kind), p,
-             n, weft_dtype_name(c->dtype), weft_op_name(c->op), variant_name(tc->inplace), rank,
-             weft_status_string(status), weft_last_error());
-        goto done;
+        FAIL("%s (%s)", weft_status_string(status), weft_last_error());
     }
-    for (size_t k = 0; k < res_elems; k++) {
-        size_t gi = res_first + k;
-        const unsigned char *want = sh->expected + gi * es;
-        double approx = sh->approx[gi];
-
-        if (c->inexact && tc->kind != WEFT_COLL_ALLGATHER) {
+    if (c->inexact && tc->kind != WEFT_COLL_ALLGATHER) {
+        for (size_t k = 0; k < n; k++) {
+            size_t gi = res_first + k;
+            double approx = sh->approx[gi];
             float got;
-            memcpy(&got, result + k * es, 4);
+
+            memcpy(&got, (unsigned char *)recvbuf + k * es, 4);
             if (fabs((double)got - approx) > 1e-5 * p + 1e-6 * fabs(approx)) {
-                fail(sh,
-                     "%s p=%d count=%zu inexact float32 sum %s rank %d: element %zu = %.9g, "
-                     "want %.9g",
-                     weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank, gi,
-                     (double)got, approx);
-                goto done;
+                FAIL("element %zu = %.9g, want %.9g", gi, (double)got, approx);
             }
-        } else if (memcmp(result + k * es, want, es) != 0) {
-            fail(sh, "%s p=%d count=%zu %s %s %s rank %d: element %zu differs from the reference",
-                 weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype),
-                 weft_op_name(c->op), variant_name(tc->inplace), rank, gi);
-            goto done;
         }
+    } else if (check_diff(&shape, CHECK_RECV, &data, recvbuf, msg, sizeof(msg)) >= 0) {
+        FAIL("%s", msg);
     }
     /* nothing outside the result may change */
-    for (int g = 0; g < GUARD; g++) {
-        if (in[in_elems * es + (size_t)g] != GUARD_BYTE ||
-            out[out_elems * es + (size_t)g] != GUARD_BYTE) {
-            fail(sh, "%s p=%d count=%zu %s rank %d: wrote past the end of a buffer",
-                 weft__coll_kind_name(tc->kind), p, n, variant_name(tc->inplace), rank);
-            goto done;
-        }
+    if (!guard_ok(in + in_elems * es) || !guard_ok(out + out_elems * es)) {
+        FAIL("wrote past the end of a buffer");
     }
-    if (tc->inplace == 0 && memcmp(in, in_copy, in_elems * es) != 0) {
-        fail(sh, "%s p=%d count=%zu %s rank %d: sendbuf was modified",
-             weft__coll_kind_name(tc->kind), p, n, weft_dtype_name(c->dtype), rank);
-        goto done;
+    if (tc->inplace == 0 && check_diff(&shape, CHECK_SEND, &data, in, msg, sizeof(msg)) >= 0) {
+        FAIL("sendbuf was modified: %s", msg);
     }
+#undef FAIL
     atomic_fetch_add(&sh->checked, 1);
     if (tc->kind == WEFT_COLL_ALLREDUCE && c->inexact) {
-        memcpy(sh->results[rank], result, n * es);
+        memcpy(sh->results[rank], recvbuf, n * es);
     }
 done:
     pthread_barrier_wait(&sh->barrier);
@@ -443,10 +408,9 @@ done:
     if (rank == 0 && tc->kind == WEFT_COLL_ALLREDUCE && c->inexact && status == WEFT_OK) {
         for (int r = 1; r < p; r++) {
             if (memcmp(sh->results[0], sh->results[r], n * es) != 0) {
-                fail(sh,
-                     "allreduce p=%d count=%zu inexact float32 sum %s: rank %d's result "
-                     "is not bitwise equal to rank 0's",
-                     p, n, variant_name(tc->inplace), r);
+                HARNESS_FAIL("allreduce p=%d count=%zu inexact float32 sum %s: rank %d's result "
+                             "is not bitwise equal to rank 0's",
+                             p, n, variant_name(tc->inplace), r);
                 break;
             }
         }
@@ -454,7 +418,6 @@ done:
     pthread_barrier_wait(&sh->barrier);
     free(in);
     free(out);
-    free(in_copy);
 }
 
 /* ranks that ran with shared memory and a node map of several nodes */
@@ -502,7 +465,6 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
         cr_assert_not_null(sh.results[r]);
     }
     pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&sh.lock, NULL);
     atomic_store(&with_shm, 0);
     atomic_store(&with_nodes, 0);
     atomic_store(&with_cma, 0);
@@ -517,22 +479,21 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
                      "p=%d, %d ranks per node: %d ranks had shared memory", p, rpn,
                      atomic_load(&with_shm));
         cr_assert_eq(atomic_load(&with_cma), atomic_load(&with_shm),
-                     "p=%d: %d of %d ranks with shared memory may read each other's memory",
-                     p, atomic_load(&with_cma), atomic_load(&with_shm));
+                     "p=%d: %d of %d ranks with shared memory may read each other's memory", p,
+                     atomic_load(&with_cma), atomic_load(&with_shm));
         cr_assert_eq(atomic_load(&with_nodes), rpn > 0 && rpn < p ? p : 0,
                      "p=%d, %d ranks per node: %d ranks saw several nodes", p, rpn,
                      atomic_load(&with_nodes));
     }
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
-    cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
-                 atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
+    cr_assert_eq(harness_fail_count(), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
+                 harness_fail_count(), p, (unsigned long long)seed, harness_fail_message(0));
     cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
                  "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
                  (long)ncases * p);
     st->collectives += ncases;
     st->rank_results += atomic_load(&sh.checked);
     pthread_barrier_destroy(&sh.barrier);
-    pthread_mutex_destroy(&sh.lock);
     for (int r = 0; r < p; r++) {
         free(sh.results[r]);
     }

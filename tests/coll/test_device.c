@@ -21,10 +21,10 @@
 #include "coll/coll.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/harness.h"
 #include "tests/coll/device_cases.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,30 +35,13 @@ typedef struct shared {
     const dd_case_t *cases;
     int ncases;
     pthread_barrier_t barrier;
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[768];
 } shared_t;
-
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
 
 static void env_fail(void *ctx, const char *msg)
 {
-    fail(ctx, "%s", msg);
+    (void)ctx;
+    HARNESS_FAIL("%s", msg);
 }
 
 static void env_sync(void *ctx)
@@ -73,7 +56,7 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
     weft_stream_t stream = NULL;
 
     if (weft_stream_create(WEFT_MEM_EMU, &stream) != WEFT_OK) {
-        fail(sh, "rank %d: weft_stream_create: %s", rank, weft_last_error());
+        HARNESS_FAIL("rank %d: weft_stream_create: %s", rank, weft_last_error());
     }
     for (int i = 0; i < sh->ncases; i++) {
         if (stream == NULL && sh->cases[i].mode == DD_ENQ) {
@@ -84,7 +67,7 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
         }
     }
     if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
-        fail(sh, "rank %d: weft_stream_destroy: %s", rank, weft_last_error());
+        HARNESS_FAIL("rank %d: weft_stream_destroy: %s", rank, weft_last_error());
     }
 }
 
@@ -95,16 +78,14 @@ static long run_cases(int p, const dd_case_t *cases, int ncases)
     weft_status_t status;
 
     pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&sh.lock, NULL);
     status = weft__thread_world_run(&opts, rank_body, &sh);
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
-    cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d; first: %s",
-                 atomic_load(&sh.failures), p, sh.first_failure);
+    cr_assert_eq(harness_fail_count(), 0, "%d failure(s) at p=%d; first: %s", harness_fail_count(),
+                 p, harness_fail_message(0));
     cr_assert_eq(atomic_load(&sh.checked), (long)sh.ncases * p,
                  "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
                  (long)sh.ncases * p);
     pthread_barrier_destroy(&sh.barrier);
-    pthread_mutex_destroy(&sh.lock);
     return (long)sh.ncases;
 }
 
@@ -118,11 +99,9 @@ static long run_world(int p, int large)
 /* weft_init with a deadline that turns a hang into a failure. */
 static void setup(void)
 {
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     setenv("WEFT_LOG_LEVEL", "error", 1);
     setenv("WEFT_TIMEOUT", "60", 1);
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_SHM");
-    unsetenv("WEFT_RANKS_PER_NODE");
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
 }
 
@@ -235,7 +214,7 @@ static void mixed_body(weft_comm_t comm, int rank, void *arg)
     weft_stream_t stream = NULL;
 
     if (weft_stream_create(WEFT_MEM_EMU, &stream) != WEFT_OK) {
-        fail(sh, "rank %d: weft_stream_create: %s", rank, weft_last_error());
+        HARNESS_FAIL("rank %d: weft_stream_create: %s", rank, weft_last_error());
         return;
     }
     for (int i = 0; i < sh->ncases; i++) {
@@ -245,7 +224,7 @@ static void mixed_body(weft_comm_t comm, int rank, void *arg)
         mx->answer[i][rank] = dd_run_case(&env, comm, rank, stream, &c);
     }
     if (weft_stream_destroy(stream) != WEFT_OK) {
-        fail(sh, "rank %d: weft_stream_destroy: %s", rank, weft_last_error());
+        HARNESS_FAIL("rank %d: weft_stream_destroy: %s", rank, weft_last_error());
     }
 }
 
@@ -276,11 +255,10 @@ static void run_mixed(const char *tune)
         weft_status_t status;
 
         pthread_barrier_init(&mx.sh.barrier, NULL, (unsigned)p);
-        pthread_mutex_init(&mx.sh.lock, NULL);
         status = weft__thread_world_run(&opts, mixed_body, &mx);
         cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
-        cr_assert_eq(atomic_load(&mx.sh.failures), 0, "%d failure(s) at p=%d; first: %s",
-                     atomic_load(&mx.sh.failures), p, mx.sh.first_failure);
+        cr_assert_eq(harness_fail_count(), 0, "%d failure(s) at p=%d; first: %s",
+                     harness_fail_count(), p, harness_fail_message(0));
         for (int i = 0; i < nc; i++) {
             for (int r = 1; r < p; r++) {
                 cr_assert_eq(mx.answer[i][r], mx.answer[i][0],
@@ -290,7 +268,6 @@ static void run_mixed(const char *tune)
             }
         }
         pthread_barrier_destroy(&mx.sh.barrier);
-        pthread_mutex_destroy(&mx.sh.lock);
     }
 }
 

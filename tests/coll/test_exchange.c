@@ -23,9 +23,10 @@
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/coll/check.h"
+#include "tests/harness.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +60,7 @@ typedef struct shared {
     const tcase_t *cases;
     int ncases;
     int nranks;
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[512];
 } shared_t;
 
 static uint64_t mix(uint64_t x)
@@ -77,21 +75,6 @@ static uint64_t mix(uint64_t x)
 static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
 {
     return mix(mix(a * 0x9e3779b97f4a7c15ull ^ b) ^ (c << 20) ^ 0x77ull);
-}
-
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
 }
 
 static int is_reduction(weft_coll_kind_t kind)
@@ -183,19 +166,35 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-/* Compare len bytes of got with want; report the first difference. */
-static int check_bytes(shared_t *sh, const tcase_t *tc, int rank, const char *what,
-                       const unsigned char *got, const unsigned char *want, size_t len)
+/* The checker's view of one case's data (tests/coll/check.h). */
+typedef struct data_ctx {
+    const combo_t *c;
+    int id, p;
+    size_t es;
+} data_ctx_t;
+
+static void data_value(const void *ctx, int q, size_t i, void *dst)
 {
-    for (size_t b = 0; b < len; b++) {
-        if (got[b] != want[b]) {
-            fail(sh, "%s p=%d count=%zu %s case %d rank %d: %s byte %zu is 0x%02x, want 0x%02x",
-                 weft__coll_kind_name(sh->kind), sh->nranks, tc->count, variant_name(tc->inplace),
-                 tc->id, rank, what, b, got[b], want[b]);
-            return -1;
+    const data_ctx_t *x = ctx;
+
+    gen(x->c, x->id, q, i, dst, x->es);
+}
+
+static void data_reduced(const void *ctx, size_t i, void *dst)
+{
+    const data_ctx_t *x = ctx;
+
+    expect_reduced(x->c, x->id, x->p, i, dst);
+}
+
+static int guard_ok(const unsigned char *b)
+{
+    for (size_t g = 0; g < GUARD; g++) {
+        if (b[g] != GUARD_BYTE) {
+            return 0;
         }
     }
-    return 0;
+    return 1;
 }
 
 static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc)
@@ -203,46 +202,46 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     const int p = sh->nranks, id = tc->id;
     const combo_t *c = is_reduction(sh->kind) ? &reduce_combos[tc->combo] : &move_combos[tc->combo];
     const size_t es = weft_dtype_size(c->dtype), n = tc->count;
+    static const unsigned char fill_elem[8] = {FILL_BYTE, FILL_BYTE, FILL_BYTE, FILL_BYTE,
+                                               FILL_BYTE, FILL_BYTE, FILL_BYTE, FILL_BYTE};
+    const data_ctx_t x = {c, id, p, es};
+    const check_data_t data = {es, data_value, data_reduced, fill_elem, &x};
     size_t *counts = xmalloc(sizeof(size_t) * (size_t)p);
     size_t *displs = xmalloc(sizeof(size_t) * (size_t)p);
     size_t *scounts = xmalloc(sizeof(size_t) * (size_t)p);
     size_t *sdispls = xmalloc(sizeof(size_t) * (size_t)p);
-    size_t in_ext = 0, out_ext = 0; /* elements */
-    size_t cmp_off = 0, cmp_len;    /* where in res the image `want` must appear, and its bytes */
-    unsigned char *in, *out, *in_copy, *want;
-    unsigned char *res; /* the buffer whose image is checked */
+    check_shape_t shape = {.kind = sh->kind,
+                           .p = p,
+                           .rank = rank,
+                           .n = n,
+                           .counts = counts,
+                           .displs = displs,
+                           .scounts = scounts,
+                           .sdispls = sdispls,
+                           .stride = (size_t)1 << 24};
+    size_t in_ext, out_ext, cmp_off = 0; /* elements; where in res the result must appear */
+    unsigned char *in, *out;
+    unsigned char *res; /* the buffer that holds the result */
     const void *sendbuf;
     void *recvbuf;
-    weft_status_t status = WEFT_ERR_INTERNAL;
+    char msg[256];
+    long bad;
+    weft_status_t status;
 
-    /* sizes and layouts, the same on every rank */
+    /* the v layouts, the same on every rank */
     switch (sh->kind) {
-    case WEFT_COLL_ALLGATHER:
-        in_ext = n;
-        out_ext = n * (size_t)p;
-        break;
-    case WEFT_COLL_REDUCE_SCATTER:
-        in_ext = n * (size_t)p;
-        out_ext = n;
-        break;
-    case WEFT_COLL_ALLTOALL:
-        in_ext = out_ext = n * (size_t)p;
-        break;
     case WEFT_COLL_ALLGATHERV:
         for (int q = 0; q < p; q++) {
             counts[q] = vcount(n, id, (uint64_t)q, 0);
         }
-        out_ext = layout(counts, displs, p, id, 1, id % 2);
-        in_ext = counts[rank];
+        shape.rext = layout(counts, displs, p, id, 1, id % 2);
         break;
     case WEFT_COLL_REDUCE_SCATTER_V:
         for (int q = 0; q < p; q++) {
             counts[q] = vcount(n, id, (uint64_t)q, 0);
-            in_ext += counts[q];
         }
-        out_ext = counts[rank];
         break;
-    default: /* ALLTOALLV: counts[q] from q, scounts[q] to q; symmetric in place */
+    case WEFT_COLL_ALLTOALLV: /* counts[q] from q, scounts[q] to q; symmetric in place */
         for (int q = 0; q < p; q++) {
             int lo = q < rank ? q : rank, hi = q < rank ? rank : q;
 
@@ -253,109 +252,52 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
                 scounts[q] = vcount(n, id, (uint64_t)rank, (uint64_t)q);
             }
         }
-        out_ext = layout(counts, displs, p, id, 100 + (uint64_t)rank, id % 2);
-        in_ext = tc->inplace ? out_ext
-                             : layout(scounts, sdispls, p, id, 200 + (uint64_t)rank, 1 - id % 2);
+        shape.rext = layout(counts, displs, p, id, 100 + (uint64_t)rank, id % 2);
+        shape.sext = tc->inplace
+                         ? shape.rext
+                         : layout(scounts, sdispls, p, id, 200 + (uint64_t)rank, 1 - id % 2);
         if (tc->inplace) {
             memcpy(sdispls, displs, sizeof(size_t) * (size_t)p);
         }
         break;
+    default:
+        break;
     }
 
-    /* out of place buffers, inputs filled */
+    /* out of place buffers: the input's image, the output filled; guards after both */
+    in_ext = check_extent(&shape, CHECK_SEND);
+    out_ext = check_extent(&shape, CHECK_RECV);
     in = xmalloc(in_ext * es + GUARD);
     out = xmalloc(out_ext * es + GUARD);
-    want = xmalloc(out_ext * es + GUARD);
-    in_copy = xmalloc(in_ext * es + GUARD);
-    memset(in, FILL_BYTE, in_ext * es);
+    check_image(&shape, CHECK_SEND, &data, in);
     memset(in + in_ext * es, GUARD_BYTE, GUARD);
     memset(out, FILL_BYTE, out_ext * es);
     memset(out + out_ext * es, GUARD_BYTE, GUARD);
-    memset(want, FILL_BYTE, out_ext * es);
-    memset(want + out_ext * es, GUARD_BYTE, GUARD);
-    switch (sh->kind) {
-    case WEFT_COLL_ALLTOALLV:
-        for (int q = 0; q < p; q++) {
-            for (size_t j = 0; j < scounts[q]; j++) {
-                gen(c, id, rank, (size_t)q << 24 | j, in + (sdispls[q] + j) * es, es);
-            }
-            for (size_t j = 0; j < counts[q]; j++) {
-                gen(c, id, q, (size_t)rank << 24 | j, want + (displs[q] + j) * es, es);
-            }
-        }
-        break;
-    case WEFT_COLL_ALLGATHERV:
-        for (size_t i = 0; i < in_ext; i++) {
-            gen(c, id, rank, i, in + i * es, es);
-        }
-        for (int q = 0; q < p; q++) {
-            for (size_t j = 0; j < counts[q]; j++) {
-                gen(c, id, q, j, want + (displs[q] + j) * es, es);
-            }
-        }
-        break;
-    case WEFT_COLL_ALLGATHER:
-        for (size_t i = 0; i < in_ext; i++) {
-            gen(c, id, rank, i, in + i * es, es);
-        }
-        for (size_t gi = 0; gi < out_ext; gi++) {
-            gen(c, id, (int)(gi / n), gi % n, want + gi * es, es);
-        }
-        break;
-    case WEFT_COLL_ALLTOALL:
-        for (size_t i = 0; i < in_ext; i++) {
-            gen(c, id, rank, i, in + i * es, es);
-        }
-        for (size_t gi = 0; gi < out_ext; gi++) {
-            gen(c, id, (int)(gi / n), (size_t)rank * n + gi % n, want + gi * es, es);
-        }
-        break;
-    default: { /* reductions: this rank's block of the reduced vector */
-        size_t first = sh->kind == WEFT_COLL_REDUCE_SCATTER ? (size_t)rank * n : 0;
-
-        if (sh->kind == WEFT_COLL_REDUCE_SCATTER_V) {
-            for (int q = 0; q < rank; q++) {
-                first += counts[q];
-            }
-        }
-        for (size_t i = 0; i < in_ext; i++) {
-            gen(c, id, rank, i, in + i * es, es);
-        }
-        for (size_t k = 0; k < out_ext; k++) {
-            expect_reduced(c, id, p, first + k, want + k * es);
-        }
-        break;
-    }
-    }
-    memcpy(in_copy, in, in_ext * es + GUARD);
 
     /* the in-place layouts */
     sendbuf = in;
     recvbuf = out;
     res = out;
-    cmp_len = out_ext * es + GUARD;
     if (tc->inplace) {
         switch (sh->kind) {
         case WEFT_COLL_ALLGATHER:
-            memcpy(out + (size_t)rank * n * es, in, n * es);
-            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + (size_t)rank * n * es;
-            break;
         case WEFT_COLL_ALLGATHERV:
-            memcpy(out + displs[rank] * es, in, counts[rank] * es);
-            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + displs[rank] * es;
+            check_image_in_place(&shape, &data, out);
+            sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE
+                                       : out + (sh->kind == WEFT_COLL_ALLGATHER ? (size_t)rank * n
+                                                                                : displs[rank]) *
+                                                   es;
             break;
         case WEFT_COLL_ALLTOALL:
         case WEFT_COLL_ALLTOALLV:
-            memcpy(out, in, in_ext * es);
+            check_image_in_place(&shape, &data, out);
             sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out;
             break;
         case WEFT_COLL_REDUCE_SCATTER:
             if (tc->inplace == 2) { /* result into this rank's own slot of the input */
                 recvbuf = in + (size_t)rank * n * es;
-                sendbuf = in;
                 res = in;
-                cmp_off = (size_t)rank * n * es;
-                cmp_len = n * es;
+                cmp_off = (size_t)rank * n;
                 break;
             }
             /* fall through */
@@ -363,61 +305,44 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
             sendbuf = WEFT_IN_PLACE;
             recvbuf = in;
             res = in;
-            cmp_len = out_ext * es;
             break;
         }
     }
 
-    switch (sh->kind) {
-    case WEFT_COLL_ALLGATHER:
-        status = weft_allgather(sendbuf, recvbuf, n, c->dtype, comm);
-        break;
-    case WEFT_COLL_ALLGATHERV:
-        status = weft_allgatherv(sendbuf, recvbuf, counts[rank], counts, displs, c->dtype, comm);
-        break;
-    case WEFT_COLL_REDUCE_SCATTER:
-        status = weft_reduce_scatter(sendbuf, recvbuf, n, c->dtype, c->op, comm);
-        break;
-    case WEFT_COLL_REDUCE_SCATTER_V:
-        status = weft_reduce_scatter_v(sendbuf, recvbuf, counts, c->dtype, c->op, comm);
-        break;
-    case WEFT_COLL_ALLTOALL:
-        status = weft_alltoall(sendbuf, recvbuf, n, c->dtype, comm);
-        break;
-    default:
-        status = weft_alltoallv(sendbuf, recvbuf, scounts, sdispls, counts, displs, c->dtype, comm);
-        break;
-    }
+    status = check_call(&shape, CHECK_BLOCKING, sendbuf, recvbuf, c->dtype, c->op, comm, NULL);
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        char what_[320];                                                                           \
+        snprintf(what_, sizeof(what_), __VA_ARGS__);                                               \
+        HARNESS_FAIL("%s p=%d count=%zu %s %s %s case %d rank %d: %s",                             \
+                     weft__coll_kind_name(sh->kind), p, n, weft_dtype_name(c->dtype),              \
+                     weft_op_name(c->op), variant_name(tc->inplace), id, rank, what_);             \
+        goto done;                                                                                 \
+    } while (0)
+
     if (status != WEFT_OK) {
-        fail(sh, "%s p=%d count=%zu %s %s %s rank %d: %s (%s)", weft__coll_kind_name(sh->kind), p,
-             n, weft_dtype_name(c->dtype), weft_op_name(c->op), variant_name(tc->inplace), rank,
-             weft_status_string(status), weft_last_error());
-        goto done;
+        FAIL("%s (%s)", weft_status_string(status), weft_last_error());
     }
-    if (check_bytes(sh, tc, rank, "result", res + cmp_off, want, cmp_len) != 0) {
-        goto done;
+    if ((bad = check_diff(&shape, CHECK_RECV, &data, res + cmp_off * es, msg, sizeof(msg))) >= 0) {
+        FAIL("result %s", msg);
     }
-    if (res == in && in_ext * es + GUARD > cmp_off + cmp_len &&
-        check_bytes(sh, tc, rank, "input guard", in + in_ext * es, in_copy + in_ext * es, GUARD) !=
-            0) {
-        goto done;
+    if (res == in && !guard_ok(in + in_ext * es)) {
+        FAIL("wrote past the input");
     }
-    if (res == out || tc->inplace == 0) {
-        if (check_bytes(sh, tc, rank, "output guard", out + out_ext * es, want + out_ext * es,
-                        GUARD) != 0) {
-            goto done;
-        }
+    if ((res == out || tc->inplace == 0) && !guard_ok(out + out_ext * es)) {
+        FAIL("wrote past the output");
     }
     if (tc->inplace == 0 &&
-        check_bytes(sh, tc, rank, "sendbuf", in, in_copy, in_ext * es + GUARD) != 0) {
-        goto done;
+        ((bad = check_diff(&shape, CHECK_SEND, &data, in, msg, sizeof(msg))) >= 0 ||
+         !guard_ok(in + in_ext * es))) {
+        FAIL("sendbuf changed: %s", bad >= 0 ? msg : "past its end");
     }
+#undef FAIL
     atomic_fetch_add(&sh->checked, 1);
 done:
     free(in);
     free(out);
-    free(want);
-    free(in_copy);
     free(counts);
     free(displs);
     free(scounts);
@@ -497,7 +422,6 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
         }
         sh.cases = cases;
         sh.ncases = ncases;
-        pthread_mutex_init(&sh.lock, NULL);
         for (int seed = 0; seed < 2; seed++) {
             /* seed 0: FIFO landing; then a random order, with delays at small p */
             weft_thread_world_opts_t opts = {.nranks = p,
@@ -511,17 +435,15 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
             status = weft__thread_world_run(&opts, rank_body, &sh);
             cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
             check_placement(p);
-            cr_assert_eq(atomic_load(&sh.failures), 0,
-                         "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
-                         weft__coll_kind_name(kind), algo, atomic_load(&sh.failures), p, seed,
-                         sh.first_failure);
+            cr_assert_eq(harness_fail_count(), 0, "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
+                         weft__coll_kind_name(kind), algo, harness_fail_count(), p, seed,
+                         harness_fail_message(0));
             cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
                          "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
                          (long)ncases * p);
             collectives += ncases;
             results += atomic_load(&sh.checked);
         }
-        pthread_mutex_destroy(&sh.lock);
         if (p == 64) {
             break;
         }

@@ -26,6 +26,8 @@
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/coll/check.h"
+#include "tests/harness.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,10 +70,7 @@ typedef struct shared {
     int ncases;
     int nranks;
     pthread_barrier_t barrier;
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[512];
 } shared_t;
 
 static uint64_t mix(uint64_t x)
@@ -146,21 +145,6 @@ static void expect(int ci, int p, size_t i, void *dst)
     }
 }
 
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
-
 /* A buffer of `bytes` followed by guard bytes, filled with FILL_BYTE. */
 static unsigned char *guarded(size_t bytes)
 {
@@ -185,164 +169,77 @@ static int guard_ok(const unsigned char *b, size_t bytes)
     return 1;
 }
 
-/* Compare block `block` of generated data (rank gr's elements) with got. */
-static int check_gen(int ci, int gr, size_t n, const unsigned char *got, size_t *bad_p)
+/* The checker's view of the data (tests/coll/check.h): ctx is the combo. */
+static void data_value(const void *ctx, int q, size_t i, void *dst)
 {
-    const size_t es = weft_dtype_size(combos[ci].dtype);
-    unsigned char want[4];
+    gen(*(const int *)ctx, q, i, dst);
+}
 
-    for (size_t i = 0; i < n; i++) {
-        gen(ci, gr, i, want);
-        if (memcmp(got + i * es, want, es) != 0) {
-            *bad_p = i;
-            return 0;
-        }
-    }
-    return 1;
+static void data_reduced(const void *ctx, size_t i, void *dst)
+{
+    const int *x = ctx; /* {combo, p} */
+
+    expect(x[0], x[1], i, dst);
 }
 
 static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc)
 {
     const int p = sh->nranks, ci = tc->combo, root = tc->root, is_root = rank == root;
     const weft_dtype_t dt = combos[ci].dtype;
-    const size_t es = weft_dtype_size(dt), n = tc->count, bytes = n * es;
+    const size_t es = weft_dtype_size(dt), n = tc->count;
     const char *what = weft__coll_kind_name(sh->kind);
-    unsigned char *in = NULL, *out = NULL, *orig = NULL, want[4];
-    size_t in_bytes = 0, out_bytes = 0, bad = 0;
-    weft_status_t status = WEFT_OK;
+    static const unsigned char fill_elem[4] = {FILL_BYTE, FILL_BYTE, FILL_BYTE, FILL_BYTE};
+    const int x[2] = {ci, p};
+    const check_data_t data = {es, data_value, data_reduced, fill_elem, x};
+    const check_shape_t shape = {.kind = sh->kind, .p = p, .rank = rank, .root = root, .n = n};
+    const size_t in_bytes = check_extent(&shape, CHECK_SEND) * es;
+    const size_t out_bytes = check_extent(&shape, CHECK_RECV) * es;
+    const int in_place_scatter = sh->kind == WEFT_COLL_SCATTER && is_root && tc->inplace;
+    unsigned char *in = NULL, *out = NULL;
+    weft_status_t status;
     const void *sendbuf;
     void *recvbuf;
+    char msg[256];
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
-        char msg_[256];                                                                            \
+        char msg_[320];                                                                            \
         snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                                 \
-        fail(sh, "%s p=%d count=%zu root=%d %s %s inplace=%d rank %d: %s", what, p, n, root,       \
-             weft_dtype_name(dt), weft_op_name(combos[ci].op), tc->inplace, rank, msg_);           \
+        HARNESS_FAIL("%s p=%d count=%zu root=%d %s %s inplace=%d rank %d: %s", what, p, n, root,   \
+                     weft_dtype_name(dt), weft_op_name(combos[ci].op), tc->inplace, rank, msg_);   \
         goto done;                                                                                 \
     } while (0)
 
-    switch (sh->kind) {
-    case WEFT_COLL_BCAST:
-        out_bytes = bytes;
+    /* the buffers MPI gives this rank (bcast: one, holding the root's data
+     * at the root); scatter's root in place receives into its own block */
+    if (check_has(&shape, CHECK_SEND) && sh->kind != WEFT_COLL_BCAST) {
+        in = guarded(in_bytes);
+        check_image(&shape, CHECK_SEND, &data, in);
+    }
+    if (check_has(&shape, CHECK_RECV) && !in_place_scatter) {
         out = guarded(out_bytes);
-        if (is_root) {
-            for (size_t i = 0; i < n; i++) {
-                gen(ci, root, i, out + i * es);
-            }
+        if (sh->kind == WEFT_COLL_BCAST && is_root) {
+            check_image(&shape, CHECK_SEND, &data, out);
         }
-        status = weft_bcast(out, n, dt, root, comm);
-        if (status != WEFT_OK) {
-            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
-        }
-        if (!check_gen(ci, root, n, out, &bad)) {
-            FAIL("element %zu differs from root's", bad);
-        }
-        break;
+    }
+    sendbuf = in;
+    recvbuf = in_place_scatter ? in + (size_t)root * n * es : out;
+    if (tc->inplace && is_root && sh->kind != WEFT_COLL_SCATTER) {
+        /* reduce: the input in recvbuf; gather: the root's block in place */
+        size_t at = sh->kind == WEFT_COLL_GATHER ? (size_t)root * n * es : 0;
 
-    case WEFT_COLL_REDUCE:
-        in_bytes = bytes;
-        in = guarded(in_bytes);
-        for (size_t i = 0; i < n; i++) {
-            gen(ci, rank, i, in + i * es);
-        }
-        orig = malloc(bytes + 1);
-        memcpy(orig, in, bytes);
-        sendbuf = in;
-        recvbuf = NULL;
-        if (is_root) {
-            out_bytes = bytes;
-            out = guarded(out_bytes);
-            recvbuf = out;
-            if (tc->inplace) {
-                memcpy(out, in, bytes);
-                sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out;
-            }
-        }
-        status = weft_reduce(sendbuf, recvbuf, n, dt, combos[ci].op, root, comm);
-        if (status != WEFT_OK) {
-            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
-        }
-        if (is_root) {
-            for (size_t i = 0; i < n; i++) {
-                expect(ci, p, i, want);
-                if (memcmp(out + i * es, want, es) != 0) {
-                    FAIL("element %zu differs from the reference", i);
-                }
-            }
-        }
-        if (memcmp(in, orig, bytes) != 0) {
-            FAIL("sendbuf was modified");
-        }
-        break;
-
-    case WEFT_COLL_GATHER:
-        in_bytes = bytes;
-        in = guarded(in_bytes);
-        for (size_t i = 0; i < n; i++) {
-            gen(ci, rank, i, in + i * es);
-        }
-        orig = malloc(bytes + 1);
-        memcpy(orig, in, bytes);
-        sendbuf = in;
-        recvbuf = NULL;
-        if (is_root) {
-            out_bytes = bytes * (size_t)p;
-            out = guarded(out_bytes);
-            recvbuf = out;
-            if (tc->inplace) {
-                memcpy(out + (size_t)root * bytes, in, bytes);
-                sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + (size_t)root * bytes;
-            }
-        }
-        status = weft_gather(sendbuf, recvbuf, n, dt, root, comm);
-        if (status != WEFT_OK) {
-            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
-        }
-        if (is_root) {
-            for (int b = 0; b < p; b++) {
-                if (!check_gen(ci, b, n, out + (size_t)b * bytes, &bad)) {
-                    FAIL("element %zu of rank %d's block differs", bad, b);
-                }
-            }
-        }
-        if (memcmp(in, orig, bytes) != 0) {
-            FAIL("sendbuf was modified");
-        }
-        break;
-
-    default: /* scatter: root's block b holds rank b's data */
-        sendbuf = NULL;
-        if (is_root) {
-            in_bytes = bytes * (size_t)p;
-            in = guarded(in_bytes);
-            for (int b = 0; b < p; b++) {
-                for (size_t i = 0; i < n; i++) {
-                    gen(ci, b, i, in + (size_t)b * bytes + i * es);
-                }
-            }
-            orig = malloc(in_bytes + 1);
-            memcpy(orig, in, in_bytes);
-            sendbuf = in;
-        }
-        if (is_root && tc->inplace) {
-            recvbuf = in + (size_t)root * bytes;
-        } else {
-            out_bytes = bytes;
-            out = guarded(out_bytes);
-            recvbuf = out;
-        }
-        status = weft_scatter(sendbuf, recvbuf, n, dt, root, comm);
-        if (status != WEFT_OK) {
-            FAIL("%s (%s)", weft_status_string(status), weft_last_error());
-        }
-        if (!check_gen(ci, rank, n, recvbuf, &bad)) {
-            FAIL("element %zu of the received block differs", bad);
-        }
-        if (is_root && memcmp(in, orig, in_bytes) != 0) {
-            FAIL("root's sendbuf was modified");
-        }
-        break;
+        check_image_in_place(&shape, &data, out);
+        sendbuf = tc->inplace == 1 ? WEFT_IN_PLACE : out + at;
+    }
+    status = check_call(&shape, CHECK_BLOCKING, sendbuf, recvbuf, dt, combos[ci].op, comm, NULL);
+    if (status != WEFT_OK) {
+        FAIL("%s (%s)", weft_status_string(status), weft_last_error());
+    }
+    if (recvbuf != NULL && check_diff(&shape, CHECK_RECV, &data, recvbuf, msg, sizeof(msg)) >= 0) {
+        FAIL("%s", msg);
+    }
+    if (in != NULL && check_diff(&shape, CHECK_SEND, &data, in, msg, sizeof(msg)) >= 0) {
+        FAIL("sendbuf was modified: %s", msg);
     }
     if (!guard_ok(in, in_bytes) || !guard_ok(out, out_bytes)) {
         FAIL("wrote past the end of a buffer");
@@ -354,7 +251,6 @@ done:
     pthread_barrier_wait(&sh->barrier);
     free(in);
     free(out);
-    free(orig);
 }
 
 /* ranks that ran with shared memory and with a node map of several nodes */
@@ -406,20 +302,18 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
     weft_status_t status;
 
     pthread_barrier_init(&sh.barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&sh.lock, NULL);
     atomic_store(&with_shm, 0);
     atomic_store(&with_nodes, 0);
     status = weft__thread_world_run(&opts, rank_body, &sh);
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
     check_placement(p);
-    cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
-                 atomic_load(&sh.failures), p, (unsigned long long)seed, sh.first_failure);
+    cr_assert_eq(harness_fail_count(), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
+                 harness_fail_count(), p, (unsigned long long)seed, harness_fail_message(0));
     cr_assert_eq(atomic_load(&sh.checked), (long)ncases * p,
                  "only %ld of %ld rank results were checked", atomic_load(&sh.checked),
                  (long)ncases * p);
     *checked_p += atomic_load(&sh.checked);
     pthread_barrier_destroy(&sh.barrier);
-    pthread_mutex_destroy(&sh.lock);
 }
 
 /* weft_init, the algorithm forced for every size; ranks_per_node > 0 cuts
@@ -554,10 +448,7 @@ typedef struct barrier_shared {
     int nranks;
     atomic_int arrived[BARRIER_ROUNDS];
     atomic_llong late_ns[BARRIER_ROUNDS];
-    atomic_int failures;
     atomic_long checked;
-    pthread_mutex_t lock;
-    char first_failure[256];
 } barrier_shared_t;
 
 static long long now_ns(void)
@@ -593,14 +484,9 @@ static void barrier_body(weft_comm_t comm, int rank, void *arg)
         if (status != WEFT_OK || count != p ||
             (slow >= 0 &&
              (atomic_load(&sh->late_ns[it]) == 0 || left < atomic_load(&sh->late_ns[it])))) {
-            if (atomic_fetch_add(&sh->failures, 1) == 0) {
-                pthread_mutex_lock(&sh->lock);
-                snprintf(sh->first_failure, sizeof(sh->first_failure),
-                         "p=%d round %d rank %d: status %s, left with %d of %d arrived%s", p, it,
+            HARNESS_FAIL("p=%d round %d rank %d: status %s, left with %d of %d arrived%s", p, it,
                          rank, weft_status_string(status), count, p,
                          slow >= 0 ? " (one late rank)" : "");
-                pthread_mutex_unlock(&sh->lock);
-            }
             continue;
         }
         atomic_fetch_add(&sh->checked, 1);
@@ -617,17 +503,15 @@ static void run_barrier(const char *algo)
         weft_thread_world_opts_t opts = {.nranks = p, .seed = (uint64_t)p, .max_delay_ns = 0};
         weft_status_t status;
 
-        pthread_mutex_init(&sh.lock, NULL);
         atomic_store(&with_shm, 0);
         atomic_store(&with_nodes, 0);
         status = weft__thread_world_run(&opts, barrier_body, &sh);
         cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
         check_placement(p);
-        cr_assert_eq(atomic_load(&sh.failures), 0, "%d failure(s); first: %s",
-                     atomic_load(&sh.failures), sh.first_failure);
+        cr_assert_eq(harness_fail_count(), 0, "%d failure(s); first: %s", harness_fail_count(),
+                     harness_fail_message(0));
         cr_assert_eq(atomic_load(&sh.checked), (long)BARRIER_ROUNDS * p);
         checked += atomic_load(&sh.checked);
-        pthread_mutex_destroy(&sh.lock);
         if (p == 64) {
             break;
         }

@@ -12,6 +12,7 @@
 
 #include "coll/sched.h"
 #include "runtime/thread_world.h"
+#include "tests/harness.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,55 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------- failure log */
-
-#define MAX_KEPT 16
-
-static struct {
-    pthread_mutex_t lock;
-    int count;
-    char kept[MAX_KEPT][400];
-} fails = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void record_failure(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void record_failure(int line, const char *fmt, ...)
-{
-    va_list ap;
-
-    pthread_mutex_lock(&fails.lock);
-    if (fails.count < MAX_KEPT) {
-        int n = snprintf(fails.kept[fails.count], sizeof(fails.kept[0]), "line %d: ", line);
-
-        va_start(ap, fmt);
-        vsnprintf(fails.kept[fails.count] + n, sizeof(fails.kept[0]) - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    fails.count++;
-    pthread_mutex_unlock(&fails.lock);
-}
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            record_failure(__LINE__, __VA_ARGS__);                                                 \
-        }                                                                                          \
-    } while (0)
-
-static void assert_no_failures(void)
-{
-    for (int i = 0; i < fails.count && i < MAX_KEPT; i++) {
-        cr_log_error("%s", fails.kept[i]);
-    }
-    cr_assert_eq(fails.count, 0, "%d check(s) failed; first: %s", fails.count, fails.kept[0]);
-}
-
 static void setup(void)
 {
-    unsetenv("WEFT_CONFIG_FILE");
-    unsetenv("WEFT_LOG_LEVEL");
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_RING_FRAG_SIZE");
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     setenv("WEFT_TIMEOUT", "10", 1); /* a broken schedule fails the test instead of hanging */
 }
 
@@ -90,7 +45,7 @@ static void run_world(int nranks, uint64_t seed, uint64_t max_delay_ns, weft_thr
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(weft__thread_world_run(&opts, fn, arg), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(weft_finalize(), WEFT_OK);
-    assert_no_failures();
+    HARNESS_ASSERT_NO_FAILURES();
 }
 
 static weft_sched_t *make(weft_comm_t comm, const char *coll, weft_dtype_t dtype, weft_op_t op)
@@ -180,9 +135,7 @@ static void rank_shuffled_chain(weft_comm_t comm, int rank, void *arg)
         int j;
         int t;
 
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        harness_xorshift(&x);
         j = (int)(x % (uint64_t)(i + 1));
         t = order[i];
         order[i] = order[j];
@@ -272,10 +225,10 @@ static void rank_token_ring(weft_comm_t comm, int rank, void *arg)
                 int known = l < lap || q <= rank || rank == 0;
 
                 if (known && tok[lap][l * p + q] != want) {
-                    record_failure(__LINE__,
-                                   "rank %d lap %d: byte of rank %d lap %d is %#x, "
-                                   "expected %#x",
-                                   rank, lap, q, l, tok[lap][l * p + q], want);
+                    harness_fail(__LINE__,
+                                 "rank %d lap %d: byte of rank %d lap %d is %#x, "
+                                 "expected %#x",
+                                 rank, lap, q, l, tok[lap][l * p + q], want);
                 }
             }
         }
@@ -735,8 +688,8 @@ static void rank_timeout(weft_comm_t comm, int rank, void *arg_)
             int done;
             uint64_t tag = weft__tag_make(weft__comm_of(comm)->id, 0, 3);
 
-            if (weft__comm_of(comm)->p2p->isend(weft__comm_of(comm)->p2p_ep, 0, &late, sizeof(late), WEFT_MEM_HOST, tag,
-                                 &req) == WEFT_OK) {
+            if (weft__comm_of(comm)->p2p->isend(weft__comm_of(comm)->p2p_ep, 0, &late, sizeof(late), WEFT_MEM_HOST, tag, &req) ==
+                WEFT_OK) {
                 weft__comm_of(comm)->p2p->test(weft__comm_of(comm)->p2p_ep, req, &done);
             }
         }

@@ -26,10 +26,11 @@
 #include "coll/shm/shm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
+#include "tests/coll/check.h"
+#include "tests/harness.h"
 
 #include <dirent.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,12 +113,9 @@ static int read_mappings(mappings_t *m)
 typedef struct shared {
     int nranks;
     pthread_barrier_t barrier;
-    atomic_int failures;
     atomic_long checked;
     atomic_int with_shm;   /* ranks whose communicator had a segment */
     atomic_int with_nodes; /* ranks that saw several nodes */
-    pthread_mutex_t lock;
-    char first[512];
     /* segment_lifetime: what rank 0 saw while every rank was inside */
     int seen_dev_shm[3];
     mappings_t seen[3];
@@ -125,33 +123,16 @@ typedef struct shared {
     int local_size;
 } shared_t;
 
-static void fail(shared_t *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(shared_t *sh, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (atomic_fetch_add(&sh->failures, 1) == 0) {
-        pthread_mutex_lock(&sh->lock);
-        va_start(ap, fmt);
-        vsnprintf(sh->first, sizeof(sh->first), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
-
 static void shared_init(shared_t *sh, int p)
 {
     memset(sh, 0, sizeof(*sh));
     sh->nranks = p;
     pthread_barrier_init(&sh->barrier, NULL, (unsigned)p);
-    pthread_mutex_init(&sh->lock, NULL);
 }
 
 static void shared_done(shared_t *sh)
 {
     pthread_barrier_destroy(&sh->barrier);
-    pthread_mutex_destroy(&sh->lock);
 }
 
 static void run_world(shared_t *sh, int p, uint64_t seed, weft_thread_rank_fn fn)
@@ -160,8 +141,9 @@ static void run_world(shared_t *sh, int p, uint64_t seed, weft_thread_rank_fn fn
 
     cr_assert_eq(weft__thread_world_run(&opts, fn, sh), WEFT_OK, "thread world of %d ranks: %s", p,
                  weft_last_error());
-    cr_assert_eq(atomic_load(&sh->failures), 0, "p=%d, %d ranks per node: %d failure(s); first: %s",
-                 p, weft__runtime_config.ranks_per_node, atomic_load(&sh->failures), sh->first);
+    cr_assert_eq(harness_fail_count(), 0, "p=%d, %d ranks per node: %d failure(s); first: %s", p,
+                 weft__runtime_config.ranks_per_node, harness_fail_count(),
+                 harness_fail_message(0));
 }
 
 /* ------------------------------------------------------- the collectives */
@@ -215,195 +197,132 @@ static size_t vcount(int k, int q, size_t n)
     return h % 4 == 0 ? 0 : (size_t)(h >> 8) % (2 * n + 1);
 }
 
+/* The checker's view of call k's data (tests/coll/check.h). */
+typedef struct data_ctx {
+    int k, p;
+    weft_op_t op;
+} data_ctx_t;
+
+static void data_value(const void *ctx, int q, size_t i, void *dst)
+{
+    int32_t v = val(((const data_ctx_t *)ctx)->k, q, i);
+
+    memcpy(dst, &v, 4);
+}
+
+static void data_reduced(const void *ctx, size_t i, void *dst)
+{
+    const data_ctx_t *x = ctx;
+    int32_t v = reduced(x->op, x->k, x->p, i);
+
+    memcpy(dst, &v, 4);
+}
+
+/* The calls of run_collectives, in order; roots and layouts below. */
+static const struct {
+    weft_coll_kind_t kind;
+    weft_op_t op;
+} shm_calls[] = {
+    {WEFT_COLL_ALLREDUCE, WEFT_SUM},  {WEFT_COLL_REDUCE_SCATTER, WEFT_MAX},
+    {WEFT_COLL_ALLGATHER, WEFT_SUM},  {WEFT_COLL_BCAST, WEFT_SUM},
+    {WEFT_COLL_REDUCE, WEFT_SUM},     {WEFT_COLL_BARRIER, WEFT_SUM},
+    {WEFT_COLL_ALLGATHERV, WEFT_SUM}, {WEFT_COLL_REDUCE_SCATTER_V, WEFT_SUM},
+};
+
+/* One call k of n elements on comm, checked: the result, the gaps and the
+ * guard after every buffer, the send buffer unchanged. 0, or -1 once a
+ * failure is recorded. */
+static int run_one(weft_comm_t comm, int rank, int p, size_t n, int c, int k)
+{
+    static const int32_t fill_elem = INT32_MIN + 7; /* never a result */
+    const weft_coll_kind_t kind = shm_calls[c].kind;
+    const data_ctx_t x = {k, p, shm_calls[c].op};
+    const check_data_t data = {4, data_value, data_reduced, &fill_elem, &x};
+    size_t *counts = calloc((size_t)p, sizeof(size_t));
+    size_t *displs = calloc((size_t)p, sizeof(size_t));
+    check_shape_t shape = {
+        .kind = kind, .p = p, .rank = rank, .n = n, .counts = counts, .displs = displs};
+    size_t sext = 0, rext = 0;
+    int32_t *in = NULL, *out = NULL;
+    weft_status_t st;
+    char msg[256];
+    int rc = -1;
+
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            char msg_[256];                                                                        \
+            char msg_[320];                                                                        \
             snprintf(msg_, sizeof(msg_), __VA_ARGS__);                                             \
-            fail(sh, "%s count %zu (call %d) on rank %d of %d: %s", what, n, k, rank, p, msg_);    \
+            HARNESS_FAIL("%s count %zu (call %d) on rank %d of %d: %s",                            \
+                         weft__coll_kind_name(kind), n, k, rank, p, msg_);                         \
             goto out;                                                                              \
         }                                                                                          \
     } while (0)
 
-#define CALL(call)                                                                                 \
-    do {                                                                                           \
-        weft_status_t st_ = (call);                                                                \
-        CHECK(st_ == WEFT_OK, "%s (%s)", weft_status_string(st_), weft_last_error());              \
-    } while (0)
-
-/*
- * allreduce, reduce_scatter, allgather, bcast, reduce, barrier, allgatherv
- * and reduce_scatter_v of n elements on comm, each checked; k numbers the
- * calls (the same on every rank).
- */
-static void run_collectives(shared_t *sh, weft_comm_t comm, size_t n, int k0)
-{
-    int rank, p, k = k0;
-    const char *what = "";
-    int32_t *in = NULL, *out = NULL;
-    size_t *counts = NULL, *displs = NULL;
-    size_t total = 0;
-
-    weft_comm_rank(comm, &rank);
-    weft_comm_size(comm, &p);
-    counts = calloc((size_t)p, sizeof(size_t));
-    displs = calloc((size_t)p, sizeof(size_t));
     CHECK(counts != NULL && displs != NULL, "out of memory");
-
-    what = "allreduce";
-    in = alloc32(n);
-    out = alloc32(n);
-    for (size_t i = 0; i < n; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_allreduce(in, out, n, WEFT_INT32, WEFT_SUM, comm));
-    for (size_t i = 0; i < n; i++) {
-        CHECK(out[i] == reduced(WEFT_SUM, k, p, i), "element %zu is %d, want %d", i, out[i],
-              reduced(WEFT_SUM, k, p, i));
-    }
-    CHECK(out[n] == INT32_MIN + 7, "wrote past the result");
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "reduce_scatter";
-    in = alloc32(n * (size_t)p);
-    out = alloc32(n);
-    for (size_t i = 0; i < n * (size_t)p; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_reduce_scatter(in, out, n, WEFT_INT32, WEFT_MAX, comm));
-    for (size_t i = 0; i < n; i++) {
-        int32_t want = reduced(WEFT_MAX, k, p, (size_t)rank * n + i);
-
-        CHECK(out[i] == want, "element %zu is %d, want %d", i, out[i], want);
-    }
-    CHECK(out[n] == INT32_MIN + 7, "wrote past the result");
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "allgather";
-    in = alloc32(n);
-    out = alloc32(n * (size_t)p);
-    for (size_t i = 0; i < n; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_allgather(in, out, n, WEFT_INT32, comm));
-    for (size_t i = 0; i < n * (size_t)p; i++) {
-        CHECK(out[i] == val(k, (int)(i / n), i % n), "element %zu is %d, want %d", i, out[i],
-              val(k, (int)(i / n), i % n));
-    }
-    CHECK(out[n * (size_t)p] == INT32_MIN + 7, "wrote past the result");
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "bcast";
-    out = alloc32(n);
-    if (rank == (int)(n % (size_t)p)) {
-        for (size_t i = 0; i < n; i++) {
-            out[i] = val(k, rank, i);
+    shape.root = kind == WEFT_COLL_BCAST ? (int)(n % (size_t)p) : (int)((n + 1) % (size_t)p);
+    if (kind == WEFT_COLL_ALLGATHERV) {
+        /* blocks in reverse rank order, one element of gap after each */
+        for (int q = p - 1; q >= 0; q--) {
+            counts[q] = vcount(k, q, n);
+            displs[q] = shape.rext;
+            shape.rext += counts[q] + 1;
+        }
+    } else if (kind == WEFT_COLL_REDUCE_SCATTER_V) {
+        for (int q = 0; q < p; q++) {
+            counts[q] = vcount(k, q, n);
         }
     }
-    CALL(weft_bcast(out, n, WEFT_INT32, (int)(n % (size_t)p), comm));
-    for (size_t i = 0; i < n; i++) {
-        CHECK(out[i] == val(k, (int)(n % (size_t)p), i), "element %zu is %d, want %d", i, out[i],
-              val(k, (int)(n % (size_t)p), i));
+    /* the buffers MPI gives this rank (bcast: one, the root's data at the
+     * root), each with a guard element after it */
+    if (check_has(&shape, CHECK_SEND) && kind != WEFT_COLL_BCAST) {
+        sext = check_extent(&shape, CHECK_SEND);
+        in = alloc32(sext);
+        check_image(&shape, CHECK_SEND, &data, in);
     }
-    CHECK(out[n] == INT32_MIN + 7, "wrote past the buffer");
-    free(out);
-    out = NULL;
-    k++;
-
-    what = "reduce";
-    {
-        int root = (int)((n + 1) % (size_t)p);
-
-        in = alloc32(n);
-        out = rank == root ? alloc32(n) : NULL;
-        for (size_t i = 0; i < n; i++) {
-            in[i] = val(k, rank, i);
+    if (check_has(&shape, CHECK_RECV)) {
+        rext = check_extent(&shape, CHECK_RECV);
+        out = alloc32(rext);
+        if (kind == WEFT_COLL_BCAST && rank == shape.root) {
+            check_image(&shape, CHECK_SEND, &data, out);
         }
-        CALL(weft_reduce(in, out, n, WEFT_INT32, WEFT_SUM, root, comm));
-        for (size_t i = 0; rank == root && i < n; i++) {
-            CHECK(out[i] == reduced(WEFT_SUM, k, p, i), "element %zu is %d, want %d", i, out[i],
-                  reduced(WEFT_SUM, k, p, i));
-        }
-        CHECK(rank != root || out[n] == INT32_MIN + 7, "wrote past the result");
-        for (size_t i = 0; i < n; i++) {
-            CHECK(in[i] == val(k, rank, i), "sendbuf element %zu changed", i);
-        }
-        free(in);
-        free(out);
-        in = out = NULL;
-        k++;
     }
-
-    what = "barrier";
-    CALL(weft_barrier(comm));
-    k++;
-
-    what = "allgatherv"; /* blocks in reverse rank order, one element of gap after each */
-    total = 0;
-    for (int q = p - 1; q >= 0; q--) {
-        counts[q] = vcount(k, q, n);
-        displs[q] = total;
-        total += counts[q] + 1;
-    }
-    in = alloc32(counts[rank]);
-    out = alloc32(total);
-    for (size_t i = 0; i < counts[rank]; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_allgatherv(in, out, counts[rank], counts, displs, WEFT_INT32, comm));
-    for (int q = 0; q < p; q++) {
-        for (size_t i = 0; i < counts[q]; i++) {
-            CHECK(out[displs[q] + i] == val(k, q, i), "rank %d's element %zu is %d, want %d", q, i,
-                  out[displs[q] + i], val(k, q, i));
-        }
-        CHECK(out[displs[q] + counts[q]] == INT32_MIN + 7,
-              "the gap after rank %d's block was "
-              "written",
-              q);
-    }
-    free(in);
-    free(out);
-    in = out = NULL;
-    k++;
-
-    what = "reduce_scatter_v";
-    total = 0;
-    for (int q = 0; q < p; q++) {
-        counts[q] = vcount(k, q, n);
-        displs[q] = total;
-        total += counts[q];
-    }
-    in = alloc32(total);
-    out = alloc32(counts[rank]);
-    for (size_t i = 0; i < total; i++) {
-        in[i] = val(k, rank, i);
-    }
-    CALL(weft_reduce_scatter_v(in, out, counts, WEFT_INT32, WEFT_SUM, comm));
-    for (size_t i = 0; i < counts[rank]; i++) {
-        int32_t want = reduced(WEFT_SUM, k, p, displs[rank] + i);
-
-        CHECK(out[i] == want, "element %zu is %d, want %d", i, out[i], want);
-    }
-    CHECK(out[counts[rank]] == INT32_MIN + 7, "wrote past the result");
-    atomic_fetch_add(&sh->checked, 1);
+    st = check_call(&shape, CHECK_BLOCKING, in, out, WEFT_INT32, shm_calls[c].op, comm, NULL);
+    CHECK(st == WEFT_OK, "%s (%s)", weft_status_string(st), weft_last_error());
+    CHECK(out == NULL || check_diff(&shape, CHECK_RECV, &data, out, msg, sizeof(msg)) < 0, "%s",
+          msg);
+    CHECK(out == NULL || out[rext] == fill_elem, "wrote past the result");
+    CHECK(in == NULL || check_diff(&shape, CHECK_SEND, &data, in, msg, sizeof(msg)) < 0,
+          "sendbuf changed: %s", msg);
+    CHECK(in == NULL || in[sext] == fill_elem, "wrote past the sendbuf");
+    rc = 0;
 out:
+#undef CHECK
     free(in);
     free(out);
     free(counts);
     free(displs);
+    return rc;
 }
 
-#undef CALL
-#undef CHECK
+/*
+ * allreduce, reduce_scatter, allgather, bcast, reduce, barrier, allgatherv
+ * and reduce_scatter_v of n elements on comm, each checked; k0 numbers the
+ * first call (the same on every rank).
+ */
+static void run_collectives(shared_t *sh, weft_comm_t comm, size_t n, int k0)
+{
+    int rank, p;
+
+    weft_comm_rank(comm, &rank);
+    weft_comm_size(comm, &p);
+    for (int c = 0; c < (int)(sizeof(shm_calls) / sizeof(shm_calls[0])); c++) {
+        if (run_one(comm, rank, p, n, c, k0 + c) != 0) {
+            return;
+        }
+    }
+    atomic_fetch_add(&sh->checked, 1);
+}
 
 /* counts: one element, one page and a bit (several rounds with one-page
  * slots), and zero */
@@ -417,7 +336,7 @@ static void collectives_body(weft_comm_t comm, int rank, void *arg)
     (void)rank;
     atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
     atomic_fetch_add(&sh->with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
-    for (int c = 0; c < NCOUNTS && atomic_load(&sh->failures) == 0; c++) {
+    for (int c = 0; c < NCOUNTS && harness_fail_count() == 0; c++) {
         run_collectives(sh, comm, test_counts[c], c * 16);
     }
 }
@@ -479,7 +398,7 @@ static void lifetime_body(weft_comm_t comm, int rank, void *arg)
     /* the segment works without its name */
     run_collectives(sh, comm, 1031, 1);
     if (weft_comm_split(comm, rank < sh->nranks / 2, rank, &half) != WEFT_OK) {
-        fail(sh, "rank %d: split: %s", rank, weft_last_error());
+        HARNESS_FAIL("rank %d: split: %s", rank, weft_last_error());
         half = NULL; /* the others still meet this rank at every barrier */
     }
     atomic_fetch_add(&sh->with_shm, half != NULL && weft__comm_of(half)->shm != NULL);
@@ -615,7 +534,7 @@ static void no_shm_body(weft_comm_t comm, int rank, void *arg)
     collectives_body(comm, rank, arg);
     pthread_barrier_wait(&sh->barrier);
     if (rank == 0 && (read_mappings(&m) != 0 || m.total != 0)) {
-        fail(sh, "WEFT_SHM=no, yet %d segment mappings", m.total);
+        HARNESS_FAIL("WEFT_SHM=no, yet %d segment mappings", m.total);
     }
 }
 
@@ -689,8 +608,8 @@ static void forced_body(weft_comm_t comm, int rank, void *arg)
             const char *name = selected(comm, kinds[i], bytes);
 
             if (strcmp(name, fs->algo) == 0) {
-                fail(sh, "rank %d of %d: %s of %zu bytes selects %s where it cannot run", rank,
-                     weft__comm_of(comm)->size, weft__coll_kind_name(kinds[i]), bytes, name);
+                HARNESS_FAIL("rank %d of %d: %s of %zu bytes selects %s where it cannot run", rank,
+                             weft__comm_of(comm)->size, weft__coll_kind_name(kinds[i]), bytes, name);
                 return;
             }
         }
@@ -749,11 +668,9 @@ Test(forced, hier_on_one_node_falls_back, .timeout = 120)
  * fall back themselves. */
 static void single_body(weft_comm_t comm, int rank, void *arg)
 {
-    shared_t *sh = arg;
-
     if (weft__comm_of(comm)->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
-        fail(sh, "one rank: segment %p, allreduce selects %s", (void *)weft__comm_of(comm)->shm,
-             selected(comm, WEFT_COLL_ALLREDUCE, 4096));
+        HARNESS_FAIL("one rank: segment %p, allreduce selects %s", (void *)weft__comm_of(comm)->shm,
+                     selected(comm, WEFT_COLL_ALLREDUCE, 4096));
         return;
     }
     collectives_body(comm, rank, arg);
@@ -796,8 +713,8 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
         st = weft_allreduce(in, out, n, WEFT_INT32, WEFT_SUM, comm);
         for (size_t i = 0; st == WEFT_OK && i < n; i++) {
             if (out[i] != reduced(WEFT_SUM, (int)c, p, i)) {
-                fail(sh, "allreduce p=%d count %zu rank %d: element %zu is %d, want %d", p, n, rank,
-                     i, out[i], reduced(WEFT_SUM, (int)c, p, i));
+                HARNESS_FAIL("allreduce p=%d count %zu rank %d: element %zu is %d, want %d", p, n,
+                             rank, i, out[i], reduced(WEFT_SUM, (int)c, p, i));
                 goto out;
             }
         }
@@ -806,14 +723,14 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
         }
         for (size_t i = 0; st == WEFT_OK && rank == p - 1 && i < n; i++) {
             if (out[i] != reduced(WEFT_MAX, (int)c, p, i)) {
-                fail(sh, "reduce p=%d count %zu: element %zu is %d, want %d", p, n, i, out[i],
-                     reduced(WEFT_MAX, (int)c, p, i));
+                HARNESS_FAIL("reduce p=%d count %zu: element %zu is %d, want %d", p, n, i, out[i],
+                             reduced(WEFT_MAX, (int)c, p, i));
                 goto out;
             }
         }
         if (st != WEFT_OK) {
-            fail(sh, "p=%d count %zu rank %d: %s (%s)", p, n, rank, weft_status_string(st),
-                 weft_last_error());
+            HARNESS_FAIL("p=%d count %zu rank %d: %s (%s)", p, n, rank, weft_status_string(st),
+                         weft_last_error());
             goto out;
         }
     }
@@ -824,14 +741,14 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
     }
     st = weft_reduce_scatter(in, out, 2, WEFT_INT32, WEFT_SUM, comm);
     if (st != WEFT_OK) {
-        fail(sh, "reduce_scatter p=%d rank %d: %s (%s)", p, rank, weft_status_string(st),
-             weft_last_error());
+        HARNESS_FAIL("reduce_scatter p=%d rank %d: %s (%s)", p, rank, weft_status_string(st),
+                     weft_last_error());
         goto out;
     }
     for (size_t i = 0; i < 2; i++) {
         if (out[i] != reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i)) {
-            fail(sh, "reduce_scatter p=%d rank %d: element %zu is %d, want %d", p, rank, i, out[i],
-                 reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i));
+            HARNESS_FAIL("reduce_scatter p=%d rank %d: element %zu is %d, want %d", p, rank, i,
+                         out[i], reduced(WEFT_SUM, 7, p, 2 * (size_t)rank + i));
             goto out;
         }
     }

@@ -9,6 +9,7 @@
  * (make check runs it when CUDA is built; compiled by nvcc as host code).
  */
 #include "device/cuda/kernel_body.cuh"
+#include "tests/harness_rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,18 +22,10 @@ static int failures;
 static int vector_cases;
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
 
-static uint64_t rng()
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
 static void fill(unsigned char *p, size_t bytes)
 {
     for (size_t i = 0; i < bytes; i++) {
-        p[i] = (unsigned char)rng();
+        p[i] = (unsigned char)harness_xorshift(&rng_state);
     }
 }
 

@@ -13,6 +13,7 @@ tests_device_test_emu_SOURCES = tests/device/test_emu.c
 tests_device_test_emu_CFLAGS = $(test_cflags)
 tests_device_test_emu_LDADD = $(test_ldadd)
 tests_coll_test_device_SOURCES = tests/coll/test_device.c tests/coll/device_cases.c \
+	tests/coll/check.h tests/coll/check.c \
 	tests/coll/device_cases.h tests/coll/device_data.c tests/coll/device_data.h
 tests_coll_test_device_CFLAGS = $(test_cflags)
 tests_coll_test_device_LDADD = $(test_ldadd)
@@ -25,6 +26,7 @@ tests_coll_test_device_errors_SOURCES = tests/coll/test_device_errors.c \
 tests_coll_test_device_errors_CFLAGS = $(test_cflags)
 tests_coll_test_device_errors_LDADD = $(test_ldadd)
 tests_device_test_emu_procs_SOURCES = tests/device/test_emu_procs.c tests/coll/device_cases.c \
+	tests/coll/check.h tests/coll/check.c \
 	tests/coll/device_cases.h tests/coll/device_data.c tests/coll/device_data.h
 tests_device_test_emu_procs_CFLAGS = $(test_cflags)
 tests_device_test_emu_procs_LDADD = $(test_ldadd)

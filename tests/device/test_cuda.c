@@ -20,6 +20,7 @@
 #include "device/device.h"
 #include "device/host/half.h"
 #include "device/host/host.h"
+#include "tests/harness.h"
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -338,14 +339,6 @@ static const weft_device_ops_t *gpu_or_skip(void)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
-static uint64_t rng(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
 static int is_float(weft_dtype_t d)
 {
     return d == WEFT_FLOAT16 || d == WEFT_BFLOAT16 || d == WEFT_FLOAT32 || d == WEFT_FLOAT64;
@@ -358,11 +351,11 @@ static void fill(weft_dtype_t d, void *buf, size_t count)
     static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, 3.0f};
 
     for (size_t i = 0; i < count; i++) {
-        float f = (float)((int64_t)(rng() % 4001) - 2000) / 64.0f;
-        uint64_t bits = rng();
+        float f = (float)((int64_t)(harness_xorshift(&rng_state) % 4001) - 2000) / 64.0f;
+        uint64_t bits = harness_xorshift(&rng_state);
 
         if (i % 61 == 7) {
-            f = specials[rng() % 8];
+            f = specials[harness_xorshift(&rng_state) % 8];
         }
         switch (d) {
         case WEFT_FLOAT16:

@@ -596,9 +596,7 @@ static void fill_random(unsigned char *p, size_t bytes, uint64_t seed)
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
 
     for (size_t i = 0; i < bytes; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        harness_xorshift(&x);
         p[i] = (unsigned char)(x >> 24);
     }
 }

@@ -302,10 +302,7 @@ static void run_job(const job_opts_t *o)
     job_ctx_t ctx;
 
     cr_assert(o->nranks >= 1 && o->nranks <= MAX_PROCS);
-    unsetenv("WEFT_UNIQUE_ID");
-    unsetenv("WEFT_RANK");
-    unsetenv("WEFT_NRANKS");
-    unsetenv("WEFT_CONFIG_FILE");
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     unsetenv("PMIX_NAMESPACE");
     unsetenv("PMIX_RANK");
     setenv("WEFT_LOG_LEVEL", "error", 1);

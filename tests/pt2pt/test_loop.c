@@ -10,6 +10,7 @@
 
 #include "bootstrap/thread/thread.h"
 #include "pt2pt/loop/loop.h"
+#include "tests/harness.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -128,20 +129,12 @@ static int pending(world_t *w, int at, weft_p2p_req_t **req)
     return 1;
 }
 
-static uint64_t rng(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static void shuffle(int *a, int n, uint64_t seed)
 {
     uint64_t s = seed * 2654435761u + 1;
 
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rng(&s) % (uint64_t)(i + 1));
+        int j = (int)(harness_xorshift(&s) % (uint64_t)(i + 1));
         int t = a[i];
 
         a[i] = a[j];
@@ -662,8 +655,7 @@ Test(loop, out_of_range_peer)
     cr_assert_eq(ops->isend(w.ep[0], -1, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
     cr_assert_eq(ops->irecv(w.ep[0], 3, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
     cr_assert_eq(ops->irecv(w.ep[0], -1, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
-    cr_assert_eq(ops->irecv(w.ep[0], 1000, &v, 4, WEFT_MEM_HOST, 1, &req),
-                 WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(ops->irecv(w.ep[0], 1000, &v, 4, WEFT_MEM_HOST, 1, &req), WEFT_ERR_INVALID_ARG);
     cr_assert_eq(req, (weft_p2p_req_t *)(uintptr_t)0x1, "request written on failure");
     cr_assert_eq(weft__loop_ep_create(w.lw, 3, &ep), WEFT_ERR_INVALID_ARG);
     cr_assert_eq(weft__loop_ep_create(w.lw, -1, &ep), WEFT_ERR_INVALID_ARG);

@@ -133,9 +133,7 @@ void fill(unsigned char *buf, size_t bytes, uint64_t seed)
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
 
     for (size_t i = 0; i < bytes; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        harness_xorshift(&s);
         buf[i] = (unsigned char)s;
     }
 }

@@ -52,19 +52,14 @@ static void set_env(const char *name, const char *value)
     cr_assert_eq(harness_set_env(name, value), 0, "setenv %s", name);
 }
 
-/* Everything a caller's shell might have set that changes what is tested;
- * WEFT_LOG_LEVEL stays. */
+/* Everything a caller's shell might have set that changes what is tested
+ * (every setting of the configuration registry, PMIx's job); WEFT_LOG_LEVEL
+ * stays. */
 void prepare_env(const char *timeout, const char *ucx_tls, const char *tune, const char *rpn)
 {
-    static const char *const vars[] = {
-        "WEFT_CONFIG_FILE",    "WEFT_TUNE",      "WEFT_UNIQUE_ID",
-        "WEFT_RANK",           "WEFT_NRANKS",    "WEFT_SHM",
-        "WEFT_SHM_SLOT",       "WEFT_SHM_SMALL", "WEFT_RANKS_PER_NODE",
-        "WEFT_BOOTSTRAP_ADDR", "PMIX_NAMESPACE", "PMIX_RANK"};
-
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        unsetenv(vars[i]);
-    }
+    cr_assert_eq(harness_reset_env("WEFT_LOG_LEVEL"), 0, "cannot list the configuration registry");
+    unsetenv("PMIX_NAMESPACE");
+    unsetenv("PMIX_RANK");
     set_env("WEFT_TIMEOUT", timeout);
     set_env("UCX_TLS", ucx_tls);
     set_env("WEFT_TUNE", tune);

@@ -6,20 +6,17 @@
 
 #include <weft.h>
 
+#include "tests/harness.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const char *const weft_vars[] = {"WEFT_CONFIG_FILE", "WEFT_LOG_LEVEL", "WEFT_TIMEOUT",
-                                        "WEFT_TUNE", "WEFT_RING_FRAG_SIZE"};
-
 void clean_env(void)
 {
-    for (size_t i = 0; i < sizeof(weft_vars) / sizeof(weft_vars[0]); i++) {
-        unsetenv(weft_vars[i]);
-    }
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
 }
 
 void clean_env_redirect(void)

@@ -8,8 +8,9 @@
 
 #include <stddef.h>
 
-/* Remove every WEFT_* variable the caller's shell might have set (a test's
- * .init); the second also redirects stderr. */
+/* Remove every WEFT_* variable of the configuration registry that the
+ * caller's shell might have set (harness_reset_env; a test's .init); the
+ * second also redirects stderr. */
 void clean_env(void);
 void clean_env_redirect(void);
 /* Write text to a fresh temporary file; the caller unlinks path. */

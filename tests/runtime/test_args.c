@@ -14,6 +14,7 @@
 
 #include "runtime/comm.h"
 #include "runtime/thread_world.h"
+#include "tests/harness.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -22,57 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------- failure log */
-
-#define MAX_KEPT 16
-
-static struct {
-    pthread_mutex_t lock;
-    int count;
-    char kept[MAX_KEPT][400];
-} fails = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void record_failure(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void record_failure(int line, const char *fmt, ...)
-{
-    va_list ap;
-
-    pthread_mutex_lock(&fails.lock);
-    if (fails.count < MAX_KEPT) {
-        int n = snprintf(fails.kept[fails.count], sizeof(fails.kept[0]), "line %d: ", line);
-
-        va_start(ap, fmt);
-        vsnprintf(fails.kept[fails.count] + n, sizeof(fails.kept[0]) - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    fails.count++;
-    pthread_mutex_unlock(&fails.lock);
-}
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            record_failure(__LINE__, __VA_ARGS__);                                                 \
-        }                                                                                          \
-    } while (0)
-
-/* Main thread: fail the test with every recorded failure. */
-static void assert_no_failures(void)
-{
-    for (int i = 0; i < fails.count && i < MAX_KEPT; i++) {
-        cr_log_error("%s", fails.kept[i]);
-    }
-    cr_assert_eq(fails.count, 0, "%d check(s) failed; first: %s", fails.count, fails.kept[0]);
-}
-
 static void clean_env(void)
 {
-    unsetenv("WEFT_CONFIG_FILE");
-    unsetenv("WEFT_LOG_LEVEL");
-    unsetenv("WEFT_TIMEOUT");
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_RING_FRAG_SIZE");
+    cr_assert_eq(harness_reset_env(NULL), 0, "cannot list the configuration registry");
     setenv("WEFT_TIMEOUT", "10", 1); /* a broken collective fails the test instead of hanging */
 }
 
@@ -151,30 +104,30 @@ static void expect_bad_at(int line, ctx_t *c, kind_t k, const void *s, void *r, 
     arena_fill(c);
     st = call(k, s, r, count, dtype, op, comm);
     if (st != WEFT_ERR_INVALID_ARG) {
-        record_failure(line,
-                       "rank %d/%d %s(count %zu, dtype %d, op %d): status %d (%s), "
-                       "expected INVALID_ARG",
-                       c->rank, c->size, kind_names[k], count, (int)dtype, (int)op, st,
-                       weft_status_string(st));
+        harness_fail(line,
+                     "rank %d/%d %s(count %zu, dtype %d, op %d): status %d (%s), "
+                     "expected INVALID_ARG",
+                     c->rank, c->size, kind_names[k], count, (int)dtype, (int)op, st,
+                     weft_status_string(st));
     }
     for (int i = 0; words[i] != NULL; i++) {
         if (strstr(weft_last_error(), words[i]) == NULL) {
-            record_failure(line, "rank %d/%d %s: message '%s' does not name '%s'", c->rank, c->size,
-                           kind_names[k], weft_last_error(), words[i]);
+            harness_fail(line, "rank %d/%d %s: message '%s' does not name '%s'", c->rank, c->size,
+                         kind_names[k], weft_last_error(), words[i]);
         }
     }
     if (strstr(weft_last_error(), kind_names[k]) == NULL) {
-        record_failure(line, "rank %d/%d: message '%s' does not name the call %s", c->rank, c->size,
-                       weft_last_error(), kind_names[k]);
+        harness_fail(line, "rank %d/%d: message '%s' does not name the call %s", c->rank, c->size,
+                     weft_last_error(), kind_names[k]);
     }
     changed = arena_changed(c);
     if (changed >= 0) {
-        record_failure(line, "rank %d/%d %s: buffer byte %ld changed by a rejected call", c->rank,
-                       c->size, kind_names[k], changed - BUF_OFF);
+        harness_fail(line, "rank %d/%d %s: buffer byte %ld changed by a rejected call", c->rank,
+                     c->size, kind_names[k], changed - BUF_OFF);
     }
     if (weft__comm_of(c->comm)->seq != seq) {
-        record_failure(line, "rank %d/%d %s: rejected call took sequence number %u", c->rank,
-                       c->size, kind_names[k], seq);
+        harness_fail(line, "rank %d/%d %s: rejected call took sequence number %u", c->rank, c->size,
+                     kind_names[k], seq);
     }
 }
 
@@ -370,7 +323,7 @@ static void rank_bad(weft_comm_t comm, int rank, void *arg)
     c.size = size;
     c.arena = malloc(ARENA_BYTES);
     if (c.arena == NULL) {
-        record_failure(__LINE__, "malloc");
+        harness_fail(__LINE__, "malloc");
         return;
     }
     bad_inputs(&c);
@@ -400,7 +353,7 @@ static void run_world(int nranks, weft_thread_rank_fn fn, void *arg)
     weft_thread_world_opts_t opts = {.nranks = nranks, .seed = 7};
 
     cr_assert_eq(weft__thread_world_run(&opts, fn, arg), WEFT_OK, "%s", weft_last_error());
-    assert_no_failures();
+    HARNESS_ASSERT_NO_FAILURES();
 }
 
 /* -------------------------------------------------------- tests: bad */
@@ -415,7 +368,7 @@ Test(args_one_rank, bad_inputs, .init = clean_env)
     cr_assert_eq(weft_comm_rank(comm, &rank), WEFT_OK);
     cr_assert_eq(rank, 0);
     rank_bad_then_good(comm, 0, NULL);
-    assert_no_failures();
+    HARNESS_ASSERT_NO_FAILURES();
     cr_assert_eq(weft_comm_destroy(comm), WEFT_OK);
     cr_assert_eq(weft_finalize(), WEFT_OK);
 }
@@ -482,7 +435,7 @@ Test(args_one_rank, count_zero_and_comm_calls, .init = clean_env)
     cr_assert_not_null(c.arena);
     count_zero(&c);
     bad_comm_calls(&c);
-    assert_no_failures();
+    HARNESS_ASSERT_NO_FAILURES();
     free(c.arena);
     weft_comm_destroy(c.comm);
     weft_finalize();
@@ -568,8 +521,8 @@ static void check_ar(int rank, const char *what, const int32_t *buf, size_t coun
 {
     for (size_t i = 0; i < count; i++) {
         if (buf[i] != ar_sum(i)) {
-            record_failure(__LINE__, "rank %d %s count %zu: [%zu] = %d, expected %d", rank, what,
-                           count, i, buf[i], ar_sum(i));
+            harness_fail(__LINE__, "rank %d %s count %zu: [%zu] = %d, expected %d", rank, what,
+                         count, i, buf[i], ar_sum(i));
             return;
         }
     }
@@ -584,8 +537,8 @@ static void check_rs(int rank, const char *what, const int32_t *buf, size_t coun
             want += rs_in(q, (size_t)rank * count + i);
         }
         if (buf[i] != want) {
-            record_failure(__LINE__, "rank %d %s count %zu: [%zu] = %d, expected %d", rank, what,
-                           count, i, buf[i], want);
+            harness_fail(__LINE__, "rank %d %s count %zu: [%zu] = %d, expected %d", rank, what,
+                         count, i, buf[i], want);
             return;
         }
     }
@@ -596,8 +549,8 @@ static void check_ag(int rank, const char *what, const int32_t *buf, size_t coun
     for (int q = 0; q < P; q++) {
         for (size_t i = 0; i < count; i++) {
             if (buf[(size_t)q * count + i] != ar_in(q, i)) {
-                record_failure(__LINE__, "rank %d %s count %zu: block %d [%zu] = %d, expected %d",
-                               rank, what, count, q, i, buf[(size_t)q * count + i], ar_in(q, i));
+                harness_fail(__LINE__, "rank %d %s count %zu: block %d [%zu] = %d, expected %d",
+                             rank, what, count, q, i, buf[(size_t)q * count + i], ar_in(q, i));
                 return;
             }
         }
@@ -613,7 +566,7 @@ static void rank_in_place(weft_comm_t comm, int rank, void *arg_)
     weft_status_t st;
 
     if (buf == NULL || in == NULL) {
-        record_failure(__LINE__, "malloc");
+        harness_fail(__LINE__, "malloc");
         free(buf);
         free(in);
         return;

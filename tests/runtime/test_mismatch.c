@@ -90,9 +90,10 @@ static int child(int rank, void *arg)
     weft_status_t st;
     double t0;
 
-    unsetenv("WEFT_CONFIG_FILE");
-    unsetenv("WEFT_TUNE");
-    unsetenv("WEFT_RANKS_PER_NODE");
+    if (harness_reset_env("WEFT_LOG_LEVEL") != 0) {
+        snprintf(me->stage, sizeof(me->stage), "harness_reset_env: %s", strerror(errno));
+        _exit(6);
+    }
     setenv("WEFT_SHM", job->shm, 1);
     setenv("WEFT_CHECK_ARGS", job->check_args, 1);
     setenv("WEFT_TIMEOUT", job->timeout, 1);

@@ -15,6 +15,7 @@
 #include "pt2pt/pt2pt.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
+#include "tests/harness.h"
 #include "tests/runtime/runtime_env.h"
 
 #include <fcntl.h>
@@ -621,9 +622,7 @@ Test(tag, distinct_and_decodable)
     for (int i = 0; i < 10000; i++) {
         uint32_t comm, seq, slot, c0, s0, l0;
 
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        harness_xorshift(&x);
         c0 = (uint32_t)x & COMM_MAX;
         s0 = (uint32_t)(x >> 20) & SEQ_MAX;
         l0 = (uint32_t)(x >> 40) & SLOT_MAX;

@@ -5,7 +5,8 @@
 # check, with a shorter leak-checked run.
 check_PROGRAMS += tests/soak/soak
 tests_soak_soak_SOURCES = tests/soak/soak.c tests/soak/soak.h tests/soak/soak_ops.c
-tests_soak_soak_LDADD = tests/libweft_harness.la libweft.la
+# the harness resets the environment from the configuration registry (internal)
+tests_soak_soak_LDADD = tests/libweft_harness.la libweft_core.la
 if HAVE_MPI
 check_PROGRAMS += tests/soak/mpi_churn
 tests_soak_mpi_churn_SOURCES = tests/soak/mpi_churn.c
