@@ -9,8 +9,31 @@
 #include "coll/sched.h"
 #include "coll/shm/shm.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#define ID_MASK ((1u << WEFT_TAG_COMM_BITS) - 1)
+#define IDS_GONE 256 /* more than the transports remember (pt2pt/ucx/ucx.c: 64) */
+
+/* Tag ids in use: live communicators per id, and the last ones released. */
+static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t ids_live[ID_MASK + 1];
+static uint32_t ids_gone[IDS_GONE];
+static unsigned ngone;
+
+int weft__comm_id_taken(uint32_t id)
+{
+    int taken;
+
+    pthread_mutex_lock(&ids_lock);
+    taken = ids_live[id & ID_MASK] > 0;
+    for (unsigned i = 0; i < IDS_GONE && i < ngone && !taken; i++) {
+        taken = ids_gone[i] == (id & ID_MASK);
+    }
+    pthread_mutex_unlock(&ids_lock);
+    return taken;
+}
 
 weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,
                                 void *p2p_ep, const weft_bootstrap_ops_t *boot, void *boot_ctx,
@@ -35,6 +58,9 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
     comm->boot = boot;
     comm->boot_ctx = boot_ctx;
     comm->up = &weft__coll_upcalls;
+    pthread_mutex_lock(&ids_lock);
+    ids_live[id & ID_MASK]++;
+    pthread_mutex_unlock(&ids_lock);
     atomic_init(&comm->refs, 1);
     atomic_init(&comm->pins, 1);
     *comm_p = comm;
@@ -110,6 +136,10 @@ void weft__comm_put(struct weft_comm *comm)
     }
     comm->p2p->ep_release(comm->p2p_ep);
     comm->boot->release(comm->boot_ctx);
+    pthread_mutex_lock(&ids_lock);
+    ids_live[comm->id & ID_MASK]--;
+    ids_gone[ngone++ % IDS_GONE] = comm->id & ID_MASK;
+    pthread_mutex_unlock(&ids_lock);
     comm->p2p_ep = NULL;
     comm->boot_ctx = NULL;
     weft__comm_unpin(comm);

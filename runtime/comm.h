@@ -28,4 +28,9 @@ void weft__comm_put(struct weft_comm *comm);
 void weft__comm_pin(struct weft_comm *comm);
 void weft__comm_unpin(struct weft_comm *comm);
 
+/* 1 when a communicator of this process has id's tag bits (WEFT_TAG_COMM_BITS:
+ * ids wrap there), or one of the last 256 released had: their late messages
+ * may still be dropped by the transport (weft_pt2pt_ops_t.discard). */
+int weft__comm_id_taken(uint32_t id);
+
 #endif /* WEFT_RUNTIME_COMM_H */

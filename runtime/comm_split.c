@@ -181,10 +181,59 @@ static int member_cmp(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* The first id from `from` on that no communicator of this process holds or
+ * held lately (in the bits a tag carries; runtime/comm.h). */
+static uint32_t free_id_from(uint32_t from)
+{
+    for (uint32_t i = 0; i < (1u << WEFT_TAG_COMM_BITS); i++) {
+        if (!weft__comm_id_taken(from + i)) {
+            return from + i;
+        }
+    }
+    return from; /* 65536 live communicators: nothing is free */
+}
+
+/*
+ * Every rank proposes (color, key, id) with the first id free on it from what
+ * its color agreed last (first: this process's next id); a color whose
+ * members all proposed one id takes it, which is then free on each of them.
+ * Otherwise all ranks go round again from their color's largest proposal, so
+ * that the ids of a split never share a tag with a live communicator (ids
+ * wrap at 2^16 in tags). all holds the last round, 3 int64 per rank.
+ */
+static weft_status_t agree_id(weft_comm_t parent, int size, int color, int key, int64_t *all)
+{
+    uint32_t from = atomic_load(&next_comm_id);
+
+    for (int round = 0; round < 64; round++) {
+        int64_t mine[3] = {color, key, free_id_from(from)};
+        weft_status_t status = weft_allgather(mine, all, 3, WEFT_INT64, parent);
+        int agreed = 1;
+
+        if (status != WEFT_OK) {
+            return status;
+        }
+        for (int r = 0; r < size; r++) {
+            for (int q = r + 1; q < size && agreed; q++) {
+                agreed = all[3 * r] < 0 || all[3 * q] != all[3 * r] ||
+                         all[3 * q + 2] == all[3 * r + 2];
+            }
+            if (all[3 * r] == color && (uint32_t)all[3 * r + 2] > from) {
+                from = (uint32_t)all[3 * r + 2];
+            }
+        }
+        if (agreed) {
+            return WEFT_OK;
+        }
+    }
+    return weft__error(WEFT_ERR_INTERNAL, "weft_comm_split: no communicator id free on every "
+                                          "member after 64 rounds");
+}
+
 WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key, weft_comm_t *out_p)
 {
     struct weft_comm *comm, *child;
-    int64_t mine[3], *all;
+    int64_t *all;
     member_t *members;
     map_ep_t *ep;
     child_boot_t *boot;
@@ -212,10 +261,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
         free(members);
         return weft__error(WEFT_ERR_NO_MEMORY, "weft_comm_split of %d ranks", comm->size);
     }
-    mine[0] = color;
-    mine[1] = key;
-    mine[2] = atomic_load(&next_comm_id);
-    status = weft_allgather(mine, all, 3, WEFT_INT64, handle);
+    status = agree_id(handle, comm->size, color, key, all);
     if (status != WEFT_OK || color < 0) {
         free(all);
         free(members);

@@ -180,3 +180,34 @@ Test(handles, emu_streams)
     cr_assert_eq(weft_stream_destroy(b), WEFT_OK);
     cr_assert_eq(weft_finalize(), WEFT_OK);
 }
+
+/* Communicator ids wrap at 2^16 in tags: a split never takes the tag id of a
+ * live communicator (here the world's and a long-lived dup's), nor one of
+ * those released lately, however many were made before. */
+Test(handles, communicator_ids_skip_live_ones_after_wrapping, .timeout = 120)
+{
+    weft_comm_t world, keep, d;
+    uint32_t mask = (1u << WEFT_TAG_COMM_BITS) - 1, wid, kid, prev = 0;
+    int wrapped = 0;
+
+    cr_assert_eq(weft_init(), WEFT_OK);
+    cr_assert_eq(weft_comm_world(&world), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_comm_dup(world, &keep), WEFT_OK, "%s", weft_last_error());
+    wid = weft__comm_of(world)->id & mask;
+    kid = weft__comm_of(keep)->id & mask;
+    for (uint32_t i = 0; i < (1u << WEFT_TAG_COMM_BITS) + 512; i++) {
+        cr_assert_eq(weft_comm_dup(world, &d), WEFT_OK, "dup %u: %s", i, weft_last_error());
+        uint32_t id = weft__comm_of(d)->id & mask;
+
+        cr_assert_neq(id, wid, "dup %u took the world's tag id %u", i, wid);
+        cr_assert_neq(id, kid, "dup %u took a live dup's tag id %u", i, kid);
+        cr_assert(i == 0 || id != prev, "dup %u took the tag id just released", i);
+        wrapped |= i > 0 && id < prev;
+        prev = id;
+        cr_assert_eq(weft_comm_destroy(d), WEFT_OK);
+    }
+    cr_assert(wrapped, "the ids never wrapped");
+    cr_assert_eq(weft_comm_destroy(keep), WEFT_OK);
+    cr_assert_eq(weft_comm_destroy(world), WEFT_OK);
+    cr_assert_eq(weft_finalize(), WEFT_OK);
+}
