@@ -1,5 +1,6 @@
 /* Cost models of every algorithm and the cost-based choice (coll/cost.h). */
 #include "coll/cost.h"
+#include "runtime/comm.h"
 #include "coll/shm/shm.h"
 
 #include <math.h>
@@ -314,10 +315,10 @@ void weft__cost_defaults(weft_cost_params_t *params)
 void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
 {
     weft__cost_defaults(params);
-    if (comm->cost_measured) {
-        params->alpha = comm->cost_alpha;
-        params->beta = comm->cost_beta;
-        params->gamma = comm->cost_gamma;
+    if (comm->coll->cost_measured) {
+        params->alpha = comm->coll->cost_alpha;
+        params->beta = comm->coll->cost_beta;
+        params->gamma = comm->coll->cost_gamma;
     }
     if (comm->oversubscribed) {
         /* every message may wait for the receiver to get a core back */
@@ -328,11 +329,11 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
         params->nodes = comm->node->nnodes;
         params->local = comm->node->uniform ? comm->node->local_size : 1;
     }
-    if (comm->shm != NULL) {
+    if (comm->coll->shm != NULL) {
         params->shm = 1;
-        params->shm_slot = comm->shm->slot_bytes;
-        if (comm->shm->copy_gbs > 0) {
-            params->shm_copy = 1.0 / (comm->shm->copy_gbs * 1e9);
+        params->shm_slot = comm->coll->shm->slot_bytes;
+        if (comm->coll->shm->copy_gbs > 0) {
+            params->shm_copy = 1.0 / (comm->coll->shm->copy_gbs * 1e9);
         }
     }
 }

@@ -5,6 +5,7 @@
  * communicator keeps its last finished schedule for the next operation.
  */
 #include "coll/sched_impl.h"
+#include "runtime/comm.h"
 
 #include "coll/coll.h"
 #include "coll/diag/obs.h"
@@ -20,7 +21,7 @@ void weft__sched_unlink_active(weft_sched_t *s)
     if (!s->linked) {
         return;
     }
-    for (struct weft_sched **p = &s->comm->active; *p != NULL; p = &(*p)->next_active) {
+    for (struct weft_sched **p = &s->comm->coll->active; *p != NULL; p = &(*p)->next_active) {
         if (*p == s) {
             *p = s->next_active;
             break;
@@ -76,8 +77,8 @@ void weft__sched_cache_release(struct weft_comm *comm)
 {
     weft__sched_busy_remove(comm);
     /* operations still unfinished when the communicator goes are cancelled */
-    while (comm->active != NULL) {
-        weft_sched_t *s = comm->active;
+    while (comm->coll->active != NULL) {
+        weft_sched_t *s = comm->coll->active;
 
         weft__sched_cancel_active(s);
         s->status = weft__error(WEFT_ERR_ABORTED, "%s seq %u: communicator destroyed", s->desc.coll,
@@ -87,9 +88,9 @@ void weft__sched_cache_release(struct weft_comm *comm)
             sched_free(s);
         }
     }
-    if (comm->sched_cache != NULL) {
-        sched_free(comm->sched_cache);
-        comm->sched_cache = NULL;
+    if (comm->coll->sched_cache != NULL) {
+        sched_free(comm->coll->sched_cache);
+        comm->coll->sched_cache = NULL;
     }
 }
 
@@ -113,10 +114,10 @@ uint32_t weft__comm_take_seq(struct weft_comm *comm)
 weft_status_t weft__sched_create(struct weft_comm *comm, const weft_op_desc_t *desc,
                                  const weft_device_ops_t *dev, weft_sched_t **sched_p)
 {
-    weft_sched_t *s = comm->sched_cache;
+    weft_sched_t *s = comm->coll->sched_cache;
 
     if (s != NULL) {
-        comm->sched_cache = NULL;
+        comm->coll->sched_cache = NULL;
         s->started = s->linked = s->detached = 0;
         s->ntasks = s->nedges = s->nready = s->nactive = s->ndone = s->nscratch = 0;
         s->npoll = s->npoll_active = 0;
@@ -152,8 +153,8 @@ void weft__sched_destroy(weft_sched_t *s)
     }
     weft__sched_cancel_active(s);
     weft__sched_unlink_active(s);
-    if (s->comm->handle != NULL && s->comm->sched_cache == NULL) {
-        s->comm->sched_cache = s;
+    if (s->comm->handle != NULL && s->comm->coll->sched_cache == NULL) {
+        s->comm->coll->sched_cache = s;
         return;
     }
     sched_free(s);

@@ -5,6 +5,7 @@
  * this thread while one waits.
  */
 #include "coll/sched_impl.h"
+#include "runtime/comm.h"
 
 #include "coll/coll.h"
 #include "coll/diag/obs.h"
@@ -73,7 +74,7 @@ static int progress_all(struct weft_comm *comm)
         if (c != comm) {
             completed += weft__comm_progress(c);
         }
-        if (c->active == NULL) {
+        if (c->coll->active == NULL) {
             busy.comm[i] = busy.comm[--busy.n];
         } else {
             i++;
@@ -137,8 +138,8 @@ weft_status_t weft__sched_start(weft_sched_t *s)
     s->start_ns = weft__time_ns();
     s->deadline_ns = weft__deadline_ns();
     if (s->status == WEFT_INPROGRESS) {
-        s->next_active = s->comm->active;
-        s->comm->active = s;
+        s->next_active = s->comm->coll->active;
+        s->comm->coll->active = s;
         s->linked = 1;
         busy_add(s->comm);
     } else {
@@ -427,7 +428,7 @@ static void reap(weft_sched_t *s)
 int weft__comm_progress(struct weft_comm *comm)
 {
     int completed = 0;
-    weft_sched_t *s = comm->active;
+    weft_sched_t *s = comm->coll->active;
 
     while (s != NULL) {
         weft_sched_t *next = s->next_active;
@@ -454,8 +455,8 @@ static void fail_all(struct weft_comm *comm, weft_status_t status)
     char detail[256];
 
     snprintf(detail, sizeof(detail), "%s", weft__error_detail());
-    while (comm->active != NULL) {
-        weft_sched_t *s = comm->active;
+    while (comm->coll->active != NULL) {
+        weft_sched_t *s = comm->coll->active;
 
         fail_sched(s, weft__error(status, "%s seq %u (%s, count %zu): %s", s->desc.coll, s->seq,
                                   s->desc.algo, s->desc.count, detail));
@@ -511,7 +512,7 @@ void weft__sched_detach(weft_sched_t *s)
  * sleeper when its condition comes true. */
 static int comm_polling(struct weft_comm *comm)
 {
-    for (const weft_sched_t *s = comm->active; s != NULL; s = s->next_active) {
+    for (const weft_sched_t *s = comm->coll->active; s != NULL; s = s->next_active) {
         if (s->npoll_active > 0) {
             return 1;
         }

@@ -5,6 +5,7 @@
  * [lo, hi) byte range match wins.
  */
 #include "coll/coll.h"
+#include "runtime/comm.h"
 #include "coll/diag/check.h"
 #include "coll/diag/obs.h"
 #include "coll/diag/record.h"
@@ -17,8 +18,8 @@
 
 weft_coll_config_t weft__coll_config;
 
-_Static_assert(WEFT_COLL_KIND_COUNT <= sizeof(((struct weft_comm *)0)->last_choice) /
-                                           sizeof(((struct weft_comm *)0)->last_choice[0]),
+_Static_assert(WEFT_COLL_KIND_COUNT <= sizeof(((struct weft_comm *)0)->coll->last_choice) /
+                                           sizeof(((struct weft_comm *)0)->coll->last_choice[0]),
                "a communicator remembers one choice per collective");
 
 static const weft_config_entry_t coll_entries[] = {
@@ -329,7 +330,7 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     weft_cost_params_t params;
     const weft_coll_algo_t *algo;
     size_t bytes = weft__coll_bytes(args);
-    struct weft_comm_choice *last = &comm->last_choice[args->kind];
+    struct weft_comm_choice *last = &comm->coll->last_choice[args->kind];
     weft_status_t status = weft__comm_health(comm);
 
     if (status != WEFT_OK) {
@@ -337,14 +338,14 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     }
     /* the same collective at the same size as last time: the same choice
      * (parameters and rules do not change once measured) */
-    if (last->algo != NULL && last->bytes == bytes && last->measured == comm->cost_measured) {
+    if (last->algo != NULL && last->bytes == bytes && last->measured == comm->coll->cost_measured) {
         algo = (const weft_coll_algo_t *)last->algo;
     } else {
         weft__cost_params(comm, &params);
         algo = weft__coll_choose(args->kind, bytes, args->size, &params, NULL);
         last->algo = algo;
         last->bytes = bytes;
-        last->measured = comm->cost_measured;
+        last->measured = comm->coll->cost_measured;
     }
     if (algo == NULL) {
         return weft__error(WEFT_ERR_UNSUPPORTED, "%s: no algorithm is built in",

@@ -5,6 +5,7 @@
  * the flight recorder), so it asks through this table.
  */
 #include "coll/coll.h"
+#include "runtime/comm.h"
 #include "coll/diag/dump.h"
 #include "coll/diag/obs.h"
 #include "coll/diag/record.h"
@@ -12,7 +13,7 @@
 
 static weft_status_t health(struct weft_comm *comm)
 {
-    return comm->shm != NULL ? weft__shm_health(comm->shm) : WEFT_OK;
+    return comm->coll->shm != NULL ? weft__shm_health(comm->coll->shm) : WEFT_OK;
 }
 
 /* SIGUSR1 asked every communicator for a dump (coll/diag/dump.h). */

@@ -59,25 +59,12 @@ struct weft_comm {
     atomic_int aborted;             /* set by weft_comm_abort, from any thread */
     atomic_int refs;                /* the handle's, plus one per child communicator */
     atomic_int pins;                /* the memory's (runtime/comm.h) */
-    struct weft_sched *sched_cache; /* last finished schedule, reused (coll/sched.c) */
-    struct weft_sched *active;      /* started, unfinished schedules (coll/sched_engine.c) */
     int oversubscribed;             /* more ranks on this host than cores: yield, never spin */
-    int cost_measured;              /* cost_* hold agreed measurements (coll/cost.h) */
-    double cost_alpha;
-    double cost_beta;
-    double cost_gamma;
-    struct weft_comm_choice { /* the last algorithm chosen per collective (coll/select.c) */
-        const void *algo;
-        size_t bytes;
-        int measured;
-    } last_choice[16];
-    weft_node_map_t *node;            /* where the ranks run (comm/node.h) */
-    struct weft_shm *shm;             /* this node's segment, or NULL (coll/shm/shm.h) */
-    atomic_int enq_pending;           /* enqueued operations not finished (runtime/enqueue.c) */
-    weft_status_t enq_error;          /* the first failure of one, for the next call */
-    char enq_msg[512];
-    struct weft_recorder *recorder;   /* the last operations (coll/diag/record.h) */
-    struct weft_obs *obs;             /* trace and counters (coll/diag/obs.h) */
+    weft_node_map_t *node;          /* where the ranks run (comm/node.h) */
+    /* What the layers above keep per communicator, each in a struct only its
+     * folder defines and touches: */
+    struct weft_coll_comm *coll;    /* coll/comm_state.h */
+    struct weft_runtime_comm *rt;   /* runtime/comm.h */
     /* The first failure that broke the communicator (weft__comm_fail): every
      * later operation returns it. */
     weft_status_t failed;

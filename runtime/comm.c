@@ -42,11 +42,19 @@ weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2p
     struct weft_comm *comm = calloc(1, sizeof(*comm));
     weft_status_t status;
 
-    if (comm == NULL) {
+    if (comm == NULL || (comm->rt = calloc(1, sizeof(*comm->rt))) == NULL) {
+        free(comm);
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a communicator");
     }
-    status = weft__handle_add(&weft__comm_handles, comm, (void **)&comm->handle);
+    status = weft__coll_comm_create(comm);
+    if (status == WEFT_OK) {
+        status = weft__handle_add(&weft__comm_handles, comm, (void **)&comm->handle);
+        if (status != WEFT_OK) {
+            weft__coll_comm_free(comm);
+        }
+    }
     if (status != WEFT_OK) {
+        free(comm->rt);
         free(comm);
         return status;
     }
@@ -110,6 +118,8 @@ void weft__comm_pin(struct weft_comm *comm)
 void weft__comm_unpin(struct weft_comm *comm)
 {
     if (atomic_fetch_sub(&comm->pins, 1) == 1) {
+        weft__coll_comm_free(comm);
+        free(comm->rt);
         free(comm);
     }
 }
@@ -123,12 +133,8 @@ void weft__comm_put(struct weft_comm *comm)
         weft__handle_remove(&weft__comm_handles, comm->handle);
         comm->handle = NULL;
     }
-    weft__sched_cache_release(comm);
+    weft__coll_comm_release(comm);
     weft__comm_notice_release(comm);
-    weft__record_release(comm);
-    weft__obs_comm_release(comm);
-    weft__shm_release(comm->shm);
-    comm->shm = NULL;
     weft__node_map_free(comm->node);
     comm->node = NULL;
     if (comm->p2p->discard != NULL) { /* what peers sent that nobody will receive */
@@ -186,7 +192,7 @@ WEFT_EXPORT weft_status_t weft_comm_dump(weft_comm_t handle, FILE *out)
     if (out == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "weft_comm_dump: out is NULL");
     }
-    if (atomic_load(&comm->enq_pending) > 0) {
+    if (atomic_load(&comm->rt->enq_pending) > 0) {
         /* weft's progress thread drives them: their records are its to read */
         return weft__error(WEFT_ERR_INVALID_ARG,
                            "weft_comm_dump: comm has enqueued operations running on weft's "

@@ -8,6 +8,15 @@
 #define WEFT_RUNTIME_COMM_H
 
 #include "comm/comm.h"
+#include "coll/comm_state.h"
+
+/* What runtime/ keeps per communicator (comm->rt): its enqueued operations
+ * (runtime/enqueue.c). */
+struct weft_runtime_comm {
+    atomic_int enq_pending;  /* enqueued operations not finished */
+    weft_status_t enq_error; /* the first failure of one, for the next call */
+    char enq_msg[512];
+};
 
 /* Takes ownership of ep and boot_ctx (released by weft_comm_destroy). */
 weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,

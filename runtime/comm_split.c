@@ -320,11 +320,11 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
     child->parent = comm;
     child->parent_rank = ep->map;
     child->oversubscribed = comm->oversubscribed;
-    child->cost_measured = comm->cost_measured;
+    child->coll->cost_measured = comm->coll->cost_measured;
     weft__obs_comm_inherit(child, comm); /* one trace per rank of the job */
-    child->cost_alpha = comm->cost_alpha;
-    child->cost_beta = comm->cost_beta;
-    child->cost_gamma = comm->cost_gamma;
+    child->coll->cost_alpha = comm->coll->cost_alpha;
+    child->coll->cost_beta = comm->coll->cost_beta;
+    child->coll->cost_gamma = comm->coll->cost_gamma;
     status = weft__comm_node_setup(child, nmap);
     if (status != WEFT_OK) {
         weft_comm_destroy(child->handle);

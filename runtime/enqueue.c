@@ -11,6 +11,7 @@
  *                               ... later work ...
  */
 #include "runtime/enqueue.h"
+#include "runtime/comm.h"
 
 #include "device/device.h"
 #include "runtime/init.h"
@@ -106,9 +107,9 @@ static void record_error(enq_op_t *op, weft_status_t status)
         errors[nerrors++] = (stream_error_t){.stream = op->stream, .status = status};
         snprintf(errors[i].msg, sizeof(errors[i].msg), "%s: %s", op->call, msg);
     }
-    if (comm->enq_error == WEFT_OK) {
-        comm->enq_error = status;
-        snprintf(comm->enq_msg, sizeof(comm->enq_msg), "%s: %s", op->call, msg);
+    if (comm->rt->enq_error == WEFT_OK) {
+        comm->rt->enq_error = status;
+        snprintf(comm->rt->enq_msg, sizeof(comm->rt->enq_msg), "%s: %s", op->call, msg);
     }
     weft__log_error("%s on stream %p failed: %s", op->call, op->stream, msg);
 }
@@ -148,7 +149,7 @@ static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
     } /* else the flag leaks: 64 bytes, never a stream reading freed memory */
     weft__device_flag_set(op->flag, 2);
     /* last: after this the user's thread may drive the communicator again */
-    atomic_fetch_sub(&op->comm->enq_pending, 1);
+    atomic_fetch_sub(&op->comm->rt->enq_pending, 1);
     free(op->arrays);
     free(op);
 }
@@ -272,7 +273,7 @@ weft_status_t weft__enqueue_check(struct weft_comm *comm, void *stream, const vo
                                  i == 0 ? "sendbuf" : "recvbuf", dev->name, sdev->name);
         }
     }
-    if (status == WEFT_OK && atomic_load(&comm->enq_pending) == 0 && comm->active != NULL) {
+    if (status == WEFT_OK && atomic_load(&comm->rt->enq_pending) == 0 && comm->coll->active != NULL) {
         status = weft__error(WEFT_ERR_INVALID_ARG,
                              "%s: comm has unfinished nonblocking requests; complete them before "
                              "enqueueing on it",
@@ -316,7 +317,7 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
         free(op);
         return status;
     }
-    atomic_fetch_add(&op->comm->enq_pending, 1);
+    atomic_fetch_add(&op->comm->rt->enq_pending, 1);
     if (tail != NULL) {
         tail->next = op;
     } else {
@@ -405,21 +406,21 @@ static weft_status_t drain(int (*pending)(const void *), const void *what, const
 
 static int comm_pending(const void *comm)
 {
-    return atomic_load(&((struct weft_comm *)comm)->enq_pending) > 0;
+    return atomic_load(&((struct weft_comm *)comm)->rt->enq_pending) > 0;
 }
 
 weft_status_t weft__enqueue_comm_drain(struct weft_comm *comm, const char *call)
 {
     weft_status_t status;
 
-    if (atomic_load(&comm->enq_pending) == 0 && comm->enq_error == WEFT_OK) {
+    if (atomic_load(&comm->rt->enq_pending) == 0 && comm->rt->enq_error == WEFT_OK) {
         return WEFT_OK;
     }
     status = drain(comm_pending, comm, call);
-    if (status == WEFT_OK && comm->enq_error != WEFT_OK) {
-        status = weft__error(comm->enq_error, "%s: an enqueued operation failed: %s", call,
-                             comm->enq_msg);
-        comm->enq_error = WEFT_OK;
+    if (status == WEFT_OK && comm->rt->enq_error != WEFT_OK) {
+        status = weft__error(comm->rt->enq_error, "%s: an enqueued operation failed: %s", call,
+                             comm->rt->enq_msg);
+        comm->rt->enq_error = WEFT_OK;
     }
     return status;
 }

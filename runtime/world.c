@@ -114,12 +114,12 @@ static weft_status_t measure_cost(struct weft_comm *comm)
     if (status != WEFT_OK) {
         return status;
     }
-    comm->cost_alpha = m[0] > 0 ? m[0] : def.alpha;
-    comm->cost_beta = m[1] > 0 ? m[1] : def.beta;
-    comm->cost_gamma = m[2] > 0 ? m[2] : def.gamma;
-    comm->cost_measured = 1;
+    comm->coll->cost_alpha = m[0] > 0 ? m[0] : def.alpha;
+    comm->coll->cost_beta = m[1] > 0 ? m[1] : def.beta;
+    comm->coll->cost_gamma = m[2] > 0 ? m[2] : def.gamma;
+    comm->coll->cost_measured = 1;
     weft__log_info("cost model: alpha %.2f us, beta %.2f GB/s, gamma %.2f GB/s",
-                   comm->cost_alpha * 1e6, 1e-9 / comm->cost_beta, 1e-9 / comm->cost_gamma);
+                   comm->coll->cost_alpha * 1e6, 1e-9 / comm->coll->cost_beta, 1e-9 / comm->coll->cost_gamma);
     return WEFT_OK;
 }
 
@@ -190,7 +190,7 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
                    size, boot->name, local,
                    (*comm_p)->oversubscribed ? ", more than its cores" : "", map->nnodes,
                    weft__runtime_config.ranks_per_node > 0 ? " (virtual)" : "", map->local_size,
-                   (*comm_p)->shm != NULL ? ", shared memory" : "");
+                   (*comm_p)->coll->shm != NULL ? ", shared memory" : "");
     free(lens);
     free(alens);
     free(blob);

@@ -1,5 +1,6 @@
 /* Observation of finished operations: configuration and dispatch (coll/diag/obs.h). */
 #include "coll/diag/obs.h"
+#include "runtime/comm.h"
 
 #include "coll/coll.h"
 #include "coll/shm/shm.h" /* weft__sched_desc */
@@ -111,7 +112,7 @@ void weft__obs_finalize(void)
  * the operation goes unobserved). */
 static struct weft_obs *obs_of(struct weft_comm *comm)
 {
-    struct weft_obs *o = comm->obs;
+    struct weft_obs *o = comm->coll->obs;
 
     if (o != NULL) {
         return o;
@@ -123,7 +124,7 @@ static struct weft_obs *obs_of(struct weft_comm *comm)
         o->trace = weft__trace_open(comm); /* a communicator a job started with */
         o->trace_comm = o->trace != NULL ? weft__trace_add_comm(o->trace, comm) : 0;
     }
-    comm->obs = o;
+    comm->coll->obs = o;
     return o;
 }
 
@@ -193,12 +194,12 @@ void weft__obs_comm_inherit(struct weft_comm *child, struct weft_comm *parent)
     weft__trace_ref(po->trace);
     co->trace = po->trace;
     co->trace_comm = weft__trace_add_comm(co->trace, child);
-    child->obs = co;
+    child->coll->obs = co;
 }
 
 void weft__obs_comm_failed(struct weft_comm *comm)
 {
-    struct weft_obs *o = comm->obs;
+    struct weft_obs *o = comm->coll->obs;
 
     if (o != NULL && o->trace != NULL) {
         weft__trace_write(o->trace);
@@ -207,7 +208,7 @@ void weft__obs_comm_failed(struct weft_comm *comm)
 
 void weft__obs_comm_release(struct weft_comm *comm)
 {
-    struct weft_obs *o = comm->obs;
+    struct weft_obs *o = comm->coll->obs;
 
     if (o == NULL) {
         return;
@@ -217,5 +218,5 @@ void weft__obs_comm_release(struct weft_comm *comm)
     }
     weft__stats_free(o->stats);
     free(o);
-    comm->obs = NULL;
+    comm->coll->obs = NULL;
 }

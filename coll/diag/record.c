@@ -1,5 +1,6 @@
 /* The flight recorder (coll/diag/record.h). */
 #include "coll/diag/record.h"
+#include "runtime/comm.h"
 
 #include "coll/coll.h"
 #include "coll/diag/dump.h"
@@ -52,7 +53,7 @@ uint64_t weft__record_now_ns(void)
 
 static record_t *slot(struct weft_comm *comm, long handle)
 {
-    struct weft_recorder *r = comm->recorder;
+    struct weft_recorder *r = comm->coll->recorder;
     record_t *rec;
 
     if (r == NULL || handle <= 0) {
@@ -82,7 +83,7 @@ static uint64_t serial_of(struct weft_comm *comm, uint32_t seq, uint64_t last)
 
 long weft__record_start(struct weft_comm *comm, const weft_op_desc_t *desc, uint32_t seq, int root)
 {
-    struct weft_recorder *r = comm->recorder;
+    struct weft_recorder *r = comm->coll->recorder;
     record_t *rec;
 
     if (r == NULL) {
@@ -102,7 +103,7 @@ long weft__record_start(struct weft_comm *comm, const weft_op_desc_t *desc, uint
         r->shown = (long)(want < cap ? want : cap);
         r->next = 1;
         r->mark = weft__dump_requests(); /* signals before it are not its own */
-        comm->recorder = r;
+        comm->coll->recorder = r;
     }
     rec = &r->ring[(size_t)r->next & (r->cap - 1)];
     rec->handle = r->next;
@@ -146,7 +147,7 @@ void weft__record_end(struct weft_comm *comm, long handle, weft_status_t status)
     if (status != WEFT_OK) {
         snprintf(rec->note, sizeof(rec->note), "%s", weft__error_detail());
     }
-    if (WEFT_UNLIKELY(comm->recorder->pending != NULL)) {
+    if (WEFT_UNLIKELY(comm->coll->recorder->pending != NULL)) {
         weft__dump_ended(comm, status);
     }
 }
@@ -155,9 +156,9 @@ void weft__record_drop(struct weft_comm *comm, long handle)
 {
     record_t *rec = slot(comm, handle);
 
-    if (rec != NULL && handle == comm->recorder->next - 1) {
+    if (rec != NULL && handle == comm->coll->recorder->next - 1) {
         rec->handle = 0;
-        comm->recorder->next--;
+        comm->coll->recorder->next--;
     }
 }
 
@@ -202,7 +203,7 @@ static void line(const record_t *rec, int rank, uint64_t now, char *buf, size_t 
 
 void weft__record_dump(struct weft_comm *comm, FILE *out, int log)
 {
-    struct weft_recorder *r = comm->recorder;
+    struct weft_recorder *r = comm->coll->recorder;
     uint64_t now = weft__record_now_ns();
     char buf[512];
     long first;
@@ -229,7 +230,7 @@ void weft__record_dump(struct weft_comm *comm, FILE *out, int log)
 long weft__record_visit(struct weft_comm *comm, void (*fn)(const weft_record_view_t *v, void *arg),
                         void *arg)
 {
-    struct weft_recorder *r = comm->recorder;
+    struct weft_recorder *r = comm->coll->recorder;
     weft_record_view_t v;
     long first;
 
@@ -268,17 +269,17 @@ long weft__record_visit(struct weft_comm *comm, void (*fn)(const weft_record_vie
 
 unsigned *weft__record_mark(struct weft_comm *comm)
 {
-    return comm->recorder != NULL ? &comm->recorder->mark : NULL;
+    return comm->coll->recorder != NULL ? &comm->coll->recorder->mark : NULL;
 }
 
 const char **weft__record_pending(struct weft_comm *comm)
 {
-    return comm->recorder != NULL ? &comm->recorder->pending : NULL;
+    return comm->coll->recorder != NULL ? &comm->coll->recorder->pending : NULL;
 }
 
 int weft__record_running(struct weft_comm *comm)
 {
-    struct weft_recorder *r = comm->recorder;
+    struct weft_recorder *r = comm->coll->recorder;
     int n = 0;
 
     if (r == NULL) {
@@ -294,11 +295,11 @@ int weft__record_running(struct weft_comm *comm)
 
 void weft__record_release(struct weft_comm *comm)
 {
-    struct weft_recorder *r = comm->recorder;
+    struct weft_recorder *r = comm->coll->recorder;
 
     if (r != NULL) {
         free(r->ring);
         free(r);
-        comm->recorder = NULL;
+        comm->coll->recorder = NULL;
     }
 }

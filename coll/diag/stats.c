@@ -8,6 +8,7 @@
  * three additions.
  */
 #include "coll/diag/obs.h"
+#include "runtime/comm.h"
 
 #include "coll/coll.h"
 
@@ -99,7 +100,7 @@ static weft_status_t check(weft_comm_t handle, const char *call, struct weft_com
 
 static const struct weft_stats_table *table_of(struct weft_comm *comm)
 {
-    return comm->obs != NULL ? comm->obs->stats : NULL;
+    return comm->coll->obs != NULL ? comm->coll->obs->stats : NULL;
 }
 
 WEFT_EXPORT weft_status_t weft_stats(weft_comm_t handle, weft_stats_entry_t *out, size_t max,
@@ -207,8 +208,8 @@ WEFT_EXPORT weft_status_t weft_stats_reset(weft_comm_t handle)
     if (status != WEFT_OK) {
         return status;
     }
-    if (comm->obs != NULL && comm->obs->stats != NULL) {
-        memset(comm->obs->stats, 0, sizeof(*comm->obs->stats));
+    if (comm->coll->obs != NULL && comm->coll->obs->stats != NULL) {
+        memset(comm->coll->obs->stats, 0, sizeof(*comm->coll->obs->stats));
     }
     return WEFT_OK;
 }

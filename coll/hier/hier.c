@@ -29,12 +29,13 @@
  * it cannot run it falls back to the cheapest point-to-point algorithm.
  */
 #include "coll/shm/shm.h"
+#include "runtime/comm.h"
 
 static int usable(struct weft_comm *comm, const weft_coll_args_t *a)
 {
     const weft_node_map_t *m = comm->node;
 
-    return comm->shm != NULL && m->nnodes > 1 && m->uniform && m->local_size > 1 &&
+    return comm->coll->shm != NULL && m->nnodes > 1 && m->uniform && m->local_size > 1 &&
            m->nnodes * m->local_size == a->size;
 }
 
@@ -118,11 +119,11 @@ static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
         return WEFT_ERR_NO_MEMORY;
     }
     weft__sched_step(s, "node reduce-scatter", 0);
-    t1 = weft__shm_reduce_scatter(s, comm->shm, a->src, in.dst, b, b + L, a->esize);
+    t1 = weft__shm_reduce_scatter(s, comm->coll->shm, a->src, in.dst, b, b + L, a->esize);
     weft__sched_step(s, "rail allreduce", 1);
     t2 = on_rail(s, &in, t1);
     weft__sched_step(s, "node allgather", 2);
-    weft__sched_dep(s, t2, weft__shm_allgather(s, comm->shm, in.dst, a->dst, b, b + L, a->esize));
+    weft__sched_dep(s, t2, weft__shm_allgather(s, comm->coll->shm, in.dst, a->dst, b, b + L, a->esize));
     return WEFT_OK;
 }
 
@@ -141,7 +142,7 @@ static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
     if (m->node == root_node) {
         weft__sched_step(s, "node bcast", 0);
         t1 =
-            weft__shm_bcast(s, comm->shm, m->local_of[a->root], a->dst, a->dst, a->count, a->esize);
+            weft__shm_bcast(s, comm->coll->shm, m->local_of[a->root], a->dst, a->dst, a->count, a->esize);
     }
     in.root = root_node;
     weft__sched_step(s, "rail bcast", 1);
@@ -149,7 +150,7 @@ static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
     if (m->node != root_node) {
         weft__sched_step(s, "node allgather", 2);
         weft__sched_dep(s, t2,
-                        weft__shm_allgather(s, comm->shm, in.dst, a->dst, b, b + L, a->esize));
+                        weft__shm_allgather(s, comm->coll->shm, in.dst, a->dst, b, b + L, a->esize));
     }
     return WEFT_OK;
 }
@@ -196,7 +197,7 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
     weft__sched_step(s, "group by rail", 0);
     t0 = regroup(s, grouped, (char *)a->src, block, 1, -1);
     weft__sched_step(s, "node reduce-scatter", 1);
-    t1 = weft__shm_reduce_scatter(s, comm->shm, grouped, rail, b, b + L, a->esize);
+    t1 = weft__shm_reduce_scatter(s, comm->coll->shm, grouped, rail, b, b + L, a->esize);
     weft__sched_dep(s, t0, t1);
     in.src = rail;
     in.rank = m->node;
@@ -227,7 +228,7 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     weft__sched_step(s, "rail allgather", 0);
     t1 = on_rail(s, &in, -1);
     weft__sched_step(s, "node allgather", 1);
-    t2 = weft__shm_allgather(s, comm->shm, rail, grouped, b, b + L, a->esize);
+    t2 = weft__shm_allgather(s, comm->coll->shm, rail, grouped, b, b + L, a->esize);
     weft__sched_dep(s, t1, t2);
     weft__sched_step(s, "rank order", 2);
     regroup(s, grouped, a->dst, block, 0, t2);

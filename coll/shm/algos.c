@@ -6,10 +6,11 @@
  * point-to-point algorithm builds the operation instead.
  */
 #include "coll/shm/shm.h"
+#include "runtime/comm.h"
 
 int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a)
 {
-    return comm->shm != NULL && comm->node->nnodes == 1 && comm->shm->L == a->size;
+    return comm->coll->shm != NULL && comm->node->nnodes == 1 && comm->coll->shm->L == a->size;
 }
 
 static weft_status_t fallback(weft_sched_t *s, const weft_coll_args_t *a, size_t bytes)
@@ -48,7 +49,7 @@ static weft_status_t blocks(weft_sched_t *s, const weft_coll_args_t *a, size_t *
 static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
-    weft_shm_t *shm = comm->shm;
+    weft_shm_t *shm = comm->coll->shm;
     size_t *boff, *bcnt;
     weft_status_t status;
 

@@ -28,6 +28,7 @@
  * rounds (process_vm_readv, device IPC) are in coll/shm/single_copy.c.
  */
 #include "coll/shm/op.h"
+#include "runtime/comm.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -677,7 +678,7 @@ static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t se
 weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
                             const weft_device_ops_t *dev, int *handled_p)
 {
-    weft_shm_t *shm = comm->shm;
+    weft_shm_t *shm = comm->coll->shm;
     size_t b[2 * 256], total = a->count;
     shm_op_t o;
 

@@ -1,5 +1,6 @@
 /* The node's shared-memory segment of a communicator (coll/shm/shm.h). */
 #include "coll/shm/shm.h"
+#include "runtime/comm.h"
 
 _Static_assert(sizeof(weft_shm_ctrl_t) == 128 && offsetof(weft_shm_ctrl_t, pid) == 64,
                "per rank: one hot cache line, one cold");
@@ -267,7 +268,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     weft_status_t status = WEFT_OK;
     int32_t ack;
 
-    comm->shm = NULL;
+    comm->coll->shm = NULL;
     /* every rank decides the same: same settings, same map */
     if (!weft__coll_config.shm || !m->uniform || L < 2) {
         return WEFT_OK;
@@ -329,7 +330,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     }
     shm->copy_gbs = 1e-9 / agree[1];
     shm->cma = agree[2] == 0;
-    comm->shm = shm;
+    comm->coll->shm = shm;
     weft__log_info("shared memory: %d local ranks, %zu KiB slots, copy %.1f GB/s%s", L,
                    shm->slot_bytes >> 10, shm->copy_gbs, shm->cma ? ", single-copy reads" : "");
     return WEFT_OK;

@@ -11,6 +11,7 @@
  * reference, and allreduce results must be bitwise equal on every rank.
  */
 #include <criterion/criterion.h>
+#include "runtime/comm.h"
 
 #include "coll/coll.h"
 #include "coll/shm/shm.h"
@@ -427,8 +428,8 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
-    atomic_fetch_add(&with_shm, weft__comm_of(comm)->shm != NULL);
-    atomic_fetch_add(&with_cma, weft__comm_of(comm)->shm != NULL && weft__comm_of(comm)->shm->cma);
+    atomic_fetch_add(&with_shm, weft__comm_of(comm)->coll->shm != NULL);
+    atomic_fetch_add(&with_cma, weft__comm_of(comm)->coll->shm != NULL && weft__comm_of(comm)->coll->shm->cma);
     atomic_fetch_add(&with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
 
     for (int i = 0; i < sh->ncases; i++) {

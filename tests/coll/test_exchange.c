@@ -356,7 +356,7 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
-    atomic_fetch_add(&with_shm, weft__comm_of(comm)->shm != NULL);
+    atomic_fetch_add(&with_shm, weft__comm_of(comm)->coll->shm != NULL);
     atomic_fetch_add(&with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);

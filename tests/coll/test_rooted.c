@@ -258,7 +258,7 @@ static atomic_int with_shm, with_nodes;
 
 static void count_placement(weft_comm_t comm)
 {
-    atomic_fetch_add(&with_shm, weft__comm_of(comm)->shm != NULL);
+    atomic_fetch_add(&with_shm, weft__comm_of(comm)->coll->shm != NULL);
     atomic_fetch_add(&with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
 }
 

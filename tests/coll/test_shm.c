@@ -20,6 +20,7 @@
  * (call, rank, element); int32 sums and maxima are exact in any order.
  */
 #include <criterion/criterion.h>
+#include "runtime/comm.h"
 
 #include "coll/coll.h"
 #include "coll/cost.h"
@@ -334,7 +335,7 @@ static void collectives_body(weft_comm_t comm, int rank, void *arg)
     shared_t *sh = arg;
 
     (void)rank;
-    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->coll->shm != NULL);
     atomic_fetch_add(&sh->with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
     for (int c = 0; c < NCOUNTS && harness_fail_count() == 0; c++) {
         run_collectives(sh, comm, test_counts[c], c * 16);
@@ -384,10 +385,10 @@ static void lifetime_body(weft_comm_t comm, int rank, void *arg)
     shared_t *sh = arg;
     weft_comm_t half = NULL;
 
-    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
-    if (rank == 0 && weft__comm_of(comm)->shm != NULL) {
-        sh->slot_bytes = weft__comm_of(comm)->shm->slot_bytes;
-        sh->local_size = weft__comm_of(comm)->shm->L;
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->coll->shm != NULL);
+    if (rank == 0 && weft__comm_of(comm)->coll->shm != NULL) {
+        sh->slot_bytes = weft__comm_of(comm)->coll->shm->slot_bytes;
+        sh->local_size = weft__comm_of(comm)->coll->shm->L;
     }
     pthread_barrier_wait(&sh->barrier);
     if (rank == 0) {
@@ -401,7 +402,7 @@ static void lifetime_body(weft_comm_t comm, int rank, void *arg)
         HARNESS_FAIL("rank %d: split: %s", rank, weft_last_error());
         half = NULL; /* the others still meet this rank at every barrier */
     }
-    atomic_fetch_add(&sh->with_shm, half != NULL && weft__comm_of(half)->shm != NULL);
+    atomic_fetch_add(&sh->with_shm, half != NULL && weft__comm_of(half)->coll->shm != NULL);
     pthread_barrier_wait(&sh->barrier);
     if (rank == 0) {
         sh->seen_dev_shm[1] = dev_shm_count();
@@ -483,10 +484,10 @@ static void slot_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
-    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
-    if (rank == 0 && weft__comm_of(comm)->shm != NULL) {
-        sh->slot_bytes = weft__comm_of(comm)->shm->slot_bytes;
-        sh->local_size = weft__comm_of(comm)->shm->L;
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->coll->shm != NULL);
+    if (rank == 0 && weft__comm_of(comm)->coll->shm != NULL) {
+        sh->slot_bytes = weft__comm_of(comm)->coll->shm->slot_bytes;
+        sh->local_size = weft__comm_of(comm)->coll->shm->L;
     }
     run_collectives(sh, comm, 5003, 7);
 }
@@ -668,8 +669,8 @@ Test(forced, hier_on_one_node_falls_back, .timeout = 120)
  * fall back themselves. */
 static void single_body(weft_comm_t comm, int rank, void *arg)
 {
-    if (weft__comm_of(comm)->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
-        HARNESS_FAIL("one rank: segment %p, allreduce selects %s", (void *)weft__comm_of(comm)->shm,
+    if (weft__comm_of(comm)->coll->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
+        HARNESS_FAIL("one rank: segment %p, allreduce selects %s", (void *)weft__comm_of(comm)->coll->shm,
                      selected(comm, WEFT_COLL_ALLREDUCE, 4096));
         return;
     }
@@ -703,7 +704,7 @@ static void many_body(weft_comm_t comm, int rank, void *arg)
     int32_t *in = alloc32(1031 * 2), *out = alloc32(1031);
     weft_status_t st;
 
-    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->shm != NULL);
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->coll->shm != NULL);
     for (size_t c = 0; c < 2; c++) {
         size_t n = counts[c];
 

@@ -290,8 +290,8 @@ static void stress_body(weft_comm_t world, int rank, void *arg)
         fail(sh, "split failed");
         return;
     }
-    atomic_fetch_add(&sh->world_shm, weft__comm_of(world)->shm != NULL);
-    atomic_fetch_add(&sh->half_shm, weft__comm_of(half)->shm != NULL);
+    atomic_fetch_add(&sh->world_shm, weft__comm_of(world)->coll->shm != NULL);
+    atomic_fetch_add(&sh->half_shm, weft__comm_of(half)->coll->shm != NULL);
     comms[0] = world;
     comms[1] = half;
     for (int k = 0; k < sh->nops && atomic_load(&sh->failures) == 0; k++) {
@@ -705,8 +705,8 @@ static void order_body(weft_comm_t world, int rank, void *arg)
         fail(sh, "split failed");
         return;
     }
-    atomic_fetch_add(&sh->world_shm, weft__comm_of(world)->shm != NULL);
-    atomic_fetch_add(&sh->half_shm, weft__comm_of(half)->shm != NULL);
+    atomic_fetch_add(&sh->world_shm, weft__comm_of(world)->coll->shm != NULL);
+    atomic_fetch_add(&sh->half_shm, weft__comm_of(half)->coll->shm != NULL);
     for (int round = 0; round < ORDER_ROUNDS && atomic_load(&sh->failures) == 0; round++) {
         if (start_batch(sh, wb, BATCH, &rng, &k, 0, world, rank) != 0) {
             break;

@@ -361,7 +361,7 @@ static void off_rank(weft_comm_t comm, int rank, void *arg)
     EXPECT_OK(weft_allreduce(WEFT_IN_PLACE, &v, 1, WEFT_FLOAT64, WEFT_SUM, comm), "ar");
     EXPECT_OK(weft_stats(comm, e, 4, &n), "weft_stats");
     EXPECT(n == 0, "WEFT_STATS off: nothing counted");
-    EXPECT(weft__comm_of(comm)->obs == NULL, "off: no observation state at all");
+    EXPECT(weft__comm_of(comm)->coll->obs == NULL, "off: no observation state at all");
     atomic_fetch_add(&sh->checked, 1);
 }
 

@@ -1,0 +1,37 @@
+/*
+ * What the collective layer keeps per communicator (comm->coll): only coll/
+ * reads and writes it (runtime/ sets the cost model's measurements when it
+ * makes a communicator). Allocated with the communicator; its contents are
+ * released when the communicator's transport goes (weft__coll_comm_release),
+ * the struct itself with the communicator's memory (weft__coll_comm_free).
+ */
+#ifndef WEFT_COLL_COMM_STATE_H
+#define WEFT_COLL_COMM_STATE_H
+
+#include "comm/comm.h"
+
+struct weft_coll_comm {
+    struct weft_sched *sched_cache; /* last finished schedule, reused (coll/sched.c) */
+    struct weft_sched *active;      /* started, unfinished schedules (coll/sched_engine.c) */
+    int cost_measured;              /* cost_* hold agreed measurements (coll/cost.h) */
+    double cost_alpha;
+    double cost_beta;
+    double cost_gamma;
+    struct weft_comm_choice { /* the last algorithm chosen per collective (coll/select.c) */
+        const void *algo;
+        size_t bytes;
+        int measured;
+    } last_choice[16];
+    struct weft_shm *shm;           /* this node's segment, or NULL (coll/shm/shm.h) */
+    struct weft_recorder *recorder; /* the last operations (coll/diag/record.h) */
+    struct weft_obs *obs;           /* trace and counters (coll/diag/obs.h) */
+};
+
+/* comm->coll for a new communicator: WEFT_ERR_NO_MEMORY when it cannot. */
+weft_status_t weft__coll_comm_create(struct weft_comm *comm);
+/* Release what comm->coll holds (schedules, shared memory, recorder, trace). */
+void weft__coll_comm_release(struct weft_comm *comm);
+/* Free comm->coll (with the communicator's memory). */
+void weft__coll_comm_free(struct weft_comm *comm);
+
+#endif /* WEFT_COLL_COMM_STATE_H */
