@@ -1,6 +1,7 @@
 /*
- * Collective layer: the algorithm registry, size-based selection with the
- * WEFT_TUNE override, and the module's configuration.
+ * Collective layer: the algorithm registry (coll/registry.c), selection by
+ * the cost model with the WEFT_TUNE override (coll/select.c, coll/cost.c),
+ * and the module's configuration.
  *
  * An algorithm is a builder: it turns validated arguments into a schedule
  * (coll/sched.h) and never runs anything itself. Builders see only the
@@ -74,18 +75,64 @@ typedef struct weft_coll_args {
 
 typedef weft_status_t (*weft_coll_build_fn)(weft_sched_t *s, const weft_coll_args_t *args);
 
+/* Predicted seconds for n bytes (one rank's vector) on p > 1 ranks with the
+ * parameters c (coll/cost.h); called only where the row's layout holds. */
+struct weft_cost_params;
+typedef double (*weft_coll_cost_fn)(const struct weft_cost_params *c, double n, int p);
+
+/* Where the ranks must be for an algorithm to run: selection offers it only
+ * there (forced by WEFT_TUNE elsewhere, the rule is dropped). */
+typedef enum {
+    WEFT_COLL_LAYOUT_ANY,      /* any communicator */
+    WEFT_COLL_LAYOUT_ONE_NODE, /* every rank on one node, with its shared-memory segment */
+    WEFT_COLL_LAYOUT_NODES     /* several nodes, the same number (> 1) of ranks and a
+                                * shared-memory segment on each */
+} weft_coll_layout_t;
+
+/* How an algorithm copes with its inputs (weft_coll_algo_t.flags). */
+enum {
+    /* p not a power of two: the extra ranks fold in first (coll/allreduce/fold.h) */
+    WEFT_COLL_POW2_FOLD = 1u << 0,
+    /* p not a power of two: the builder hands the operation to .otherwise */
+    WEFT_COLL_POW2_ONLY = 1u << 1,
+    /* in place: the input is first copied to scratch */
+    WEFT_COLL_INPLACE_STAGED = 1u << 2,
+};
+
+/*
+ * One algorithm of one collective: a row of the registry
+ * (weft__coll_algos[], coll/registry.c). Selection, WEFT_TUNE, weft_info
+ * (--explain, --algorithms) and the table of docs/algorithms.md all read
+ * these rows (tests/coll/test_algorithms_doc.sh keeps the table equal).
+ */
 typedef struct weft_coll_algo {
-    const char *name;
+    const char *name; /* what WEFT_TUNE, traces and dumps call it */
     weft_coll_kind_t kind;
     weft_coll_build_fn build;
+    weft_coll_cost_fn cost;
+    weft_coll_layout_t layout;
+    unsigned flags;        /* WEFT_COLL_POW2_*, WEFT_COLL_INPLACE_STAGED */
+    const char *otherwise; /* with WEFT_COLL_POW2_ONLY: the algorithm run on other p */
+    const char *file;      /* the source whose first comment has its idea and cost */
+    const char *model;     /* .cost in words (n, p, alpha, beta, gamma as in the docs) */
+    const char *desc;      /* one line: what it is and when it wins */
 } weft_coll_algo_t;
 
-const char *weft__coll_kind_name(weft_coll_kind_t kind);
+/* Every algorithm, the rows of one collective together in preference order
+ * (the first wins a tie of predicted times). */
+extern const weft_coll_algo_t weft__coll_algos[];
+extern const int weft__coll_nalgos;
 
-/* Algorithm tables of groups of collectives, each ended by an entry whose
- * name is NULL (coll/algos_*.c). */
-extern const weft_coll_algo_t weft__coll_algos_rooted[];
-extern const weft_coll_algo_t weft__coll_algos_exchange[];
+const char *weft__coll_kind_name(weft_coll_kind_t kind);
+/* The collective named `name` ("allreduce", ...): WEFT_OK, or
+ * WEFT_ERR_INVALID_ARG (no error recorded: the caller names its context). */
+weft_status_t weft__coll_kind_parse(const char *name, weft_coll_kind_t *kind_p);
+/* What a layout needs, in words ("one node with shared memory", ...). */
+const char *weft__coll_layout_name(weft_coll_layout_t layout);
+/* The constraints of a row in words ("any p", "p not 2^k: fold", ...), as
+ * docs/algorithms.md shows them: its layout, flags and .otherwise; returns
+ * buf (truncated to len). */
+const char *weft__coll_algo_constraints(const weft_coll_algo_t *algo, char *buf, size_t len);
 
 /* The algorithm for kind at `bytes` (the whole vector of one rank: allreduce
  * count, reduce_scatter size*count, allgather size*count elements): the
@@ -93,9 +140,9 @@ extern const weft_coll_algo_t weft__coll_algos_exchange[];
  * with the configured parameters (coll/cost.h). NULL when no algorithm of
  * that kind is registered. */
 const weft_coll_algo_t *weft__coll_select(weft_coll_kind_t kind, size_t bytes, int nranks);
-/* The registered algorithms of kind, in registration order (*count_p of
- * them). Thread-safe. */
-const weft_coll_algo_t *const *weft__coll_algos_of(weft_coll_kind_t kind, int *count_p);
+/* The rows of kind in the registry (*count_p of them, NULL when none), in
+ * preference order. Thread-safe. */
+const weft_coll_algo_t *weft__coll_algos_of(weft_coll_kind_t kind, int *count_p);
 /* The algorithm the first matching WEFT_TUNE rule names, or NULL. */
 const weft_coll_algo_t *weft__coll_tune_match(weft_coll_kind_t kind, size_t bytes);
 /* The algorithm of that name, or NULL. */
@@ -156,9 +203,10 @@ weft_status_t weft__reduce_scatter_ring(weft_sched_t *s, const weft_coll_args_t 
 weft_status_t weft__allgather_ring(weft_sched_t *s, const weft_coll_args_t *a);
 
 /* Algorithms that need the node map and shared memory (coll/shm/algos.c,
- * coll/hier/hier.c); selection offers them only where they can run. */
-extern const weft_coll_algo_t weft__coll_algos_shm[];
-extern const weft_coll_algo_t weft__coll_algos_hier[];
+ * coll/hier/hier.c): the same builder for every collective they have; where
+ * they cannot run they build the cheapest point-to-point algorithm. */
+weft_status_t weft__shm_build(weft_sched_t *s, const weft_coll_args_t *a);
+weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a);
 
 /* Bytes that select an algorithm: one rank's whole vector. */
 size_t weft__coll_bytes(const weft_coll_args_t *a);

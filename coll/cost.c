@@ -1,12 +1,10 @@
-/* Cost models of every algorithm and the cost-based choice (coll/cost.h). */
+/* The cost models of the registry's rows and the cost-based choice (coll/cost.h). */
 #include "coll/cost.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 #include "coll/shm/shm.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef double (*cost_fn)(const weft_cost_params_t *c, double n, int p);
 
 static int log2_floor(int p)
 {
@@ -31,14 +29,14 @@ static double fold(const weft_cost_params_t *c, double n, int p)
     return (1 << log2_floor(p)) == p ? 0 : 2 * c->alpha + 2 * n * c->beta + n * c->gamma;
 }
 
-static double allreduce_rd(const weft_cost_params_t *c, double n, int p)
+double weft__cost_allreduce_rd(const weft_cost_params_t *c, double n, int p)
 {
     int l = log2_floor(p);
 
     return l * (c->alpha + n * c->beta + n * c->gamma) + fold(c, n, p);
 }
 
-static double allreduce_rab(const weft_cost_params_t *c, double n, int p)
+double weft__cost_allreduce_rab(const weft_cost_params_t *c, double n, int p)
 {
     int l = log2_floor(p), q = 1 << l;
     double f = (double)(q - 1) / q;
@@ -46,79 +44,79 @@ static double allreduce_rab(const weft_cost_params_t *c, double n, int p)
     return 2 * l * c->alpha + 2 * f * n * c->beta + f * n * c->gamma + fold(c, n, p);
 }
 
-static double ring_rs(const weft_cost_params_t *c, double n, int p)
+double weft__cost_rs_ring(const weft_cost_params_t *c, double n, int p)
 {
     double f = (double)(p - 1) / p;
 
     return (p - 1) * c->alpha + f * n * fmax(c->beta, c->gamma);
 }
 
-static double ring_ag(const weft_cost_params_t *c, double n, int p)
+double weft__cost_ag_ring(const weft_cost_params_t *c, double n, int p)
 {
     return (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
-static double allreduce_ring(const weft_cost_params_t *c, double n, int p)
+double weft__cost_allreduce_ring(const weft_cost_params_t *c, double n, int p)
 {
-    return ring_rs(c, n, p) + ring_ag(c, n, p);
+    return weft__cost_rs_ring(c, n, p) + weft__cost_ag_ring(c, n, p);
 }
 
-static double rs_halving(const weft_cost_params_t *c, double n, int p)
+double weft__cost_rs_halving(const weft_cost_params_t *c, double n, int p)
 {
     if ((1 << log2_floor(p)) != p) {
-        return ring_rs(c, n, p); /* falls back to the ring */
+        return weft__cost_rs_ring(c, n, p); /* falls back to the ring */
     }
     return log2_floor(p) * c->alpha + (double)(p - 1) / p * n * (c->beta + c->gamma);
 }
 
-static double ag_log(const weft_cost_params_t *c, double n, int p)
+double weft__cost_ag_log(const weft_cost_params_t *c, double n, int p)
 {
     return log2_ceil(p) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
-static double ag_bruck(const weft_cost_params_t *c, double n, int p)
+double weft__cost_ag_bruck(const weft_cost_params_t *c, double n, int p)
 {
     /* plus the final rotation, a local copy of the result */
-    return ag_log(c, n, p) + n * c->beta / 4;
+    return weft__cost_ag_log(c, n, p) + n * c->beta / 4;
 }
 
-static double bcast_binomial(const weft_cost_params_t *c, double n, int p)
+double weft__cost_bcast_binomial(const weft_cost_params_t *c, double n, int p)
 {
     return log2_ceil(p) * (c->alpha + n * c->beta);
 }
 
-static double bcast_scatter_ag(const weft_cost_params_t *c, double n, int p)
+double weft__cost_bcast_scatter_ag(const weft_cost_params_t *c, double n, int p)
 {
     return (log2_ceil(p) + p - 1) * c->alpha + 2 * (double)(p - 1) / p * n * c->beta;
 }
 
-static double reduce_binomial(const weft_cost_params_t *c, double n, int p)
+double weft__cost_reduce_binomial(const weft_cost_params_t *c, double n, int p)
 {
     return log2_ceil(p) * (c->alpha + n * c->beta + n * c->gamma);
 }
 
-static double reduce_rs_gather(const weft_cost_params_t *c, double n, int p)
+double weft__cost_reduce_rs_gather(const weft_cost_params_t *c, double n, int p)
 {
-    return ring_rs(c, n, p) + (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
+    return weft__cost_rs_ring(c, n, p) + (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
-static double tree_gather(const weft_cost_params_t *c, double n, int p)
+double weft__cost_tree_gather(const weft_cost_params_t *c, double n, int p)
 {
     return log2_ceil(p) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
-static double a2a_pairwise(const weft_cost_params_t *c, double n, int p)
+double weft__cost_a2a_pairwise(const weft_cost_params_t *c, double n, int p)
 {
     return (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
-static double a2a_bruck(const weft_cost_params_t *c, double n, int p)
+double weft__cost_a2a_bruck(const weft_cost_params_t *c, double n, int p)
 {
     /* each step moves about half the blocks; packing copies them again */
     return log2_ceil(p) * (c->alpha + n / 2 * 2 * c->beta);
 }
 
-static double barrier_dissemination(const weft_cost_params_t *c, double n, int p)
+double weft__cost_barrier_dissemination(const weft_cost_params_t *c, double n, int p)
 {
     (void)n;
     return log2_ceil(p) * c->alpha;
@@ -162,140 +160,88 @@ static double shm_bcast_in(const weft_cost_params_t *c, double n, int L)
     return rounds(n, (double)c->shm_slot) * c->shm_alpha + 2 * n * c->shm_copy;
 }
 
-static int one_node(const weft_cost_params_t *c, int p)
+/* Called only on one node of p = L ranks with shared memory (the row's layout). */
+double weft__cost_shm_allreduce(const weft_cost_params_t *c, double n, int p)
 {
-    return c->shm && !c->flat_only && c->nodes == 1 && c->local == p;
+    return shm_allreduce_in(c, n, p);
 }
 
-static double shm_allreduce(const weft_cost_params_t *c, double n, int p)
+double weft__cost_shm_rs(const weft_cost_params_t *c, double n, int p)
 {
-    return one_node(c, p) ? shm_allreduce_in(c, n, p) : -1;
+    return shm_rs_in(c, n, p);
 }
 
-static double shm_rs(const weft_cost_params_t *c, double n, int p)
+double weft__cost_shm_ag(const weft_cost_params_t *c, double n, int p)
 {
-    return one_node(c, p) ? shm_rs_in(c, n, p) : -1;
+    return shm_ag_in(c, n, p);
 }
 
-static double shm_ag(const weft_cost_params_t *c, double n, int p)
+double weft__cost_shm_bcast(const weft_cost_params_t *c, double n, int p)
 {
-    return one_node(c, p) ? shm_ag_in(c, n, p) : -1;
+    return shm_bcast_in(c, n, p);
 }
 
-static double shm_bcast(const weft_cost_params_t *c, double n, int p)
-{
-    return one_node(c, p) ? shm_bcast_in(c, n, p) : -1;
-}
-
-static double shm_barrier(const weft_cost_params_t *c, double n, int p)
+double weft__cost_shm_barrier(const weft_cost_params_t *c, double n, int p)
 {
     (void)n;
-    return one_node(c, p) ? c->shm_alpha : -1;
+    (void)p;
+    return c->shm_alpha;
 }
 
-/* the cheapest point-to-point algorithm of kind between the nodes */
-static double inner(const weft_cost_params_t *c, weft_coll_kind_t kind, double n, int nodes);
-
-static int two_levels(const weft_cost_params_t *c, int p)
-{
-    return c->shm && !c->flat_only && c->nodes > 1 && c->local > 1 && c->nodes * c->local == p;
-}
-
-static double hier_allreduce(const weft_cost_params_t *c, double n, int p)
-{
-    int L = c->local;
-
-    if (!two_levels(c, p)) {
-        return -1;
-    }
-    return shm_rs_in(c, n, L) + inner(c, WEFT_COLL_ALLREDUCE, n / L, c->nodes) + shm_ag_in(c, n, L);
-}
-
-static double hier_bcast(const weft_cost_params_t *c, double n, int p)
-{
-    int L = c->local;
-
-    if (!two_levels(c, p)) {
-        return -1;
-    }
-    return shm_bcast_in(c, n, L) + inner(c, WEFT_COLL_BCAST, n / L, c->nodes) + shm_ag_in(c, n, L);
-}
-
-static double hier_rs(const weft_cost_params_t *c, double n, int p)
-{
-    int L = c->local;
-
-    if (!two_levels(c, p)) {
-        return -1;
-    }
-    /* a local copy puts each rail's blocks together first */
-    return n * c->shm_copy + shm_rs_in(c, n, L) +
-           inner(c, WEFT_COLL_REDUCE_SCATTER, n / L, c->nodes);
-}
-
-static double hier_ag(const weft_cost_params_t *c, double n, int p)
-{
-    int L = c->local;
-
-    if (!two_levels(c, p)) {
-        return -1;
-    }
-    return inner(c, WEFT_COLL_ALLGATHER, n / L, c->nodes) + shm_ag_in(c, n, L) + n * c->shm_copy;
-}
-
-static const struct {
-    weft_coll_kind_t kind;
-    const char *name;
-    cost_fn fn;
-} models[] = {
-    {WEFT_COLL_ALLREDUCE, "shm", shm_allreduce},
-    {WEFT_COLL_ALLREDUCE, "hier", hier_allreduce},
-    {WEFT_COLL_REDUCE_SCATTER, "shm", shm_rs},
-    {WEFT_COLL_REDUCE_SCATTER, "hier", hier_rs},
-    {WEFT_COLL_REDUCE_SCATTER_V, "shm", shm_rs},
-    {WEFT_COLL_ALLGATHER, "shm", shm_ag},
-    {WEFT_COLL_ALLGATHER, "hier", hier_ag},
-    {WEFT_COLL_ALLGATHERV, "shm", shm_ag},
-    {WEFT_COLL_BCAST, "shm", shm_bcast},
-    {WEFT_COLL_BCAST, "hier", hier_bcast},
-    {WEFT_COLL_REDUCE, "shm", shm_allreduce},
-    {WEFT_COLL_BARRIER, "shm", shm_barrier},
-    {WEFT_COLL_ALLREDUCE, "recursive_doubling", allreduce_rd},
-    {WEFT_COLL_ALLREDUCE, "rabenseifner", allreduce_rab},
-    {WEFT_COLL_ALLREDUCE, "ring", allreduce_ring},
-    {WEFT_COLL_REDUCE_SCATTER, "ring", ring_rs},
-    {WEFT_COLL_REDUCE_SCATTER, "recursive_halving", rs_halving},
-    {WEFT_COLL_REDUCE_SCATTER_V, "ring", ring_rs},
-    {WEFT_COLL_ALLGATHER, "ring", ring_ag},
-    {WEFT_COLL_ALLGATHER, "recursive_doubling", ag_log},
-    {WEFT_COLL_ALLGATHER, "bruck", ag_bruck},
-    {WEFT_COLL_ALLGATHERV, "ring", ring_ag},
-    {WEFT_COLL_BCAST, "binomial", bcast_binomial},
-    {WEFT_COLL_BCAST, "scatter_allgather", bcast_scatter_ag},
-    {WEFT_COLL_REDUCE, "binomial", reduce_binomial},
-    {WEFT_COLL_REDUCE, "reduce_scatter_gather", reduce_rs_gather},
-    {WEFT_COLL_GATHER, "binomial", tree_gather},
-    {WEFT_COLL_SCATTER, "binomial", tree_gather},
-    {WEFT_COLL_ALLTOALL, "pairwise", a2a_pairwise},
-    {WEFT_COLL_ALLTOALL, "bruck", a2a_bruck},
-    {WEFT_COLL_ALLTOALLV, "pairwise", a2a_pairwise},
-    {WEFT_COLL_BARRIER, "dissemination", barrier_dissemination},
-};
-
+/* The cheapest point-to-point algorithm of kind between the nodes: the
+ * registry's rows of kind that run anywhere, on nodes ranks. */
 static double inner(const weft_cost_params_t *c, weft_coll_kind_t kind, double n, int nodes)
 {
     weft_cost_params_t flat = *c;
     double best = -1;
+    int count;
+    const weft_coll_algo_t *rows = weft__coll_algos_of(kind, &count);
 
     flat.flat_only = 1;
-    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
-        if (models[i].kind == kind) {
-            double t = models[i].fn(&flat, n, nodes);
+    for (int i = 0; i < count; i++) {
+        if (weft__cost_fits(&rows[i], &flat, nodes)) {
+            double t = rows[i].cost(&flat, n, nodes);
 
             best = t >= 0 && (best < 0 || t < best) ? t : best;
         }
     }
     return best < 0 ? 0 : best;
+}
+
+/* Called only on N = c->nodes nodes of L = c->local ranks with shared memory
+ * (the row's layout), p = N L. */
+double weft__cost_hier_allreduce(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    (void)p;
+    return shm_rs_in(c, n, L) + inner(c, WEFT_COLL_ALLREDUCE, n / L, c->nodes) + shm_ag_in(c, n, L);
+}
+
+double weft__cost_hier_bcast(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    (void)p;
+    return shm_bcast_in(c, n, L) + inner(c, WEFT_COLL_BCAST, n / L, c->nodes) + shm_ag_in(c, n, L);
+}
+
+double weft__cost_hier_rs(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    (void)p;
+    /* a local copy puts each rail's blocks together first */
+    return n * c->shm_copy + shm_rs_in(c, n, L) +
+           inner(c, WEFT_COLL_REDUCE_SCATTER, n / L, c->nodes);
+}
+
+double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)
+{
+    int L = c->local;
+
+    (void)p;
+    return inner(c, WEFT_COLL_ALLGATHER, n / L, c->nodes) + shm_ag_in(c, n, L) + n * c->shm_copy;
 }
 
 void weft__cost_defaults(weft_cost_params_t *params)
@@ -338,15 +284,28 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
     }
 }
 
+int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *params, int nranks)
+{
+    const weft_cost_params_t *c = params;
+
+    switch (algo->layout) {
+    case WEFT_COLL_LAYOUT_ONE_NODE:
+        return c->shm && !c->flat_only && c->nodes == 1 && c->local == nranks;
+    case WEFT_COLL_LAYOUT_NODES:
+        return c->shm && !c->flat_only && c->nodes > 1 && c->local > 1 &&
+               c->nodes * c->local == nranks;
+    default:
+        return 1;
+    }
+}
+
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
                           size_t bytes, int nranks)
 {
-    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
-        if (models[i].kind == algo->kind && strcmp(models[i].name, algo->name) == 0) {
-            return nranks <= 1 ? 0 : models[i].fn(params, (double)bytes, nranks);
-        }
+    if (nranks <= 1) {
+        return 0;
     }
-    return -1;
+    return weft__cost_fits(algo, params, nranks) ? algo->cost(params, (double)bytes, nranks) : -1;
 }
 
 const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, int nranks,
@@ -356,7 +315,7 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
     const weft_coll_algo_t *best = NULL;
     double best_t = 0;
     int n;
-    const weft_coll_algo_t *const *list;
+    const weft_coll_algo_t *list;
 
     if (params->flat_only) {
         rule = NULL; /* a rail inside a hierarchical algorithm: rules name the outer one */
@@ -368,14 +327,13 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
     }
     list = weft__coll_algos_of(kind, &n);
     for (int i = 0; i < n; i++) {
-        const weft_coll_algo_t *a = list[i];
+        const weft_coll_algo_t *a = &list[i];
         double t = weft__cost_predict(a, params, bytes, nranks);
 
         if (explain != NULL) {
             if (t < 0) {
                 fprintf(explain, "  %-24s %14s    (not here: needs %s)\n", a->name, "-",
-                        strcmp(a->name, "hier") == 0 ? "several nodes of equal rank counts"
-                                                     : "one node with shared memory");
+                        weft__coll_layout_name(a->layout));
             } else {
                 fprintf(explain, "  %-24s %14.3f us\n", a->name, t * 1e6);
             }

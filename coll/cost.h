@@ -7,8 +7,10 @@
  * communicators between processes, from a measurement at creation that all
  * ranks agree on (weft__cost_measure).
  *
- * The models follow the cost comments at the top of each algorithm's file;
- * pipelined ring phases overlap reduction with transfer, so they pay
+ * Each algorithm's model is a field of its registry row (coll/registry.c),
+ * which also carries the model in words for docs/algorithms.md; the
+ * formulas follow the cost comments at the top of each algorithm's file.
+ * Pipelined ring phases overlap reduction with transfer, so they pay
  * max(beta, gamma) per byte instead of beta + gamma.
  */
 #ifndef WEFT_COLL_COST_H
@@ -42,7 +44,12 @@ void weft__cost_defaults(weft_cost_params_t *params);
  * oversubscription penalty. */
 void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params);
 
-/* Predicted seconds, or a negative number when the algorithm has no model. */
+/* Whether the ranks are where algo's layout needs them (with flat_only, only
+ * WEFT_COLL_LAYOUT_ANY fits). */
+int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *params, int nranks);
+
+/* Predicted seconds (0 on one rank), or a negative number when the
+ * algorithm cannot run with these parameters (weft__cost_fits). */
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
                           size_t bytes, int nranks);
 
@@ -51,5 +58,23 @@ double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t
  * per candidate and the reason for the choice are printed there. */
 const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, int nranks,
                                           const weft_cost_params_t *params, FILE *explain);
+
+/*
+ * The models of the registry's rows (weft_coll_cost_fn; p > 1): point to
+ * point, then shared memory inside one node (L = p ranks), then the
+ * hierarchical ones (N nodes of L ranks; the best point-to-point model of
+ * the collective for n/L bytes on N ranks between the nodes).
+ */
+typedef double weft_cost_model_fn(const weft_cost_params_t *c, double n, int p);
+
+weft_cost_model_fn weft__cost_allreduce_rd, weft__cost_allreduce_rab, weft__cost_allreduce_ring,
+    weft__cost_rs_ring, weft__cost_rs_halving, weft__cost_ag_ring, weft__cost_ag_log,
+    weft__cost_ag_bruck, weft__cost_bcast_binomial, weft__cost_bcast_scatter_ag,
+    weft__cost_reduce_binomial, weft__cost_reduce_rs_gather, weft__cost_tree_gather,
+    weft__cost_a2a_pairwise, weft__cost_a2a_bruck, weft__cost_barrier_dissemination;
+weft_cost_model_fn weft__cost_shm_allreduce, weft__cost_shm_rs, weft__cost_shm_ag,
+    weft__cost_shm_bcast, weft__cost_shm_barrier;
+weft_cost_model_fn weft__cost_hier_allreduce, weft__cost_hier_bcast, weft__cost_hier_rs,
+    weft__cost_hier_ag;
 
 #endif /* WEFT_COLL_COST_H */

@@ -1,7 +1,7 @@
 /*
  * Builders of the exchange collectives: allgather, allgatherv,
  * reduce_scatter, reduce_scatter_v, alltoall, alltoallv (one file each,
- * registered in coll/algos_exchange.c). Each turns validated arguments
+ * registered in coll/registry.c). Each turns validated arguments
  * (coll/coll.h) into a schedule and never blocks; errors stick in the
  * schedule.
  */

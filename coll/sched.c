@@ -5,7 +5,7 @@
  * communicator keeps its last finished schedule for the next operation.
  */
 #include "coll/sched_impl.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 #include "coll/coll.h"
 #include "coll/diag/obs.h"

@@ -1,18 +1,19 @@
 /*
- * Algorithm registry and selection. Defaults are size thresholds for now
- * (the cost model replaces them in a later step); WEFT_TUNE rules, parsed
- * once at weft_init, take precedence: the first rule whose collective and
- * [lo, hi) byte range match wins.
+ * Selection and the start of an operation. The algorithm is the cheapest of
+ * its collective's rows in the registry (coll/registry.c) by the cost model
+ * (coll/cost.c); WEFT_TUNE rules, parsed once at weft_init and checked
+ * against the registry, take precedence: the first rule whose collective and
+ * [lo, hi) byte range match wins. Also the module's configuration table.
  */
 #include "coll/coll.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 #include "coll/diag/check.h"
 #include "coll/diag/obs.h"
 #include "coll/diag/record.h"
 #include "coll/cost.h"
 #include "coll/shm/shm.h"
 
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,23 +96,6 @@ weft_config_table_t weft__coll_config_table = {"coll", coll_entries,
                                                sizeof(coll_entries) / sizeof(coll_entries[0]),
                                                &weft__coll_config, coll_values};
 
-static const weft_coll_algo_t algos[] = {
-    {"recursive_doubling", WEFT_COLL_ALLREDUCE, weft__allreduce_recursive_doubling},
-    {"rabenseifner", WEFT_COLL_ALLREDUCE, weft__allreduce_rabenseifner},
-    {"ring", WEFT_COLL_ALLREDUCE, weft__allreduce_ring},
-    {"ring", WEFT_COLL_REDUCE_SCATTER, weft__reduce_scatter_ring},
-    {"ring", WEFT_COLL_ALLGATHER, weft__allgather_ring},
-};
-
-static const char *const kind_names[WEFT_COLL_KIND_COUNT] = {
-    [WEFT_COLL_ALLREDUCE] = "allreduce", [WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [WEFT_COLL_ALLGATHER] = "allgather", [WEFT_COLL_BCAST] = "bcast",
-    [WEFT_COLL_REDUCE] = "reduce",       [WEFT_COLL_GATHER] = "gather",
-    [WEFT_COLL_SCATTER] = "scatter",     [WEFT_COLL_ALLTOALL] = "alltoall",
-    [WEFT_COLL_BARRIER] = "barrier",     [WEFT_COLL_ALLGATHERV] = "allgatherv",
-    [WEFT_COLL_ALLTOALLV] = "alltoallv", [WEFT_COLL_REDUCE_SCATTER_V] = "reduce_scatter_v",
-};
-
 typedef struct tune_rule {
     weft_coll_kind_t kind;
     size_t lo;
@@ -121,66 +105,6 @@ typedef struct tune_rule {
 
 static tune_rule_t *rules;
 static size_t nrules;
-
-const char *weft__coll_kind_name(weft_coll_kind_t kind)
-{
-    return (unsigned)kind < WEFT_COLL_KIND_COUNT ? kind_names[kind] : "unknown";
-}
-
-/* Every registered algorithm, grouped by collective once (first use). */
-#define MAX_ALGOS_PER_KIND 8
-
-static struct {
-    const weft_coll_algo_t *algo[MAX_ALGOS_PER_KIND];
-    int n;
-} by_kind[WEFT_COLL_KIND_COUNT];
-static pthread_once_t by_kind_once = PTHREAD_ONCE_INIT;
-
-static void add_algo(const weft_coll_algo_t *a)
-{
-    if ((unsigned)a->kind >= WEFT_COLL_KIND_COUNT || by_kind[a->kind].n == MAX_ALGOS_PER_KIND) {
-        weft__log_error("algorithm %s of kind %d not registered: raise MAX_ALGOS_PER_KIND", a->name,
-                        (int)a->kind);
-        return;
-    }
-    by_kind[a->kind].algo[by_kind[a->kind].n++] = a;
-}
-
-static void index_algos(void)
-{
-    static const weft_coll_algo_t *const groups[] = {weft__coll_algos_rooted,
-                                                     weft__coll_algos_exchange,
-                                                     weft__coll_algos_shm, weft__coll_algos_hier};
-
-    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
-        add_algo(&algos[i]);
-    }
-    for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
-        for (const weft_coll_algo_t *a = groups[g]; a->name != NULL; a++) {
-            add_algo(a);
-        }
-    }
-}
-
-const weft_coll_algo_t *const *weft__coll_algos_of(weft_coll_kind_t kind, int *count_p)
-{
-    pthread_once(&by_kind_once, index_algos);
-    *count_p = (unsigned)kind < WEFT_COLL_KIND_COUNT ? by_kind[kind].n : 0;
-    return *count_p > 0 ? by_kind[kind].algo : NULL;
-}
-
-const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
-{
-    int n;
-    const weft_coll_algo_t *const *list = weft__coll_algos_of(kind, &n);
-
-    for (int i = 0; i < n; i++) {
-        if (strcmp(list[i]->name, name) == 0) {
-            return list[i];
-        }
-    }
-    return NULL;
-}
 
 const weft_coll_algo_t *weft__coll_tune_match(weft_coll_kind_t kind, size_t bytes)
 {
@@ -218,11 +142,40 @@ void weft__coll_tune_release(void)
     nrules = 0;
 }
 
+/* The names of kind's algorithms, ", "-separated, for an error message. */
+static const char *algo_names(weft_coll_kind_t kind, char *buf, size_t len)
+{
+    int n;
+    const weft_coll_algo_t *rows = weft__coll_algos_of(kind, &n);
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < len; i++) {
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", rows[i].name);
+    }
+    return buf;
+}
+
+/* The collectives that have algorithms, ", "-separated. */
+static const char *kind_list(char *buf, size_t len)
+{
+    size_t used = 0;
+    int n;
+
+    buf[0] = '\0';
+    for (int k = 0; k < WEFT_COLL_KIND_COUNT && used < len; k++) {
+        if (weft__coll_algos_of((weft_coll_kind_t)k, &n) != NULL) {
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
+                                     weft__coll_kind_name((weft_coll_kind_t)k));
+        }
+    }
+    return buf;
+}
+
 static weft_status_t parse_rule(char *text, tune_rule_t *rule)
 {
-    char *coll = text, *range, *algo, *dash;
+    char *coll = text, *range, *algo, *dash, names[256];
     weft_status_t status;
-    int kind;
 
     range = strchr(coll, ':');
     algo = range ? strchr(range + 1, ':') : NULL;
@@ -232,18 +185,14 @@ static weft_status_t parse_rule(char *text, tune_rule_t *rule)
     }
     *range++ = '\0';
     *algo++ = '\0';
-    for (kind = 0; kind < WEFT_COLL_KIND_COUNT; kind++) {
-        if (strcmp(kind_names[kind], coll) == 0) {
-            break;
-        }
+    if (weft__coll_kind_parse(coll, &rule->kind) != WEFT_OK) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: unknown collective '%s' (one of %s)",
+                           coll, kind_list(names, sizeof(names)));
     }
-    if (kind == WEFT_COLL_KIND_COUNT) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: unknown collective '%s'", coll);
-    }
-    rule->kind = (weft_coll_kind_t)kind;
     rule->algo = weft__coll_find(rule->kind, algo);
     if (rule->algo == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: %s has no algorithm '%s'", coll, algo);
+        return weft__error(WEFT_ERR_INVALID_ARG, "WEFT_TUNE: %s has no algorithm '%s' (it has %s)",
+                           coll, algo, algo_names(rule->kind, names, sizeof(names)));
     }
     dash = strchr(range, '-');
     if (dash == NULL) {
@@ -349,10 +298,10 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     }
     if (algo == NULL) {
         return weft__error(WEFT_ERR_UNSUPPORTED, "%s: no algorithm is built in",
-                           kind_names[args->kind]);
+                           weft__coll_kind_name(args->kind));
     }
     memset(desc, 0, sizeof(*desc));
-    desc->coll = kind_names[args->kind];
+    desc->coll = weft__coll_kind_name(args->kind);
     desc->count = args->count;
     desc->bytes = bytes;
     desc->dtype = args->dtype;
@@ -481,8 +430,8 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
     }
     /* nothing else outstanding (on any communicator of this thread: they
      * would not progress meanwhile): a shared-memory operation runs here */
-    if (!weft__thread_busy() && !weft__coll_config.check_args &&
-        algo->build == weft__shm_algo->build && weft__shm_usable(comm, args)) {
+    if (!weft__thread_busy() && !weft__coll_config.check_args && algo->build == weft__shm_build &&
+        weft__shm_usable(comm, args)) {
         uint32_t seq = weft__comm_peek_seq(comm);
         uint64_t t0 = WEFT_UNLIKELY(weft__obs_flags != 0) ? weft__time_ns() : 0;
 

@@ -5,7 +5,7 @@
  * the flight recorder), so it asks through this table.
  */
 #include "coll/coll.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 #include "coll/diag/dump.h"
 #include "coll/diag/obs.h"
 #include "coll/diag/record.h"

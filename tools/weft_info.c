@@ -5,6 +5,9 @@
  *   weft_info --explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]
  *                    every candidate algorithm's predicted time by the cost
  *                    model (configured parameters), and the choice with its reason
+ *   weft_info --algorithms
+ *                    the algorithm registry, a tab-separated row per algorithm
+ *                    (the table of docs/algorithms.md is checked against it)
  *   weft_info --ranks
  *                    every rank of a job launched by mpirun or srun: how the
  *                    ranks map onto nodes, printed by rank 0
@@ -38,10 +41,13 @@ int weft_info_stats(int argc, char **argv);
 static void usage(FILE *f)
 {
     fprintf(f, "usage: weft_info [-c] [--explain COLLECTIVE BYTES RANKS [RANKS_PER_NODE]] "
-               "[--ranks] [--stats [ITERATIONS]] [-h]\n"
+               "[--algorithms] [--ranks] [--stats [ITERATIONS]] [-h]\n"
                "  -c         print every configuration variable with its default, value and help\n"
                "  --explain  predicted time of every algorithm of COLLECTIVE for BYTES (one\n"
                "             rank's vector; k/m/g suffixes) on RANKS ranks, and the choice\n"
+               "  --algorithms\n"
+               "             every algorithm, one tab-separated line each after a header:\n"
+               "             collective, algorithm, file, constraints, cost model, description\n"
                "  --ranks    run by every rank of a job (mpirun, srun): rank 0 prints each\n"
                "             rank's host, node and local rank (WEFT_RANKS_PER_NODE=k cuts\n"
                "             each machine into virtual nodes of k ranks)\n"
@@ -266,29 +272,32 @@ out:
     return rc;
 }
 
+/* The collectives, ", "-separated. */
+static void print_kinds(FILE *f)
+{
+    for (int k = 0; k < WEFT_COLL_KIND_COUNT; k++) {
+        fprintf(f, "%s%s", k ? ", " : "", weft__coll_kind_name((weft_coll_kind_t)k));
+    }
+}
+
 static int explain(int argc, char **argv)
 {
     weft_cost_params_t params;
+    weft_coll_kind_t kind;
     size_t bytes;
-    int kind, ranks, ppn;
+    int ranks, ppn;
 
     if (argc < 3 || argc > 4) {
         usage(stderr);
         return 2;
     }
-    for (kind = 0; kind < WEFT_COLL_KIND_COUNT; kind++) {
-        if (strcmp(weft__coll_kind_name((weft_coll_kind_t)kind), argv[0]) == 0) {
-            break;
-        }
-    }
     ranks = atoi(argv[2]);
     ppn = argc == 4 ? atoi(argv[3]) : ranks;
-    if (kind == WEFT_COLL_KIND_COUNT || weft__parse_size(argv[1], 0, &bytes) != WEFT_OK ||
-        ranks < 1 || ppn < 1 || ppn > ranks) {
-        fprintf(stderr, "weft_info --explain: expected a collective (allreduce, reduce_scatter, "
-                        "allgather, bcast, reduce, gather, scatter, alltoall, barrier, "
-                        "allgatherv, alltoallv, reduce_scatter_v), a size, ranks >= 1 and "
-                        "1 <= ranks per node <= ranks\n");
+    if (weft__coll_kind_parse(argv[0], &kind) != WEFT_OK ||
+        weft__parse_size(argv[1], 0, &bytes) != WEFT_OK || ranks < 1 || ppn < 1 || ppn > ranks) {
+        fprintf(stderr, "weft_info --explain: expected a collective (");
+        print_kinds(stderr);
+        fprintf(stderr, "), a size, ranks >= 1 and 1 <= ranks per node <= ranks\n");
         return 2;
     }
     weft__cost_defaults(&params);
@@ -305,8 +314,39 @@ static int explain(int argc, char **argv)
            params.shm_alpha * 1e6, 1e-9 / params.shm_copy, params.shm_slot >> 10, params.nodes,
            params.shm ? "" : ", none shared (one rank per node, unequal nodes or WEFT_SHM=no)");
     printf("candidates (predicted time):\n");
-    weft__coll_choose((weft_coll_kind_t)kind, bytes, ranks, &params, stdout);
+    weft__coll_choose(kind, bytes, ranks, &params, stdout);
     return 0;
+}
+
+/* --algorithms: the registry, in its order. Fields hold no tabs. */
+static int list_algorithms(void)
+{
+    char constraints[256];
+
+    printf("collective\talgorithm\tfile\tconstraints\tcost model\tdescription\n");
+    for (int i = 0; i < weft__coll_nalgos; i++) {
+        const weft_coll_algo_t *a = &weft__coll_algos[i];
+
+        printf("%s\t%s\t%s\t%s\t%s\t%s\n", weft__coll_kind_name(a->kind), a->name, a->file,
+               weft__coll_algo_constraints(a, constraints, sizeof(constraints)), a->model, a->desc);
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* The default report's line per collective: its algorithms by name. */
+static void print_algorithm_names(void)
+{
+    printf("  algorithms (weft_info --algorithms lists them, --explain shows the choice):\n");
+    for (int k = 0; k < WEFT_COLL_KIND_COUNT; k++) {
+        int n;
+        const weft_coll_algo_t *rows = weft__coll_algos_of((weft_coll_kind_t)k, &n);
+
+        printf("    %-17s", weft__coll_kind_name((weft_coll_kind_t)k));
+        for (int i = 0; i < n; i++) {
+            printf(" %s", rows[i].name);
+        }
+        printf("\n");
+    }
 }
 
 int main(int argc, char **argv)
@@ -327,6 +367,13 @@ int main(int argc, char **argv)
             rc = explain(argc - i - 1, argv + i + 1);
             weft_finalize();
             return rc;
+        } else if (strcmp(argv[i], "--algorithms") == 0) {
+            if (argc != 2) {
+                fprintf(stderr, "weft_info: --algorithms takes no other option\n");
+                usage(stderr);
+                return 2;
+            }
+            return list_algorithms();
         } else if (strcmp(argv[i], "--ranks") == 0) {
             if (argc != 2) {
                 fprintf(stderr, "weft_info: --ranks takes no other option\n");
@@ -368,11 +415,7 @@ int main(int argc, char **argv)
         printf("  weft transports: ucx (between processes), loop (in-process ranks)\n");
         printf("  bootstraps: pmix (mpirun, srun), tcp (unique id), thread (in-process)\n");
         print_ucx_transports();
-        printf("  algorithms:  ");
-        for (int k = 0; k < WEFT_COLL_KIND_COUNT; k++) {
-            printf(" %s", weft__coll_kind_name((weft_coll_kind_t)k));
-        }
-        printf(" (weft_info --explain shows the choice)\n");
+        print_algorithm_names();
         rc = print_topology();
     }
     weft_finalize();

@@ -1,6 +1,6 @@
 /* Observation of finished operations: configuration and dispatch (coll/diag/obs.h). */
 #include "coll/diag/obs.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 #include "coll/coll.h"
 #include "coll/shm/shm.h" /* weft__sched_desc */

@@ -1,6 +1,6 @@
 /* The flight recorder (coll/diag/record.h). */
 #include "coll/diag/record.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 #include "coll/coll.h"
 #include "coll/diag/dump.h"

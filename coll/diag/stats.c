@@ -8,7 +8,7 @@
  * three additions.
  */
 #include "coll/diag/obs.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 #include "coll/coll.h"
 

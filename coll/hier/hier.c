@@ -25,11 +25,12 @@
  *
  * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
  * point-to-point algorithm for n/L bytes on N ranks. Needs the same number
- * of ranks on every node; selection offers it only then, and forced where
- * it cannot run it falls back to the cheapest point-to-point algorithm.
+ * of ranks on every node (the layout of the "hier" rows of the registry,
+ * coll/registry.c); selection offers it only then, and forced where it
+ * cannot run it falls back to the cheapest point-to-point algorithm.
  */
 #include "coll/shm/shm.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 static int usable(struct weft_comm *comm, const weft_coll_args_t *a)
 {
@@ -235,7 +236,7 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
-static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
+weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a)
 {
     if (!usable(weft__sched_comm(s), a)) {
         return fallback(s, a);
@@ -254,9 +255,3 @@ static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
                                                weft__coll_kind_name(a->kind)));
     }
 }
-
-const weft_coll_algo_t weft__coll_algos_hier[] = {
-    {"hier", WEFT_COLL_ALLREDUCE, build},      {"hier", WEFT_COLL_BCAST, build},
-    {"hier", WEFT_COLL_REDUCE_SCATTER, build}, {"hier", WEFT_COLL_ALLGATHER, build},
-    {NULL, WEFT_COLL_KIND_COUNT, NULL},
-};

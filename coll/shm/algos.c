@@ -3,10 +3,11 @@
  * shared-memory segment (coll/shm/ops.c has the data movement and its cost).
  * On one node local rank = communicator rank. Where the segment is missing
  * (one rank, or forced by WEFT_TUNE where it cannot run), the cheapest
- * point-to-point algorithm builds the operation instead.
+ * point-to-point algorithm builds the operation instead. One builder for
+ * every collective of the "shm" rows of the registry (coll/registry.c).
  */
 #include "coll/shm/shm.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a)
 {
@@ -46,7 +47,7 @@ static weft_status_t blocks(weft_sched_t *s, const weft_coll_args_t *a, size_t *
     return WEFT_OK;
 }
 
-static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
+weft_status_t weft__shm_build(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     weft_shm_t *shm = comm->coll->shm;
@@ -90,13 +91,3 @@ static weft_status_t build(weft_sched_t *s, const weft_coll_args_t *a)
     }
     return WEFT_OK; /* a failure while building sticks to the schedule */
 }
-
-const weft_coll_algo_t weft__coll_algos_shm[] = {
-    {"shm", WEFT_COLL_ALLREDUCE, build},        {"shm", WEFT_COLL_REDUCE_SCATTER, build},
-    {"shm", WEFT_COLL_REDUCE_SCATTER_V, build}, {"shm", WEFT_COLL_ALLGATHER, build},
-    {"shm", WEFT_COLL_ALLGATHERV, build},       {"shm", WEFT_COLL_BCAST, build},
-    {"shm", WEFT_COLL_REDUCE, build},           {"shm", WEFT_COLL_BARRIER, build},
-    {NULL, WEFT_COLL_KIND_COUNT, NULL},
-};
-
-const weft_coll_algo_t *const weft__shm_algo = &weft__coll_algos_shm[0];

@@ -28,7 +28,7 @@
  * rounds (process_vm_readv, device IPC) are in coll/shm/single_copy.c.
  */
 #include "coll/shm/op.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 #include <sched.h>
 #include <stdio.h>

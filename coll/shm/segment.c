@@ -1,6 +1,6 @@
 /* The node's shared-memory segment of a communicator (coll/shm/shm.h). */
 #include "coll/shm/shm.h"
-#include "runtime/comm.h"
+#include "coll/comm_state.h"
 
 _Static_assert(sizeof(weft_shm_ctrl_t) == 128 && offsetof(weft_shm_ctrl_t, pid) == 64,
                "per rank: one hot cache line, one cold");

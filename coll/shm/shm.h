@@ -152,9 +152,8 @@ int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src
                      size_t count, size_t esize);
 int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm);
 
-/* The flat shared-memory algorithm (coll/shm/algos.c) and whether it can
- * run a on comm (one node, every rank in the segment). */
-extern const weft_coll_algo_t *const weft__shm_algo;
+/* Whether the flat shared-memory algorithm (weft__shm_build, coll/shm/algos.c)
+ * can run a on comm (one node, every rank in the segment). */
 int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
 /* A blocking operation with nothing else of this thread outstanding,
  * weft__shm_usable for it: run it to completion now (*handled_p = 1, its

@@ -1,0 +1,193 @@
+/*
+ * The algorithm registry (coll/registry.c): every row complete and
+ * consistent, the rows of a collective together and found by name, layouts
+ * that keep shared-memory algorithms out where they cannot run, and the
+ * WEFT_TUNE errors that name what the registry has. (The docs table is
+ * checked against it by tests/coll/test_algorithms_doc.sh.)
+ */
+#include <criterion/criterion.h>
+
+#include "coll/coll.h"
+#include "coll/cost.h"
+#include "tests/harness.h"
+
+#include <string.h>
+
+/* No character that would break weft_info --algorithms or the Markdown table. */
+static void expect_plain(const char *what, const weft_coll_algo_t *a, const char *text)
+{
+    cr_assert_not_null(text, "%s/%s: no %s", weft__coll_kind_name(a->kind), a->name, what);
+    cr_assert_gt(strlen(text), 0, "%s/%s: empty %s", weft__coll_kind_name(a->kind), a->name, what);
+    cr_assert_null(strpbrk(text, "\t\n|"), "%s/%s: %s '%s' holds a tab, newline or '|'",
+                   weft__coll_kind_name(a->kind), a->name, what, text);
+}
+
+Test(registry, rows_are_complete)
+{
+    cr_assert_gt(weft__coll_nalgos, 0);
+    for (int i = 0; i < weft__coll_nalgos; i++) {
+        const weft_coll_algo_t *a = &weft__coll_algos[i];
+
+        cr_assert_lt((unsigned)a->kind, WEFT_COLL_KIND_COUNT, "row %d: bad collective", i);
+        expect_plain("name", a, a->name);
+        expect_plain("file", a, a->file);
+        expect_plain("model", a, a->model);
+        expect_plain("description", a, a->desc);
+        cr_assert_not_null(a->build, "%s: no builder", a->name);
+        cr_assert_not_null(a->cost, "%s: no cost model", a->name);
+        cr_assert_eq(strncmp(a->file, "coll/", 5), 0, "%s: file %s", a->name, a->file);
+        if (a->flags & WEFT_COLL_POW2_ONLY) {
+            const weft_coll_algo_t *o;
+
+            cr_assert_not_null(a->otherwise, "%s: what runs on other rank counts?", a->name);
+            o = weft__coll_find(a->kind, a->otherwise);
+            cr_assert_not_null(o, "%s: otherwise '%s' is not registered", a->name, a->otherwise);
+            cr_assert_eq(o->flags & WEFT_COLL_POW2_ONLY, 0, "%s: %s needs 2^k ranks too", a->name,
+                         o->name);
+        } else {
+            cr_assert_null(a->otherwise, "%s: otherwise without WEFT_COLL_POW2_ONLY", a->name);
+        }
+        cr_assert_eq((a->flags & WEFT_COLL_POW2_FOLD) && (a->flags & WEFT_COLL_POW2_ONLY), 0,
+                     "%s: fold or hand over, not both", a->name);
+    }
+}
+
+Test(registry, rows_of_a_collective_together)
+{
+    for (int k = 0; k < WEFT_COLL_KIND_COUNT; k++) {
+        int n, total = 0, flat = 0;
+        const weft_coll_algo_t *rows = weft__coll_algos_of((weft_coll_kind_t)k, &n);
+
+        for (int i = 0; i < weft__coll_nalgos; i++) {
+            total += weft__coll_algos[i].kind == (weft_coll_kind_t)k;
+        }
+        cr_assert_eq(n, total, "%s: %d rows found, %d in the table", weft__coll_kind_name(k), n,
+                     total);
+        cr_assert_gt(n, 0, "%s has no algorithm", weft__coll_kind_name(k));
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(rows[i].kind, (weft_coll_kind_t)k, "%s: row %d is of %s",
+                         weft__coll_kind_name(k), i, weft__coll_kind_name(rows[i].kind));
+            cr_assert_eq(weft__coll_find((weft_coll_kind_t)k, rows[i].name), &rows[i],
+                         "%s/%s: its name is taken twice", weft__coll_kind_name(k), rows[i].name);
+            flat += rows[i].layout == WEFT_COLL_LAYOUT_ANY;
+        }
+        /* what shared-memory algorithms and hierarchical rails fall back to */
+        cr_assert_gt(flat, 0, "%s: no algorithm runs everywhere", weft__coll_kind_name(k));
+    }
+    cr_assert_null(weft__coll_find(WEFT_COLL_ALLREDUCE, "bruck"));
+    cr_assert_null(weft__coll_find(WEFT_COLL_GATHER, "shm"));
+    cr_assert_null(weft__coll_algos_of(WEFT_COLL_KIND_COUNT, &(int){0}));
+}
+
+Test(registry, collective_names)
+{
+    for (int k = 0; k < WEFT_COLL_KIND_COUNT; k++) {
+        weft_coll_kind_t got = WEFT_COLL_KIND_COUNT;
+
+        cr_assert_eq(weft__coll_kind_parse(weft__coll_kind_name(k), &got), WEFT_OK);
+        cr_assert_eq(got, (weft_coll_kind_t)k);
+    }
+    cr_assert_eq(weft__coll_kind_parse("allreducex", &(weft_coll_kind_t){0}), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft__coll_kind_parse("", &(weft_coll_kind_t){0}), WEFT_ERR_INVALID_ARG);
+    cr_assert_str_eq(weft__coll_kind_name(WEFT_COLL_KIND_COUNT), "unknown");
+}
+
+Test(registry, constraints_in_words)
+{
+    static const struct {
+        weft_coll_kind_t kind;
+        const char *name, *want;
+    } cases[] = {
+        {WEFT_COLL_ALLREDUCE, "ring", "any p"},
+        {WEFT_COLL_ALLREDUCE, "rabenseifner", "p not 2^k: fold"},
+        {WEFT_COLL_REDUCE_SCATTER, "recursive_halving", "p not 2^k: runs ring"},
+        {WEFT_COLL_ALLGATHER, "recursive_doubling", "p not 2^k: runs bruck"},
+        {WEFT_COLL_ALLTOALL, "pairwise", "in place: input staged in scratch"},
+        {WEFT_COLL_BARRIER, "shm", "one node with shared memory"},
+        {WEFT_COLL_BCAST, "hier", "several nodes of equal rank counts"},
+    };
+    char buf[256], tiny[8];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const weft_coll_algo_t *a = weft__coll_find(cases[i].kind, cases[i].name);
+
+        cr_assert_not_null(a, "%s is not registered", cases[i].name);
+        cr_assert_str_eq(weft__coll_algo_constraints(a, buf, sizeof(buf)), cases[i].want);
+    }
+    /* a short buffer truncates, never overflows */
+    weft__coll_algo_constraints(weft__coll_find(WEFT_COLL_BCAST, "hier"), tiny, sizeof(tiny));
+    cr_assert_eq(strlen(tiny), sizeof(tiny) - 1);
+}
+
+static void init_clean(void)
+{
+    harness_set_env("WEFT_TUNE", NULL);
+    harness_set_env("WEFT_SHM", NULL);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+}
+
+static void fini(void)
+{
+    weft_finalize();
+}
+
+/* Where the ranks are decides what is offered: the layout of the row. */
+Test(registry, layouts_decide_where_rows_run, .init = init_clean, .fini = fini)
+{
+    weft_cost_params_t one, nodes, none;
+
+    weft__cost_defaults(&none); /* one node, no shared memory */
+    one = none;
+    one.shm = 1;
+    one.local = 4;
+    nodes = one;
+    nodes.nodes = 2;
+    nodes.local = 2;
+    for (int i = 0; i < weft__coll_nalgos; i++) {
+        const weft_coll_algo_t *a = &weft__coll_algos[i];
+        int any = a->layout == WEFT_COLL_LAYOUT_ANY;
+
+        cr_assert_eq(weft__cost_fits(a, &none, 4), any, "%s/%s without shared memory",
+                     weft__coll_kind_name(a->kind), a->name);
+        cr_assert_eq(weft__cost_fits(a, &one, 4), any || a->layout == WEFT_COLL_LAYOUT_ONE_NODE,
+                     "%s/%s on one node of 4", weft__coll_kind_name(a->kind), a->name);
+        cr_assert_eq(weft__cost_fits(a, &nodes, 4), any || a->layout == WEFT_COLL_LAYOUT_NODES,
+                     "%s/%s on 2 nodes of 2", weft__coll_kind_name(a->kind), a->name);
+        cr_assert_eq(weft__cost_predict(a, &none, 1 << 20, 4) >= 0, any);
+        cr_assert_eq(weft__cost_predict(a, &none, 1 << 20, 1), 0, "one rank costs nothing");
+        if (weft__cost_fits(a, &one, 4)) {
+            cr_assert_gt(weft__cost_predict(a, &one, 1 << 20, 4), 0, "%s/%s",
+                         weft__coll_kind_name(a->kind), a->name);
+        }
+        if (weft__cost_fits(a, &nodes, 4)) {
+            cr_assert_gt(weft__cost_predict(a, &nodes, 1 << 20, 4), 0, "%s/%s",
+                         weft__coll_kind_name(a->kind), a->name);
+        }
+    }
+}
+
+/* WEFT_TUNE names rows of the registry; an error lists what there is. */
+Test(registry, tune_errors_name_the_choices, .init = init_clean, .fini = fini)
+{
+    cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:bruck"), WEFT_ERR_INVALID_ARG);
+    cr_assert_not_null(strstr(weft_last_error(), "allreduce has no algorithm 'bruck'"), "%s",
+                       weft_last_error());
+    cr_assert_not_null(
+        strstr(weft_last_error(), "recursive_doubling, rabenseifner, ring, shm, hier"), "%s",
+        weft_last_error());
+    cr_assert_eq(weft__coll_tune_load("allreduc:0-inf:ring"), WEFT_ERR_INVALID_ARG);
+    cr_assert_not_null(strstr(weft_last_error(), "unknown collective 'allreduc'"), "%s",
+                       weft_last_error());
+    cr_assert_not_null(strstr(weft_last_error(), "allreduce, reduce_scatter, allgather"), "%s",
+                       weft_last_error());
+    /* every row can be named */
+    for (int i = 0; i < weft__coll_nalgos; i++) {
+        const weft_coll_algo_t *a = &weft__coll_algos[i];
+        char rule[128];
+
+        snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(a->kind), a->name);
+        cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s: %s", rule, weft_last_error());
+        cr_assert_eq(weft__coll_tune_match(a->kind, 100), a, "%s", rule);
+    }
+    weft__coll_tune_release();
+}
