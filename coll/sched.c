@@ -10,7 +10,6 @@
 #include "coll/coll.h"
 #include "coll/diag/obs.h"
 #include "coll/diag/record.h"
-#include "coll/shm/shm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
