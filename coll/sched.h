@@ -180,5 +180,8 @@ typedef struct weft_sched_task_info {
 } weft_sched_task_info_t;
 void weft__sched_task_info(const weft_sched_t *s, int index, weft_sched_task_info_t *info);
 struct weft_comm *weft__sched_comm(const weft_sched_t *s);
+/* The schedule's description (dtype, op, algorithm) and device. */
+const weft_op_desc_t *weft__sched_desc(const weft_sched_t *s);
+const weft_device_ops_t *weft__sched_dev(const weft_sched_t *s);
 
 #endif /* WEFT_COLL_SCHED_H */

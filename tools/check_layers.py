@@ -38,9 +38,8 @@ bottom to top; docs/layers.md says why each file sits where it does):
   3. every file of coll/ is in a sub-layer, and an #include "coll/..." points
      to its own sub-layer, a lower one or a shared header; diag/ includes
      only diag/, the engine and shared; the other sub-layers reach diag/ only
-     through the hook headers COLL_DIAG_HOOKS lists for each. The includes in
-     COLL_EXCEPTIONS (each with its reason, also in docs/layers.md) are let
-     through; one that no longer occurs is itself an error.
+     through the hook headers COLL_DIAG_HOOKS lists for each. There are no
+     exceptions.
 
 Folders outside the library (bindings/, tests/, tools/, benchmarks/) sit
 above everything and are not checked. Prints one line per violation
@@ -89,12 +88,6 @@ COLL_DIAG_HOOKS = {
     "glue": ("coll/diag/dump.h", "coll/diag/obs.h", "coll/diag/record.h"),
 }
 # (file, header) includes let through, with why (docs/layers.md, "Exceptions").
-COLL_EXCEPTIONS = {
-    ("coll/diag/check.c", "coll/shm/shm.h"):
-        "weft__sched_desc (coll/sched.c) is declared in coll/shm/shm.h",
-    ("coll/diag/obs.c", "coll/shm/shm.h"):
-        "weft__sched_desc (coll/sched.c) is declared in coll/shm/shm.h",
-}
 QUOTED = re.compile(r'^\s*#\s*include\s+"(coll/[^"]*)"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/[^"]*"')
 EXPORT = re.compile(r"WEFT_EXPORT\b[^(]*?\b(weft_[A-Za-z0-9_]+)\s*\(")
@@ -144,7 +137,7 @@ def coll_sublayer(rel):
 def check_coll(root):
     """Rule 3: coll/'s includes point down its sub-layers."""
     errors = []
-    used = set()
+
     for path in sources(root, "coll"):
         rel = os.path.relpath(path, root).replace(os.sep, "/")
         mine = coll_sublayer(rel)
@@ -181,14 +174,7 @@ def check_coll(root):
                 what = "%s includes %s above it: %s" % (mine, theirs, target)
             if what is None:
                 continue
-            if (rel, target) in COLL_EXCEPTIONS:
-                used.add((rel, target))
-                continue
             errors.append("%s:%d: coll/ sub-layer %s" % (rel, n, what))
-    for (rel, target), why in sorted(COLL_EXCEPTIONS.items()):
-        if (rel, target) not in used and os.path.exists(os.path.join(root, rel)):
-            errors.append("%s:1: the exception for its include of %s (%s) is no longer needed: "
-                          "drop it from COLL_EXCEPTIONS and docs/layers.md" % (rel, target, why))
     return errors
 
 

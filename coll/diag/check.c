@@ -1,6 +1,5 @@
 /* The signature exchange of WEFT_CHECK_ARGS=1 (coll/diag/check.h). */
 #include "coll/diag/check.h"
-#include "coll/shm/shm.h" /* weft__sched_desc */
 
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,6 @@
 #include "coll/comm_state.h"
 
 #include "coll/coll.h"
-#include "coll/shm/shm.h" /* weft__sched_desc */
 
 #include <stdlib.h>
 #include <string.h>

@@ -161,8 +161,4 @@ int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
 weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
                             const weft_device_ops_t *dev, int *handled_p);
 
-/* The schedule's dtype, op and device (for ops.c). */
-const weft_op_desc_t *weft__sched_desc(const weft_sched_t *s);
-const weft_device_ops_t *weft__sched_dev(const weft_sched_t *s);
-
 #endif /* WEFT_COLL_SHM_H */

@@ -133,15 +133,6 @@ printf '#include "coll/coll.h"\n' >"$tmp/unknown/coll/fast.c"
 expect "a coll/ file in no sub-layer fails" 1 "coll/fast.c:1: in no sub-layer of coll/" \
     "$tmp/unknown"
 
-mktree "$tmp/exception"
-printf '#include "coll/shm/shm.h" /* weft__sched_desc */\n' >"$tmp/exception/coll/diag/check.c"
-expect "an include listed in COLL_EXCEPTIONS passes" 0 "" "$tmp/exception"
-
-mktree "$tmp/stale"
-printf '#include "coll/sched.h"\n' >"$tmp/stale/coll/diag/check.c"
-expect "an exception whose include is gone fails" 1 \
-    "coll/diag/check.c:1: the exception for its include of coll/shm/shm.h" "$tmp/stale"
-
 expect "a tree without the layer folders is an error" 1 "no " "$tmp/clean/base"
 
 if [ "$failures" -ne 0 ]; then
