@@ -25,11 +25,12 @@ def _header():
 
 
 def test_status_codes_match_the_header():
-    found = re.findall(r'X\((\w+), (-?\d+), "([^"]*)"\)', _header())
+    found = re.findall(r'X\((\w+), (-?\d+), ([01]), "([^"]*)"\)', _header())
     assert len(found) == len(weft.Status) and found
-    for name, value, desc in found:
+    for name, value, _breaks, desc in found:
         assert weft.Status[name] == int(value)
         assert weft.status_string(int(value)) == desc
+        assert _lib.lib.weft_status_name(int(value)).decode() == "WEFT_" + name
 
 
 def _enum(name):
