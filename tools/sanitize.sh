@@ -11,7 +11,7 @@
 # with CFLAGS/LDFLAGS carrying the sanitizer and rebuilt incrementally.
 #
 # What runs (chosen to finish in about 10 minutes on 2 cores):
-#   asan: whole suites tests/runtime/test_args, test_p2p, test_split,
+#   asan: whole suites tests/base/test_handles, tests/runtime/test_args, test_p2p, test_split,
 #         test_multiproc (processes over UCX and the TCP bootstrap),
 #         tests/pt2pt/test_loop, tests/coll/test_rooted, test_shm, test_stress;
 #         subsets (SUBSETS below) of tests/coll/test_exchange (allgather bruck,
@@ -51,7 +51,7 @@ start=$(date +%s)
 
 # The suites (Criterion programs) and, for long ones, a --filter pattern.
 if [ "$kind" = asan ]; then
-    suites="tests/runtime/test_args tests/runtime/test_p2p tests/runtime/test_split
+    suites="tests/base/test_handles tests/runtime/test_args tests/runtime/test_p2p tests/runtime/test_split
             tests/runtime/test_multiproc tests/pt2pt/test_loop tests/coll/test_rooted
             tests/coll/test_exchange tests/coll/test_shm tests/coll/test_stress
             tests/coll/test_algorithms"
