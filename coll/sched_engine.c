@@ -532,11 +532,17 @@ static int polling(struct weft_comm *comm)
 weft_status_t weft__sched_wait(weft_sched_t *s)
 {
     struct weft_comm *comm = s->comm;
-    uint64_t spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
-    uint64_t yield_ns = comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
-    uint64_t idle_since = 0, idle_ns = 0;
+    uint64_t spin_ns, yield_ns, idle_since = 0, idle_ns = 0;
     weft_status_t status;
     int idle = 0;
+
+    if (s->status != WEFT_INPROGRESS) {
+        /* finished, or cancelled with its communicator, whose transport
+         * (comm->p2p) may be gone: only the schedule is read */
+        return s->status;
+    }
+    spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
+    yield_ns = comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
 
     while (s->status == WEFT_INPROGRESS) {
         /* every unfinished operation of the communicator moves, not only
