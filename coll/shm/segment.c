@@ -2,12 +2,16 @@
 #include "coll/shm/shm.h"
 #include "coll/comm_state.h"
 
+#include "base/proc.h"
+
 _Static_assert(sizeof(weft_shm_ctrl_t) == 128 && offsetof(weft_shm_ctrl_t, pid) == 64,
                "per rank: one hot cache line, one cold");
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@ _Static_assert(sizeof(weft_shm_ctrl_t) == 128 && offsetof(weft_shm_ctrl_t, pid) 
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -22,7 +27,7 @@ _Static_assert(sizeof(weft_shm_ctrl_t) == 128 && offsetof(weft_shm_ctrl_t, pid) 
 #define SHM_PAGE 4096
 #define SHM_MAX_BYTES ((size_t)64 << 20) /* all slots of a node together */
 #define SHM_TAG 2                        /* point-to-point tag of the setup messages */
-#define SHM_NAME_LEN 64
+#define SHM_NAME_LEN 96 /* "/weft-" pid, start time, pid namespace, 32 hex digits */
 
 typedef struct shm_header {
     uint64_t magic;
@@ -58,6 +63,83 @@ static void layout(weft_shm_t *shm)
     shm->slots = (char *)shm->base + SHM_PAGE + ctrl_bytes(shm->L);
 }
 
+/*
+ * pidfds of the peers' processes (open_pidfds below), shared by every
+ * segment of this process: one descriptor per peer process, not one per
+ * communicator and peer, so splits never eat the application's descriptors.
+ */
+typedef struct pidfd_entry {
+    pid_t pid;
+    uint64_t start;
+    int fd;
+    int refs;
+} pidfd_entry_t;
+
+static pthread_mutex_t pidfd_lock = PTHREAD_MUTEX_INITIALIZER;
+static pidfd_entry_t *pidfds;
+static int npidfds, cap_pidfds;
+
+/* A pidfd of the process (pid, start), -1 where none can be had: the pid
+ * is not that process any more, no pidfd_open, out of memory or descriptors. */
+static int pidfd_get(pid_t pid, uint64_t start)
+{
+    int fd = -1;
+
+    pthread_mutex_lock(&pidfd_lock);
+    for (int i = 0; i < npidfds; i++) {
+        if (pidfds[i].pid == pid && pidfds[i].start == start) {
+            pidfds[i].refs++;
+            fd = pidfds[i].fd;
+            goto out;
+        }
+    }
+#ifdef SYS_pidfd_open
+    if (npidfds == cap_pidfds) {
+        int ncap = cap_pidfds ? 2 * cap_pidfds : 16;
+        pidfd_entry_t *n = realloc(pidfds, (size_t)ncap * sizeof(*n));
+
+        if (n == NULL) {
+            goto out;
+        }
+        pidfds = n;
+        cap_pidfds = ncap;
+    }
+    fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    /* the start time read after the open says the pidfd is that process's */
+    if (fd >= 0 && weft__proc_start_time(pid) != start) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd >= 0) {
+        pidfds[npidfds++] = (pidfd_entry_t){.pid = pid, .start = start, .fd = fd, .refs = 1};
+    }
+#else
+    (void)pid;
+    (void)start;
+#endif
+out:
+    pthread_mutex_unlock(&pidfd_lock);
+    return fd;
+}
+
+static void pidfd_put(int fd)
+{
+    if (fd < 0) {
+        return;
+    }
+    pthread_mutex_lock(&pidfd_lock);
+    for (int i = 0; i < npidfds; i++) {
+        if (pidfds[i].fd == fd) {
+            if (--pidfds[i].refs == 0) {
+                close(fd);
+                pidfds[i] = pidfds[--npidfds];
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pidfd_lock);
+}
+
 void weft__shm_release(weft_shm_t *shm)
 {
     if (shm == NULL) {
@@ -66,10 +148,68 @@ void weft__shm_release(weft_shm_t *shm)
     if (shm->base != NULL) {
         munmap(shm->base, shm->bytes);
     }
+    if (shm->pidfd != NULL) {
+        for (int q = 0; q < shm->L; q++) {
+            pidfd_put(shm->pidfd[q]);
+        }
+    }
+    free(shm->pidfd);
     free(shm->srcs);
     free(shm->peer_src);
     free(shm->peer_dst);
     free(shm);
+}
+
+/* This process's pid namespace (the inode of /proc/self/ns/pid), 0 when
+ * unknown: pids in names are judged only by processes of the same one. */
+static uint64_t pid_namespace(void)
+{
+    struct stat st;
+
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+int weft__shm_reap(void)
+{
+    uint64_t ns = pid_namespace();
+    DIR *d;
+    struct dirent *e;
+    int reaped = 0;
+
+    if (ns == 0 || weft__proc_start_time(getpid()) == 0 || (d = opendir("/dev/shm")) == NULL) {
+        return 0; /* nothing can be judged here */
+    }
+    while ((e = readdir(d)) != NULL) {
+        long pid;
+        unsigned long long start, name_ns;
+        char rnd[33], path[2 + sizeof(e->d_name)];
+        int end = 0;
+        struct stat st;
+
+        if (strncmp(e->d_name, "weft-", 5) != 0 || strlen(e->d_name) >= SHM_NAME_LEN ||
+            sscanf(e->d_name, "weft-%ld-%llx-%llx-%32[0-9a-f]%n", &pid, &start, &name_ns, rnd,
+                   &end) != 4 ||
+            e->d_name[end] != '\0' || strlen(rnd) != 32 || pid <= 0 || name_ns != ns ||
+            pid == (long)getpid()) {
+            continue; /* not a segment name of this pid namespace, or ours */
+        }
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid()) {
+            continue; /* another user's: never ours to remove */
+        }
+        if (!weft__proc_gone((pid_t)pid, (uint64_t)start)) {
+            continue; /* its creator runs: it unlinks the name itself */
+        }
+        snprintf(path, sizeof(path), "/%s", e->d_name);
+        if (shm_unlink(path) == 0) {
+            reaped++;
+            weft__log_info("shared memory: removed /dev/shm%s (%lld bytes), left by process %ld "
+                           "that is gone",
+                           path, (long long)st.st_size, pid);
+        }
+    }
+    closedir(d);
+    return reaped;
 }
 
 /* The creator: a new segment under an unguessable name (name[0] = '\0' on
@@ -92,8 +232,9 @@ static weft_shm_t *create(int L, char *name)
         free(shm);
         return NULL;
     }
-    snprintf(name, SHM_NAME_LEN, "/weft-%ld-%016" PRIx64 "%016" PRIx64, (long)getpid(), rnd[0],
-             rnd[1]);
+    weft__shm_reap();
+    snprintf(name, SHM_NAME_LEN, "/weft-%ld-%" PRIx64 "-%" PRIx64 "-%016" PRIx64 "%016" PRIx64,
+             (long)getpid(), weft__proc_start_time(getpid()), pid_namespace(), rnd[0], rnd[1]);
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
         weft__log_warn("shared memory: cannot create %zu bytes at /dev/shm%s (%s); using "
@@ -128,9 +269,23 @@ static weft_shm_t *create(int L, char *name)
     return shm;
 }
 
-static weft_shm_t *attach(int L, const char *name)
+/* NULL after recording and logging why name is not the segment. */
+static weft_shm_t *refuse(weft_shm_t *shm, const char *name, const char *why)
+{
+    weft__error(WEFT_ERR_INTERNAL, "shared memory: /dev/shm%s refused: %s", name, why);
+    weft__log_warn("shared memory: /dev/shm%s refused: %s; using point-to-point", name, why);
+    if (shm->base != NULL) {
+        munmap(shm->base, shm->bytes);
+    }
+    free(shm);
+    return NULL;
+}
+
+weft_shm_t *weft__shm_attach(int L, const char *name)
 {
     weft_shm_t *shm = calloc(1, sizeof(*shm));
+    size_t fixed = SHM_PAGE + ctrl_bytes(L), per_slot = 2 * (size_t)L;
+    char why[160];
     shm_header_t h;
     struct stat st;
     int fd;
@@ -138,33 +293,50 @@ static weft_shm_t *attach(int L, const char *name)
     if (shm == NULL) {
         return NULL;
     }
-    fd = shm_open(name, O_RDWR, 0600);
-    if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < SHM_PAGE) {
-        weft__log_warn("shared memory: cannot open /dev/shm%s (%s)", name, strerror(errno));
+    fd = shm_open(name, O_RDWR | O_NOFOLLOW, 0600);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(why, sizeof(why), "cannot open it (%s)", strerror(errno));
         if (fd >= 0) {
             close(fd);
         }
-        free(shm);
-        return NULL;
+        return refuse(shm, name, why);
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_size < (off_t)fixed) {
+        snprintf(why, sizeof(why), "%s",
+                 !S_ISREG(st.st_mode)     ? "not a regular file"
+                 : st.st_uid != geteuid() ? "owned by another user"
+                                          : "smaller than the header and controls");
+        close(fd);
+        return refuse(shm, name, why);
     }
     shm->base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (shm->base == MAP_FAILED) {
-        weft__log_warn("shared memory: cannot map /dev/shm%s (%s)", name, strerror(errno));
-        free(shm);
-        return NULL;
+        snprintf(why, sizeof(why), "cannot map it (%s)", strerror(errno));
+        shm->base = NULL;
+        return refuse(shm, name, why);
     }
     shm->bytes = (size_t)st.st_size;
     memcpy(&h, shm->base, sizeof(h));
-    if (h.magic != SHM_MAGIC || h.local_size != (uint64_t)L || h.bytes != shm->bytes ||
-        SHM_PAGE + ctrl_bytes(L) + (size_t)L * 2 * h.slot_bytes != h.bytes) {
-        weft__log_warn("shared memory: /dev/shm%s is not this communicator's segment", name);
-        munmap(shm->base, shm->bytes);
-        free(shm);
-        return NULL;
+    /* every field checked against what this rank knows, in sizes that
+     * cannot overflow: bytes is the file's size, and the slots fill what
+     * is left after the header and controls exactly */
+    if (h.magic != SHM_MAGIC || h.local_size != (uint64_t)L) {
+        snprintf(why, sizeof(why),
+                 "not a segment of %d local ranks (magic %#" PRIx64 ", local_size %" PRIu64 ")", L,
+                 h.magic, h.local_size);
+        return refuse(shm, name, why);
+    }
+    if (h.bytes != (uint64_t)shm->bytes || h.slot_bytes == 0 || h.slot_bytes % SHM_PAGE != 0 ||
+        (shm->bytes - fixed) % per_slot != 0 || (shm->bytes - fixed) / per_slot != h.slot_bytes) {
+        snprintf(why, sizeof(why),
+                 "header sizes disagree with the file (bytes %" PRIu64 ", slot_bytes %" PRIu64
+                 ", file %zu bytes)",
+                 h.bytes, h.slot_bytes, shm->bytes);
+        return refuse(shm, name, why);
     }
     shm->L = L;
-    shm->slot_bytes = h.slot_bytes;
+    shm->slot_bytes = (size_t)h.slot_bytes;
     layout(shm);
     return shm;
 }
@@ -176,12 +348,13 @@ static int cma_works(weft_shm_t *shm)
 {
     uint64_t magic = 0, addr = __atomic_load_n(&shm->ctrl[0].src_addr, __ATOMIC_ACQUIRE);
     pid_t pid = (pid_t)__atomic_load_n(&shm->ctrl[0].pid, __ATOMIC_ACQUIRE);
+    uint64_t start = __atomic_load_n(&shm->ctrl[0].start, __ATOMIC_RELAXED);
     struct iovec local = {&magic, sizeof(magic)}, remote = {(void *)(uintptr_t)addr, sizeof(magic)};
 
     if (shm->me == 0) {
         return 1;
     }
-    if (addr == 0 || pid <= 0 ||
+    if (addr == 0 || pid <= 0 || weft__proc_gone(pid, start) ||
         process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(magic)) {
         weft__log_info("shared memory: process_vm_readv from local rank 0 refused (%s); "
                        "allreduce stages every byte through the segment",
@@ -258,6 +431,36 @@ static weft_status_t setup_agree(struct weft_comm *comm, double *agree, size_t n
     return weft__coll_run(comm, &args);
 }
 
+/*
+ * Single copy reads a peer's memory by pid (process_vm_readv), and a pid
+ * names the peer only while it runs: the liveness check (weft__shm_health)
+ * notices a dead peer within 100 ms, and in between the kernel may have
+ * given the pid to another process. So each rank holds a pidfd of every
+ * peer's process (shared by the process's segments, pidfd_get), opened while
+ * the pid was surely the peer's (the start time in its control matched after
+ * the open), and a read counts only if the pidfd says afterwards that the
+ * peer has not exited: then the pid was the peer's for the whole read.
+ * Without pidfd_open (Linux before 5.3) the reads go by pid alone. -1 when
+ * out of memory.
+ */
+static int open_pidfds(weft_shm_t *shm)
+{
+    pid_t self = getpid();
+
+    shm->pidfd = malloc((size_t)shm->L * sizeof(int));
+    if (shm->pidfd == NULL) {
+        return -1;
+    }
+    for (int q = 0; q < shm->L; q++) {
+        pid_t pid = (pid_t)__atomic_load_n(&shm->ctrl[q].pid, __ATOMIC_RELAXED);
+        uint64_t start = __atomic_load_n(&shm->ctrl[q].start, __ATOMIC_RELAXED);
+
+        /* none for this process, and none where the start time is unknown */
+        shm->pidfd[q] = pid > 0 && pid != self && start != 0 ? pidfd_get(pid, start) : -1;
+    }
+    return 0;
+}
+
 weft_status_t weft__shm_setup(struct weft_comm *comm)
 {
     const weft_node_map_t *m = comm->node;
@@ -277,6 +480,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         shm = create(L, name);
         if (shm != NULL) {
             /* for the others' single-copy check (cma_works) */
+            shm->ctrl[0].start = weft__proc_start_time(getpid());
             __atomic_store_n(&shm->ctrl[0].pid, (int64_t)getpid(), __ATOMIC_RELAXED);
             __atomic_store_n(&shm->ctrl[0].src_addr, (uint64_t)(uintptr_t)shm->base,
                              __ATOMIC_RELEASE);
@@ -295,7 +499,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         status = setup_msg(comm, 0, name, SHM_NAME_LEN, m->local_ranks[0]);
         name[SHM_NAME_LEN - 1] = '\0';
         if (status == WEFT_OK && name[0] != '\0') {
-            shm = attach(L, name);
+            shm = weft__shm_attach(L, name);
         }
         ack = shm != NULL;
         if (status == WEFT_OK) {
@@ -312,6 +516,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         shm->me = me;
         shm->dead_rank = -1;
         shm->local_ranks = m->local_ranks;
+        shm->ctrl[me].start = weft__proc_start_time(getpid());
         __atomic_store_n(&shm->ctrl[me].pid, (int64_t)getpid(), __ATOMIC_RELAXED);
         agree[1] = measure_copy(shm);
         agree[2] = !cma_works(shm);
@@ -329,34 +534,11 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         return status;
     }
     shm->copy_gbs = 1e-9 / agree[1];
-    shm->cma = agree[2] == 0;
+    shm->cma = agree[2] == 0 && open_pidfds(shm) == 0;
     comm->coll->shm = shm;
     weft__log_info("shared memory: %d local ranks, %zu KiB slots, copy %.1f GB/s%s", L,
                    shm->slot_bytes >> 10, shm->copy_gbs, shm->cma ? ", single-copy reads" : "");
     return WEFT_OK;
-}
-
-/* Gone or a zombie: the process will never touch the segment again. */
-static int pid_dead(pid_t pid)
-{
-    char path[64], buf[256];
-    FILE *f;
-    char *close_paren;
-    int dead = 0;
-
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
-        return 1;
-    }
-    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-    f = fopen(path, "r");
-    if (f == NULL) {
-        return 0; /* no /proc: kill's answer stands */
-    }
-    if (fgets(buf, sizeof(buf), f) != NULL && (close_paren = strrchr(buf, ')')) != NULL) {
-        dead = close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X');
-    }
-    fclose(f);
-    return dead;
 }
 
 weft_status_t weft__shm_health(weft_shm_t *shm)
@@ -377,8 +559,10 @@ weft_status_t weft__shm_health(weft_shm_t *shm)
     shm->checked_ns = now;
     for (int q = 0; q < shm->L; q++) {
         pid_t pid = (pid_t)__atomic_load_n(&shm->ctrl[q].pid, __ATOMIC_RELAXED);
+        uint64_t start = __atomic_load_n(&shm->ctrl[q].start, __ATOMIC_RELAXED);
 
-        if (pid > 0 && pid != self && pid_dead(pid)) {
+        /* gone, exiting, a zombie, or its pid given to another process */
+        if (pid > 0 && pid != self && weft__proc_gone(pid, start)) {
             shm->dead_rank = shm->local_ranks[q];
             shm->dead_pid = pid;
             return weft__error(WEFT_ERR_PEER_FAILED,

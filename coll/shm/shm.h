@@ -6,7 +6,12 @@
  * Segment: created by the node's first rank with mode 0600 under a name
  * made of its pid and 128 random bits, sent to the other local ranks over
  * the communicator; every local rank maps it and answers, and the creator
- * unlinks it at once, so a crash leaves nothing in /dev/shm. Layout:
+ * unlinks it at once. A creator killed before it unlinked leaves the name:
+ * names are "/weft-<pid>-<start time>-<pid namespace>-<random>" (hex), and
+ * every creator first removes the names of its user's processes of its pid
+ * namespace that are gone (no such pid, or another process under it). An
+ * attaching rank maps only a file of its own user whose header agrees with
+ * the file's size and the communicator (weft__shm_attach). Layout:
  *
  *   | header | ctrl[0] ... ctrl[L-1] | slot[0][0] slot[0][1] ... slot[L-1][1] |
  *
@@ -81,7 +86,7 @@ typedef struct weft_shm_ctrl {
     /* second line: read only by liveness checks and to name a mismatch */
     int64_t pid;
     weft_coll_sig_t full[2]; /* the signatures whose hashes are in sig */
-    uint64_t unused;
+    uint64_t start;          /* the start time of process pid (base/proc.h), 0: unknown */
 } weft_shm_ctrl_t;
 
 typedef struct weft_shm {
@@ -101,6 +106,7 @@ typedef struct weft_shm {
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */
     void **peer_dst;
+    int *pidfd;             /* [L] single copy: pidfds of the peers' processes (-1: none) */
     int dead_rank;          /* a local rank found dead (-1: none) */
     pid_t dead_pid;
     int cma; /* every local rank may read the others' memory
@@ -117,6 +123,16 @@ typedef struct weft_shm {
  */
 weft_status_t weft__shm_setup(struct weft_comm *comm);
 void weft__shm_release(weft_shm_t *shm);
+/* Map the segment at name (shm_open's form, "/weft-...") made for L local
+ * ranks; NULL, with nothing mapped and the reason recorded (weft_last_error)
+ * and logged, when it is not one: a file of another user or not a regular
+ * file, a bad magic, or header fields (local_size, bytes, slot_bytes) that
+ * disagree with L or with the file's size. The setup's, and for tests. */
+weft_shm_t *weft__shm_attach(int L, const char *name);
+/* Remove from /dev/shm the segment names that creators of this user and pid
+ * namespace left when they died before unlinking them; returns how many.
+ * (The setup's creator calls it first; for tests.) */
+int weft__shm_reap(void);
 /* WEFT_ERR_PEER_FAILED when a local rank's process is gone. */
 weft_status_t weft__shm_health(weft_shm_t *shm);
 

@@ -9,9 +9,20 @@
 #include "coll/shm/op.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
+
+/* 0 once local rank q's process has exited (its pidfd is readable): what a
+ * read by its pid returned may come from another process (segment.c,
+ * open_pidfds). 1 while it runs, and where there is no pidfd. */
+static int peer_ran(const weft_shm_t *shm, int q)
+{
+    struct pollfd p = {.fd = shm->pidfd != NULL ? shm->pidfd[q] : -1, .events = POLLIN};
+
+    return p.fd < 0 || poll(&p, 1, 0) != 1; /* an error of poll itself says nothing */
+}
 
 /* bytes from local rank q's address space at raddr into dst. */
 static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, size_t bytes)
@@ -31,7 +42,11 @@ static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, siz
         raddr += (uint64_t)n;
         bytes -= (size_t)n;
     }
-    return WEFT_OK;
+    return peer_ran(o->shm, q) ? WEFT_OK
+                               : weft__error(WEFT_ERR_PEER_FAILED,
+                                             "rank %d failed (its process %ld on this node "
+                                             "exited while this rank read its buffer)",
+                                             o->shm->local_ranks[q], (long)pid);
 }
 
 /* Device memory (IPC): this rank's src and dst handles at the start of its

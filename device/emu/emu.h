@@ -25,8 +25,24 @@ weft_status_t weft__emu_free(void *ptr);
 weft_status_t weft__emu_ipc_export(const void *ptr, void *handle);
 weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p);
 void weft__emu_ipc_close(void *ptr);
+/* An IPC handle: the exporting process (pid and start time, base/proc.h),
+ * the memfd of the allocation in that process, the allocation's id and size
+ * and the pointer's offset in it. An importer opens /proc/<pid>/fd/<fd> and
+ * maps it only when the process is still the exporter (start time), the file
+ * is an emu memfd of its own user and at least size bytes long, and offset is
+ * inside size: a handle read from shared memory is data, not trusted. */
+typedef struct weft_emu_ipc_handle {
+    uint32_t magic;
+    int32_t pid;
+    int32_t fd;
+    uint32_t pad;
+    uint64_t id;
+    uint64_t size;
+    uint64_t offset;
+    uint64_t start;
+} weft_emu_ipc_handle_t;
 /* Bytes of an IPC handle. */
-#define WEFT_EMU_IPC_HANDLE_SIZE 40
+#define WEFT_EMU_IPC_HANDLE_SIZE 48
 /* Mappings of other processes' memory made by ipc_import and still open
  * (for tests: proof that IPC was really used). */
 int weft__emu_ipc_imports_open(void);

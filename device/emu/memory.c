@@ -12,6 +12,7 @@
  */
 #include "device/emu/emu.h"
 
+#include "base/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,29 +22,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define IPC_MAGIC 0x656d7531u /* "emu1" */
+#define MEMFD_NAME "weft-emu"
 
 typedef struct emu_alloc {
     uintptr_t base;
     size_t size; /* mapped bytes (whole pages) */
     int fd;      /* -1 once freed */
-    uint64_t id; /* unique in this process: imports are cached by (pid, id) */
+    uint64_t id; /* unique in this process: imports are cached by (pid, start, id) */
 } emu_alloc_t;
 
-typedef struct ipc_handle {
-    uint32_t magic;
-    int32_t pid;
-    int32_t fd;
-    uint32_t pad;
-    uint64_t id;
-    uint64_t size;
-    uint64_t offset;
-} ipc_handle_t;
+typedef weft_emu_ipc_handle_t ipc_handle_t;
 
 typedef struct emu_import {
     int pid;
+    uint64_t start;
     uint64_t id;
     void *base;
     size_t size;
@@ -139,7 +135,7 @@ weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p)
     if (bytes > SIZE_MAX - page) {
         return weft__error(WEFT_ERR_INVALID_ARG, "emu: cannot allocate %zu bytes", bytes);
     }
-    fd = memfd_create("weft-emu", MFD_CLOEXEC);
+    fd = memfd_create(MEMFD_NAME, MFD_CLOEXEC);
     if (fd < 0) {
         return weft__error(WEFT_ERR_NO_MEMORY, "emu: memfd_create: %s", strerror(errno));
     }
@@ -196,7 +192,8 @@ weft_status_t weft__emu_free(void *ptr)
 
 weft_status_t weft__emu_ipc_export(const void *ptr, void *handle)
 {
-    ipc_handle_t h = {.magic = IPC_MAGIC, .pid = (int32_t)getpid()};
+    ipc_handle_t h = {
+        .magic = IPC_MAGIC, .pid = (int32_t)getpid(), .start = weft__proc_start_time(getpid())};
     int i;
 
     pthread_rwlock_rdlock(&lock);
@@ -236,6 +233,50 @@ static weft_status_t import_local(const ipc_handle_t *h, void **ptr_p)
     return WEFT_OK;
 }
 
+/*
+ * Whether fd, opened from path (/proc/<pid>/fd/<fd> of h), may be mapped for
+ * h: the pid was still the exporter when it was opened (its start time
+ * matches after the open, so the fd is the exporter's: a pid given to a new
+ * process would show a later start time), the file is an emu allocation's
+ * memfd of this user, and it holds h->size bytes (a mapping past its end
+ * would fault on use).
+ */
+static weft_status_t check_import(const ipc_handle_t *h, int fd, const char *path)
+{
+    char self[64], link[128];
+    struct stat st;
+    ssize_t n;
+
+    if (h->start == 0 || weft__proc_start_time(h->pid) != h->start) {
+        return weft__error(WEFT_ERR_DEVICE,
+                           "emu ipc: the handle's process %d (start time %llu) is gone or not "
+                           "the exporter: refused, nothing mapped",
+                           (int)h->pid, (unsigned long long)h->start);
+    }
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    n = readlink(self, link, sizeof(link) - 1);
+    link[n > 0 ? n : 0] = '\0';
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        strncmp(link, "/memfd:" MEMFD_NAME, strlen("/memfd:" MEMFD_NAME)) != 0) {
+        return weft__error(WEFT_ERR_DEVICE,
+                           "emu ipc: %s is not emu memory (%s): refused, nothing mapped", path,
+                           link[0] != '\0' ? link : "unknown file");
+    }
+    if (st.st_uid != geteuid()) {
+        return weft__error(WEFT_ERR_DEVICE,
+                           "emu ipc: %s belongs to user %ld, not this one (%ld): refused, "
+                           "nothing mapped",
+                           path, (long)st.st_uid, (long)geteuid());
+    }
+    if ((uint64_t)st.st_size < h->size) {
+        return weft__error(WEFT_ERR_DEVICE,
+                           "emu ipc: the handle's size %llu is larger than the allocation "
+                           "(%lld bytes at %s): refused, nothing mapped",
+                           (unsigned long long)h->size, (long long)st.st_size, path);
+    }
+    return WEFT_OK;
+}
+
 weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p)
 {
     ipc_handle_t h;
@@ -245,7 +286,8 @@ weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p)
     int fd;
 
     memcpy(&h, handle, sizeof(h));
-    if (h.magic != IPC_MAGIC || h.offset >= h.size) {
+    if (h.magic != IPC_MAGIC || h.offset >= h.size || h.pid <= 0 || h.fd < 0 ||
+        h.size > (uint64_t)SIZE_MAX / 2) {
         return weft__error(WEFT_ERR_INVALID_ARG, "emu ipc: not an emu memory handle");
     }
     if (h.pid == (int32_t)getpid()) {
@@ -253,7 +295,7 @@ weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p)
     }
     pthread_mutex_lock(&import_lock);
     for (int i = 0; i < nimports; i++) {
-        if (imports[i].pid == h.pid && imports[i].id == h.id) {
+        if (imports[i].pid == h.pid && imports[i].start == h.start && imports[i].id == h.id) {
             imports[i].refs++;
             base = imports[i].base;
             break;
@@ -265,6 +307,11 @@ weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p)
         if (fd < 0) {
             status = weft__error(WEFT_ERR_DEVICE, "emu ipc: cannot open %s: %s", path,
                                  strerror(errno));
+            goto out;
+        }
+        status = check_import(&h, fd, path);
+        if (status != WEFT_OK) {
+            close(fd);
             goto out;
         }
         base = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -288,8 +335,8 @@ weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p)
             imports = n;
             cap_imports = ncap;
         }
-        imports[nimports++] =
-            (emu_import_t){.pid = h.pid, .id = h.id, .base = base, .size = h.size, .refs = 1};
+        imports[nimports++] = (emu_import_t){
+            .pid = h.pid, .start = h.start, .id = h.id, .base = base, .size = h.size, .refs = 1};
         atomic_fetch_add(&imports_total, 1);
     }
 out:

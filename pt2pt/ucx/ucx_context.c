@@ -15,6 +15,8 @@
  */
 #include "pt2pt/ucx/ucx_internal.h"
 
+#include "base/proc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,46 +42,6 @@ static uint64_t fnv1a(const void *data, size_t len)
         h = (h ^ p[i]) * 0x100000001b3ull;
     }
     return h;
-}
-
-/* The kernel's PF_EXITING task flag (include/linux/sched.h), as
- * /proc/<pid>/stat shows it. */
-#define PF_EXITING_FLAG 0x00000004ul
-
-/* Start time of a running process (clock ticks after boot); 0 when pid is
- * gone, exiting or a zombie. */
-static uint64_t proc_start_time(pid_t pid)
-{
-    char path[64], buf[1024];
-    unsigned long long start = 0;
-    unsigned long flags = 0;
-    const char *p;
-    char state = 'X';
-    size_t n;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "r");
-    if (f == NULL) {
-        return 0;
-    }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* fields 3 (state), 9 (flags) and 22 (starttime); the name before them
-     * may hold ')' */
-    p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 1,
-                            " %c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u "
-                            "%*d %*d %*d %*d %*d %*d %llu",
-                            &state, &flags, &start) != 3) {
-        return 0;
-    }
-    /* A process that is exiting (PF_EXITING: set first thing on exit, before
-     * its memory, shared-memory segments included, is torn down) is gone
-     * already: a peer that finds its segments detached must not take it for
-     * a transport error while the kernel is still tearing it down. */
-    return state == 'Z' || state == 'X' || (flags & PF_EXITING_FLAG) != 0 ? 0 : start;
 }
 
 /* This boot of this host, this pid namespace and this user: processes with
@@ -197,7 +159,7 @@ static weft_status_t address_create(weft_ucx_context_t *ctx)
         ucp_worker_release_address(ctx->worker, worker_addr);
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a worker address");
     }
-    hdr.start_time = proc_start_time(getpid());
+    hdr.start_time = weft__proc_start_time(getpid());
     hdr.host = hdr.start_time != 0 ? host_identity() : 0;
     ctx->host = hdr.host;
     memcpy(ctx->address, &hdr, sizeof(hdr));
@@ -490,7 +452,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 int weft__ucx_peer_is_gone(const weft_ucx_context_t *ctx, const ucx_peer_t *peer)
 {
     return ctx->host != 0 && peer->id.host == ctx->host &&
-           proc_start_time(peer->id.pid) != peer->id.start_time;
+           weft__proc_start_time(peer->id.pid) != peer->id.start_time;
 }
 
 /* Every LIVENESS_INTERVAL_NS: fail the peers on this host whose process is

@@ -13,7 +13,14 @@
  *    only part of the communicator, and "hier" forced on one node: the
  *    selection drops the rule and the results are right;
  *  - hundreds of ranks on one node: the reductions that combine every local
- *    rank's slot at once.
+ *    rank's slot at once;
+ *  - after a crash: the name of a segment whose creator was killed before it
+ *    unlinked it is removed by the next setup, and only such names (not a
+ *    live process's, another user's, another pid namespace's);
+ *  - fields read from shared memory: segment headers whose sizes disagree
+ *    with the file (an overflowing slot size among them), or a file of
+ *    another user, are refused with nothing mapped; a pid whose process
+ *    start time is not the one a rank published counts as a dead rank.
  *
  * Every collective the shared-memory algorithms implement is checked
  * against a reference computed here from inputs that are deterministic per
@@ -25,17 +32,25 @@
 #include "coll/coll.h"
 #include "coll/cost.h"
 #include "coll/shm/shm.h"
+#include "base/proc.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
 #include "tests/coll/check.h"
 #include "tests/harness.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_NAMES 16
@@ -780,5 +795,257 @@ Test(segment, hundreds_of_local_ranks, .timeout = 120)
         shared_done(&sh);
     }
     weft__coll_tune_release();
+    weft_finalize();
+}
+
+/* ------------------------------------------------- 6. after a crash */
+
+#define DEADLINE_S 20.0
+#define NOBODY 65534
+
+static uint64_t pid_ns(void)
+{
+    struct stat st;
+
+    cr_assert_eq(stat("/proc/self/ns/pid", &st), 0, "no /proc/self/ns/pid");
+    return (uint64_t)st.st_ino;
+}
+
+/* A segment name as a creator of pid (started at start, in namespace ns)
+ * makes it (coll/shm/segment.c), for planting. */
+static void creator_name(char *buf, size_t cap, long pid, uint64_t start, uint64_t ns, int k)
+{
+    snprintf(buf, cap, "/weft-%ld-%" PRIx64 "-%" PRIx64 "-%016x%016" PRIx64, pid, start, ns,
+             0xabcd0000u + (unsigned)k, (uint64_t)0x1234567890abcdefull);
+}
+
+static int plant(const char *name, size_t bytes, int uid)
+{
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+
+    if (fd < 0) {
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)bytes) != 0 || (uid >= 0 && fchown(fd, (uid_t)uid, (gid_t)uid) != 0)) {
+        close(fd);
+        shm_unlink(name);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+static int present(const char *name)
+{
+    char path[160];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    return lstat(path, &st) == 0;
+}
+
+/* A rank 0 killed between shm_open and shm_unlink: the child creates a
+ * 1 MiB segment under its own name, as setup does, and SIGKILLs itself. */
+static int killed_creator(int rank, void *arg)
+{
+    char *name = arg;
+    int fd;
+
+    (void)rank;
+    creator_name(name, NAME_CHARS, (long)getpid(), weft__proc_start_time(getpid()), pid_ns(), 0);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, 1 << 20) != 0) {
+        _exit(10);
+    }
+    raise(SIGKILL);
+    _exit(11);
+}
+
+static void two_ranks_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+
+    (void)rank;
+    atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->coll->shm != NULL);
+}
+
+/*
+ * What a setup removes from /dev/shm: the name a killed creator left, and a
+ * name whose pid now runs another process (a start time that is not its);
+ * what it keeps: the name of a creator that runs, another pid namespace's,
+ * another user's (run as root), a name not in the creator form.
+ */
+Test(segment, names_of_dead_creators_removed_at_setup, .timeout = 60)
+{
+    enum { KILLED, RECYCLED, LIVE, OTHER_NS, OTHER_USER, OTHER_FORM, N };
+    static const char *what[N] = {"a killed creator's", "a recycled pid's",
+                                  "a live creator's",   "another pid namespace's",
+                                  "another user's",     "a name of another form"};
+    static const int reaped[N] = {1, 1, 0, 0, 0, 0};
+    char *names = harness_shared((size_t)N * NAME_CHARS);
+    int planted[N] = {0}, left[N];
+    long parent = (long)getppid();
+    uint64_t parent_start = weft__proc_start_time((pid_t)parent), ns = pid_ns();
+    harness_procs_t procs;
+    shared_t sh;
+
+    cr_assert_not_null(names);
+    cr_assert_neq(parent_start, 0u, "no start time of the parent process in /proc");
+    init();
+    cr_assert_eq(harness_fork(&procs, 0, 1, killed_creator, names + KILLED * NAME_CHARS), 0,
+                 "fork: %s", strerror(errno));
+    cr_assert_eq(harness_reap(&procs, harness_now_s() + DEADLINE_S), 0, "the child did not end");
+    cr_assert(WIFSIGNALED(procs.wstatus[0]) && WTERMSIG(procs.wstatus[0]) == SIGKILL,
+              "the creating child did not die by SIGKILL (status %#x)", procs.wstatus[0]);
+    planted[KILLED] = present(names + KILLED * NAME_CHARS);
+    creator_name(names + RECYCLED * NAME_CHARS, NAME_CHARS, parent, parent_start + 1, ns, 1);
+    creator_name(names + LIVE * NAME_CHARS, NAME_CHARS, parent, parent_start, ns, 2);
+    creator_name(names + OTHER_NS * NAME_CHARS, NAME_CHARS, (long)procs.pid[0], 1, ns + 1, 3);
+    creator_name(names + OTHER_USER * NAME_CHARS, NAME_CHARS, (long)procs.pid[0], 1, ns, 4);
+    snprintf(names + OTHER_FORM * NAME_CHARS, NAME_CHARS, "/weft-%ld-%032x", (long)procs.pid[0],
+             5u);
+    for (int i = RECYCLED; i < N; i++) {
+        if (i != OTHER_USER || geteuid() == 0) {
+            planted[i] = plant(names + i * NAME_CHARS, 4096, i == OTHER_USER ? NOBODY : -1) == 0;
+        }
+    }
+    /* the next job's setup */
+    weft__runtime_config.ranks_per_node = 0;
+    shared_init(&sh, 2);
+    run_world(&sh, 2, 3, two_ranks_body);
+    shared_done(&sh);
+    for (int i = 0; i < N; i++) {
+        left[i] = present(names + i * NAME_CHARS);
+        if (left[i]) {
+            shm_unlink(names + i * NAME_CHARS); /* clean up before any assertion */
+        }
+    }
+    weft_finalize();
+    cr_assert_eq(atomic_load(&sh.with_shm), 2, "the world had no segment");
+    cr_assert(planted[KILLED], "the killed creator left no name to remove");
+    for (int i = 0; i < N; i++) {
+        if (!planted[i]) {
+            cr_log_info("%s name was not planted (not root?)", what[i]);
+            continue;
+        }
+        cr_assert_eq(left[i], !reaped[i], "%s name %s was %s by the setup", what[i],
+                     names + i * NAME_CHARS, left[i] ? "left" : "removed");
+    }
+}
+
+/* ------------------------------------- 7. fields read from shared memory */
+
+#define HDR_MAGIC 0x7765667473686d31ull
+
+/* A segment file of L = 2 local ranks: a header page, a control page, and
+ * 4 slots of slot bytes (a well-formed one for the default arguments). */
+typedef struct header_case {
+    const char *what;
+    uint64_t magic, local_size, slot_bytes, bytes;
+    size_t file_bytes;
+    int uid; /* chown the file to it (root only), -1: keep */
+} header_case_t;
+
+static int plant_segment(const char *name, const header_case_t *c)
+{
+    uint64_t h[4] = {c->magic, c->local_size, c->slot_bytes, c->bytes};
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    int ok;
+
+    if (fd < 0) {
+        return -1;
+    }
+    ok = ftruncate(fd, (off_t)c->file_bytes) == 0 && pwrite(fd, h, sizeof(h), 0) == sizeof(h) &&
+         (c->uid < 0 || fchown(fd, (uid_t)c->uid, (gid_t)c->uid) == 0);
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+Test(segment, corrupted_headers_refused_nothing_mapped, .timeout = 30)
+{
+    const size_t good = 2 * 4096 + 4 * 4096;
+    const header_case_t cases[] = {
+        {"well formed", HDR_MAGIC, 2, 4096, good, good, -1},
+        /* 8192 + 4 * (2^62 + 1024) wraps to 12288, the file's size */
+        {"slot size that overflows", HDR_MAGIC, 2, (1ull << 62) + 1024, 12288, 12288, -1},
+        {"slot size of no whole pages", HDR_MAGIC, 2, 4097, 8192 + 4 * 4097, 8192 + 4 * 4097, -1},
+        {"slot size 0", HDR_MAGIC, 2, 0, 8192, 8192, -1},
+        {"bytes past the file", HDR_MAGIC, 2, 4096, (uint64_t)1 << 40, good, -1},
+        {"slots past the file", HDR_MAGIC, 2, 1 << 20, good, good, -1},
+        {"other local size", HDR_MAGIC, 3, 4096, good, good, -1},
+        {"bad magic", HDR_MAGIC ^ 1, 2, 4096, good, good, -1},
+        {"file smaller than the controls", HDR_MAGIC, 2, 0, 4096, 4096, -1},
+        {"file of another user", HDR_MAGIC, 2, 4096, good, good, NOBODY},
+    };
+    char name[NAME_CHARS];
+    mappings_t m;
+
+    init();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const header_case_t *c = &cases[i];
+        weft_shm_t *shm;
+
+        if (c->uid >= 0 && geteuid() != 0) {
+            cr_log_info("%s: not root, cannot make one", c->what);
+            continue;
+        }
+        snprintf(name, sizeof(name), "/weft-%ld-header-%zu", (long)getpid(), i);
+        cr_assert_eq(plant_segment(name, c), 0, "%s: cannot plant %s: %s", c->what, name,
+                     strerror(errno));
+        shm = weft__shm_attach(2, name);
+        cr_assert_eq(read_mappings(&m), 0);
+        shm_unlink(name);
+        if (i == 0) {
+            cr_assert_not_null(shm, "%s: refused: %s", c->what, weft_last_error());
+            cr_assert_eq(shm->slot_bytes, 4096);
+            cr_assert_eq(m.total, 1);
+            weft__shm_release(shm);
+            cr_assert_eq(read_mappings(&m), 0);
+            cr_assert_eq(m.total, 0, "the well-formed segment is still mapped after release");
+            continue;
+        }
+        if (shm != NULL) {
+            weft__shm_release(shm);
+        }
+        cr_assert_null(shm, "%s: the segment was accepted (slot_bytes %zu)", c->what,
+                       shm != NULL ? shm->slot_bytes : 0);
+        cr_assert_not_null(strstr(weft_last_error(), "refused"), "%s: no clear error: %s", c->what,
+                           weft_last_error());
+        cr_assert_eq(m.total, 0, "%s: %d mappings left of a refused segment", c->what, m.total);
+    }
+    cr_assert_eq(dev_shm_count(), 0);
+    weft_finalize();
+}
+
+/* The liveness check takes a pid for a rank's process only with the start
+ * time the rank published beside it: a pid given to another process since
+ * (here: the parent's pid with another start time) is a dead rank. */
+Test(segment, recycled_pid_is_a_dead_rank, .timeout = 30)
+{
+    static const int ranks[2] = {0, 1};
+    weft_shm_ctrl_t *ctrl = aligned_alloc(64, 2 * sizeof(*ctrl));
+    pid_t parent = getppid();
+    uint64_t start = weft__proc_start_time(parent);
+    weft_shm_t shm = {.L = 2, .me = 0, .local_ranks = ranks, .dead_rank = -1};
+    weft_status_t status;
+
+    init();
+    cr_assert_not_null(ctrl);
+    cr_assert_neq(start, 0u, "no start time of the parent in /proc");
+    memset(ctrl, 0, 2 * sizeof(*ctrl));
+    shm.ctrl = ctrl;
+    ctrl[0].pid = getpid();
+    ctrl[0].start = weft__proc_start_time(getpid());
+    ctrl[1].pid = parent;
+    ctrl[1].start = start;
+    cr_assert_eq(weft__shm_health(&shm), WEFT_OK, "a live rank taken for dead: %s",
+                 weft_last_error());
+    ctrl[1].start = start + 1;
+    shm.checked_ns = 0;
+    status = weft__shm_health(&shm);
+    cr_assert_eq(status, WEFT_ERR_PEER_FAILED, "a recycled pid taken for the rank's process: %s",
+                 weft_status_string(status));
+    cr_assert_not_null(strstr(weft_last_error(), "rank 1 failed"), "%s", weft_last_error());
+    free(ctrl);
     weft_finalize();
 }

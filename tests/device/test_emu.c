@@ -5,7 +5,9 @@
  * through the ops table (a stream held by a wait, written in order, two
  * streams ordered through a flag), IPC between two processes (the parent
  * exports, a forked child that dropped its inherited mapping imports,
- * reads and writes), and reductions: every dtype x valid op bit-identical
+ * reads and writes; handles with a size past the allocation, a pid whose
+ * start time is not the exporter's, an fd that is no emu memory, a file of
+ * another user: refused with nothing mapped), and reductions: every dtype x valid op bit-identical
  * to the host table on the same data, run on a stream worker rather than
  * in the caller (the caller's own CPU time stays a small share of the
  * process's while a large reduction runs).
@@ -15,12 +17,14 @@
  */
 #include <criterion/criterion.h>
 
+#include "base/proc.h"
 #include "device/device.h"
 #include "device/emu/emu.h"
 #include "device/host/host.h"
 #include "tests/harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -584,6 +588,100 @@ Test(ipc, same_process_and_bad_handles)
                  "import of a freed allocation");
     expect_error(ops->ipc_export(e, handle), WEFT_ERR_INVALID_ARG, NULL, "export of freed memory");
     free(h);
+}
+
+/* A child that holds what it inherited (the parent's memfds among its fds)
+ * until it is killed, or its deadline. */
+static int holding_child(int rank, void *arg)
+{
+    (void)rank;
+    (void)arg;
+    alarm((unsigned)DEADLINE_S);
+    pause(); /* the first signal ends it: SIGKILL from the parent, or the alarm */
+    return 1;
+}
+
+/*
+ * Handles read from shared memory are data: the parent imports handles that
+ * name its forked child (which holds the same fds) and refuses each
+ * corrupted one with a clear error and no mapping made.
+ */
+Test(ipc, corrupted_handles_refused_nothing_mapped, .timeout = 30)
+{
+    const weft_device_ops_t *ops = &weft__device_emu_ops;
+    unsigned char *e = emu_alloc(3 * 4096), *p;
+    weft_emu_ipc_handle_t good, h;
+    char tmpl[] = "/tmp/weft-emu-ipc-XXXXXX";
+    int other = mkstemp(tmpl);
+    harness_procs_t procs;
+    uint64_t start;
+    void *q;
+
+    cr_assert_geq(other, 0, "mkstemp: %s", strerror(errno));
+    unlink(tmpl);
+    cr_assert_eq(ftruncate(other, 1 << 20), 0);
+    cr_assert_eq(ops->ipc_export(e + 100, &good), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(harness_fork(&procs, 0, 1, holding_child, NULL), 0, "fork: %s", strerror(errno));
+    for (int i = 0; i < 1000 && (start = weft__proc_start_time(procs.pid[0])) == 0; i++) {
+        usleep(1000);
+    }
+    cr_assert_neq(start, 0u, "no start time of the child");
+    good.pid = procs.pid[0];
+    good.start = start;
+
+    /* the well-formed handle of the child's fd maps, and is closed again */
+    p = NULL;
+    cr_assert_eq(ops->ipc_import(&good, (void **)&p), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft__emu_ipc_imports_open(), 1);
+    e[100] = 0x5a;
+    cr_assert_eq(p[0], 0x5a, "the import is not the allocation");
+    ops->ipc_close(p);
+    cr_assert_eq(weft__emu_ipc_imports_open(), 0);
+
+    h = good;
+    h.size += 4096;
+    q = NULL;
+    expect_error(ops->ipc_import(&h, &q), WEFT_ERR_DEVICE, "larger than the allocation",
+                 "a size past the allocation");
+    cr_assert_null(q);
+    h = good;
+    h.start = start + 1;
+    expect_error(ops->ipc_import(&h, &q), WEFT_ERR_DEVICE, "not the exporter",
+                 "a pid of another process than the exporter");
+    h = good;
+    h.pid = getppid();
+    h.start = weft__proc_start_time(getppid());
+    expect_error(ops->ipc_import(&h, &q), WEFT_ERR_DEVICE, NULL, "another live process's fd");
+    h = good;
+    h.fd = other;
+    h.size = 4096;
+    h.offset = 0;
+    expect_error(ops->ipc_import(&h, &q), WEFT_ERR_DEVICE, "not emu memory",
+                 "an fd of a plain file");
+    h = good;
+    h.pid = 0;
+    expect_error(ops->ipc_import(&h, &q), WEFT_ERR_INVALID_ARG, NULL, "pid 0");
+    if (geteuid() == 0) {
+        int fd;
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", good.fd);
+        fd = open(path, O_RDWR);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(fchown(fd, 65534, 65534), 0, "fchown: %s", strerror(errno));
+        close(fd);
+        expect_error(ops->ipc_import(&good, &q), WEFT_ERR_DEVICE, "belongs to user",
+                     "a file of another user");
+    } else {
+        cr_log_info("not root: no file of another user to import");
+    }
+    cr_assert_null(q);
+    cr_assert_eq(weft__emu_ipc_imports_open(), 0, "a refused handle left a mapping");
+    cr_assert_eq(weft__emu_ipc_imports_total(), 1u, "a refused handle was mapped");
+    harness_kill(&procs);
+    harness_reap(&procs, harness_now_s() + DEADLINE_S);
+    close(other);
+    cr_assert_eq(weft_mem_free(e), WEFT_OK);
 }
 
 /* ------------------------------------------------------------------ reduce */
