@@ -17,7 +17,8 @@
  */
 #include <mpi.h>
 
-#include <dirent.h>
+#include "tests/soak/proc_sample.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,68 +26,6 @@
 
 #define RSS_LIMIT_KIB 2048
 #define NVALS 64
-
-typedef struct sample {
-    long rss_kib;
-    int fds;
-    int maps;
-} sample_t;
-
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-
-    if (f == NULL) {
-        return -1;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
-            break;
-        }
-    }
-    fclose(f);
-    return kib;
-}
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL) {
-        return -1;
-    }
-    while ((e = readdir(d)) != NULL) {
-        n += e->d_name[0] != '.';
-    }
-    closedir(d);
-    return n - 1; /* the directory's own descriptor */
-}
-
-static int count_maps(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    int n = 0, c;
-
-    if (f == NULL) {
-        return -1;
-    }
-    while ((c = fgetc(f)) != EOF) {
-        n += c == '\n';
-    }
-    fclose(f);
-    return n;
-}
-
-static sample_t take_sample(void)
-{
-    sample_t s = {.rss_kib = rss_kib(), .fds = count_fds(), .maps = count_maps()};
-
-    return s;
-}
 
 static double now_s(void)
 {
@@ -153,12 +92,12 @@ int main(int argc, char **argv)
         flags[1] = (rank == 0 && t >= seconds) || bad;
         MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (flags[0] && !warmed) {
-            warm = take_sample();
+            warm = proc_sample();
             warmed = 1;
             cycles_warm = cycles;
         }
         if (warmed) {
-            end = take_sample();
+            end = proc_sample();
         }
         if (flags[1]) {
             break;

@@ -78,57 +78,6 @@ void soak_fail(rk_t *r, int line, const char *fmt, ...)
 
 /* -------------------------------------------------------- sampling /proc */
 
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-
-    if (f == NULL) {
-        return -1;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
-            break;
-        }
-    }
-    fclose(f);
-    return kib;
-}
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL) {
-        return -1;
-    }
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] != '.') {
-            n++;
-        }
-    }
-    closedir(d);
-    return n - 1; /* the directory's own descriptor */
-}
-
-static int count_maps(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    int n = 0, c;
-
-    if (f == NULL) {
-        return -1;
-    }
-    while ((c = fgetc(f)) != EOF) {
-        n += c == '\n';
-    }
-    fclose(f);
-    return n;
-}
-
 /* The open descriptors ("fd N: target") and the mappings, one a line, in
  * a malloc'd text (NULL when /proc cannot be read). */
 static char *snapshot(void)
@@ -206,7 +155,7 @@ static void diff_lines(const char *then, const char *now, char *buf, size_t cap)
 
 static sample_t take_sample(rk_t *r)
 {
-    sample_t s = {.rss_kib = rss_kib(), .fds = count_fds(), .maps = count_maps()};
+    sample_t s = proc_sample();
 
     CHECK(r, s.rss_kib > 0 && s.fds > 0 && s.maps > 0, "cannot read /proc/self");
     return s;

@@ -9,6 +9,7 @@
 #define WEFT_TESTS_SOAK_SOAK_H
 
 #include <weft.h>
+#include "tests/soak/proc_sample.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -47,11 +48,6 @@ static const char *const soak_coll_name[C_COUNT] = {
 
 /* ------------------------------------------------------------ shared state */
 
-typedef struct sample {
-    long rss_kib;
-    int fds;
-    int maps;
-} sample_t;
 
 typedef struct slot {
     char stage[256];  /* what the rank is doing (for hangs and crashes) */
