@@ -10,7 +10,13 @@ missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+install_torch() { # weft_torch's tests need torch (tools/torch_env.sh); WEFT_NO_TORCH=1 skips it
+    [ "${WEFT_NO_TORCH:-0}" = 1 ] || bash "$(dirname "$0")/torch_env.sh" >/dev/null
+}
+if [ ${#missing[@]} -eq 0 ]; then
+    install_torch
+    exit 0
+fi
 if [ "$(id -u)" -ne 0 ]; then
     echo "weft: missing Debian packages: ${missing[*]}" >&2
     echo "weft: install them as root: apt-get install ${missing[*]}" >&2
@@ -20,3 +26,4 @@ echo "weft: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_torch

@@ -1,0 +1,21 @@
+/* The Python module weft_torch._C: the backend's creator, which
+ * weft_torch/__init__.py registers with torch.distributed. */
+#include <pybind11/chrono.h>
+#include <torch/python.h>
+
+#include "process_group.hpp"
+
+PYBIND11_MODULE(_C, m)
+{
+    m.doc() = "weft as a torch.distributed backend (see weft_torch)";
+    m.def("create_backend", &weft_torch::ProcessGroupWeft::create, pybind11::arg("store"),
+          pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
+          "A weft process group over store's group (collective over its ranks).");
+    m.def(
+        "weft_version",
+        [] {
+            return std::to_string(WEFT_VERSION_MAJOR) + "." + std::to_string(WEFT_VERSION_MINOR) +
+                   "." + std::to_string(WEFT_VERSION_PATCH);
+        },
+        "The weft version the extension was built against.");
+}

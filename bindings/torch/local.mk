@@ -1,0 +1,18 @@
+# bindings/torch/: weft_torch, the torch.distributed backend (a torch C++
+# extension, built by setuptools against the torch it runs with, not by make).
+# tests/torch/test_torch.sh builds it in the build tree and runs its tests.
+torch_package = \
+	bindings/torch/setup.py bindings/torch/pyproject.toml bindings/torch/README.md \
+	bindings/torch/weft_torch/__init__.py \
+	bindings/torch/csrc/module.cpp bindings/torch/csrc/process_group.hpp \
+	bindings/torch/csrc/process_group.cpp bindings/torch/csrc/types.hpp \
+	bindings/torch/csrc/types.cpp
+
+TESTS += tests/torch/test_torch.sh
+EXTRA_DIST += $(torch_package) tests/torch/test_torch.sh tests/torch/test_backend.py \
+	tools/torch_env.sh
+
+clean-local: clean-torch-ext
+clean-torch-ext:
+	rm -rf tests/torch/ext
+.PHONY: clean-torch-ext

@@ -1,0 +1,328 @@
+"""weft_torch, the torch.distributed backend "weft", against gloo and against
+a reference computed locally.
+
+Each test spawns a job of N processes (torch.multiprocessing); every process
+joins a default group on "weft" and a gloo group over the same ranks, and
+runs its checks. Inputs are deterministic functions of (rank, seed, dtype),
+so each process also computes the exact expected result itself. Values are
+small integers (exact in every float type and free of overflow), so sums
+agree bitwise whatever order the backends add in.
+
+Run by tests/torch/test_torch.sh with the extension on PYTHONPATH.
+"""
+
+import datetime
+import functools
+import os
+import tempfile
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+ReduceOp = dist.ReduceOp
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INTS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]
+ALL_DTYPES = FLOATS + INTS + [torch.bool]
+ARITH_OPS = [ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX, ReduceOp.AVG]
+BIT_OPS = [ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR]
+COUNTS = [0, 1, 7, 1000, 65537]
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _spawn(fn, nprocs, *args):
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_entry, args=(fn, nprocs, os.path.join(tmp, "store")) + args, nprocs=nprocs,
+                 join=True)
+
+
+def _entry(rank, fn, size, store_path, *args):
+    import weft_torch  # noqa: F401  (registers "weft")
+
+    dist.init_process_group("weft", init_method="file://" + store_path, rank=rank,
+                            world_size=size, timeout=datetime.timedelta(seconds=120))
+    try:
+        gloo = dist.new_group(backend="gloo")
+        fn(rank, size, gloo, *args)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def make_input(rank, seed, dtype, count, op):
+    """Rank rank's input: small values for arithmetic (no overflow, exact in
+    fp16/bf16), the whole range of integer types for bitwise ops."""
+    g = torch.Generator().manual_seed(seed * 1009 + rank)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (count,), generator=g).to(torch.bool)
+    if op in BIT_OPS or (op in (ReduceOp.MIN, ReduceOp.MAX) and not dtype.is_floating_point):
+        info = torch.iinfo(dtype)
+        lo, hi = max(info.min, -2**31), min(info.max, 2**31 - 1)
+        return torch.randint(lo, hi, (count,), generator=g, dtype=torch.int64).to(dtype)
+    if op == ReduceOp.PRODUCT:
+        lo = 0 if dtype == torch.uint8 else -2
+        vals = torch.randint(lo, 3, (count,), generator=g)
+        vals[vals == 0] = 1
+        return vals.to(dtype)
+    lo = 0 if dtype == torch.uint8 else -4
+    return torch.randint(lo, 5, (count,), generator=g).to(dtype)
+
+
+def reference(inputs, op, size):
+    """The exact result of reducing inputs (one per rank) with op."""
+    dtype = inputs[0].dtype
+    if dtype == torch.bool:
+        fn = {ReduceOp.SUM: torch.logical_or, ReduceOp.MAX: torch.logical_or,
+              ReduceOp.BOR: torch.logical_or, ReduceOp.PRODUCT: torch.logical_and,
+              ReduceOp.MIN: torch.logical_and, ReduceOp.BAND: torch.logical_and,
+              ReduceOp.BXOR: torch.logical_xor}[op]
+        return functools.reduce(fn, inputs)
+    wide = [t.to(torch.float64 if dtype.is_floating_point else torch.int64) for t in inputs]
+    if op in (ReduceOp.SUM, ReduceOp.AVG):
+        out = functools.reduce(torch.add, wide)
+        if op == ReduceOp.AVG:
+            out = out / size if dtype.is_floating_point else torch.div(out, size,
+                                                                          rounding_mode="trunc")
+    else:
+        fn = {ReduceOp.PRODUCT: torch.mul, ReduceOp.MIN: torch.minimum,
+              ReduceOp.MAX: torch.maximum, ReduceOp.BAND: torch.bitwise_and,
+              ReduceOp.BOR: torch.bitwise_or, ReduceOp.BXOR: torch.bitwise_xor}[op]
+        out = functools.reduce(fn, wide)
+    return out.to(dtype)
+
+
+def valid(dtype, op):
+    if op in BIT_OPS:
+        return not dtype.is_floating_point
+    if op == ReduceOp.AVG:
+        return dtype != torch.bool
+    return True
+
+
+def gloo_supports(dtype, op):
+    return op != ReduceOp.AVG and dtype not in (torch.int16,)
+
+
+# gloo refuses int16 and complex tensors ("Invalid scalar type")
+GLOO_BCAST_DTYPES = FLOATS + [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool]
+
+
+def assert_same(got, want, what):
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    if not torch.equal(got, want):
+        bad = (got != want).nonzero()[:5].flatten().tolist()
+        raise AssertionError(f"{what}: wrong at {bad}: {got.flatten()[bad].tolist()} "
+                             f"expected {want.flatten()[bad].tolist()}")
+
+
+# ------------------------------------------------------------ the checks
+
+
+def check_allreduce(rank, size, gloo):
+    seed = 0
+    for dtype in ALL_DTYPES:
+        for op in ARITH_OPS + BIT_OPS:
+            if not valid(dtype, op):
+                continue
+            for count in COUNTS:
+                seed += 1
+                what = f"all_reduce {dtype} {op} count {count} np {size}"
+                inputs = [make_input(r, seed, dtype, count, op) for r in range(size)]
+                want = reference(inputs, op, size)
+                t = inputs[rank].clone()
+                dist.all_reduce(t, op=op)
+                assert_same(t, want, what)
+                if gloo_supports(dtype, op) and count <= 1000:
+                    g = inputs[rank].clone()
+                    dist.all_reduce(g, op=op, group=gloo)
+                    assert_same(t, g, what + " (against gloo)")
+
+
+def check_allreduce_forms(rank, size, gloo):
+    # non-contiguous: every other element of a 2-column tensor
+    base = torch.full((513, 2), -7.0)
+    col = base[:, 0]
+    col.copy_(torch.arange(513, dtype=torch.float32) + rank)
+    dist.all_reduce(col)
+    want = sum(torch.arange(513, dtype=torch.float32) + r for r in range(size))
+    assert_same(col.contiguous(), want, "all_reduce of a strided view")
+    assert_same(base[:, 1].contiguous(), torch.full((513,), -7.0), "the other column untouched")
+
+    # a 3-d tensor, and a transposed (non-contiguous) one
+    x = (torch.arange(60, dtype=torch.float64).reshape(3, 4, 5) + rank).transpose(0, 2)
+    dist.all_reduce(x, op=ReduceOp.MAX)
+    want = (torch.arange(60, dtype=torch.float64).reshape(3, 4, 5) + size - 1).transpose(0, 2)
+    assert_same(x, want, "all_reduce MAX of a transposed tensor")
+
+    # complex tensors reduce as their real views
+    z = torch.complex(torch.arange(9.0) + rank, -torch.arange(9.0) * (rank + 1))
+    dist.all_reduce(z)
+    zg = torch.complex(torch.arange(9.0) + rank, -torch.arange(9.0) * (rank + 1))
+    dist.all_reduce(zg, group=gloo)
+    assert_same(z, zg, "all_reduce SUM of complex64 against gloo")
+    with pytest.raises(ValueError):
+        dist.all_reduce(z.clone(), op=ReduceOp.MAX)
+
+    # PREMUL_SUM: each input times the factor, then summed
+    for factor in (2.5, torch.tensor([0.5], dtype=torch.float64)):
+        p = torch.arange(10, dtype=torch.float32) + rank
+        dist.all_reduce(p, op=dist._make_nccl_premul_sum(factor))
+        f = float(factor)
+        want = sum((torch.arange(10, dtype=torch.float32) + r) * f for r in range(size))
+        assert_same(p, want, f"all_reduce PREMUL_SUM x{f}")
+
+    # a scalar (0-d) tensor
+    s = torch.tensor(rank + 1, dtype=torch.int64)
+    dist.all_reduce(s, op=ReduceOp.PRODUCT)
+    assert s.item() == functools.reduce(lambda a, b: a * b, range(1, size + 1))
+
+
+def check_broadcast(rank, size, gloo):
+    seed = 1000
+    for dtype in ALL_DTYPES + [torch.complex128]:
+        for count in COUNTS:
+            for root in range(size):
+                seed += 1
+                inputs = [make_input(r, seed, dtype if not dtype.is_complex else torch.float64,
+                                     count * (2 if dtype.is_complex else 1), ReduceOp.SUM)
+                          for r in range(size)]
+                if dtype.is_complex:
+                    inputs = [torch.view_as_complex(i.reshape(-1, 2)) for i in inputs]
+                t = inputs[rank].clone()
+                dist.broadcast(t, src=root)
+                assert_same(t, inputs[root], f"broadcast {dtype} count {count} root {root}")
+                if count == 7 and dtype in GLOO_BCAST_DTYPES:
+                    g = inputs[rank].clone()
+                    dist.broadcast(g, src=root, group=gloo)
+                    assert_same(t, g, f"broadcast {dtype} root {root} against gloo")
+    # a strided view: only its own elements change
+    base = torch.full((100, 3), float(rank))
+    dist.broadcast(base[:, 1], src=size - 1)
+    assert torch.all(base[:, 1] == size - 1)
+    assert torch.all(base[:, 0] == rank) and torch.all(base[:, 2] == rank)
+
+
+def check_barrier(rank, size, gloo):
+    # ranks other than 0 may not leave the barrier before rank 0 enters it
+    dist.barrier()
+    if rank == 0:
+        time.sleep(1.0)
+    start = time.monotonic()
+    dist.barrier()
+    if rank != 0:
+        waited = time.monotonic() - start
+        assert waited > 0.5, f"barrier returned after {waited:.3f} s, before rank 0 entered"
+
+
+def check_async(rank, size, gloo):
+    # many works outstanding, completed in order; futures carry the outputs
+    tensors = [torch.full((1000 + i,), float(rank + i)) for i in range(32)]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    fut = works[-1].get_future()
+    chained = fut.then(lambda f: f.value()[0].sum().item())
+    for i, w in enumerate(works):
+        assert w.wait()
+        assert w.is_completed() and w.is_success()
+        want = sum(float(r + i) for r in range(size))
+        assert torch.all(tensors[i] == want), f"async all_reduce {i}"
+    assert chained.wait() == (1031) * sum(float(r + 31) for r in range(size))
+    b = torch.full((5,), float(rank))
+    wb = dist.broadcast(b, src=0, async_op=True)
+    out = wb.get_future().wait()
+    assert out[0] is not None and torch.all(out[0] == 0.0)
+    dist.barrier(async_op=True).wait()
+
+
+def check_bad_input(rank, size, gloo):
+    # refused on the calling thread: nothing queued, nothing sent, the group goes on
+    with pytest.raises(ValueError, match="non-integral"):
+        dist.all_reduce(torch.ones(4), op=ReduceOp.BAND)
+    with pytest.raises(ValueError, match="boolean"):
+        dist.all_reduce(torch.ones(4, dtype=torch.bool), op=ReduceOp.AVG)
+    with pytest.raises((ValueError, RuntimeError)):
+        dist.broadcast(torch.ones(4), src=size + 3)
+    t = torch.full((8,), float(rank))
+    dist.all_reduce(t)
+    assert torch.all(t == sum(range(size))), "the group works after refused calls"
+
+
+def check_subgroups(rank, size, gloo):
+    # two groups over disjoint halves, each its own communicator
+    halves = [list(range(0, size, 2)), list(range(1, size, 2))]
+    groups = [dist.new_group(ranks=h, backend="weft") for h in halves]
+    mine = halves[rank % 2]
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t, group=groups[rank % 2])
+    assert t.item() == float(sum(mine)), f"subgroup {mine} all_reduce"
+    b = torch.tensor([float(rank)])
+    dist.broadcast(b, src=mine[-1], group=groups[rank % 2])
+    assert b.item() == float(mine[-1])
+    # the default group still works between them
+    d = torch.tensor([1.0])
+    dist.all_reduce(d)
+    assert d.item() == float(size)
+
+
+# ----------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_allreduce(size):
+    _spawn(_all_checks, size)
+
+
+def _all_checks(rank, size, gloo):
+    for check in (check_allreduce, check_allreduce_forms, check_broadcast, check_barrier,
+                  check_async, check_bad_input):
+        check(rank, size, gloo)
+
+
+@pytest.mark.parametrize("size", [3, 4])
+def test_subgroups(size):
+    _spawn(check_subgroups, size)
+
+
+def _stalled(rank, size, gloo):
+    # rank 1 never calls the collective: rank 0's Work fails with weft's
+    # timeout, naming the operation, within WEFT_TIMEOUT (not the torch default)
+    if rank == 0:
+        start = time.monotonic()
+        with pytest.raises(dist.DistBackendError, match="WEFT_ERR_TIMEOUT") as err:
+            dist.all_reduce(torch.ones(16))
+        took = time.monotonic() - start
+        assert took < 30, f"the timeout took {took:.1f} s"
+        assert "allreduce" in str(err.value)
+    else:
+        time.sleep(8)
+
+
+def test_stalled_rank():
+    os.environ["WEFT_TIMEOUT"] = "3"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            mp.spawn(_stalled_entry, args=(2, os.path.join(tmp, "store")), nprocs=2, join=True)
+    finally:
+        del os.environ["WEFT_TIMEOUT"]
+
+
+def _stalled_entry(rank, size, store_path):
+    import weft_torch  # noqa: F401
+
+    dist.init_process_group("weft", init_method="file://" + store_path, rank=rank,
+                            world_size=size)
+    try:
+        _stalled(rank, size, None)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_registered():
+    import weft_torch
+
+    assert "weft" in dist.Backend.backend_list
+    assert weft_torch.weft_version().count(".") == 2

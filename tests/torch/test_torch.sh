@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# weft_torch, the torch.distributed backend (bindings/torch): builds the
+# extension against the torch of the weft torch venv (tools/torch_env.sh
+# makes it; tools/deps.sh runs that) and libweft of the build tree, then runs
+# tests/torch/test_backend.py with pytest: jobs of 2, 3 and 4 processes
+# whose every result is checked against gloo's and a locally computed one.
+# The extension is built in the build tree (tests/torch/ext), again only when
+# its sources or libweft changed.
+set -u
+: "${top_builddir:?run through make check}" "${top_srcdir:?run through make check}"
+venv=${WEFT_TORCH_VENV:-$HOME/.cache/weft/torch-venv}
+python=$venv/bin/python
+src=$top_srcdir/bindings/torch
+ext=$top_builddir/tests/torch/ext
+lib=$top_builddir/.libs/libweft.so
+if [ ! -x "$python" ] ||
+        ! timeout 300 "$python" -c 'import torch.distributed, pytest, expecttest' 2>/dev/null; then
+    echo "SKIP: no torch venv at $venv (bash tools/torch_env.sh makes it; tools/deps.sh runs it)"
+    exit 77
+fi
+if [ ! -e "$lib" ]; then
+    echo "FAIL: $lib is missing (build first)"
+    exit 1
+fi
+if [ ! -e "$ext/.built" ] || [ -n "$(find "$src" "$lib" -newer "$ext/.built" -print -quit)" ]; then
+    rm -rf "$ext"
+    mkdir -p "$ext"
+    cp -R "$src"/setup.py "$src"/pyproject.toml "$src"/csrc "$src"/weft_torch "$ext"/
+    chmod -R u+w "$ext"
+    echo "building weft_torch in $ext"
+    if ! (cd "$ext" && WEFT_INCLUDE_DIR="$top_srcdir/include" \
+            WEFT_LIBRARY_DIR="$top_builddir/.libs" MAX_JOBS=2 \
+            timeout 900 "$python" setup.py -q build_ext --inplace) >"$ext/build.log" 2>&1; then
+        echo "FAIL: building weft_torch"
+        tail -n 40 "$ext/build.log"
+        exit 1
+    fi
+    touch "$ext/.built"
+fi
+export PYTHONPATH=$ext PYTHONDONTWRITEBYTECODE=1
+timeout -k 10 1200 "$python" -m pytest -q -p no:cacheprovider -o console_output_style=classic \
+    -rs "$top_srcdir/tests/torch/test_backend.py"
+rc=$?
+[ $rc -eq 0 ] && echo PASS || echo "FAIL: pytest exit $rc"
+exit $rc
