@@ -5,11 +5,13 @@ torch_package = \
 	bindings/torch/setup.py bindings/torch/pyproject.toml bindings/torch/README.md \
 	bindings/torch/weft_torch/__init__.py \
 	bindings/torch/csrc/module.cpp bindings/torch/csrc/process_group.hpp \
-	bindings/torch/csrc/process_group.cpp bindings/torch/csrc/types.hpp \
+	bindings/torch/csrc/process_group.cpp bindings/torch/csrc/collectives.cpp \
+	bindings/torch/csrc/types.hpp \
 	bindings/torch/csrc/types.cpp
 
 TESTS += tests/torch/test_torch.sh
-EXTRA_DIST += $(torch_package) tests/torch/test_torch.sh tests/torch/test_backend.py \
+EXTRA_DIST += $(torch_package) tests/torch/test_torch.sh tests/torch/common.py \
+	tests/torch/test_backend.py tests/torch/test_collectives.py \
 	tools/torch_env.sh
 
 clean-local: clean-torch-ext

@@ -54,7 +54,8 @@ setup(
     ext_modules=[
         CppExtension(
             "weft_torch._C",
-            sources=["csrc/module.cpp", "csrc/process_group.cpp", "csrc/types.cpp"],
+            sources=["csrc/module.cpp", "csrc/process_group.cpp", "csrc/collectives.cpp",
+                     "csrc/types.cpp"],
             include_dirs=[include_dir],
             library_dirs=[library_dir],
             libraries=["weft"],

@@ -39,7 +39,7 @@ if [ ! -e "$ext/.built" ] || [ -n "$(find "$src" "$lib" -newer "$ext/.built" -pr
 fi
 export PYTHONPATH=$ext PYTHONDONTWRITEBYTECODE=1
 timeout -k 10 1200 "$python" -m pytest -q -p no:cacheprovider -o console_output_style=classic \
-    -rs "$top_srcdir/tests/torch/test_backend.py"
+    -rs "$top_srcdir/tests/torch/test_backend.py" "$top_srcdir/tests/torch/test_collectives.py"
 rc=$?
 [ $rc -eq 0 ] && echo PASS || echo "FAIL: pytest exit $rc"
 exit $rc

@@ -15,20 +15,6 @@ namespace {
  * prefixed by torch). */
 const char *const kUniqueIdKey = "weft_unique_id";
 
-/* A contiguous tensor holding t's data: t itself, or a copy (to be copied
- * back with finish_contiguous once the operation wrote it). */
-at::Tensor as_contiguous(const at::Tensor &t)
-{
-    return t.is_contiguous() ? t : t.contiguous();
-}
-
-void finish_contiguous(const at::Tensor &t, const at::Tensor &buf)
-{
-    if (!buf.is_same(t)) {
-        t.copy_(buf);
-    }
-}
-
 } // namespace
 
 /* ------------------------------------------------------------------ Work */
@@ -148,22 +134,94 @@ void ProcessGroupWeft::worker_loop()
 {
     for (;;) {
         std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (in_flight_.empty()) {
+            cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        } else if (queue_.empty()) {
+            /* requests pending: look again soon, or at once when one is queued */
+            lock.unlock();
+            if (poll_in_flight()) {
+                continue;
+            }
+            lock.lock();
+            cv_.wait_for(lock, std::chrono::microseconds(50),
+                         [this] { return !queue_.empty(); });
+        }
         if (queue_.empty()) {
-            return; /* stopped, and everything queued has run */
+            if (stop_ && in_flight_.empty()) {
+                return; /* stopped, and everything queued has run */
+            }
+            continue;
         }
         auto item = std::move(queue_.front());
         queue_.pop_front();
         lock.unlock();
 
         std::exception_ptr error;
+        Pending pending;
         try {
-            item.second();
+            pending = item.second();
         } catch (...) {
             error = std::current_exception();
         }
-        item.first->complete(error);
+        if (error || pending.req == nullptr) {
+            item.first->complete(error);
+        } else {
+            in_flight_.push_back({item.first, std::move(pending),
+                                  std::chrono::steady_clock::now() + timeout_});
+        }
+        poll_in_flight();
     }
+}
+
+bool ProcessGroupWeft::poll_in_flight()
+{
+    bool finished = false;
+    const auto now = std::chrono::steady_clock::now();
+
+    for (size_t i = 0; i < in_flight_.size();) {
+        InFlight &f = in_flight_[i];
+        std::exception_ptr error;
+        int done = 0;
+        weft_status_t status = weft_test(f.pending.req, &done);
+
+        if (!done && status == WEFT_OK && now > f.deadline) {
+            /* weft cannot withdraw the request while it may still write the
+             * tensor: abort the communicator, which ends it (and every other
+             * operation of the group) with WEFT_ERR_ABORTED */
+            weft_comm_abort(comm_);
+            status = weft_wait(f.pending.req);
+            done = 1;
+            try {
+                C10_THROW_ERROR(DistBackendError,
+                                c10::str("weft: ", f.pending.what, " #", f.work->seq_,
+                                         " timed out after ", timeout_.count(),
+                                         " ms (the group's timeout); the group is aborted"));
+            } catch (...) {
+                error = std::current_exception();
+            }
+        }
+        if (!done && status == WEFT_OK) {
+            i++;
+            continue;
+        }
+        if (!error) {
+            try {
+                if (status != WEFT_OK) {
+                    raise_status(status, f.pending.what.c_str(), f.work->seq_);
+                }
+                if (f.pending.after) {
+                    f.pending.after();
+                }
+            } catch (...) {
+                error = std::current_exception();
+            }
+        }
+        weft_request_free(f.pending.req);
+        f.work->complete(error);
+        in_flight_.erase(in_flight_.begin() + (long)i);
+        finished = true;
+    }
+    return finished;
 }
 
 c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::enqueue(c10::intrusive_ptr<WorkWeft> work, Run run)
@@ -178,6 +236,22 @@ c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::enqueue(c10::intrusive_ptr<WorkWe
     return work;
 }
 
+c10::intrusive_ptr<WorkWeft>
+ProcessGroupWeft::enqueue_collective(c10d::OpType type, const char *title,
+                                     std::vector<at::Tensor> outputs,
+                                     std::vector<at::Tensor> inputs,
+                                     std::function<void(uint64_t seq)> run)
+{
+    auto work = c10::make_intrusive<WorkWeft>(rank_, type, title, std::move(outputs),
+                                              std::optional<std::vector<at::Tensor>>(inputs));
+    const uint64_t *seq = &work->seq_;
+
+    return enqueue(work, [run = std::move(run), seq] {
+        run(*seq);
+        return Pending{};
+    });
+}
+
 /* ----------------------------------------------------------- Collectives */
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tensor> &tensors,
@@ -185,29 +259,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tenso
 {
     const at::Tensor &t = single_cpu_tensor(tensors, "allreduce");
     const ReducePlan plan = reduce_plan(t.scalar_type(), opts.reduceOp);
-    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::ALLREDUCE, "weft:all_reduce",
-                                              tensors, tensors);
     weft_comm_t comm = comm_;
-    uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, t, plan, seq] {
-        at::Tensor view = plan.complex ? at::view_as_real(t) : t;
-        at::Tensor buf = plan.widen ? view.to(plan.wide_type).contiguous() : as_contiguous(view);
-
-        if (plan.premul) {
-            if (plan.factor_tensor.defined()) {
-                buf.mul_(plan.factor_tensor.to(buf.scalar_type()));
-            } else {
-                buf.mul_(plan.factor);
-            }
-        }
-        weft_status_t status = weft_allreduce(WEFT_IN_PLACE, buf.data_ptr(), (size_t)buf.numel(),
-                                              plan.dtype, plan.op, comm);
-        if (status != WEFT_OK) {
-            raise_status(status, "allreduce", *seq);
-        }
-        finish_contiguous(view, buf);
-    });
+    return enqueue_collective(c10d::OpType::ALLREDUCE, "weft:all_reduce", tensors, tensors,
+                              [comm, t, plan](uint64_t seq) {
+                                  at::Tensor buf = reduce_buffer(t, plan);
+                                  check(weft_allreduce(WEFT_IN_PLACE, buf.data_ptr(),
+                                                       (size_t)buf.numel(), plan.dtype, plan.op,
+                                                       comm),
+                                        "allreduce", seq);
+                                  reduce_result(t, plan, buf);
+                              });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tensor> &tensors,
@@ -217,36 +279,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tenso
     TORCH_CHECK_VALUE(opts.rootTensor == 0, "weft: broadcast: rootTensor ", opts.rootTensor,
                       " out of range (one tensor per process)");
     check_root(opts.rootRank, size_, "broadcast");
-    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::BROADCAST, "weft:broadcast",
-                                              tensors, tensors);
     weft_comm_t comm = comm_;
     const int root = (int)opts.rootRank;
-    uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, t, root, seq] {
-        at::Tensor buf = as_contiguous(t);
-        weft_status_t status = weft_bcast(buf.data_ptr(), (size_t)buf.nbytes(), WEFT_UINT8, root,
-                                          comm);
-        if (status != WEFT_OK) {
-            raise_status(status, "broadcast", *seq);
-        }
-        finish_contiguous(t, buf);
-    });
+    return enqueue_collective(c10d::OpType::BROADCAST, "weft:broadcast", tensors, tensors,
+                              [comm, t, root](uint64_t seq) {
+                                  at::Tensor buf = as_contiguous(t);
+                                  check(weft_bcast(buf.data_ptr(), (size_t)buf.nbytes(),
+                                                   WEFT_UINT8, root, comm),
+                                        "broadcast", seq);
+                                  copy_back(t, buf);
+                              });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::barrier(const c10d::BarrierOptions & /*opts*/)
 {
-    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::BARRIER, "weft:barrier",
-                                              std::vector<at::Tensor>{}, std::nullopt);
     weft_comm_t comm = comm_;
-    uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, seq] {
-        weft_status_t status = weft_barrier(comm);
-        if (status != WEFT_OK) {
-            raise_status(status, "barrier", *seq);
-        }
-    });
+    return enqueue_collective(c10d::OpType::BARRIER, "weft:barrier", {}, {},
+                              [comm](uint64_t seq) { check(weft_barrier(comm), "barrier", seq); });
 }
 
 } // namespace weft_torch

@@ -23,8 +23,17 @@
  * Work with weft's diagnosis, and every later operation of the group fails
  * with the same status (the communicator is broken).
  *
- * Tensors: dense CPU tensors, one per call (as c10d passes them). A
- * non-contiguous tensor goes through a contiguous copy.
+ * Point-to-point: send and recv start weft_isend/weft_irecv on the worker
+ * and leave the request pending there; the worker tests its pending requests
+ * between queued operations (and weft's blocking collectives progress them
+ * too), so a send that waits for its receive blocks neither the worker nor
+ * the other operations. A request still pending after the group's timeout
+ * (the torch timeout) aborts the communicator: its Work fails with the
+ * peer and tag it waited for, and so does every later operation.
+ *
+ * Tensors: dense CPU tensors (as c10d passes them). A non-contiguous tensor
+ * goes through a contiguous copy; collectives of a list of tensors go
+ * through one flat buffer.
  */
 #pragma once
 
@@ -33,7 +42,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -91,14 +102,78 @@ class ProcessGroupWeft : public c10d::Backend {
                                              const c10d::AllreduceOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
 
+    /* collectives.cpp */
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
+                                          const c10d::ReduceOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                                             std::vector<at::Tensor> &inputs,
+                                             const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
+                                                   const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+        std::vector<std::vector<at::Tensor>> &output_lists, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::GatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+                                           std::vector<std::vector<at::Tensor>> &inputs,
+                                           const c10d::ScatterOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
+                                                  std::vector<std::vector<at::Tensor>> &inputs,
+                                                  const c10d::ReduceScatterOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+        at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::ReduceScatterOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+                                                 std::vector<int64_t> &output_split_sizes,
+                                                 std::vector<int64_t> &input_split_sizes,
+                                                 const c10d::AllToAllOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
+                                            std::vector<at::Tensor> &inputs,
+                                            const c10d::AllToAllOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst_rank,
+                                        int tag) override;
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src_rank,
+                                        int tag) override;
+
     /* Runs every queued operation, then stops taking new ones. */
     void shutdown() override;
 
   private:
-    using Run = std::function<void()>;
+    /* What a queued operation leaves behind when it did not finish on the
+     * worker: a started request, what to do once it is done (copy a
+     * received contiguous buffer back), and what to name in a timeout. */
+    struct Pending {
+        weft_request_t req = nullptr;
+        std::function<void()> after;
+        std::string what;
+    };
+    struct InFlight {
+        c10::intrusive_ptr<WorkWeft> work;
+        Pending pending;
+        std::chrono::steady_clock::time_point deadline;
+    };
+    /* Runs on the worker thread; raises on failure. */
+    using Run = std::function<Pending()>;
 
     c10::intrusive_ptr<WorkWeft> enqueue(c10::intrusive_ptr<WorkWeft> work, Run run);
+    /* A collective: run() does everything on the worker. */
+    c10::intrusive_ptr<WorkWeft> enqueue_collective(c10d::OpType type, const char *title,
+                                                    std::vector<at::Tensor> outputs,
+                                                    std::vector<at::Tensor> inputs,
+                                                    std::function<void(uint64_t seq)> run);
     void worker_loop();
+    /* Tests the pending requests; completes the done ones. True when any
+     * finished. */
+    bool poll_in_flight();
     void stop_worker();
 
     weft_comm_t comm_ = nullptr;
@@ -108,6 +183,7 @@ class ProcessGroupWeft : public c10d::Backend {
     std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::pair<c10::intrusive_ptr<WorkWeft>, Run>> queue_;
+    std::vector<InFlight> in_flight_; /* the worker's own */
     bool stop_ = false;
     std::thread worker_;
 };

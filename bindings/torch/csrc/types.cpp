@@ -166,16 +166,62 @@ ReducePlan reduce_plan(at::ScalarType t, const c10d::ReduceOp &reduce_op)
     return plan;
 }
 
+at::Tensor reduce_buffer(const at::Tensor &t, const ReducePlan &plan)
+{
+    at::Tensor view = plan.complex ? at::view_as_real(t) : t;
+    at::Tensor buf;
+
+    if (plan.widen) {
+        buf = view.to(plan.wide_type).contiguous();
+    } else if (plan.premul) {
+        buf = view.clone(at::MemoryFormat::Contiguous);
+    } else {
+        buf = as_contiguous(view);
+    }
+    if (plan.premul) {
+        if (plan.factor_tensor.defined()) {
+            buf.mul_(plan.factor_tensor.to(buf.scalar_type()));
+        } else {
+            buf.mul_(plan.factor);
+        }
+    }
+    return buf;
+}
+
+void reduce_result(const at::Tensor &t, const ReducePlan &plan, const at::Tensor &buf)
+{
+    copy_back(plan.complex ? at::view_as_real(t) : t, buf);
+}
+
+at::Tensor as_contiguous(const at::Tensor &t)
+{
+    return t.is_contiguous() ? t : t.contiguous();
+}
+
+void copy_back(const at::Tensor &dst, const at::Tensor &buf)
+{
+    if (buf.data_ptr() == dst.data_ptr() && buf.scalar_type() == dst.scalar_type() &&
+        buf.sizes() == dst.sizes() && buf.strides() == dst.strides()) {
+        return;
+    }
+    dst.copy_(buf.reshape(dst.sizes()));
+}
+
+void check_cpu_tensor(const at::Tensor &t, const char *call)
+{
+    TORCH_CHECK_VALUE(t.defined(), "weft: ", call, ": a tensor is undefined");
+    TORCH_CHECK_VALUE(t.device().is_cpu(), "weft: ", call,
+                      ": only CPU tensors are supported so far, got a tensor on ", t.device());
+    TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft: ", call,
+                      ": only dense (strided) tensors are supported, got layout ", t.layout());
+}
+
 const at::Tensor &single_cpu_tensor(const std::vector<at::Tensor> &tensors, const char *call)
 {
     TORCH_CHECK_VALUE(tensors.size() == 1, "weft: ", call, " takes one tensor per process, got ",
                       tensors.size());
     const at::Tensor &t = tensors[0];
-    TORCH_CHECK_VALUE(t.defined(), "weft: ", call, ": the tensor is undefined");
-    TORCH_CHECK_VALUE(t.device().is_cpu(), "weft: ", call,
-                      ": only CPU tensors are supported so far, got a tensor on ", t.device());
-    TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft: ", call,
-                      ": only dense (strided) tensors are supported, got layout ", t.layout());
+    check_cpu_tensor(t, call);
     return t;
 }
 

@@ -40,8 +40,32 @@ const at::Tensor &single_cpu_tensor(const std::vector<at::Tensor> &tensors, cons
 /* Raises unless 0 <= root < size. */
 void check_root(int64_t root, int size, const char *call);
 
+/* The buffer weft reduces for tensor t (run on the worker): t itself where
+ * it is contiguous and needs no change, else a contiguous copy (widened,
+ * as real numbers, multiplied by the PREMUL_SUM factor). */
+at::Tensor reduce_buffer(const at::Tensor &t, const ReducePlan &plan);
+/* Stores a reduced buffer (of t's numel, in the plan's type) back into t,
+ * unless it is t's own memory. */
+void reduce_result(const at::Tensor &t, const ReducePlan &plan, const at::Tensor &buf);
+
+/* A contiguous tensor holding t's data: t itself, or a copy. */
+at::Tensor as_contiguous(const at::Tensor &t);
+/* Copies buf (as_contiguous's result, or any tensor of dst's numel) into
+ * dst unless it is dst itself. */
+void copy_back(const at::Tensor &dst, const at::Tensor &buf);
+
+/* A dense CPU tensor of a list argument; raises otherwise. */
+void check_cpu_tensor(const at::Tensor &t, const char *call);
+
 /* Raises a c10::DistBackendError for a failed weft call:
  * "weft: allreduce #12 failed: WEFT_ERR_TIMEOUT (operation timed out): <detail>". */
 [[noreturn]] void raise_status(weft_status_t status, const char *call, uint64_t seq);
+
+inline void check(weft_status_t status, const char *call, uint64_t seq)
+{
+    if (status != WEFT_OK) {
+        raise_status(status, call, seq);
+    }
+}
 
 } // namespace weft_torch

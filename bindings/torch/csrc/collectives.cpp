@@ -1,0 +1,552 @@
+/*
+ * The collectives beyond allreduce, broadcast and barrier, and
+ * point-to-point. Each checks its arguments on the caller's thread (sizes,
+ * dtypes, roots, list lengths: a ValueError before anything is queued),
+ * then queues a function for the group's worker (process_group.hpp).
+ *
+ * Data that is not reduced moves as bytes (WEFT_UINT8), so every dtype
+ * works. Lists of tensors go through one flat contiguous buffer; a single
+ * contiguous tensor is used in place.
+ */
+#include <numeric>
+
+#include <c10/util/Exception.h>
+
+#include "process_group.hpp"
+#include "types.hpp"
+
+namespace weft_torch {
+
+namespace {
+
+/* Every tensor of list is a dense CPU tensor of like's dtype and numel. */
+void check_like(const std::vector<at::Tensor> &list, const at::Tensor &like, const char *call)
+{
+    for (const at::Tensor &t : list) {
+        check_cpu_tensor(t, call);
+        TORCH_CHECK_VALUE(t.scalar_type() == like.scalar_type(), "weft: ", call,
+                          ": tensors of different dtypes (", t.scalar_type(), " and ",
+                          like.scalar_type(), ")");
+        TORCH_CHECK_VALUE(t.numel() == like.numel(), "weft: ", call,
+                          ": tensors of different sizes (", t.numel(), " and ", like.numel(),
+                          " elements)");
+    }
+}
+
+/* The list argument of one tensor list per process, of size tensors. */
+const std::vector<at::Tensor> &one_list(const std::vector<std::vector<at::Tensor>> &lists,
+                                        int size, const char *call)
+{
+    TORCH_CHECK_VALUE(lists.size() == 1, "weft: ", call,
+                      " takes one tensor list per process, got ", lists.size());
+    TORCH_CHECK_VALUE((int)lists[0].size() == size, "weft: ", call, ": the list has ",
+                      lists[0].size(), " tensors, the group ", size, " ranks");
+    return lists[0];
+}
+
+/* The tensors of list one after another in a new contiguous 1-d tensor. */
+at::Tensor flatten(const std::vector<at::Tensor> &list)
+{
+    std::vector<at::Tensor> flat;
+    flat.reserve(list.size());
+    for (const at::Tensor &t : list) {
+        flat.push_back(t.reshape(-1));
+    }
+    return at::cat(flat);
+}
+
+/* Copies consecutive slices of flat (a contiguous 1-d tensor) into list. */
+void unflatten(const at::Tensor &flat, const std::vector<at::Tensor> &list)
+{
+    int64_t offset = 0;
+    for (const at::Tensor &t : list) {
+        t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+        offset += t.numel();
+    }
+}
+
+at::Tensor flat_empty(int64_t numel, const at::Tensor &like)
+{
+    return at::empty({numel}, like.options().memory_format(at::MemoryFormat::Contiguous));
+}
+
+void check_equal_types(const at::Tensor &a, const at::Tensor &b, const char *call)
+{
+    TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type(), "weft: ", call,
+                      ": input and output dtypes differ (", b.scalar_type(), " and ",
+                      a.scalar_type(), ")");
+}
+
+/* out-of-place reduce-scatter of input (size x output's numel elements)
+ * into output */
+void reduce_scatter_into(const at::Tensor &output, const at::Tensor &input, const ReducePlan &plan,
+                         weft_comm_t comm, int size, uint64_t seq)
+{
+    at::Tensor in = reduce_buffer(input, plan);
+    const at::Tensor out_view = plan.complex ? at::view_as_real(output) : output;
+    at::Tensor out = (!plan.widen && out_view.is_contiguous())
+                         ? out_view
+                         : at::empty({out_view.numel()}, in.options());
+
+    check(weft_reduce_scatter(in.data_ptr(), out.data_ptr(), (size_t)(in.numel() / size),
+                              plan.dtype, plan.op, comm),
+          "reduce_scatter", seq);
+    reduce_result(output, plan, out);
+}
+
+} // namespace
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                                      const c10d::AllreduceCoalescedOptions &opts)
+{
+    std::vector<ReducePlan> plans;
+    for (const at::Tensor &t : tensors) {
+        check_cpu_tensor(t, "allreduce_coalesced");
+        plans.push_back(reduce_plan(t.scalar_type(), opts.reduceOp));
+    }
+    weft_comm_t comm = comm_;
+    return enqueue_collective(c10d::OpType::ALLREDUCE_COALESCED, "weft:all_reduce_coalesced",
+                              tensors, tensors, [comm, tensors, plans](uint64_t seq) {
+                                  for (size_t i = 0; i < tensors.size(); i++) {
+                                      at::Tensor buf = reduce_buffer(tensors[i], plans[i]);
+                                      check(weft_allreduce(WEFT_IN_PLACE, buf.data_ptr(),
+                                                           (size_t)buf.numel(), plans[i].dtype,
+                                                           plans[i].op, comm),
+                                            "allreduce_coalesced", seq);
+                                      reduce_result(tensors[i], plans[i], buf);
+                                  }
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce(std::vector<at::Tensor> &tensors,
+                                                        const c10d::ReduceOptions &opts)
+{
+    const at::Tensor &t = single_cpu_tensor(tensors, "reduce");
+    const ReducePlan plan = reduce_plan(t.scalar_type(), opts.reduceOp);
+    TORCH_CHECK_VALUE(opts.rootTensor == 0, "weft: reduce: rootTensor ", opts.rootTensor,
+                      " out of range (one tensor per process)");
+    check_root(opts.rootRank, size_, "reduce");
+    weft_comm_t comm = comm_;
+    const int root = (int)opts.rootRank;
+    const bool is_root = root == rank_;
+
+    return enqueue_collective(
+        c10d::OpType::REDUCE, "weft:reduce", tensors, tensors,
+        [comm, t, plan, root, is_root](uint64_t seq) {
+            at::Tensor buf = reduce_buffer(t, plan);
+            if (is_root) {
+                check(weft_reduce(WEFT_IN_PLACE, buf.data_ptr(), (size_t)buf.numel(), plan.dtype,
+                                  plan.op, root, comm),
+                      "reduce", seq);
+                reduce_result(t, plan, buf);
+            } else {
+                check(weft_reduce(buf.data_ptr(), nullptr, (size_t)buf.numel(), plan.dtype,
+                                  plan.op, root, comm),
+                      "reduce", seq);
+            }
+        });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                            std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &)
+{
+    const at::Tensor &in = single_cpu_tensor(inputs, "allgather");
+    const std::vector<at::Tensor> &outs = one_list(outputs, size_, "allgather");
+    check_like(outs, in, "allgather");
+    weft_comm_t comm = comm_;
+    const int size = size_;
+
+    return enqueue_collective(c10d::OpType::ALLGATHER, "weft:all_gather", outs, inputs,
+                              [comm, in, outs, size](uint64_t seq) {
+                                  at::Tensor src = as_contiguous(in);
+                                  at::Tensor flat = flat_empty(size * in.numel(), in);
+                                  check(weft_allgather(src.data_ptr(), flat.data_ptr(),
+                                                       (size_t)src.nbytes(), WEFT_UINT8, comm),
+                                        "allgather", seq);
+                                  unflatten(flat, outs);
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor &output,
+                                                                 at::Tensor &input,
+                                                                 const c10d::AllgatherOptions &)
+{
+    check_cpu_tensor(input, "all_gather_into_tensor");
+    check_cpu_tensor(output, "all_gather_into_tensor");
+    check_equal_types(output, input, "all_gather_into_tensor");
+    TORCH_CHECK_VALUE(output.numel() == size_ * input.numel(),
+                      "weft: all_gather_into_tensor: the output has ", output.numel(),
+                      " elements, not the group's ", size_, " times the input's ", input.numel());
+    weft_comm_t comm = comm_;
+
+    return enqueue_collective(c10d::OpType::_ALLGATHER_BASE, "weft:all_gather_into_tensor",
+                              {output}, {input}, [comm, output, input](uint64_t seq) {
+                                  at::Tensor src = as_contiguous(input);
+                                  at::Tensor dst = as_contiguous(output);
+                                  check(weft_allgather(src.data_ptr(), dst.data_ptr(),
+                                                       (size_t)src.nbytes(), WEFT_UINT8, comm),
+                                        "all_gather_into_tensor", seq);
+                                  copy_back(output, dst);
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::allgather_coalesced(std::vector<std::vector<at::Tensor>> &output_lists,
+                                      std::vector<at::Tensor> &inputs,
+                                      const c10d::AllgatherOptions &)
+{
+    TORCH_CHECK_VALUE(!inputs.empty(), "weft: allgather_coalesced: no input tensors");
+    TORCH_CHECK_VALUE(output_lists.size() == (size_t)size_,
+                      "weft: allgather_coalesced: ", output_lists.size(),
+                      " output lists for a group of ", size_);
+    std::vector<at::Tensor> all_outputs;
+    for (const auto &list : output_lists) {
+        TORCH_CHECK_VALUE(list.size() == inputs.size(), "weft: allgather_coalesced: an output list"
+                          " of ", list.size(), " tensors for ", inputs.size(), " inputs");
+        for (size_t i = 0; i < list.size(); i++) {
+            check_cpu_tensor(inputs[i], "allgather_coalesced");
+            check_like({list[i]}, inputs[i], "allgather_coalesced");
+            all_outputs.push_back(list[i]);
+        }
+    }
+    weft_comm_t comm = comm_;
+    const int size = size_;
+
+    /* one allgather of every input packed together: rank r's block is its
+     * inputs one after another */
+    return enqueue_collective(
+        c10d::OpType::ALLGATHER_COALESCED, "weft:all_gather_coalesced", all_outputs, inputs,
+        [comm, inputs, output_lists, size](uint64_t seq) {
+            at::Tensor block = flatten(inputs);
+            at::Tensor src = block.view(at::kByte);
+            at::Tensor flat = at::empty({size * src.numel()}, src.options());
+            check(weft_allgather(src.data_ptr(), flat.data_ptr(), (size_t)src.numel(),
+                                 WEFT_UINT8, comm),
+                  "allgather_coalesced", seq);
+            for (int r = 0; r < size; r++) {
+                at::Tensor theirs = flat.narrow(0, r * src.numel(), src.numel())
+                                        .view(block.scalar_type());
+                unflatten(theirs, output_lists[(size_t)r]);
+            }
+        });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                  std::vector<at::Tensor> &inputs,
+                                                  const c10d::AllgatherOptions &)
+{
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "weft: allgather_into_tensor_coalesced: ",
+                      outputs.size(), " outputs for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); i++) {
+        check_cpu_tensor(inputs[i], "allgather_into_tensor_coalesced");
+        check_cpu_tensor(outputs[i], "allgather_into_tensor_coalesced");
+        check_equal_types(outputs[i], inputs[i], "allgather_into_tensor_coalesced");
+        TORCH_CHECK_VALUE(outputs[i].numel() == size_ * inputs[i].numel(),
+                          "weft: allgather_into_tensor_coalesced: output ", i, " has ",
+                          outputs[i].numel(), " elements, not ", size_, " x ", inputs[i].numel());
+    }
+    weft_comm_t comm = comm_;
+
+    return enqueue_collective(c10d::OpType::COALESCED, "weft:all_gather_into_tensor_coalesced",
+                              outputs, inputs, [comm, outputs, inputs](uint64_t seq) {
+                                  for (size_t i = 0; i < inputs.size(); i++) {
+                                      at::Tensor src = as_contiguous(inputs[i]);
+                                      at::Tensor dst = as_contiguous(outputs[i]);
+                                      check(weft_allgather(src.data_ptr(), dst.data_ptr(),
+                                                           (size_t)src.nbytes(), WEFT_UINT8,
+                                                           comm),
+                                            "allgather_into_tensor_coalesced", seq);
+                                      copy_back(outputs[i], dst);
+                                  }
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                                        std::vector<at::Tensor> &inputs,
+                                                        const c10d::GatherOptions &opts)
+{
+    const at::Tensor &in = single_cpu_tensor(inputs, "gather");
+    check_root(opts.rootRank, size_, "gather");
+    const int root = (int)opts.rootRank;
+    std::vector<at::Tensor> outs;
+    if (rank_ == root) {
+        outs = one_list(outputs, size_, "gather");
+        check_like(outs, in, "gather");
+    } else {
+        TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                          "weft: gather: only the root (rank ", root, ") takes an output list");
+    }
+    weft_comm_t comm = comm_;
+    const int size = size_;
+
+    return enqueue_collective(c10d::OpType::GATHER, "weft:gather", outs, inputs,
+                              [comm, in, outs, root, size](uint64_t seq) {
+                                  at::Tensor src = as_contiguous(in);
+                                  at::Tensor flat;
+                                  if (!outs.empty()) {
+                                      flat = flat_empty(size * in.numel(), in);
+                                  }
+                                  check(weft_gather(src.data_ptr(),
+                                                    flat.defined() ? flat.data_ptr() : nullptr,
+                                                    (size_t)src.nbytes(), WEFT_UINT8, root, comm),
+                                        "gather", seq);
+                                  if (flat.defined()) {
+                                      unflatten(flat, outs);
+                                  }
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::scatter(std::vector<at::Tensor> &outputs,
+                          std::vector<std::vector<at::Tensor>> &inputs,
+                          const c10d::ScatterOptions &opts)
+{
+    const at::Tensor &out = single_cpu_tensor(outputs, "scatter");
+    check_root(opts.rootRank, size_, "scatter");
+    const int root = (int)opts.rootRank;
+    std::vector<at::Tensor> ins;
+    if (rank_ == root) {
+        ins = one_list(inputs, size_, "scatter");
+        check_like(ins, out, "scatter");
+    } else {
+        TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                          "weft: scatter: only the root (rank ", root, ") takes an input list");
+    }
+    weft_comm_t comm = comm_;
+
+    return enqueue_collective(c10d::OpType::SCATTER, "weft:scatter", outputs, ins,
+                              [comm, out, ins, root](uint64_t seq) {
+                                  at::Tensor flat;
+                                  if (!ins.empty()) {
+                                      flat = flatten(ins);
+                                  }
+                                  at::Tensor dst = as_contiguous(out);
+                                  check(weft_scatter(flat.defined() ? flat.data_ptr() : nullptr,
+                                                     dst.data_ptr(), (size_t)dst.nbytes(),
+                                                     WEFT_UINT8, root, comm),
+                                        "scatter", seq);
+                                  copy_back(out, dst);
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::reduce_scatter(std::vector<at::Tensor> &outputs,
+                                 std::vector<std::vector<at::Tensor>> &inputs,
+                                 const c10d::ReduceScatterOptions &opts)
+{
+    const at::Tensor &out = single_cpu_tensor(outputs, "reduce_scatter");
+    const std::vector<at::Tensor> &ins = one_list(inputs, size_, "reduce_scatter");
+    check_like(ins, out, "reduce_scatter");
+    const ReducePlan plan = reduce_plan(out.scalar_type(), opts.reduceOp);
+    weft_comm_t comm = comm_;
+    const int size = size_;
+
+    return enqueue_collective(c10d::OpType::REDUCE_SCATTER, "weft:reduce_scatter", outputs, ins,
+                              [comm, out, ins, plan, size](uint64_t seq) {
+                                  reduce_scatter_into(out, flatten(ins), plan, comm, size, seq);
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                                       const c10d::ReduceScatterOptions &opts)
+{
+    check_cpu_tensor(input, "reduce_scatter_tensor");
+    check_cpu_tensor(output, "reduce_scatter_tensor");
+    check_equal_types(output, input, "reduce_scatter_tensor");
+    TORCH_CHECK_VALUE(input.numel() == size_ * output.numel(),
+                      "weft: reduce_scatter_tensor: the input has ", input.numel(),
+                      " elements, not the group's ", size_, " times the output's ",
+                      output.numel());
+    const ReducePlan plan = reduce_plan(output.scalar_type(), opts.reduceOp);
+    weft_comm_t comm = comm_;
+    const int size = size_;
+
+    return enqueue_collective(c10d::OpType::_REDUCE_SCATTER_BASE, "weft:reduce_scatter_tensor",
+                              {output}, {input}, [comm, output, input, plan, size](uint64_t seq) {
+                                  reduce_scatter_into(output, input, plan, comm, size, seq);
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                  std::vector<at::Tensor> &inputs,
+                                                  const c10d::ReduceScatterOptions &opts)
+{
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "weft: reduce_scatter_tensor_coalesced: ",
+                      outputs.size(), " outputs for ", inputs.size(), " inputs");
+    std::vector<ReducePlan> plans;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        check_cpu_tensor(inputs[i], "reduce_scatter_tensor_coalesced");
+        check_cpu_tensor(outputs[i], "reduce_scatter_tensor_coalesced");
+        check_equal_types(outputs[i], inputs[i], "reduce_scatter_tensor_coalesced");
+        TORCH_CHECK_VALUE(inputs[i].numel() == size_ * outputs[i].numel(),
+                          "weft: reduce_scatter_tensor_coalesced: input ", i, " has ",
+                          inputs[i].numel(), " elements, not ", size_, " x ", outputs[i].numel());
+        plans.push_back(reduce_plan(outputs[i].scalar_type(), opts.reduceOp));
+    }
+    weft_comm_t comm = comm_;
+    const int size = size_;
+
+    return enqueue_collective(c10d::OpType::COALESCED, "weft:reduce_scatter_tensor_coalesced",
+                              outputs, inputs, [comm, outputs, inputs, plans, size](uint64_t seq) {
+                                  for (size_t i = 0; i < inputs.size(); i++) {
+                                      reduce_scatter_into(outputs[i], inputs[i], plans[i], comm,
+                                                          size, seq);
+                                  }
+                              });
+}
+
+namespace {
+
+/* Byte counts and displacements of split sizes along dim 0 (an empty list:
+ * equal parts). */
+void byte_splits(const at::Tensor &t, const std::vector<int64_t> &splits, int size,
+                 const char *side, std::vector<size_t> &counts, std::vector<size_t> &displs)
+{
+    TORCH_CHECK_VALUE(t.dim() >= 1 || splits.empty(), "weft: all_to_all_single: the ", side,
+                      " needs a first dimension to split");
+    const int64_t rows = t.dim() >= 1 ? t.size(0) : t.numel();
+    const size_t row_bytes = rows == 0 ? 0 : (size_t)(t.nbytes() / (size_t)rows);
+    std::vector<int64_t> parts = splits;
+    if (parts.empty()) {
+        TORCH_CHECK_VALUE(rows % size == 0, "weft: all_to_all_single: the ", side, "'s ", rows,
+                          " rows do not split evenly among ", size, " ranks");
+        parts.assign((size_t)size, rows / size);
+    }
+    TORCH_CHECK_VALUE((int)parts.size() == size, "weft: all_to_all_single: ", parts.size(), " ",
+                      side, " split sizes for a group of ", size);
+    int64_t sum = 0;
+    for (int64_t p : parts) {
+        TORCH_CHECK_VALUE(p >= 0, "weft: all_to_all_single: a negative ", side, " split size");
+        sum += p;
+    }
+    TORCH_CHECK_VALUE(sum == rows, "weft: all_to_all_single: the ", side,
+                      " split sizes add up to ", sum, ", the tensor has ", rows, " rows");
+    counts.resize((size_t)size);
+    displs.resize((size_t)size);
+    size_t offset = 0;
+    for (int r = 0; r < size; r++) {
+        counts[(size_t)r] = (size_t)parts[(size_t)r] * row_bytes;
+        displs[(size_t)r] = offset;
+        offset += counts[(size_t)r];
+    }
+}
+
+} // namespace
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::alltoall_base(at::Tensor &output, at::Tensor &input,
+                                std::vector<int64_t> &output_split_sizes,
+                                std::vector<int64_t> &input_split_sizes,
+                                const c10d::AllToAllOptions &)
+{
+    check_cpu_tensor(input, "all_to_all_single");
+    check_cpu_tensor(output, "all_to_all_single");
+    check_equal_types(output, input, "all_to_all_single");
+    std::vector<size_t> scounts, sdispls, rcounts, rdispls;
+    byte_splits(input, input_split_sizes, size_, "input", scounts, sdispls);
+    byte_splits(output, output_split_sizes, size_, "output", rcounts, rdispls);
+    weft_comm_t comm = comm_;
+
+    return enqueue_collective(
+        c10d::OpType::ALLTOALL_BASE, "weft:all_to_all_single", {output}, {input},
+        [comm, output, input, scounts, sdispls, rcounts, rdispls](uint64_t seq) {
+            at::Tensor src = as_contiguous(input);
+            at::Tensor dst = as_contiguous(output);
+            check(weft_alltoallv(src.data_ptr(), dst.data_ptr(), scounts.data(), sdispls.data(),
+                                 rcounts.data(), rdispls.data(), WEFT_UINT8, comm),
+                  "all_to_all_single", seq);
+            copy_back(output, dst);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor> &outputs,
+                                                          std::vector<at::Tensor> &inputs,
+                                                          const c10d::AllToAllOptions &)
+{
+    TORCH_CHECK_VALUE((int)inputs.size() == size_ && (int)outputs.size() == size_,
+                      "weft: all_to_all: ", inputs.size(), " inputs and ", outputs.size(),
+                      " outputs for a group of ", size_);
+    std::vector<size_t> scounts, sdispls, rcounts, rdispls;
+    size_t soff = 0, roff = 0;
+    for (int r = 0; r < size_; r++) {
+        check_cpu_tensor(inputs[(size_t)r], "all_to_all");
+        check_cpu_tensor(outputs[(size_t)r], "all_to_all");
+        check_equal_types(outputs[(size_t)r], inputs[0], "all_to_all");
+        check_equal_types(inputs[(size_t)r], inputs[0], "all_to_all");
+        scounts.push_back(inputs[(size_t)r].nbytes());
+        sdispls.push_back(soff);
+        soff += scounts.back();
+        rcounts.push_back(outputs[(size_t)r].nbytes());
+        rdispls.push_back(roff);
+        roff += rcounts.back();
+    }
+    weft_comm_t comm = comm_;
+
+    return enqueue_collective(
+        c10d::OpType::ALLTOALL, "weft:all_to_all", outputs, inputs,
+        [comm, outputs, inputs, scounts, sdispls, rcounts, rdispls, roff](uint64_t seq) {
+            at::Tensor src = flatten(inputs).view(at::kByte);
+            at::Tensor dst = at::empty({(int64_t)roff}, src.options());
+            check(weft_alltoallv(src.data_ptr(), dst.data_ptr(), scounts.data(), sdispls.data(),
+                                 rcounts.data(), rdispls.data(), WEFT_UINT8, comm),
+                  "all_to_all", seq);
+            unflatten(dst.view(outputs[0].scalar_type()), outputs);
+        });
+}
+
+/* ------------------------------------------------------ point-to-point */
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &tensors,
+                                                      int dst_rank, int tag)
+{
+    const at::Tensor &t = single_cpu_tensor(tensors, "send");
+    check_root(dst_rank, size_, "send");
+    TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_UB, "weft: send: tag ", tag,
+                      " is outside 0..", WEFT_TAG_UB);
+    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::SEND, "weft:send", tensors,
+                                              std::optional<std::vector<at::Tensor>>(tensors));
+    weft_comm_t comm = comm_;
+    const uint64_t *seq = &work->seq_;
+
+    return enqueue(work, [comm, t, dst_rank, tag, seq] {
+        at::Tensor buf = as_contiguous(t);
+        Pending p;
+        check(weft_isend(buf.data_ptr(), (size_t)buf.nbytes(), WEFT_UINT8, dst_rank, tag, comm,
+                         &p.req),
+              "send", *seq);
+        p.after = [buf] {}; /* keeps the sent copy alive */
+        p.what = c10::str("send to rank ", dst_rank, " tag ", tag);
+        return p;
+    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recv(std::vector<at::Tensor> &tensors,
+                                                      int src_rank, int tag)
+{
+    const at::Tensor &t = single_cpu_tensor(tensors, "recv");
+    check_root(src_rank, size_, "recv");
+    TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_UB, "weft: recv: tag ", tag,
+                      " is outside 0..", WEFT_TAG_UB);
+    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::RECV, "weft:recv", tensors,
+                                              std::nullopt);
+    weft_comm_t comm = comm_;
+    const uint64_t *seq = &work->seq_;
+
+    return enqueue(work, [comm, t, src_rank, tag, seq] {
+        at::Tensor buf = as_contiguous(t);
+        Pending p;
+        check(weft_irecv(buf.data_ptr(), (size_t)buf.nbytes(), WEFT_UINT8, src_rank, tag, comm,
+                         &p.req),
+              "recv", *seq);
+        p.after = [t, buf] { copy_back(t, buf); };
+        p.what = c10::str("recv from rank ", src_rank, " tag ", tag);
+        return p;
+    });
+}
+
+} // namespace weft_torch
