@@ -135,7 +135,7 @@ weft_status_t weft__sched_start(weft_sched_t *s)
     s->started = 1;
     s->status = s->ntasks > 0 ? WEFT_INPROGRESS : WEFT_OK;
     s->start_ns = weft__time_ns();
-    s->deadline_ns = weft__deadline_ns();
+    s->deadline_ns = weft__comm_deadline_ns(s->comm);
     if (s->status == WEFT_INPROGRESS) {
         s->next_active = s->comm->coll->active;
         s->comm->coll->active = s;

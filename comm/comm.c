@@ -170,14 +170,22 @@ int weft__usable_cores(void)
     return (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
-uint64_t weft__deadline_ns(void)
+static uint64_t deadline_after(double t)
 {
-    double t = weft__runtime_config.timeout;
-
     if (isinf(t) || t > 1e9) {
         return UINT64_MAX;
     }
     return weft__time_ns() + (uint64_t)(t * 1e9);
+}
+
+uint64_t weft__deadline_ns(void)
+{
+    return deadline_after(weft__runtime_config.timeout);
+}
+
+uint64_t weft__comm_deadline_ns(const struct weft_comm *comm)
+{
+    return deadline_after(comm->timeout_s > 0 ? comm->timeout_s : weft__runtime_config.timeout);
 }
 
 int weft__comm_world_rank(struct weft_comm *comm, int rank)

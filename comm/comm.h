@@ -60,6 +60,7 @@ struct weft_comm {
     atomic_int refs;                /* the handle's, plus one per child communicator */
     atomic_int pins;                /* the memory's (runtime/comm.h) */
     int oversubscribed;             /* more ranks on this host than cores: yield, never spin */
+    double timeout_s;               /* weft_comm_set_timeout's, seconds; 0: WEFT_TIMEOUT's */
     weft_node_map_t *node;          /* where the ranks run (comm/node.h) */
     /* What the layers above keep per communicator, each in a struct only its
      * folder defines and touches: */
@@ -122,5 +123,8 @@ int weft__usable_cores(void);
 
 /* Deadline for a wait starting now, from WEFT_TIMEOUT. */
 uint64_t weft__deadline_ns(void);
+/* Deadline for a wait of comm's starting now: its weft_comm_set_timeout, else
+ * WEFT_TIMEOUT. */
+uint64_t weft__comm_deadline_ns(const struct weft_comm *comm);
 
 #endif /* WEFT_COMM_LAYER_COMM_H */

@@ -220,6 +220,14 @@ weft_status_t weft_unique_id_from_string(const char *text, weft_unique_id_t *id_
 weft_status_t weft_comm_rank(weft_comm_t comm, int *rank_p);
 weft_status_t weft_comm_size(weft_comm_t comm, int *size_p);
 weft_status_t weft_comm_destroy(weft_comm_t comm);
+/* The deadline, in seconds, of every wait of comm's operations started from
+ * now on (blocking, nonblocking and enqueued collectives; point-to-point
+ * waits): 0 restores WEFT_TIMEOUT's, INFINITY (math.h) means none. Split and
+ * duplicated communicators start with their parent's. Call it from the
+ * thread that drives comm. WEFT_ERR_INVALID_ARG for a negative or NaN value.
+ * Frameworks give each group its own timeout this way (torch's
+ * init_process_group / new_group timeout, bindings/torch). */
+weft_status_t weft_comm_set_timeout(weft_comm_t comm, double seconds);
 
 /* Blocking collectives with MPI semantics; counts are in elements.
  *

@@ -90,6 +90,23 @@ WEFT_EXPORT weft_status_t weft_comm_rank(weft_comm_t handle, int *rank_p)
     return WEFT_OK;
 }
 
+WEFT_EXPORT weft_status_t weft_comm_set_timeout(weft_comm_t handle, double seconds)
+{
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "comm", &comm);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (!(seconds >= 0)) { /* negative or NaN */
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "timeout %g is not a number of seconds >= 0 (0: WEFT_TIMEOUT, inf: none)",
+                           seconds);
+    }
+    comm->timeout_s = seconds;
+    return WEFT_OK;
+}
+
 WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t handle, int *size_p)
 {
     struct weft_comm *comm;

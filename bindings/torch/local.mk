@@ -3,7 +3,7 @@
 # tests/torch/test_torch.sh builds it in the build tree and runs its tests.
 torch_package = \
 	bindings/torch/setup.py bindings/torch/pyproject.toml bindings/torch/README.md \
-	bindings/torch/weft_torch/__init__.py \
+	bindings/torch/weft_torch/__init__.py bindings/torch/weft_torch/bench.py \
 	bindings/torch/csrc/module.cpp bindings/torch/csrc/process_group.hpp \
 	bindings/torch/csrc/process_group.cpp bindings/torch/csrc/collectives.cpp \
 	bindings/torch/csrc/types.hpp \
@@ -11,7 +11,7 @@ torch_package = \
 
 TESTS += tests/torch/test_torch.sh
 EXTRA_DIST += $(torch_package) tests/torch/test_torch.sh tests/torch/common.py \
-	tests/torch/test_backend.py tests/torch/test_collectives.py \
+	tests/torch/test_backend.py tests/torch/test_collectives.py tests/torch/test_ddp.py \
 	tools/torch_env.sh
 
 clean-local: clean-torch-ext

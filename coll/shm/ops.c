@@ -638,7 +638,7 @@ static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t se
         now = weft__time_ns();
         if (start == 0) {
             start = now;
-            deadline = weft__deadline_ns();
+            deadline = weft__comm_deadline_ns(comm);
         }
         comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (comm/comm.h) */
         status = now >= deadline ? WEFT_OK : weft__comm_health(comm);

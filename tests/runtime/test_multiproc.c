@@ -7,6 +7,8 @@
  */
 #include "tests/runtime/multiproc.h"
 
+#include <math.h>
+
 /* ------------------------------------------------------------------ data */
 
 static uint64_t mix64(uint64_t x)
@@ -434,6 +436,68 @@ Test(multiproc, stalled_rank_times_out, .timeout = 30)
                 weft_status_string(sh->slot[0].st[0]), sh->slot[0].val[0], sh->slot[0].note);
     fprintf(stderr, "test_multiproc: stalled rank: timeout after %.3f s: %s\n", sh->slot[0].val[0],
             sh->slot[0].note);
+}
+
+/* weft_comm_set_timeout: a communicator's own deadline beats WEFT_TIMEOUT (60 s
+ * here), a duplicate made after it inherits it, bad values are refused. */
+static void comm_timeout_scenario(rank_ctx_t *r)
+{
+    rank_slot_t *s = &r->sh->slot[r->rank];
+    float buf[16] = {0};
+    weft_comm_t dup = NULL;
+    const char *err;
+    double t0, t1;
+    weft_status_t st;
+
+    if (r->rank == 0) {
+        CHECK(r, weft_comm_set_timeout(r->comm, -1.0) == WEFT_ERR_INVALID_ARG,
+              "a negative timeout was accepted");
+        CHECK(r, weft_comm_set_timeout(r->comm, NAN) == WEFT_ERR_INVALID_ARG,
+              "a NaN timeout was accepted");
+        CHECK(r, weft_comm_set_timeout(NULL, 1.0) == WEFT_ERR_INVALID_ARG,
+              "a NULL communicator was accepted");
+        CHECK(r, weft_comm_set_timeout(r->comm, 1.0) == WEFT_OK, "set_timeout: %s",
+              weft_last_error());
+    }
+    stage(r, "dup");
+    st = weft_comm_dup(r->comm, &dup);
+    CHECK(r, st == WEFT_OK, "dup: %s", weft_last_error());
+    if (st != WEFT_OK) {
+        return;
+    }
+    if (r->rank == 1) {
+        stage(r, "sleeping instead of the allreduce");
+        harness_sleep_s(5.0);
+        weft_comm_destroy(dup);
+        return;
+    }
+    stage(r, "allreduce on the duplicate without rank 1");
+    t0 = harness_now_s();
+    st = weft_allreduce(WEFT_IN_PLACE, buf, 16, WEFT_FLOAT32, WEFT_SUM, dup);
+    t1 = harness_now_s();
+    err = weft_last_error();
+    s->val[0] = t1 - t0;
+    note(r, "%s", err);
+    CHECK(r, st == WEFT_ERR_TIMEOUT, "allreduce returned %s after %.2f s: %s",
+          weft_status_string(st), t1 - t0, err);
+    CHECK(r, t1 - t0 >= 0.9 && t1 - t0 <= 3.5,
+          "the communicator's timeout is 1 s (WEFT_TIMEOUT 60) but the allreduce ended after "
+          "%.3f s",
+          t1 - t0);
+    weft_comm_destroy(dup);
+}
+
+Test(multiproc, comm_timeout_overrides_weft_timeout, .timeout = 40)
+{
+    job_opts_t o = {.nranks = 2,
+                    .timeout = "60",
+                    .scenario = comm_timeout_scenario,
+                    .expect_killed = -1,
+                    .limit_s = 25};
+    shared_t *sh = run_job(&o);
+
+    cr_log_info("comm timeout: allreduce ended after %.3f s: %s", sh->slot[0].val[0],
+                sh->slot[0].note);
 }
 
 /* ------------------------------------------------ 5. abort from a thread */

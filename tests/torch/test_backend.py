@@ -192,36 +192,60 @@ def test_subgroups(size):
     spawn(check_subgroups, size)
 
 
-def _stalled(rank, size, gloo):
+def _stalled(rank, size, mode):
     # rank 1 never calls the collective: rank 0's Work fails with weft's
-    # timeout, naming the operation, within WEFT_TIMEOUT (not the torch default)
+    # timeout, naming the operation, within the group's deadline (torch's
+    # timeout, or WEFT_TIMEOUT where the environment sets it), not the 300 s
+    # WEFT_TIMEOUT default
     if rank == 0:
         start = time.monotonic()
         with pytest.raises(dist.DistBackendError, match="WEFT_ERR_TIMEOUT") as err:
             dist.all_reduce(torch.ones(16))
         took = time.monotonic() - start
-        assert took < 30, f"the timeout took {took:.1f} s"
+        assert 2.5 < took < 30, f"the timeout took {took:.1f} s"
         assert "allreduce" in str(err.value)
     else:
         time.sleep(8)
 
 
-def test_stalled_rank():
-    os.environ["WEFT_TIMEOUT"] = "3"
+def _stalled_recv(rank, size, mode):
+    # a receive nothing matches: the group's timeout ends it and aborts the group
+    if rank == 0:
+        start = time.monotonic()
+        with pytest.raises(dist.DistBackendError, match="recv from rank 1 tag 5"):
+            dist.recv(torch.empty(4), src=1, tag=5)
+        took = time.monotonic() - start
+        assert 2.5 < took < 30, f"the timeout took {took:.1f} s"
+        with pytest.raises(dist.DistBackendError):
+            dist.all_reduce(torch.ones(2))
+    else:
+        time.sleep(8)
+
+
+@pytest.mark.parametrize("scenario", ["collective", "recv"])
+@pytest.mark.parametrize("mode", ["torch_timeout", "WEFT_TIMEOUT"])
+def test_stalled_rank(mode, scenario):
+    if mode == "WEFT_TIMEOUT":
+        os.environ["WEFT_TIMEOUT"] = "3"
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            mp.spawn(_stalled_entry, args=(2, os.path.join(tmp, "store")), nprocs=2, join=True)
+            mp.spawn(_stalled_entry, args=(2, os.path.join(tmp, "store"), mode, scenario),
+                     nprocs=2, join=True)
     finally:
-        del os.environ["WEFT_TIMEOUT"]
+        os.environ.pop("WEFT_TIMEOUT", None)
 
 
-def _stalled_entry(rank, size, store_path):
+def _stalled_entry(rank, size, store_path, mode, scenario):
+    import datetime
+
     import weft_torch  # noqa: F401
 
+    # with WEFT_TIMEOUT set, the torch timeout (an hour) is not the one that ends it
+    timeout = datetime.timedelta(seconds=3 if mode == "torch_timeout" else 3600)
     dist.init_process_group("weft", init_method="file://" + store_path, rank=rank,
-                            world_size=size)
+                            world_size=size, timeout=timeout)
     try:
-        _stalled(rank, size, None)
+        (_stalled if scenario == "collective" else _stalled_recv)(rank, size, mode)
     finally:
         dist.destroy_process_group()
 

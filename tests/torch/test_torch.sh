@@ -2,8 +2,10 @@
 # weft_torch, the torch.distributed backend (bindings/torch): builds the
 # extension against the torch of the weft torch venv (tools/torch_env.sh
 # makes it; tools/deps.sh runs that) and libweft of the build tree, then runs
-# tests/torch/test_backend.py with pytest: jobs of 2, 3 and 4 processes
-# whose every result is checked against gloo's and a locally computed one.
+# the pytest suites (test_backend.py, test_collectives.py: jobs of 2, 3 and 4
+# processes whose every result is checked against gloo's and a locally
+# computed one; test_ddp.py: DDP training under weft and gloo) and a short
+# run of python -m weft_torch.bench.
 # The extension is built in the build tree (tests/torch/ext), again only when
 # its sources or libweft changed.
 set -u
@@ -39,7 +41,20 @@ if [ ! -e "$ext/.built" ] || [ -n "$(find "$src" "$lib" -newer "$ext/.built" -pr
 fi
 export PYTHONPATH=$ext PYTHONDONTWRITEBYTECODE=1
 timeout -k 10 1200 "$python" -m pytest -q -p no:cacheprovider -o console_output_style=classic \
-    -rs "$top_srcdir/tests/torch/test_backend.py" "$top_srcdir/tests/torch/test_collectives.py"
+    -rs "$top_srcdir/tests/torch/test_backend.py" "$top_srcdir/tests/torch/test_collectives.py" \
+    "$top_srcdir/tests/torch/test_ddp.py"
 rc=$?
-[ $rc -eq 0 ] && echo PASS || echo "FAIL: pytest exit $rc"
+[ $rc -eq 0 ] || echo "FAIL: pytest exit $rc"
+# the benchmark module runs and times every collective on both backends
+out=$(timeout -k 10 300 "$python" -m weft_torch.bench -np 2 -b 8 -e 4k -f 8 -r 1 2>&1)
+brc=$?
+rows=$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out")
+if [ $brc -ne 0 ] || [ "$rows" -ne 12 ]; then
+    echo "FAIL: python -m weft_torch.bench -np 2 -e 4k (exit $brc, $rows of 12 rows)"
+    tail -n 20 <<<"$out"
+    rc=1
+else
+    echo "weft_torch.bench -np 2 8 B..4 KiB: 3 collectives x 4 sizes timed on weft and gloo"
+fi
+[ $rc -eq 0 ] && echo PASS
 exit $rc

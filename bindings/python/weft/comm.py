@@ -369,6 +369,12 @@ class Comm:
         """weft_stats_reset: start counting again from zero."""
         check(lib.weft_stats_reset(self._live()), "weft_stats_reset")
 
+    def set_timeout(self, seconds):
+        """weft_comm_set_timeout: the deadline in seconds of this
+        communicator's waits from now on (0: WEFT_TIMEOUT's,
+        float("inf"): none)."""
+        check(lib.weft_comm_set_timeout(self._live(), float(seconds)), "weft_comm_set_timeout")
+
     def abort(self):
         """weft_comm_abort: pending and later operations fail with
         ERR_ABORTED; the communicator must still be destroyed."""

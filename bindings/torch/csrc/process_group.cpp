@@ -1,5 +1,6 @@
 #include "process_group.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include <ATen/core/ivalue.h>
@@ -95,7 +96,49 @@ ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store> &store,
                         c10::str("weft: joining the group (rank ", rank, " of ", size,
                                  ") failed: ", weft_status_name(status), ": ", detail));
     }
+    timeout_ = effective_timeout(timeout);
+    status = weft_comm_set_timeout(comm_, timeout_.count() / 1000.0);
+    if (status != WEFT_OK) {
+        std::string detail = weft_last_error();
+        weft_comm_destroy(comm_);
+        weft_finalize();
+        C10_THROW_ERROR(ValueError, c10::str("weft: the group's timeout of ", timeout.count(),
+                                             " ms: ", detail));
+    }
     worker_ = std::thread(&ProcessGroupWeft::worker_loop, this);
+}
+
+std::chrono::milliseconds
+ProcessGroupWeft::effective_timeout(std::chrono::milliseconds torch_timeout) const
+{
+    char text[64];
+
+    if (std::getenv("WEFT_TIMEOUT") != nullptr &&
+        weft_config_get("TIMEOUT", text, sizeof text) == WEFT_OK) {
+        const double s = std::strtod(text, nullptr);
+        if (s > 0 && s < 1e9) {
+            return std::chrono::milliseconds((int64_t)(s * 1000.0));
+        }
+        return std::chrono::hours(24 * 365 * 100); /* inf: a century, which weft takes as none */
+    }
+    return torch_timeout;
+}
+
+void ProcessGroupWeft::setTimeout(std::chrono::milliseconds timeout)
+{
+    const std::chrono::milliseconds effective = effective_timeout(timeout);
+    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::UNKNOWN, "weft:set_timeout",
+                                              std::vector<at::Tensor>{}, std::nullopt);
+    weft_comm_t comm = comm_;
+
+    /* on the worker: the communicator is its to drive, and operations queued
+     * before keep the deadline they were queued with */
+    enqueue(work, [this, comm, effective] {
+        timeout_ = effective;
+        check(weft_comm_set_timeout(comm, effective.count() / 1000.0), "set_timeout", 0);
+        return Pending{};
+    });
+    work->wait();
 }
 
 ProcessGroupWeft::~ProcessGroupWeft()

@@ -18,10 +18,13 @@
  * the groups' workers run independently (each communicator has its own
  * transport endpoints; weft serializes the shared UCX worker itself).
  *
- * Timeouts: every wait inside weft ends at WEFT_TIMEOUT (seconds, read once
- * per process by weft_init); a timed-out or failed collective fails its
- * Work with weft's diagnosis, and every later operation of the group fails
- * with the same status (the communicator is broken).
+ * Timeouts: the group's torch timeout (init_process_group's or new_group's
+ * `timeout`, or setTimeout later) becomes its communicator's deadline
+ * (weft_comm_set_timeout) unless WEFT_TIMEOUT is set in the environment,
+ * which then wins (one knob for every group while debugging). A timed-out
+ * or failed collective fails its Work with weft's diagnosis, and every later
+ * operation of the group fails with the same status (the communicator is
+ * broken).
  *
  * Point-to-point: send and recv start weft_isend/weft_irecv on the worker
  * and leave the request pending there; the worker tests its pending requests
@@ -146,6 +149,8 @@ class ProcessGroupWeft : public c10d::Backend {
 
     /* Runs every queued operation, then stops taking new ones. */
     void shutdown() override;
+    /* The group's deadline from the next queued operation on. */
+    void setTimeout(std::chrono::milliseconds timeout) override;
 
   private:
     /* What a queued operation leaves behind when it did not finish on the
@@ -176,8 +181,12 @@ class ProcessGroupWeft : public c10d::Backend {
     bool poll_in_flight();
     void stop_worker();
 
+    /* The deadline the group's waits get: torch's timeout, or WEFT_TIMEOUT's
+     * where the environment sets it. */
+    std::chrono::milliseconds effective_timeout(std::chrono::milliseconds torch_timeout) const;
+
     weft_comm_t comm_ = nullptr;
-    std::chrono::milliseconds timeout_;
+    std::chrono::milliseconds timeout_; /* effective_timeout's; the worker's to read */
     uint64_t next_seq_ = 0;
 
     std::mutex mutex_;
