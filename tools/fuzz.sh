@@ -50,7 +50,7 @@ git ls-files -z --cached --others --exclude-standard |
         ./configure --quiet CC=clang CFLAGS="-O1 -g -fsanitize=fuzzer-no-link $san" \
             LDFLAGS="$san" >>build.log 2>&1 || exit 1
     fi
-    # GCC's -fvect-cost-model (Makefile.am, the reduction loops) is unknown to clang
+    # GCC's -fvect-cost-model (device/local.mk, the reduction loops) is unknown to clang
     nice -n 10 make -j2 libweft_hostreduce_la_CFLAGS='$(AM_CFLAGS) -ftree-vectorize' \
         libweft_core.la >>build.log 2>&1 || exit 1
     libs=$(pkg-config --libs ucx pmix hwloc)

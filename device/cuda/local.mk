@@ -6,14 +6,11 @@ cuda_sources = \
 	device/cuda/cuda.h device/cuda/internal.h device/cuda/cuda.c device/cuda/stream.c \
 	device/cuda/driver.h device/cuda/driver.c device/cuda/util.h device/cuda/util.c \
 	device/cuda/kernel_args.h
-CLEANFILES += device/cuda/kernels.fatbin device/cuda/kernels_fatbin.c \
-	tests/device/cuda_kernel_host
+CLEANFILES += device/cuda/kernels.fatbin device/cuda/kernels_fatbin.c
 
-# the headers and sources travel in every tarball, with or without nvcc
-EXTRA_DIST += $(cuda_sources) device/cuda/kernels.cu device/cuda/kernel_body.cuh \
-	device/reduce_elem.h tests/device/test_cuda.c tests/device/cuda_probe.c \
-	tests/device/cuda_kernel_host.cu tests/device/fake_cuda.c tests/device/cuda_fake_check.c \
-	tools/gpu-check.sh
+# the sources travel in every tarball, with or without nvcc (the tests of the
+# backend: tests/device/local.mk)
+EXTRA_DIST += $(cuda_sources) device/cuda/kernels.cu device/cuda/kernel_body.cuh
 
 if HAVE_CUDA
 noinst_LTLIBRARIES += libweft_cuda.la
@@ -43,30 +40,4 @@ device/cuda/kernels_fatbin.c: device/cuda/kernels.fatbin $(srcdir)/device/cuda/l
 		echo 'const unsigned long weft__cuda_fatbin_size = sizeof(weft__cuda_fatbin);'; \
 	} > $@-t && mv $@-t $@
 
-check_PROGRAMS += tests/device/test_cuda tests/device/cuda_probe tests/device/cuda_fake_check
-TESTS += tests/device/test_cuda
-tests_device_test_cuda_SOURCES = tests/device/test_cuda.c
-tests_device_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(CUDA_HOME)/include \
-	-DWEFT_TEST_CUDA_HOME='"$(CUDA_HOME)"'
-tests_device_test_cuda_CFLAGS = $(test_cflags)
-tests_device_test_cuda_LDADD = $(test_ldadd) -ldl
-tests_device_cuda_probe_SOURCES = tests/device/cuda_probe.c
-tests_device_cuda_probe_LDADD = libweft_core.la
-# the host side of the table against a libcuda.so.1 stand-in (test_cuda runs it)
-tests_device_cuda_fake_check_SOURCES = tests/device/cuda_fake_check.c
-tests_device_cuda_fake_check_CPPFLAGS = $(AM_CPPFLAGS) -I$(CUDA_HOME)/include
-tests_device_cuda_fake_check_LDADD = libweft_core.la -ldl
-check_LTLIBRARIES += tests/device/libfake_cuda.la
-tests_device_libfake_cuda_la_SOURCES = tests/device/fake_cuda.c
-tests_device_libfake_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(CUDA_HOME)/include
-tests_device_libfake_cuda_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
-
-# the kernels' thread bodies run on the CPU (nvcc, host code only)
-check_SCRIPTS += tests/device/cuda_kernel_host
-TESTS += tests/device/cuda_kernel_host
-tests/device/cuda_kernel_host: $(srcdir)/tests/device/cuda_kernel_host.cu $(cuda_kernel_deps) \
-		$(srcdir)/tests/harness_rng.h
-	@$(MKDIR_P) tests/device
-	$(AM_V_GEN)$(NVCC) -std=c++17 -O2 -fmad=false -Werror all-warnings -Xcompiler -Wall,-Wextra \
-		-I$(top_srcdir) -o $@ $(srcdir)/tests/device/cuda_kernel_host.cu
 endif

@@ -31,8 +31,8 @@ run() { # np, label, weft_bench arguments...
     local np=$1 label=$2 out rc
     shift 2
     runs=$((runs + 1))
-    out=$(timeout -k 5 180 mpirun -np "$np" "${mpirun_opts[@]}" "$bench" -n 2 -w 1 --check "$@" \
-        2>&1)
+    out=$(timeout -k 5 180 mpirun -np "$np" "${mpirun_opts[@]}" "${mpirun_onenode_opts[@]}" \
+        "$bench" -n 2 -w 1 --check "$@" 2>&1)
     rc=$?
     if [ $rc -ne 0 ] || grep -q WRONG <<<"$out" || ! grep -q ' ok$' <<<"$out"; then
         failures=$((failures + 1))

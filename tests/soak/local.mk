@@ -14,4 +14,4 @@ tests_soak_mpi_churn_SOURCES = tests/soak/mpi_churn.c tests/soak/proc_sample.h
 tests_soak_mpi_churn_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_soak_mpi_churn_LDADD = $(MPI_LIBS)
 endif
-EXTRA_DIST += tools/soak.sh
+
