@@ -2,7 +2,7 @@
 # to build. tests/python/test_python.sh runs its tests from the source tree
 # against the library in the build tree.
 python_package = \
-	bindings/python/pyproject.toml bindings/python/README.md \
+	bindings/python/pyproject.toml bindings/python/setup.py bindings/python/README.md \
 	bindings/python/weft/__init__.py bindings/python/weft/_lib.py \
 	bindings/python/weft/_buffer.py bindings/python/weft/comm.py \
 	bindings/python/weft/bench.py

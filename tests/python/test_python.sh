@@ -57,6 +57,32 @@ WEFT_PYTEST_RESULTS="$results/unit" timeout -k 5 300 "$python" -m pytest "${pyte
     "$tests/test_unit.py" >"$results/unit/log.0" 2>&1
 check_ranks unit "$results/unit" 1
 
+# installed as the README says (pip install into a venv), then imported from
+# another folder without WEFT_LIBRARY or PYTHONPATH: the package loads the
+# library recorded when it was built (WEFT_LIBRARY_DIR here; the source tree
+# for an in-tree install) and a communicator of one rank works
+inst="$results/install"
+mkdir -p "$inst/run"
+cp -R "$top_srcdir/bindings/python" "$inst/src"
+chmod -R u+w "$inst/src"
+check_install='import weft, numpy as np
+assert weft.library_path == "'"$(cd "$top_builddir/.libs" && pwd)"'/libweft.so", weft.library_path
+with weft.Comm.init_rank(1, weft.get_unique_id(), 0) as c:
+    x = np.arange(5, dtype=np.float32)
+    assert (c.allreduce(x, out=np.empty_like(x)) == x).all()
+print("installed package: libweft from", weft.library_path)'
+if timeout 300 "$python" -m venv --system-site-packages "$inst/venv" >"$inst/log" 2>&1 &&
+        WEFT_LIBRARY_DIR="$top_builddir/.libs" timeout 300 "$inst/venv/bin/pip" install -q \
+            --no-build-isolation --no-deps "$inst/src" >>"$inst/log" 2>&1 &&
+        (cd "$inst/run" && env -u WEFT_LIBRARY -u PYTHONPATH timeout 120 \
+            "$inst/venv/bin/python" -c "$check_install") >>"$inst/log" 2>&1; then
+    tail -n 1 "$inst/log"
+else
+    failures=$((failures + 1))
+    echo "FAIL: pip install ./bindings/python into a venv, then import weft"
+    tail -n 20 "$inst/log"
+fi
+
 if ! command -v mpirun >/dev/null || ! "$python" -c 'import mpi4py' 2>/dev/null; then
     [ $failures -eq 0 ] || exit 1
     echo "SKIP: the multi-process tests need mpirun and mpi4py (tools/deps.sh installs them)"

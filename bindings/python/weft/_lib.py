@@ -212,6 +212,11 @@ def _candidates():
     tree = os.path.join(top, ".libs", "libweft.so")
     if os.path.exists(tree):
         found.append(("build tree", tree))
+    try:  # an installed package: where the library was when it was built (setup.py)
+        from . import _found
+        found.extend(("recorded at install", p) for p in _found.LIBRARIES)
+    except ImportError:
+        pass
     name = ctypes.util.find_library("weft")
     if name:
         found.append(("find_library('weft')", name))
