@@ -534,7 +534,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
     struct weft_comm *comm = s->comm;
     uint64_t spin_ns, yield_ns, idle_since = 0, idle_ns = 0;
     weft_status_t status;
-    int idle = 0, first_polls;
+    int idle = 0;
 
     if (s->status != WEFT_INPROGRESS) {
         /* finished, or cancelled with its communicator, whose transport
@@ -543,7 +543,6 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
     }
     spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
     yield_ns = comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
-    first_polls = comm->oversubscribed ? 1 : 64;
 
     while (s->status == WEFT_INPROGRESS) {
         /* every unfinished operation of the communicator moves, not only
@@ -558,10 +557,10 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
          * a message arrives. Ranks that outnumber the cores skip the first;
          * transports that wake a sleeper promptly skip the second. While
          * busy-polling, the clock and the health checks run every 64 polls. */
-        if (++idle < first_polls) {
+        if (++idle < 64) {
             continue;
         }
-        if (idle == first_polls) {
+        if (idle == 64) {
             idle_since = weft__time_ns();
             idle_ns = 0;
         } else if (idle_ns < spin_ns && idle % 64 != 0) {
