@@ -11,26 +11,40 @@
 
 typedef struct sample {
     long rss_kib;
+    long anon_kib, shmem_kib; /* of rss: anonymous pages (heap, arenas), shared memory */
     int fds;
     int maps;
 } sample_t;
 
-static inline long proc_rss_kib(void)
+/* VmRSS, RssAnon and RssShmem of /proc/self/status, KiB (-1: unreadable). */
+static inline long proc_rss_kib_parts(long *anon_p, long *shmem_p)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
-    long kib = -1;
+    long kib = -1, v;
 
+    *anon_p = *shmem_p = -1;
     if (f == NULL) {
         return -1;
     }
     while (fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
-            break;
+        if (sscanf(line, "VmRSS: %ld kB", &v) == 1) {
+            kib = v;
+        } else if (sscanf(line, "RssAnon: %ld kB", &v) == 1) {
+            *anon_p = v;
+        } else if (sscanf(line, "RssShmem: %ld kB", &v) == 1) {
+            *shmem_p = v;
         }
     }
     fclose(f);
     return kib;
+}
+
+static inline long proc_rss_kib(void)
+{
+    long anon, shmem;
+
+    return proc_rss_kib_parts(&anon, &shmem);
 }
 
 static inline int proc_count_fds(void)
@@ -66,8 +80,11 @@ static inline int proc_count_maps(void)
 
 static inline sample_t proc_sample(void)
 {
-    sample_t s = {.rss_kib = proc_rss_kib(), .fds = proc_count_fds(), .maps = proc_count_maps()};
+    sample_t s;
 
+    s.rss_kib = proc_rss_kib_parts(&s.anon_kib, &s.shmem_kib);
+    s.fds = proc_count_fds();
+    s.maps = proc_count_maps();
     return s;
 }
 

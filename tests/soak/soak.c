@@ -202,6 +202,23 @@ static void note_sample(rk_t *r, int warm_now, int last)
     }
 }
 
+/* One line of this rank's resident memory now, so that a slope shows over a
+ * long run (--every): total, anonymous and shared-memory pages, and the
+ * change since the warm-up baseline. */
+static void print_rss(rk_t *r, double t)
+{
+    sample_t s = proc_sample();
+    char since[64] = "";
+
+    if (r->s->warmed) {
+        snprintf(since, sizeof(since), ", %+ld KiB since warm-up", s.rss_kib - r->s->warm.rss_kib);
+    }
+    printf("soak: rank %d: %5.0f s: rss %ld KiB (anon %ld, shmem %ld)%s; %" PRIu64
+           " communicators destroyed\n",
+           r->rank, t, s.rss_kib, s.anon_kib, s.shmem_kib, since, r->s->comm_cycles);
+    fflush(stdout);
+}
+
 static void check_comm(rk_t *r, weft_comm_t comm, const char *name, int want_rank, int want_size)
 {
     int me = -1, n = -1;
@@ -280,7 +297,7 @@ static void split_expect(int rank, int n, int *pos, int *size)
 
 static void soak(rk_t *r)
 {
-    double warm_s = r->o->seconds * 0.2;
+    double warm_s = r->o->seconds * 0.2, next_line = r->o->every;
     int pos, size;
 
     split_expect(r->rank, r->n, &pos, &size);
@@ -291,10 +308,15 @@ static void soak(rk_t *r)
         soak_stage(r, "round %" PRIu64 ": dup and split", round);
         CHECK_OK(r, weft_comm_dup(r->world, &work));
         check_comm(r, work, "dup", r->rank, r->n);
-        CHECK_OK(r, weft_comm_split(r->world, r->rank % 2, r->n - r->rank, &half));
-        check_comm(r, half, "split", pos, size);
+        if (r->o->without & W_SPLITS) {
+            CHECK_OK(r, weft_comm_dup(r->world, &half)); /* a second dup instead */
+            check_comm(r, half, "second dup", r->rank, r->n);
+        } else {
+            CHECK_OK(r, weft_comm_split(r->world, r->rank % 2, r->n - r->rank, &half));
+            check_comm(r, half, "split", pos, size);
+        }
         soak_round_ops(r, work, half);
-        if (next(r) % 8 == 0) {
+        if (next(r) % 8 == 0 && !(r->o->without & W_ABORTS)) {
             abort_and_replace(r, &work);
             soak_round_ops(r, work, half);
         }
@@ -314,6 +336,10 @@ static void soak(rk_t *r)
         soak_stage(r, "round %" PRIu64 ": vote", round);
         CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, flags, 2, WEFT_INT32, WEFT_MAX, r->world));
         note_sample(r, flags[0] && !r->s->warmed, flags[1]);
+        if (r->o->every > 0 && t >= next_line) {
+            print_rss(r, t);
+            next_line += r->o->every;
+        }
         if (flags[1]) {
             CHECK(r, r->s->warmed, "no warm-up sample");
             break;
@@ -467,10 +493,11 @@ static int report(const opts_t *o, const slot_t *s, int q, const harness_procs_t
                q, s->ops[0] + s->ops[1] + s->ops[2], s->ops[0], s->ops[1], s->ops[2], s->p2p,
                s->elements, s->comm_cycles, cycles, s->aborts);
     }
-    printf("%s: rank %d: rss %ld KiB after warm-up, %ld KiB at the end (%+ld KiB, max %ld KiB): "
-           "%.1f KiB per 1000 comm cycles; fds %d -> %d; maps %d -> %d\n",
-           mode, q, s->warm.rss_kib, s->end.rss_kib, drss, s->max.rss_kib, per1000, s->warm.fds,
-           s->end.fds, s->warm.maps, s->end.maps);
+    printf("%s: rank %d: rss %ld KiB after warm-up, %ld KiB at the end (%+ld KiB, max %ld KiB; "
+           "anon %+ld, shmem %+ld): %.1f KiB per 1000 comm cycles; fds %d -> %d; maps %d -> %d\n",
+           mode, q, s->warm.rss_kib, s->end.rss_kib, drss, s->max.rss_kib,
+           s->end.anon_kib - s->warm.anon_kib, s->end.shmem_kib - s->warm.shmem_kib, per1000,
+           s->warm.fds, s->end.fds, s->warm.maps, s->end.maps);
     if (!o->limits) {
         return bad;
     }
@@ -496,17 +523,50 @@ static int report(const opts_t *o, const slot_t *s, int q, const harness_procs_t
     return bad;
 }
 
+/* --without's comma-separated names into W_* bits; -1 for an unknown one. */
+static int parse_without(const char *text, unsigned *bits_p)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } parts[] = {{"aborts", W_ABORTS},           {"splits", W_SPLITS}, {"emu", W_EMU},
+                 {"nonblocking", W_NONBLOCKING}, {"p2p", W_P2P}};
+    char copy[256], *save = NULL;
+    unsigned bits = 0;
+
+    snprintf(copy, sizeof(copy), "%s", text);
+    for (char *w = strtok_r(copy, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
+        size_t i;
+
+        for (i = 0; i < sizeof(parts) / sizeof(parts[0]) && strcmp(w, parts[i].name) != 0; i++) {
+        }
+        if (i == sizeof(parts) / sizeof(parts[0])) {
+            fprintf(stderr, "soak: --without: unknown part '%s'\n", w);
+            return -1;
+        }
+        bits |= parts[i].bit;
+    }
+    *bits_p = bits;
+    return 0;
+}
+
 static void usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s [--seconds S] [--ranks N] [--seed X] [--rpn K] [--churn C] [--no-limits]\n"
+            "          [--without aborts,splits,emu,nonblocking,p2p] [--every S]\n"
             "  --seconds S   length of the mixed soak (default 60, or $SOAK_SECONDS)\n"
             "  --ranks N     processes, 1..%d (default 4)\n"
             "  --seed X      the operations' random sequence (default 1)\n"
             "  --rpn K       ranks per virtual node, 0 for the real node (default 2)\n"
             "  --churn C     instead: C cycles of dup + allreduce + destroy\n"
             "  --no-limits   report the growth, do not fail on it (under a leak checker,\n"
-            "                whose own memory grows)\n",
+            "                whose own memory grows)\n"
+            "  --without L   leave parts of the mix out (to find what grows): aborts,\n"
+            "                splits (a second dup instead), emu (enqueued and emu-memory\n"
+            "                operations), nonblocking, p2p; each becomes a blocking op\n"
+            "  --every S     each rank prints its resident memory every S seconds\n"
+            "                (default 60; 0: never)\n",
             prog, MAX_RANKS);
 }
 
@@ -516,8 +576,9 @@ int main(int argc, char **argv)
         {"seconds", required_argument, NULL, 's'}, {"ranks", required_argument, NULL, 'n'},
         {"seed", required_argument, NULL, 'x'},    {"rpn", required_argument, NULL, 'k'},
         {"churn", required_argument, NULL, 'c'},   {"no-limits", no_argument, NULL, 'L'},
+        {"without", required_argument, NULL, 'w'}, {"every", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
-    opts_t o = {.seconds = 60, .nranks = 4, .seed = 1, .rpn = 2, .limits = 1};
+    opts_t o = {.seconds = 60, .nranks = 4, .seed = 1, .rpn = 2, .limits = 1, .every = 60};
     const char *env = getenv("SOAK_SECONDS");
     int c;
 
@@ -544,12 +605,30 @@ int main(int argc, char **argv)
         case 'L':
             o.limits = 0;
             break;
+        case 'e':
+            o.every = atof(optarg);
+            break;
+        case 'w':
+            if (parse_without(optarg, &o.without) != 0) {
+                usage(argv[0]);
+                return 2;
+            }
+            break;
         default:
             usage(argv[0]);
             return c == 'h' ? 0 : 2;
         }
     }
-    if (optind < argc || o.seconds <= 0 || o.nranks < 1 || o.nranks > MAX_RANKS || o.rpn < 0 ||
+    const char *without_text = "";
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--without") == 0 && i + 1 < argc) {
+            without_text = argv[i + 1];
+        } else if (strncmp(argv[i], "--without=", 10) == 0) {
+            without_text = argv[i] + 10;
+        }
+    }
+    if (optind < argc || o.seconds <= 0 || o.every < 0 || o.nranks < 1 || o.nranks > MAX_RANKS || o.rpn < 0 ||
         o.churn < 0 || (o.churn > 0 && o.churn < 5)) {
         usage(argv[0]);
         return 2;
@@ -578,8 +657,9 @@ int main(int argc, char **argv)
         printf("churn: %d ranks (%d per node), %ld cycles, warm-up %ld\n", o.nranks, o.rpn, o.churn,
                o.churn / 5);
     } else {
-        printf("soak: %d ranks (%d per node), seed %" PRIu64 ", %.0f s, warm-up %.0f s\n", o.nranks,
-               o.rpn, o.seed, o.seconds, o.seconds * 0.2);
+        printf("soak: %d ranks (%d per node), seed %" PRIu64 ", %.0f s, warm-up %.0f s%s%s\n",
+               o.nranks, o.rpn, o.seed, o.seconds, o.seconds * 0.2,
+               o.without ? ", without parts of the mix: " : "", o.without ? without_text : "");
     }
     double t0 = harness_now_s(), deadline = t0 + limit;
 

@@ -72,7 +72,13 @@ typedef struct opts {
     int rpn;    /* WEFT_RANKS_PER_NODE, 0: real nodes */
     long churn; /* > 0: churn mode with this many cycles */
     int limits; /* 0: report growth without failing on it (under a leak checker) */
+    unsigned without; /* W_* parts of the mix left out (--without), to find what grows */
+    double every;     /* seconds between a rank's resident-memory lines (--every; 0: none) */
 } opts_t;
+
+/* Parts of the mix --without leaves out; each becomes a blocking operation on
+ * host memory (or, for splits, the dup serves twice). */
+enum { W_ABORTS = 1, W_SPLITS = 2, W_EMU = 4, W_NONBLOCKING = 8, W_P2P = 16 };
 
 /* ------------------------------------------------------------ one rank */
 

@@ -141,6 +141,9 @@ static void draw(rk_t *r, op_t *o, int form, weft_comm_t comm, const char *name)
     o->root = (int)(next(r) % (uint64_t)n);
     o->inplace = o->coll == C_ALLREDUCE && form != F_ENQ && next(r) % 4 == 0;
     o->emu = form == F_ENQ || (form == F_BLOCK && next(r) % 4 == 0);
+    if (r->o->without & W_EMU) {
+        o->emu = 0; /* the draw above still happened: every rank draws alike */
+    }
     o->key = mix64(r->o->seed ^ (r->seq << 8));
     r->seq++;
 
@@ -562,6 +565,11 @@ void soak_round_ops(rk_t *r, weft_comm_t work, weft_comm_t half)
         int c = (int)(next(r) % 2), kind = (int)(next(r) % 8);
         op_t o;
 
+        if ((kind >= 3 && kind < 5 && (r->o->without & W_NONBLOCKING)) ||
+            (kind >= 5 && kind < 7 && (r->o->without & W_EMU)) ||
+            (kind == 7 && (r->o->without & W_P2P))) {
+            kind = 0; /* left out (--without): a blocking operation instead */
+        }
         if (kind < 3) {
             draw(r, &o, F_BLOCK, comms[c], names[c]);
             run_one(r, &o);
