@@ -50,8 +50,9 @@ done
 # in-process, shared-memory and multi-process suites, and every fuzz target
 # for a bounded time; then the soak (issue 14: a minute of everything with
 # memory, descriptors and mappings watched) and its short leak-checked run;
+# then torch's own distributed test suite against the backend "weft";
 # each ends with "<job>: N passed, N failed".
-hardening=("sanitize.sh asan" "sanitize.sh tsan" "fuzz.sh 30" "soak.sh 60" "soak.sh leak")
+hardening=("sanitize.sh asan" "sanitize.sh tsan" "fuzz.sh 30" "soak.sh 60" "soak.sh leak" "torch_suite.sh 2")
 [ $quick -eq 1 ] && hardening=()
 for job in "${hardening[@]}"; do
     name=${job%% *}
@@ -68,7 +69,8 @@ for job in "${hardening[@]}"; do
     fi
     p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
     f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
-    passed=$((passed + p)); failed=$((failed + f))
+    sk=$(grep -oE ', [0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + sk))
     [ "$job_rc" -ne 0 ] && [ "$f" -eq 0 ] && failed=$((failed + 1))
 done
 echo

@@ -12,9 +12,9 @@ torch_package = \
 TESTS += tests/torch/test_torch.sh
 EXTRA_DIST += $(torch_package) tests/torch/test_torch.sh tests/torch/common.py \
 	tests/torch/test_backend.py tests/torch/test_collectives.py tests/torch/test_ddp.py \
-	tools/torch_env.sh
+	tools/torch_env.sh tools/torch_suite.sh tests/torch/build_ext.sh tests/torch/torch_suite.py
 
 clean-local: clean-torch-ext
 clean-torch-ext:
-	rm -rf tests/torch/ext
+	rm -rf tests/torch/ext tests/torch/.build.lock torch-suite.log
 .PHONY: clean-torch-ext

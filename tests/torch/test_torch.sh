@@ -6,39 +6,18 @@
 # processes whose every result is checked against gloo's and a locally
 # computed one; test_ddp.py: DDP training under weft and gloo) and a short
 # run of python -m weft_torch.bench.
-# The extension is built in the build tree (tests/torch/ext), again only when
-# its sources or libweft changed.
+# The extension is built in the build tree (tests/torch/build_ext.sh).
 set -u
 : "${top_builddir:?run through make check}" "${top_srcdir:?run through make check}"
 venv=${WEFT_TORCH_VENV:-$HOME/.cache/weft/torch-venv}
 python=$venv/bin/python
-src=$top_srcdir/bindings/torch
-ext=$top_builddir/tests/torch/ext
-lib=$top_builddir/.libs/libweft.so
 if [ ! -x "$python" ] ||
         ! timeout 300 "$python" -c 'import torch.distributed, pytest, expecttest' 2>/dev/null; then
     echo "SKIP: no torch venv at $venv (bash tools/torch_env.sh makes it; tools/deps.sh runs it)"
     exit 77
 fi
-if [ ! -e "$lib" ]; then
-    echo "FAIL: $lib is missing (build first)"
-    exit 1
-fi
-if [ ! -e "$ext/.built" ] || [ -n "$(find "$src" "$lib" -newer "$ext/.built" -print -quit)" ]; then
-    rm -rf "$ext"
-    mkdir -p "$ext"
-    cp -R "$src"/setup.py "$src"/pyproject.toml "$src"/csrc "$src"/weft_torch "$ext"/
-    chmod -R u+w "$ext"
-    echo "building weft_torch in $ext"
-    if ! (cd "$ext" && WEFT_INCLUDE_DIR="$top_srcdir/include" \
-            WEFT_LIBRARY_DIR="$top_builddir/.libs" MAX_JOBS=2 \
-            timeout 900 "$python" setup.py -q build_ext --inplace) >"$ext/build.log" 2>&1; then
-        echo "FAIL: building weft_torch"
-        tail -n 40 "$ext/build.log"
-        exit 1
-    fi
-    touch "$ext/.built"
-fi
+mkdir -p "$top_builddir/tests/torch"
+ext=$(bash "$top_srcdir/tests/torch/build_ext.sh" "$python") || exit 1
 export PYTHONPATH=$ext PYTHONDONTWRITEBYTECODE=1
 timeout -k 10 1200 "$python" -m pytest -q -p no:cacheprovider -o console_output_style=classic \
     -rs "$top_srcdir/tests/torch/test_backend.py" "$top_srcdir/tests/torch/test_collectives.py" \
