@@ -368,7 +368,9 @@ weft_status_t weft_reduce_scatter_v(const void *sendbuf, void *recvbuf,
  *
  * weft_mem_type: the type of the memory ptr points into (malloc'd memory and
  * any address weft knows nothing of: HOST). A pointer into emu memory that
- * was freed is WEFT_ERR_INVALID_ARG.
+ * was freed is WEFT_ERR_INVALID_ARG while the allocation is one of the last
+ * 4096 emu allocations freed; every freed range stays reserved and
+ * inaccessible (address space only), so a later use faults.
  *
  * Streams: weft_stream_create makes a stream of a device type (a CUDA user
  * may pass its own cudaStream_t instead). An emu stream is a handle like a

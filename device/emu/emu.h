@@ -18,8 +18,14 @@
 
 #include "device/device.h"
 
-/* Memory (memory.c). owns: 1 live, -1 freed, 0 not emu memory. */
+/* Memory (memory.c). owns: 1 live, -1 freed (one of the last
+ * WEFT_EMU_FREED_KEPT freed allocations), 0 not emu memory (or freed longer
+ * ago: its range stays reserved and inaccessible, so a use faults). */
+#define WEFT_EMU_FREED_KEPT 4096
 int weft__emu_owns(const void *ptr);
+/* Entries of the allocation table: live allocations plus the freed ones
+ * kept (for tests: bounded in a long job). */
+int weft__emu_table_entries(void);
 weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p);
 weft_status_t weft__emu_free(void *ptr);
 weft_status_t weft__emu_ipc_export(const void *ptr, void *handle);

@@ -150,6 +150,35 @@ Test(memory, many_allocations_each_known)
     }
 }
 
+/* A long job allocates and frees emu memory without end: the table of
+ * allocations (and the reserved ranges of freed ones) must stay bounded, while
+ * the recently freed are still refused. */
+Test(memory, freed_allocations_kept_are_bounded)
+{
+    const int rounds = 3 * WEFT_EMU_FREED_KEPT;
+    int before = weft__emu_table_entries();
+    weft_memtype_t t;
+    void *p = NULL, *last = NULL;
+
+    for (int i = 0; i < rounds; i++) {
+        cr_assert_eq(weft_mem_alloc(WEFT_MEM_EMU, 4096, &p), WEFT_OK, "%s", weft_last_error());
+        ((char *)p)[0] = (char)i; /* touched */
+        cr_assert_eq(weft_mem_free(p), WEFT_OK, "%s", weft_last_error());
+        last = p;
+    }
+    cr_assert_leq(weft__emu_table_entries(), before + WEFT_EMU_FREED_KEPT,
+                  "%d entries after %d allocations freed (kept at most %d)",
+                  weft__emu_table_entries(), rounds, WEFT_EMU_FREED_KEPT);
+    expect_error(weft_mem_type(last, &t), WEFT_ERR_INVALID_ARG, "ptr",
+                 "weft_mem_type of the last freed allocation");
+    expect_error(weft_mem_free(last), WEFT_ERR_INVALID_ARG, "freed", "freeing it again");
+    /* live allocations are untouched by the turnover */
+    cr_assert_eq(weft_mem_alloc(WEFT_MEM_EMU, 100, &p), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_mem_type(p, &t), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(t, WEFT_MEM_EMU);
+    cr_assert_eq(weft_mem_free(p), WEFT_OK, "%s", weft_last_error());
+}
+
 Test(memory, freed_pointer_is_invalid_arg_naming_it)
 {
     unsigned char *p = emu_alloc(10000);

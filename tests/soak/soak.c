@@ -49,6 +49,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -203,8 +204,10 @@ static void note_sample(rk_t *r, int warm_now, int last)
 }
 
 /* One line of this rank's resident memory now, so that a slope shows over a
- * long run (--every): total, anonymous and shared-memory pages, and the
- * change since the warm-up baseline. */
+ * long run (--every): total, anonymous and shared-memory pages, the change
+ * since the warm-up baseline, and malloc's own view (bytes in use against
+ * free bytes kept in its arenas: a leak grows the first, fragmentation the
+ * second). */
 static void print_rss(rk_t *r, double t)
 {
     sample_t s = proc_sample();
@@ -213,9 +216,12 @@ static void print_rss(rk_t *r, double t)
     if (r->s->warmed) {
         snprintf(since, sizeof(since), ", %+ld KiB since warm-up", s.rss_kib - r->s->warm.rss_kib);
     }
-    printf("soak: rank %d: %5.0f s: rss %ld KiB (anon %ld, shmem %ld)%s; %" PRIu64
-           " communicators destroyed\n",
-           r->rank, t, s.rss_kib, s.anon_kib, s.shmem_kib, since, r->s->comm_cycles);
+    struct mallinfo2 m = mallinfo2();
+
+    printf("soak: rank %d: %5.0f s: rss %ld KiB (anon %ld, shmem %ld)%s; malloc: %zu KiB in use, "
+           "%zu KiB free in its arenas, %zu KiB mmapped; %" PRIu64 " communicators destroyed\n",
+           r->rank, t, s.rss_kib, s.anon_kib, s.shmem_kib, since, m.uordblks / 1024,
+           m.fordblks / 1024, m.hblkhd / 1024, r->s->comm_cycles);
     fflush(stdout);
 }
 
