@@ -18,6 +18,10 @@ MOVE_COUNTS = [0, 1, 7, 4099]
 
 
 def inputs_of(size, seed, dtype, count, op=ReduceOp.SUM):
+    """Every rank's input; complex ones from real inputs of twice the count."""
+    if dtype.is_complex:
+        real = inputs_of(size, seed, dtype.to_real(), 2 * count, op)
+        return [torch.view_as_complex(i.reshape(-1, 2)) for i in real]
     return [make_input(r, seed, dtype, count, op) for r in range(size)]
 
 
@@ -49,10 +53,7 @@ def check_allgather(rank, size, gloo):
     for dtype in ALL_DTYPES + [torch.complex64]:
         for count in MOVE_COUNTS:
             seed += 1
-            base = torch.float32 if dtype.is_complex else dtype
-            ins = inputs_of(size, seed, base, count * (2 if dtype.is_complex else 1))
-            if dtype.is_complex:
-                ins = [torch.view_as_complex(i.reshape(-1, 2)) for i in ins]
+            ins = inputs_of(size, seed, dtype, count)
             what = f"all_gather {dtype} count {count}"
             outs = [torch.empty_like(ins[0]) for _ in range(size)]
             dist.all_gather(outs, ins[rank])
@@ -186,10 +187,7 @@ def check_gather_scatter(rank, size, gloo):
         for count in MOVE_COUNTS:
             for root in range(size):
                 seed += 1
-                base = torch.float64 if dtype.is_complex else dtype
-                ins = inputs_of(size, seed, base, count * (2 if dtype.is_complex else 1))
-                if dtype.is_complex:
-                    ins = [torch.view_as_complex(i.reshape(-1, 2)) for i in ins]
+                ins = inputs_of(size, seed, dtype, count)
                 what = f"gather {dtype} count {count} root {root}"
                 outs = [torch.empty_like(ins[0]) for _ in range(size)] if rank == root else None
                 dist.gather(ins[rank], gather_list=outs, dst=root)
