@@ -585,6 +585,7 @@ int main(int argc, char **argv)
         {"without", required_argument, NULL, 'w'}, {"every", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     opts_t o = {.seconds = 60, .nranks = 4, .seed = 1, .rpn = 2, .limits = 1, .every = 60};
+    const char *without_text = ""; /* --without's argument, for the first line */
     const char *env = getenv("SOAK_SECONDS");
     int c;
 
@@ -615,6 +616,7 @@ int main(int argc, char **argv)
             o.every = atof(optarg);
             break;
         case 'w':
+            without_text = optarg;
             if (parse_without(optarg, &o.without) != 0) {
                 usage(argv[0]);
                 return 2;
@@ -623,15 +625,6 @@ int main(int argc, char **argv)
         default:
             usage(argv[0]);
             return c == 'h' ? 0 : 2;
-        }
-    }
-    const char *without_text = "";
-
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--without") == 0 && i + 1 < argc) {
-            without_text = argv[i + 1];
-        } else if (strncmp(argv[i], "--without=", 10) == 0) {
-            without_text = argv[i] + 10;
         }
     }
     if (optind < argc || o.seconds <= 0 || o.every < 0 || o.nranks < 1 || o.nranks > MAX_RANKS || o.rpn < 0 ||
