@@ -1,6 +1,5 @@
 /*
- * The collectives beyond allreduce, broadcast and barrier, and
- * point-to-point. Each checks its arguments on the caller's thread (sizes,
+ * Every collective and point-to-point. Each checks its arguments on the caller's thread (sizes,
  * dtypes, roots, list lengths: a ValueError before anything is queued),
  * then queues a function for the group's worker (process_group.hpp).
  *
@@ -77,6 +76,39 @@ void check_equal_types(const at::Tensor &a, const at::Tensor &b, const char *cal
                       a.scalar_type(), ")");
 }
 
+/* weft's allreduce of t in place, as plan says */
+void allreduce_one(const at::Tensor &t, const ReducePlan &plan, weft_comm_t comm, const char *call,
+                   uint64_t seq)
+{
+    at::Tensor buf = reduce_buffer(t, plan);
+    check(weft_allreduce(WEFT_IN_PLACE, buf.data_ptr(), (size_t)buf.numel(), plan.dtype, plan.op,
+                         comm),
+          call, seq);
+    reduce_result(t, plan, buf);
+}
+
+/* every rank's input, in rank order, into output (size x input's numel) */
+void allgather_into(const at::Tensor &output, const at::Tensor &input, weft_comm_t comm,
+                    const char *call, uint64_t seq)
+{
+    at::Tensor src = as_contiguous(input);
+    at::Tensor dst = as_contiguous(output);
+    check(weft_allgather(src.data_ptr(), dst.data_ptr(), (size_t)src.nbytes(), WEFT_UINT8, comm),
+          call, seq);
+    copy_back(output, dst);
+}
+
+/* Dense CPU tensors of one dtype, whole of size x part's numel. */
+void check_whole_and_part(const at::Tensor &whole, const at::Tensor &part, int size,
+                          const char *call)
+{
+    check_cpu_tensor(whole, call);
+    check_cpu_tensor(part, call);
+    check_equal_types(whole, part, call);
+    TORCH_CHECK_VALUE(whole.numel() == size * part.numel(), "weft: ", call, ": ", whole.numel(),
+                      " elements, not the group's ", size, " times ", part.numel());
+}
+
 /* out-of-place reduce-scatter of input (size x output's numel elements)
  * into output */
 void reduce_scatter_into(const at::Tensor &output, const at::Tensor &input, const ReducePlan &plan,
@@ -96,6 +128,49 @@ void reduce_scatter_into(const at::Tensor &output, const at::Tensor &input, cons
 
 } // namespace
 
+/* ----------------------------------------------------------- Collectives */
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tensor> &tensors,
+                                                           const c10d::AllreduceOptions &opts)
+{
+    const at::Tensor &t = single_cpu_tensor(tensors, "allreduce");
+    const ReducePlan plan = reduce_plan(t.scalar_type(), opts.reduceOp);
+    weft_comm_t comm = comm_;
+
+    return enqueue_collective(c10d::OpType::ALLREDUCE, "weft:all_reduce", tensors, tensors,
+                              [comm, t, plan](uint64_t seq) {
+                                  allreduce_one(t, plan, comm, "allreduce", seq);
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tensor> &tensors,
+                                                           const c10d::BroadcastOptions &opts)
+{
+    const at::Tensor &t = single_cpu_tensor(tensors, "broadcast");
+    TORCH_CHECK_VALUE(opts.rootTensor == 0, "weft: broadcast: rootTensor ", opts.rootTensor,
+                      " out of range (one tensor per process)");
+    check_root(opts.rootRank, size_, "broadcast");
+    weft_comm_t comm = comm_;
+    const int root = (int)opts.rootRank;
+
+    return enqueue_collective(c10d::OpType::BROADCAST, "weft:broadcast", tensors, tensors,
+                              [comm, t, root](uint64_t seq) {
+                                  at::Tensor buf = as_contiguous(t);
+                                  check(weft_bcast(buf.data_ptr(), (size_t)buf.nbytes(),
+                                                   WEFT_UINT8, root, comm),
+                                        "broadcast", seq);
+                                  copy_back(t, buf);
+                              });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::barrier(const c10d::BarrierOptions & /*opts*/)
+{
+    weft_comm_t comm = comm_;
+
+    return enqueue_collective(c10d::OpType::BARRIER, "weft:barrier", {}, {},
+                              [comm](uint64_t seq) { check(weft_barrier(comm), "barrier", seq); });
+}
+
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor> &tensors,
                                       const c10d::AllreduceCoalescedOptions &opts)
@@ -109,12 +184,8 @@ ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor> &tensors,
     return enqueue_collective(c10d::OpType::ALLREDUCE_COALESCED, "weft:all_reduce_coalesced",
                               tensors, tensors, [comm, tensors, plans](uint64_t seq) {
                                   for (size_t i = 0; i < tensors.size(); i++) {
-                                      at::Tensor buf = reduce_buffer(tensors[i], plans[i]);
-                                      check(weft_allreduce(WEFT_IN_PLACE, buf.data_ptr(),
-                                                           (size_t)buf.numel(), plans[i].dtype,
-                                                           plans[i].op, comm),
-                                            "allreduce_coalesced", seq);
-                                      reduce_result(tensors[i], plans[i], buf);
+                                      allreduce_one(tensors[i], plans[i], comm,
+                                                    "allreduce_coalesced", seq);
                                   }
                               });
 }
@@ -173,22 +244,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor &out
                                                                  at::Tensor &input,
                                                                  const c10d::AllgatherOptions &)
 {
-    check_cpu_tensor(input, "all_gather_into_tensor");
-    check_cpu_tensor(output, "all_gather_into_tensor");
-    check_equal_types(output, input, "all_gather_into_tensor");
-    TORCH_CHECK_VALUE(output.numel() == size_ * input.numel(),
-                      "weft: all_gather_into_tensor: the output has ", output.numel(),
-                      " elements, not the group's ", size_, " times the input's ", input.numel());
+    check_whole_and_part(output, input, size_, "all_gather_into_tensor");
     weft_comm_t comm = comm_;
 
     return enqueue_collective(c10d::OpType::_ALLGATHER_BASE, "weft:all_gather_into_tensor",
                               {output}, {input}, [comm, output, input](uint64_t seq) {
-                                  at::Tensor src = as_contiguous(input);
-                                  at::Tensor dst = as_contiguous(output);
-                                  check(weft_allgather(src.data_ptr(), dst.data_ptr(),
-                                                       (size_t)src.nbytes(), WEFT_UINT8, comm),
-                                        "all_gather_into_tensor", seq);
-                                  copy_back(output, dst);
+                                  allgather_into(output, input, comm, "all_gather_into_tensor",
+                                                 seq);
                               });
 }
 
@@ -241,25 +303,15 @@ ProcessGroupWeft::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outpu
     TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "weft: allgather_into_tensor_coalesced: ",
                       outputs.size(), " outputs for ", inputs.size(), " inputs");
     for (size_t i = 0; i < inputs.size(); i++) {
-        check_cpu_tensor(inputs[i], "allgather_into_tensor_coalesced");
-        check_cpu_tensor(outputs[i], "allgather_into_tensor_coalesced");
-        check_equal_types(outputs[i], inputs[i], "allgather_into_tensor_coalesced");
-        TORCH_CHECK_VALUE(outputs[i].numel() == size_ * inputs[i].numel(),
-                          "weft: allgather_into_tensor_coalesced: output ", i, " has ",
-                          outputs[i].numel(), " elements, not ", size_, " x ", inputs[i].numel());
+        check_whole_and_part(outputs[i], inputs[i], size_, "allgather_into_tensor_coalesced");
     }
     weft_comm_t comm = comm_;
 
     return enqueue_collective(c10d::OpType::COALESCED, "weft:all_gather_into_tensor_coalesced",
                               outputs, inputs, [comm, outputs, inputs](uint64_t seq) {
                                   for (size_t i = 0; i < inputs.size(); i++) {
-                                      at::Tensor src = as_contiguous(inputs[i]);
-                                      at::Tensor dst = as_contiguous(outputs[i]);
-                                      check(weft_allgather(src.data_ptr(), dst.data_ptr(),
-                                                           (size_t)src.nbytes(), WEFT_UINT8,
-                                                           comm),
-                                            "allgather_into_tensor_coalesced", seq);
-                                      copy_back(outputs[i], dst);
+                                      allgather_into(outputs[i], inputs[i], comm,
+                                                     "allgather_into_tensor_coalesced", seq);
                                   }
                               });
 }
@@ -354,13 +406,7 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupWeft::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
                                        const c10d::ReduceScatterOptions &opts)
 {
-    check_cpu_tensor(input, "reduce_scatter_tensor");
-    check_cpu_tensor(output, "reduce_scatter_tensor");
-    check_equal_types(output, input, "reduce_scatter_tensor");
-    TORCH_CHECK_VALUE(input.numel() == size_ * output.numel(),
-                      "weft: reduce_scatter_tensor: the input has ", input.numel(),
-                      " elements, not the group's ", size_, " times the output's ",
-                      output.numel());
+    check_whole_and_part(input, output, size_, "reduce_scatter_tensor");
     const ReducePlan plan = reduce_plan(output.scalar_type(), opts.reduceOp);
     weft_comm_t comm = comm_;
     const int size = size_;
@@ -380,12 +426,7 @@ ProcessGroupWeft::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outpu
                       outputs.size(), " outputs for ", inputs.size(), " inputs");
     std::vector<ReducePlan> plans;
     for (size_t i = 0; i < inputs.size(); i++) {
-        check_cpu_tensor(inputs[i], "reduce_scatter_tensor_coalesced");
-        check_cpu_tensor(outputs[i], "reduce_scatter_tensor_coalesced");
-        check_equal_types(outputs[i], inputs[i], "reduce_scatter_tensor_coalesced");
-        TORCH_CHECK_VALUE(inputs[i].numel() == size_ * outputs[i].numel(),
-                          "weft: reduce_scatter_tensor_coalesced: input ", i, " has ",
-                          inputs[i].numel(), " elements, not ", size_, " x ", outputs[i].numel());
+        check_whole_and_part(inputs[i], outputs[i], size_, "reduce_scatter_tensor_coalesced");
         plans.push_back(reduce_plan(outputs[i].scalar_type(), opts.reduceOp));
     }
     weft_comm_t comm = comm_;

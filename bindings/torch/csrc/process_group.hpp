@@ -99,13 +99,12 @@ class ProcessGroupWeft : public c10d::Backend {
         return "weft";
     }
 
+    /* collectives.cpp */
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
                                              const c10d::BroadcastOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
                                              const c10d::AllreduceOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
-
-    /* collectives.cpp */
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
         std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
