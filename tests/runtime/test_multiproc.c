@@ -391,9 +391,26 @@ Test(multiproc, killed_peer_is_reported, .timeout = 30)
 
 /* ------------------------------------------------------ 4. stalled rank */
 
-static void stalled_scenario(rank_ctx_t *r)
+/* An allreduce on comm that rank 1 never joins: its status and time (start and
+ * end in *t0_p, *t1_p) in this rank's slot and its message in the note;
+ * weft_last_error still holds the message. */
+static weft_status_t timed_allreduce(rank_ctx_t *r, weft_comm_t comm, float *buf, size_t n,
+                                     double *t0_p, double *t1_p)
 {
     rank_slot_t *s = &r->sh->slot[r->rank];
+    weft_status_t st;
+
+    *t0_p = harness_now_s();
+    st = weft_allreduce(WEFT_IN_PLACE, buf, n, WEFT_FLOAT32, WEFT_SUM, comm);
+    *t1_p = harness_now_s();
+    s->st[0] = st;
+    s->val[0] = *t1_p - *t0_p;
+    note(r, "%s", weft_last_error());
+    return st;
+}
+
+static void stalled_scenario(rank_ctx_t *r)
+{
     float buf[1024] = {0};
     const char *err;
     double t0, t1;
@@ -405,13 +422,8 @@ static void stalled_scenario(rank_ctx_t *r)
         return;
     }
     stage(r, "allreduce without rank 1");
-    t0 = harness_now_s();
-    st = weft_allreduce(WEFT_IN_PLACE, buf, 1024, WEFT_FLOAT32, WEFT_SUM, r->comm);
-    t1 = harness_now_s();
+    st = timed_allreduce(r, r->comm, buf, 1024, &t0, &t1);
     err = weft_last_error();
-    s->st[0] = st;
-    s->val[0] = t1 - t0;
-    note(r, "%s", err);
     CHECK(r, st == WEFT_ERR_TIMEOUT,
           "allreduce returned %s after %.2f s (expected WEFT_ERR_TIMEOUT): %s",
           weft_status_string(st), t1 - t0, err);
@@ -442,7 +454,6 @@ Test(multiproc, stalled_rank_times_out, .timeout = 30)
  * here), a duplicate made after it inherits it, bad values are refused. */
 static void comm_timeout_scenario(rank_ctx_t *r)
 {
-    rank_slot_t *s = &r->sh->slot[r->rank];
     float buf[16] = {0};
     weft_comm_t dup = NULL;
     const char *err;
@@ -472,12 +483,8 @@ static void comm_timeout_scenario(rank_ctx_t *r)
         return;
     }
     stage(r, "allreduce on the duplicate without rank 1");
-    t0 = harness_now_s();
-    st = weft_allreduce(WEFT_IN_PLACE, buf, 16, WEFT_FLOAT32, WEFT_SUM, dup);
-    t1 = harness_now_s();
+    st = timed_allreduce(r, dup, buf, 16, &t0, &t1);
     err = weft_last_error();
-    s->val[0] = t1 - t0;
-    note(r, "%s", err);
     CHECK(r, st == WEFT_ERR_TIMEOUT, "allreduce returned %s after %.2f s: %s",
           weft_status_string(st), t1 - t0, err);
     CHECK(r, t1 - t0 >= 0.9 && t1 - t0 <= 3.5,
