@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The Python bindings (bindings/python) with pytest and Debian's python:
 # single-process unit tests (the bindings mirror include/weft.h, dtype
-# mapping, weft.Error, loading the library), then every collective on numpy
+# mapping, weft.Error, loading the library) from the source tree, then the
+# package as pip builds it (with its compiled module weft._core, which must
+# be there): the unit tests of the compiled path, every collective on numpy
 # arrays, errors, DLPack/__cuda_array_interface__ objects and mpi4py
-# interop under mpirun -np 1..4, and a short run of python3 -m weft.bench,
-# with libweft from the build tree
-# (WEFT_LIBRARY). Every rank of every job must report a pytest exit status
+# interop under mpirun -np 1..4, the same at -np 2 from the source tree
+# (ctypes only), and a short run of python3 -m weft.bench, with libweft
+# from the build tree (WEFT_LIBRARY). Every rank of every job must report a pytest exit status
 # of 0 (5, "no tests collected", fails); a job that overstays its deadline
 # is killed with all its ranks.
 set -u
@@ -57,10 +59,33 @@ WEFT_PYTEST_RESULTS="$results/unit" timeout -k 5 300 "$python" -m pytest "${pyte
     "$tests/test_unit.py" >"$results/unit/log.0" 2>&1
 check_ranks unit "$results/unit" 1
 
+# the package as pip builds it, compiled module included, for the tests below
+# (built from a copy: pip builds in the source folder, which may be read-only)
+pkg="$results/pkg"
+mkdir -p "$pkg/lib"
+cp -R "$top_srcdir/bindings/python" "$pkg/src"
+chmod -R u+w "$pkg/src"
+if WEFT_LIBRARY_DIR="$top_builddir/.libs" WEFT_INCLUDE_DIR="$top_srcdir/include" \
+        timeout 300 "$python" -m pip install -q --no-build-isolation --no-deps --target \
+        "$pkg/lib" "$pkg/src" >"$pkg/log" 2>&1 &&
+        ls "$pkg"/lib/weft/_core*.so >/dev/null 2>&1; then
+    echo "built: $(cd "$pkg/lib" && ls weft/_core*.so)"
+else
+    echo "FAIL: pip install --target of bindings/python (with weft._core)"
+    tail -n 30 "$pkg/log"
+    exit 1
+fi
+mkdir "$results/core"
+WEFT_EXPECT_EXTENSION=1 PYTHONPATH="$pkg/lib:$tests" WEFT_PYTEST_RESULTS="$results/core" \
+    timeout -k 5 300 "$python" -m pytest "${pytest_opts[@]}" "$tests/test_core.py" \
+    >"$results/core/log.0" 2>&1
+check_ranks "compiled path, alone" "$results/core" 1
+
 # installed as the README says (pip install into a venv), then imported from
 # another folder without WEFT_LIBRARY or PYTHONPATH: the package loads the
 # library recorded when it was built (WEFT_LIBRARY_DIR here; the source tree
-# for an in-tree install) and a communicator of one rank works
+# for an in-tree install), has its compiled module (built against
+# WEFT_INCLUDE_DIR's weft.h here) and a communicator of one rank works
 inst="$results/install"
 mkdir -p "$inst/run"
 cp -R "$top_srcdir/bindings/python" "$inst/src"
@@ -70,9 +95,11 @@ assert weft.library_path == "'"$(cd "$top_builddir/.libs" && pwd)"'/libweft.so",
 with weft.Comm.init_rank(1, weft.get_unique_id(), 0) as c:
     x = np.arange(5, dtype=np.float32)
     assert (c.allreduce(x, out=np.empty_like(x)) == x).all()
-print("installed package: libweft from", weft.library_path)'
+assert weft.extension and weft.extension.startswith("'"$inst"'/venv/"), weft.extension
+print("installed package: libweft from", weft.library_path, "compiled module", weft.extension)'
 if timeout 300 "$python" -m venv --system-site-packages "$inst/venv" >"$inst/log" 2>&1 &&
-        WEFT_LIBRARY_DIR="$top_builddir/.libs" timeout 300 "$inst/venv/bin/pip" install -q \
+        WEFT_LIBRARY_DIR="$top_builddir/.libs" WEFT_INCLUDE_DIR="$top_srcdir/include" \
+            timeout 300 "$inst/venv/bin/pip" install -q \
             --no-build-isolation --no-deps "$inst/src" >>"$inst/log" 2>&1 &&
         (cd "$inst/run" && env -u WEFT_LIBRARY -u PYTHONPATH timeout 120 \
             "$inst/venv/bin/python" -c "$check_install") >>"$inst/log" 2>&1; then
@@ -88,26 +115,35 @@ if ! command -v mpirun >/dev/null || ! "$python" -c 'import mpi4py' 2>/dev/null;
     echo "SKIP: the multi-process tests need mpirun and mpi4py (tools/deps.sh installs them)"
     exit 77
 fi
-# under mpirun; jobs of the suite's mpirun scripts run one at a time
+# under mpirun; jobs of the suite's mpirun scripts run one at a time.
+# np 1..4 with the built package (compiled path), then np 2 from the source
+# tree (ctypes only: the path every call the compiled module declines takes)
 . "${top_srcdir:?run through make check}/tests/mpi/mpirun_env.sh"
-for np in 1 2 3 4; do
-    dir="$results/np$np"
+for job in 1:built 2:built 3:built 4:built 2:tree; do
+    np=${job%:*} how=${job#*:}
+    dir="$results/np$np-$how"
     mkdir "$dir"
-    WEFT_PYTEST_RESULTS="$dir" timeout -k 5 300 mpirun -np "$np" --oversubscribe --bind-to none \
+    if [ "$how" = built ]; then
+        path="$pkg/lib:$tests" expect=1
+    else
+        path="$top_srcdir/bindings/python:$tests" expect=0
+    fi
+    PYTHONPATH="$path" WEFT_EXPECT_EXTENSION=$expect WEFT_PYTEST_RESULTS="$dir" \
+        timeout -k 5 300 mpirun -np "$np" --oversubscribe --bind-to none \
         --mca mpi_yield_when_idle 1 -x WEFT_LIBRARY -x PYTHONPATH -x PYTHONDONTWRITEBYTECODE \
-        -x WEFT_TIMEOUT -x WEFT_PYTEST_RESULTS \
+        -x WEFT_TIMEOUT -x WEFT_PYTEST_RESULTS -x WEFT_EXPECT_EXTENSION \
         bash -c 'exec "$0" "$@" >"$WEFT_PYTEST_RESULTS/log.$OMPI_COMM_WORLD_RANK" 2>&1' \
         "$python" -m pytest "${pytest_opts[@]}" "$tests/test_collectives.py" \
         "$tests/test_errors.py" "$tests/test_buffers.py" "$tests/test_mpi4py.py" \
-        >"$dir/mpirun.out" 2>&1
+        "$tests/test_core.py" >"$dir/mpirun.out" 2>&1
     rc=$?
-    [ $rc -ne 0 ] && { echo "mpirun -np $np exited $rc"; tail -n 5 "$dir/mpirun.out"; }
-    check_ranks "mpirun -np $np" "$dir" "$np"
+    [ $rc -ne 0 ] && { echo "mpirun -np $np ($how) exited $rc"; tail -n 5 "$dir/mpirun.out"; }
+    check_ranks "mpirun -np $np ($how)" "$dir" "$np"
     cleanup
 done
-# the benchmark module runs and its checked pass agrees with MPI
-out=$(set -o pipefail; timeout -k 5 300 mpirun -np 2 --oversubscribe --bind-to none \
-    --mca mpi_yield_when_idle 1 -x WEFT_LIBRARY -x PYTHONPATH -x WEFT_TIMEOUT \
+# the benchmark module (built package) runs and its checked pass agrees with MPI
+out=$(set -o pipefail; PYTHONPATH="$pkg/lib" timeout -k 5 300 mpirun -np 2 --oversubscribe \
+    --bind-to none --mca mpi_yield_when_idle 1 -x WEFT_LIBRARY -x PYTHONPATH -x WEFT_TIMEOUT \
     "$python" -m weft.bench -e 64k -n 10 -r 2 2>&1 | tr -d '\000')
 rc=$?
 if [ $rc -ne 0 ] || ! grep -q '^# check: every size ok' <<<"$out" || \

@@ -9,17 +9,19 @@ Every collective of include/weft.h, its nonblocking form (``i``-prefixed,
 returning a Request), and send/recv, on numpy arrays and on objects that
 expose ``__cuda_array_interface__`` or DLPack. A failing call raises
 weft.Error (``.status``, ``.name``); bad arguments raise TypeError or
-ValueError before anything is sent. See bindings/python/README.md.
+ValueError before anything is sent. ``weft.extension`` is the path of the
+compiled module that runs the blocking calls on numpy arrays (None when the
+package calls libweft through ctypes only). See bindings/python/README.md.
 """
 from ._buffer import numpy_dtype, weft_dtype
 from ._lib import IN_PLACE, TAG_UB, Dtype, Error, Op, Status, library_path
-from .comm import Comm, Request, get_unique_id, parse_op, waitall
+from .comm import Comm, Request, extension, get_unique_id, parse_op, waitall
 
 __version__ = "0.1.0"
 
 __all__ = ["Comm", "Request", "Error", "Status", "Dtype", "Op", "waitall", "get_unique_id",
            "weft_dtype", "numpy_dtype", "parse_op", "library_path", "TAG_UB", "IN_PLACE",
-           "status_string", "dtype_name", "op_name"]
+           "status_string", "dtype_name", "op_name", "extension"]
 
 
 def status_string(status):

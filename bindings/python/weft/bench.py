@@ -8,8 +8,9 @@ other and with numpy's, element by element (exit 1 on a mismatch). Then
 each size is timed in rounds that alternate weft and MPI (which one goes
 first alternates too); a round's time per call is the slowest rank's, and
 the table shows the median over rounds and the ratio weft/MPI (below 1:
-weft is faster). Python's per-call overhead (a few microseconds) is in
-both columns.
+weft is faster). Python's per-call overhead is in both columns (the
+header says whether weft's calls went through the compiled module,
+weft._core, or ctypes only).
 """
 import argparse
 import sys
@@ -17,7 +18,7 @@ import time
 
 import numpy as np
 
-from . import Comm, Error, parse_op, weft_dtype
+from . import Comm, Error, extension, parse_op, weft_dtype
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
@@ -92,6 +93,8 @@ def main(argv=None):
     say = print if rank == 0 else (lambda *a, **k: None)
     say("# weft.bench: allreduce %s %s, %d ranks, weft vs mpi4py Allreduce (%s)"
         % (dt.name, op, size, MPI.Get_library_version().splitlines()[0].strip()))
+    say("# weft calls: %s" % ("compiled module " + extension if extension else
+                              "ctypes only (no weft._core: source tree or WEFT_PYTHON_EXT=0)"))
 
     # checked pass
     wrong = []

@@ -13,11 +13,19 @@ its buffers are handed to the communicator's family (the communicators
 split or duplicated from one another) and released when all of them are
 destroyed, when weft has cancelled whatever was left.
 
-A communicator, like in C, is driven by one thread at a time. ctypes
-releases the GIL during each call.
+A communicator, like in C, is driven by one thread at a time. The GIL is
+released during each call.
+
+The blocking calls on numpy arrays that weft._core (the compiled module,
+_core.c) handles -- allreduce, reduce, bcast, allgather with out=, barrier,
+send, recv -- go through it in one C call; everything else, and every
+argument it does not take (it returns NotImplemented), goes through ctypes
+here, which is also where every error is worded. WEFT_PYTHON_EXT=0 in the
+environment at import turns the compiled path off.
 """
 import atexit
 import ctypes
+import os
 import threading
 import weakref
 
@@ -104,6 +112,32 @@ _CALLS = ["allreduce", "reduce", "bcast", "allgather", "allgatherv", "reduce_sca
           "reduce_scatter_v", "alltoall", "alltoallv", "gather", "scatter", "send", "recv"]
 _BLOCKING = {name: getattr(lib, "weft_" + name) for name in _CALLS}
 _NONBLOCKING = {name: getattr(lib, "weft_i" + name) for name in _CALLS}
+
+
+def _bind_core():
+    """weft._core bound to the functions of the libweft _lib loaded; None
+    when it was not built or WEFT_PYTHON_EXT=0."""
+    if os.environ.get("WEFT_PYTHON_EXT", "1") == "0":
+        return None
+    try:
+        from . import _core as core
+    except ImportError:
+        return None
+    names = ("allreduce", "reduce", "bcast", "allgather", "barrier", "send", "recv")
+    addresses = {"weft_" + n: ctypes.cast(getattr(lib, "weft_" + n), ctypes.c_void_p).value
+                 for n in names}
+    ops = dict(_OP_NAMES)
+    ops.update({int(o): o for o in Op})
+
+    def raise_status(status, name):
+        check(status, name)
+
+    core.bind(addresses, np.ndarray, {k: int(v) for k, v in ops.items()}, raise_status)
+    return core
+
+
+_core = _bind_core()
+extension = None if _core is None else _core.__file__
 
 
 def _size_array(values, n, what):
@@ -686,6 +720,10 @@ class Comm:
 
     def allreduce(self, buf, op="sum", *, out=None):
         """Reduce buf over all ranks; result in out, or in buf (in place)."""
+        if _core is not None:
+            r = _core.allreduce(self._handle, buf, op, out)
+            if r is not NotImplemented:
+                return r
         return self._run(self._allreduce(buf, op, out))
 
     def iallreduce(self, buf, op="sum", *, out=None):
@@ -693,6 +731,10 @@ class Comm:
 
     def reduce(self, buf, op="sum", root=0, *, out=None):
         """Result on root only (in out, or in place in buf); None elsewhere."""
+        if _core is not None:
+            r = _core.reduce(self._handle, self.rank, self.size, buf, op, root, out)
+            if r is not NotImplemented:
+                return r
         return self._run(self._reduce(buf, op, root, out))
 
     def ireduce(self, buf, op="sum", root=0, *, out=None):
@@ -700,6 +742,10 @@ class Comm:
 
     def bcast(self, buf, root=0):
         """root's buf into every rank's buf (in place)."""
+        if _core is not None:
+            r = _core.bcast(self._handle, self.rank, self.size, buf, root)
+            if r is not NotImplemented:
+                return r
         return self._run(self._bcast(buf, root))
 
     def ibcast(self, buf, root=0):
@@ -709,6 +755,10 @@ class Comm:
         """Every rank's buf, in rank order: out (new (size, *buf.shape) array
         when None); inplace=True: buf is the whole result with this rank's
         block already at rank * (buf.size / size)."""
+        if _core is not None and not inplace:
+            r = _core.allgather(self._handle, self.size, buf, out)
+            if r is not NotImplemented:
+                return r
         return self._run(self._allgather(buf, out, inplace))
 
     def iallgather(self, buf, *, out=None, inplace=False):
@@ -768,6 +818,8 @@ class Comm:
         return self._start(self._scatter(buf, root, out, inplace))
 
     def barrier(self):
+        if _core is not None and _core.barrier(self._handle) is not NotImplemented:
+            return
         check(lib.weft_barrier(self._live()), "weft_barrier")
 
     def ibarrier(self):
@@ -777,6 +829,10 @@ class Comm:
 
     def send(self, buf, dest, tag=0):
         """weft_send; the receiver's buffer must have the same size."""
+        if _core is not None:
+            r = _core.send(self._handle, self.size, buf, dest, tag)
+            if r is not NotImplemented:
+                return r
         return self._run(self._send(buf, dest, tag))
 
     def isend(self, buf, dest, tag=0):
@@ -784,6 +840,10 @@ class Comm:
 
     def recv(self, buf, source, tag=0):
         """weft_recv into buf (same element count as the send); returns buf."""
+        if _core is not None:
+            r = _core.recv(self._handle, self.size, buf, source, tag)
+            if r is not NotImplemented:
+                return r
         return self._run(self._recv(buf, source, tag))
 
     def irecv(self, buf, source, tag=0):

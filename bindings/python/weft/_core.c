@@ -1,0 +1,501 @@
+/*
+ * weft._core: the compiled hot path of the Python bindings.
+ *
+ * Idea: a blocking collective on numpy arrays costs ~4 us of Python and
+ * ctypes work per call (resolving each buffer, parsing the op, building the
+ * argument tuple, ctypes' own marshalling), several times weft's own cost
+ * at small sizes. Here one C call does it all: the buffer protocol gives the
+ * address, length, item size and format; two dict lookups give the op; the
+ * weft function runs with the GIL released.
+ *
+ *   Comm.allreduce(x)  ->  _core.allreduce(handle, x, op, out)
+ *                             |  handled: weft_allreduce, result object
+ *                             |  weft error: weft.Error (via raise_status)
+ *                             '- anything else: NotImplemented
+ *                                   -> the Python path (comm.py), which
+ *                                      gives the same result or error
+ *
+ * Only exact numpy.ndarray objects that are C-contiguous, of a dtype with a
+ * buffer format weft maps (int8/uint8/int32/uint32/int64/uint64/float16/
+ * float32/float64, native order), with matching counts and dtypes, and an
+ * op given as a name or a weft.Op/int are handled; everything else returns
+ * NotImplemented so that there is one place (comm.py) that words errors.
+ *
+ * The weft functions are not linked: bind() receives their addresses from
+ * the libweft that weft._lib loaded through ctypes, so the package never has
+ * two copies of the library (two copies would each own their communicators).
+ *
+ * Cost: one call, two GetBuffer/ReleaseBuffer pairs, one dict lookup.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include <weft.h>
+
+typedef __typeof__(weft_allreduce) allreduce_fn;
+typedef __typeof__(weft_reduce) reduce_fn;
+typedef __typeof__(weft_bcast) bcast_fn;
+typedef __typeof__(weft_allgather) allgather_fn;
+typedef __typeof__(weft_barrier) barrier_fn;
+typedef __typeof__(weft_send) send_fn;
+typedef __typeof__(weft_recv) recv_fn;
+
+static struct {
+    allreduce_fn *allreduce;
+    reduce_fn *reduce;
+    bcast_fn *bcast;
+    allgather_fn *allgather;
+    barrier_fn *barrier;
+    send_fn *send;
+    recv_fn *recv;
+    PyObject *ndarray;      /* numpy.ndarray: the only type handled */
+    PyObject *ops;          /* name or int -> weft_op_t value */
+    PyObject *raise_status; /* raise_status(status, function name): raises weft.Error */
+    int bound;
+} core;
+
+/* One numpy buffer: its view (released by release()) and weft dtype. */
+typedef struct {
+    Py_buffer view;
+    weft_dtype_t dtype;
+    size_t count;
+    int held;
+} buf_t;
+
+/* The weft dtype of a buffer format and item size; -1 if weft has none. */
+static int dtype_of(const char *format, Py_ssize_t itemsize)
+{
+    if (format == NULL)
+        return itemsize == 1 ? WEFT_UINT8 : -1;
+    if (format[0] == '@' || format[0] == '=')
+        format++;
+    if (format[0] == '\0' || format[1] != '\0')
+        return -1;
+    switch (format[0]) {
+    case 'b': return itemsize == 1 ? WEFT_INT8 : -1;
+    case 'B': return itemsize == 1 ? WEFT_UINT8 : -1;
+    case 'i': case 'l': case 'q':
+        return itemsize == 4 ? WEFT_INT32 : itemsize == 8 ? WEFT_INT64 : -1;
+    case 'I': case 'L': case 'Q':
+        return itemsize == 4 ? WEFT_UINT32 : itemsize == 8 ? WEFT_UINT64 : -1;
+    case 'e': return itemsize == 2 ? WEFT_FLOAT16 : -1;
+    case 'f': return itemsize == 4 ? WEFT_FLOAT32 : -1;
+    case 'd': return itemsize == 8 ? WEFT_FLOAT64 : -1;
+    default: return -1;
+    }
+}
+
+static void release(buf_t *b)
+{
+    if (b->held) {
+        PyBuffer_Release(&b->view);
+        b->held = 0;
+    }
+}
+
+/* Take obj's buffer; 0 when it is not one this module handles (nothing
+ * held, no exception set). */
+static int take(buf_t *b, PyObject *obj, int write)
+{
+    b->held = 0;
+    if ((PyObject *)Py_TYPE(obj) != core.ndarray)
+        return 0;
+    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (write ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &b->view, flags) != 0) {
+        PyErr_Clear(); /* read-only, not contiguous: comm.py words it */
+        return 0;
+    }
+    b->held = 1;
+    int dt = dtype_of(b->view.format, b->view.itemsize);
+    if (dt < 0 || b->view.itemsize <= 0) {
+        release(b);
+        return 0;
+    }
+    b->dtype = (weft_dtype_t)dt;
+    b->count = (size_t)(b->view.len / b->view.itemsize);
+    return 1;
+}
+
+/* Both buffers of an out-of-place call: same dtype (format), and counts
+ * that satisfy `want` (out's count = in's count * factor). */
+static int take_pair(buf_t *in, PyObject *inobj, buf_t *out, PyObject *outobj, size_t factor)
+{
+    if (!take(in, inobj, 0))
+        return 0;
+    if (!take(out, outobj, 1) || out->dtype != in->dtype ||
+        strcmp(out->view.format, in->view.format) != 0 || out->count != in->count * factor) {
+        release(out);
+        release(in);
+        return 0;
+    }
+    return 1;
+}
+
+/* The weft op of a name, a weft.Op or an int (not a bool); -1 if unknown. */
+static int op_of(PyObject *op)
+{
+    if (!(PyUnicode_CheckExact(op) || (PyLong_Check(op) && !PyBool_Check(op))))
+        return -1;
+    PyObject *v = PyDict_GetItemWithError(core.ops, op); /* borrowed */
+    if (v == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    long r = PyLong_AsLong(v);
+    if (r == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (int)r;
+}
+
+/* The communicator handle (an int from ctypes); NULL if none. */
+static weft_comm_t comm_of(PyObject *handle)
+{
+    if (handle == Py_None || !PyLong_Check(handle))
+        return NULL;
+    void *p = PyLong_AsVoidPtr(handle);
+    if (p == NULL)
+        PyErr_Clear();
+    return (weft_comm_t)p;
+}
+
+static int valid_rank(PyObject *obj, int size, int *out)
+{
+    if (!PyLong_CheckExact(obj))
+        return 0;
+    long v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v < 0 || v >= size)
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+static PyObject *not_handled(void)
+{
+    Py_RETURN_NOTIMPLEMENTED;
+}
+
+/* The result, or weft.Error raised through raise_status. */
+static PyObject *finish(weft_status_t st, const char *name, PyObject *result)
+{
+    if (st != WEFT_OK) {
+        PyObject *r = PyObject_CallFunction(core.raise_status, "is", (int)st, name);
+        Py_XDECREF(r);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_RuntimeError, "weft: %s failed with status %d", name, (int)st);
+        return NULL;
+    }
+    Py_INCREF(result);
+    return result;
+}
+
+#define BOUND_OR_NOT_HANDLED()                                                                     \
+    do {                                                                                           \
+        if (!core.bound)                                                                           \
+            return not_handled();                                                                  \
+    } while (0)
+
+/* allreduce(handle, buf, op, out) */
+static PyObject *py_allreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    if (nargs != 4)
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    PyObject *bufobj = args[1], *outobj = args[3];
+    int op = op_of(args[2]);
+    if (comm == NULL || op < 0)
+        return not_handled();
+    buf_t in, out;
+    weft_status_t st;
+    if (outobj == Py_None || outobj == bufobj) {
+        if (!take(&in, bufobj, 1))
+            return not_handled();
+        Py_BEGIN_ALLOW_THREADS
+        st = core.allreduce(WEFT_IN_PLACE, in.view.buf, in.count, in.dtype, (weft_op_t)op, comm);
+        Py_END_ALLOW_THREADS
+        release(&in);
+        return finish(st, "weft_allreduce", bufobj);
+    }
+    if (!take_pair(&in, bufobj, &out, outobj, 1))
+        return not_handled();
+    Py_BEGIN_ALLOW_THREADS
+    st = core.allreduce(in.view.buf, out.view.buf, in.count, in.dtype, (weft_op_t)op, comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, "weft_allreduce", outobj);
+}
+
+/* reduce(handle, rank, size, buf, op, root, out) */
+static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    if (nargs != 7)
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    long rank = PyLong_AsLong(args[1]);
+    long size = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return not_handled();
+    }
+    PyObject *bufobj = args[3], *outobj = args[6];
+    int op = op_of(args[4]), root;
+    if (comm == NULL || op < 0 || !valid_rank(args[5], (int)size, &root))
+        return not_handled();
+    buf_t in, out;
+    weft_status_t st;
+    if (rank != root) {
+        if (!take(&in, bufobj, 0))
+            return not_handled();
+        Py_BEGIN_ALLOW_THREADS
+        st = core.reduce(in.view.buf, NULL, in.count, in.dtype, (weft_op_t)op, root, comm);
+        Py_END_ALLOW_THREADS
+        release(&in);
+        return finish(st, "weft_reduce", Py_None);
+    }
+    if (outobj == Py_None || outobj == bufobj) {
+        if (!take(&in, bufobj, 1))
+            return not_handled();
+        Py_BEGIN_ALLOW_THREADS
+        st = core.reduce(WEFT_IN_PLACE, in.view.buf, in.count, in.dtype, (weft_op_t)op, root,
+                         comm);
+        Py_END_ALLOW_THREADS
+        release(&in);
+        return finish(st, "weft_reduce", bufobj);
+    }
+    if (!take_pair(&in, bufobj, &out, outobj, 1))
+        return not_handled();
+    Py_BEGIN_ALLOW_THREADS
+    st = core.reduce(in.view.buf, out.view.buf, in.count, in.dtype, (weft_op_t)op, root, comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, "weft_reduce", outobj);
+}
+
+/* bcast(handle, rank, size, buf, root) */
+static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    if (nargs != 5)
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    long rank = PyLong_AsLong(args[1]);
+    long size = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return not_handled();
+    }
+    int root;
+    if (comm == NULL || !valid_rank(args[4], (int)size, &root))
+        return not_handled();
+    buf_t b;
+    if (!take(&b, args[3], rank != root))
+        return not_handled();
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.bcast(b.view.buf, b.count, b.dtype, root, comm);
+    Py_END_ALLOW_THREADS
+    release(&b);
+    return finish(st, "weft_bcast", args[3]);
+}
+
+/* allgather(handle, size, buf, out): out given, not in place */
+static PyObject *py_allgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    if (nargs != 4 || args[3] == Py_None || args[3] == args[2])
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    long size = PyLong_AsLong(args[1]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return not_handled();
+    }
+    buf_t in, out;
+    if (comm == NULL || size < 1 || !take_pair(&in, args[2], &out, args[3], (size_t)size))
+        return not_handled();
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.allgather(in.view.buf, out.view.buf, in.count, in.dtype, comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, "weft_allgather", args[3]);
+}
+
+/* barrier(handle) */
+static PyObject *py_barrier(PyObject *self, PyObject *handle)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    weft_comm_t comm = comm_of(handle);
+    if (comm == NULL)
+        return not_handled();
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.barrier(comm);
+    Py_END_ALLOW_THREADS
+    return finish(st, "weft_barrier", Py_None);
+}
+
+/* Tag check as comm.py's _peer: an exact int in 0..WEFT_TAG_UB. */
+static int valid_tag(PyObject *obj, int *out)
+{
+    return valid_rank(obj, WEFT_TAG_UB + 1, out);
+}
+
+/* send(handle, size, buf, dest, tag) and recv(handle, size, buf, source, tag) */
+static PyObject *p2p(PyObject *const *args, Py_ssize_t nargs, int receive)
+{
+    BOUND_OR_NOT_HANDLED();
+    if (nargs != 5)
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    long size = PyLong_AsLong(args[1]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return not_handled();
+    }
+    int peer, tag;
+    if (comm == NULL || !valid_rank(args[3], (int)size, &peer) || !valid_tag(args[4], &tag))
+        return not_handled();
+    buf_t b;
+    if (!take(&b, args[2], receive))
+        return not_handled();
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    if (receive)
+        st = core.recv(b.view.buf, b.count, b.dtype, peer, tag, comm);
+    else
+        st = core.send(b.view.buf, b.count, b.dtype, peer, tag, comm);
+    Py_END_ALLOW_THREADS
+    release(&b);
+    return finish(st, receive ? "weft_recv" : "weft_send", receive ? args[2] : Py_None);
+}
+
+static PyObject *py_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return p2p(args, nargs, 0);
+}
+
+static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return p2p(args, nargs, 1);
+}
+
+/* The address of functions[name], or NULL with an exception set. */
+static void *address_of(PyObject *functions, const char *name)
+{
+    PyObject *v = PyDict_GetItemString(functions, name); /* borrowed */
+    if (v == NULL) {
+        PyErr_Format(PyExc_KeyError, "weft._core.bind: no address for %s", name);
+        return NULL;
+    }
+    void *p = PyLong_AsVoidPtr(v);
+    if (p == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "weft._core.bind: %s has address 0", name);
+    return p;
+}
+
+/* bind(functions, ndarray, ops, raise_status) */
+static PyObject *py_bind(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *functions, *ndarray, *ops, *raise_status;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:bind", &PyDict_Type, &functions, &PyType_Type, &ndarray,
+                          &PyDict_Type, &ops, &raise_status))
+        return NULL;
+    if (!PyCallable_Check(raise_status)) {
+        PyErr_SetString(PyExc_TypeError, "weft._core.bind: raise_status must be callable");
+        return NULL;
+    }
+    void *p[7];
+    static const char *const names[7] = {"weft_allreduce", "weft_reduce", "weft_bcast",
+                                         "weft_allgather", "weft_barrier", "weft_send",
+                                         "weft_recv"};
+    for (int i = 0; i < 7; i++)
+        if ((p[i] = address_of(functions, names[i])) == NULL)
+            return NULL;
+    core.bound = 0;
+    Py_XDECREF(core.ndarray);
+    Py_XDECREF(core.ops);
+    Py_XDECREF(core.raise_status);
+    core.allreduce = (allreduce_fn *)p[0];
+    core.reduce = (reduce_fn *)p[1];
+    core.bcast = (bcast_fn *)p[2];
+    core.allgather = (allgather_fn *)p[3];
+    core.barrier = (barrier_fn *)p[4];
+    core.send = (send_fn *)p[5];
+    core.recv = (recv_fn *)p[6];
+    Py_INCREF(ndarray);
+    Py_INCREF(ops);
+    Py_INCREF(raise_status);
+    core.ndarray = ndarray;
+    core.ops = ops;
+    core.raise_status = raise_status;
+    core.bound = 1;
+    Py_RETURN_NONE;
+}
+
+/* dtype_of(format, itemsize): the mapping, for the tests */
+static PyObject *py_dtype_of(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *format;
+    Py_ssize_t itemsize;
+    if (!PyArg_ParseTuple(args, "sn:dtype_of", &format, &itemsize))
+        return NULL;
+    return PyLong_FromLong(dtype_of(format, itemsize));
+}
+
+static PyMethodDef methods[] = {
+    {"bind", py_bind, METH_VARARGS,
+     "bind(functions, ndarray, ops, raise_status): the libweft function addresses "
+     "(name -> int), numpy.ndarray, the op table and the error raiser."},
+    {"allreduce", (PyCFunction)(void (*)(void))py_allreduce, METH_FASTCALL,
+     "allreduce(handle, buf, op, out) -> result or NotImplemented"},
+    {"reduce", (PyCFunction)(void (*)(void))py_reduce, METH_FASTCALL,
+     "reduce(handle, rank, size, buf, op, root, out) -> result or NotImplemented"},
+    {"bcast", (PyCFunction)(void (*)(void))py_bcast, METH_FASTCALL,
+     "bcast(handle, rank, size, buf, root) -> buf or NotImplemented"},
+    {"allgather", (PyCFunction)(void (*)(void))py_allgather, METH_FASTCALL,
+     "allgather(handle, size, buf, out) -> out or NotImplemented"},
+    {"barrier", py_barrier, METH_O, "barrier(handle) -> None or NotImplemented"},
+    {"send", (PyCFunction)(void (*)(void))py_send, METH_FASTCALL,
+     "send(handle, size, buf, dest, tag) -> None or NotImplemented"},
+    {"recv", (PyCFunction)(void (*)(void))py_recv, METH_FASTCALL,
+     "recv(handle, size, buf, source, tag) -> buf or NotImplemented"},
+    {"dtype_of", py_dtype_of, METH_VARARGS,
+     "dtype_of(format, itemsize): the weft dtype of a buffer format, -1 if none"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "weft._core",
+    .m_doc = "The compiled hot path of weft's blocking calls on numpy arrays (see comm.py).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    return PyModule_Create(&module);
+}

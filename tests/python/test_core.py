@@ -1,0 +1,149 @@
+"""weft._core, the compiled path of the blocking calls on numpy arrays:
+built and bound when expected, its dtype mapping, the calls it handles
+giving the ctypes path's results, and everything it declines
+(NotImplemented, nothing sent) left to the ctypes path, which words the
+errors. Runs alone and under mpirun; skipped where the package has no
+compiled module, unless WEFT_EXPECT_EXTENSION=1 (then that fails).
+"""
+import os
+
+import numpy as np
+import pytest
+
+import weft
+from weft import comm as _comm
+
+from conftest import data, expected_reduce, same
+
+core = _comm._core
+needs_core = pytest.mark.skipif(core is None, reason="weft was imported without weft._core "
+                                "(source tree, or WEFT_PYTHON_EXT=0)")
+
+
+def test_extension_present_when_expected():
+    if os.environ.get("WEFT_EXPECT_EXTENSION") != "1":
+        pytest.skip("WEFT_EXPECT_EXTENSION is not 1")
+    assert weft.extension is not None and os.path.exists(weft.extension)
+    assert core is not None
+
+
+@needs_core
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64,
+                                np.float16, np.float32, np.float64, np.longlong, np.ulonglong,
+                                np.intc, np.uintc], ids=lambda d: np.dtype(d).char)
+def test_buffer_formats_map_to_the_weft_dtype(dt):
+    view = memoryview(np.zeros(3, dt))
+    assert core.dtype_of(view.format, view.itemsize) == int(weft.weft_dtype(dt))
+
+
+@needs_core
+@pytest.mark.parametrize("dt", [np.int16, np.uint16, np.bool_, np.complex64, np.float128],
+                         ids=lambda d: np.dtype(d).name)
+def test_formats_weft_lacks_are_declined(dt):
+    view = memoryview(np.zeros(3, dt))
+    assert core.dtype_of(view.format, view.itemsize) == -1
+    assert core.dtype_of(">f", 4) == -1 and core.dtype_of("ff", 4) == -1
+
+
+@needs_core
+def test_handled_calls_match_the_ctypes_path(comm):
+    """Each call the module takes returns the ctypes path's result."""
+    p, me, h = comm.size, comm.rank, comm._handle
+    for dt in (np.int32, np.float64, np.uint8, np.float16):
+        x = data(dt, 37, me)
+        expect = expected_reduce(dt, 37, p, "max")
+        out = np.empty_like(x)
+        assert core.allreduce(h, x, "max", out) is out
+        same(out, expect)
+        ref = comm._run(comm._allreduce(x, "max", np.empty_like(x)))
+        same(ref, out)
+        y = x.copy()
+        assert core.allreduce(h, y, weft.Op.MAX, None) is y  # in place, by weft.Op
+        same(y, expect)
+    x = data(np.int64, 16, me)
+    root = p - 1
+    r = core.reduce(h, me, p, x, 0, root, np.empty_like(x))  # op by int
+    if me == root:
+        same(r, expected_reduce(np.int64, 16, p, "sum"))
+    else:
+        assert r is None
+    b = data(np.float32, 9, me) if me == 0 else np.zeros(9, np.float32)
+    assert core.bcast(h, me, p, b, 0) is b
+    same(b, data(np.float32, 9, 0))
+    g = np.empty((p, 5), np.int32)
+    assert core.allgather(h, p, data(np.int32, 5, me), g) is g
+    same(g, np.stack([data(np.int32, 5, r) for r in range(p)]))
+    assert core.barrier(h) is None
+    if p > 1:
+        peer = me ^ 1
+        if peer < p:
+            s, rv = data(np.uint64, 7, me), np.zeros(7, np.uint64)
+            if me % 2 == 0:
+                assert core.send(h, p, s, peer, 3) is None
+                assert core.recv(h, p, rv, peer, 4) is rv
+            else:
+                assert core.recv(h, p, rv, peer, 3) is rv
+                assert core.send(h, p, s, peer, 4) is None
+            same(rv, data(np.uint64, 7, peer))
+        comm.barrier()
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+@needs_core
+def test_declined_arguments_send_nothing(comm):
+    """What the module does not take comes back as NotImplemented before
+    anything is sent (every rank declines, then one allreduce still
+    matches), and the public call then words the error or computes it."""
+    p, me, h = comm.size, comm.rank, comm._handle
+    x = np.arange(8, dtype=np.float32)
+    ro = x.copy()
+    ro.flags.writeable = False
+    declined = [
+        lambda: core.allreduce(h, np.arange(16, dtype=np.float32)[::2], "sum", None),
+        lambda: core.allreduce(h, ro, "sum", None),                 # read-only, in place
+        lambda: core.allreduce(h, x, "sum", ro),                    # read-only out
+        lambda: core.allreduce(h, np.ones(4, np.int16), "sum", None),
+        lambda: core.allreduce(h, x, "sum", np.empty(7, np.float32)),
+        lambda: core.allreduce(h, x, "sum", np.empty(8, np.float64)),
+        lambda: core.allreduce(h, x, "nonsense", None),
+        lambda: core.allreduce(h, x, True, None),                   # a bool is not an op
+        lambda: core.allreduce(h, x, np.int64(0), None),
+        lambda: core.allreduce(h, x.view(_Sub), "sum", None),      # subclass
+        lambda: core.allreduce(h, [1.0, 2.0], "sum", None),
+        lambda: core.allreduce(None, x, "sum", None),              # destroyed communicator
+        lambda: core.reduce(h, me, p, x, "sum", p, None),          # root out of range
+        lambda: core.reduce(h, me, p, x, "sum", np.int64(0), None),
+        lambda: core.bcast(h, me, p, x, -1),
+        lambda: core.allgather(h, p, x, None),
+        lambda: core.allgather(h, p, x, np.empty(8 * p + 1, np.float32)),
+        lambda: core.send(h, p, x, p, 0),
+        lambda: core.send(h, p, x, 0, weft.TAG_UB + 1),
+        lambda: core.recv(h, p, ro, 0, 0),                          # read-only receive
+        lambda: core.barrier(None),
+    ]
+    for i, call in enumerate(declined):
+        assert call() is NotImplemented, "case %d was handled" % i
+    same(x, np.arange(8, dtype=np.float32))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        comm.allreduce(np.arange(16, dtype=np.float32)[::2])
+    with pytest.raises(ValueError, match="unknown op"):
+        comm.allreduce(x, "nonsense")
+    # a subclass and a non-contiguous out still work through ctypes
+    same(comm.allreduce(x.view(_Sub), "max", out=np.empty(8, np.float32)), x)
+    same(comm.allreduce(np.full(3, me, np.int32), "sum"),
+         np.full(3, p * (p - 1) // 2, np.int32))
+
+
+@needs_core
+def test_weft_errors_are_raised_with_the_status(comm):
+    """A status from libweft (here: op not defined for the dtype, checked
+    before anything is sent) is a weft.Error through the compiled path."""
+    f = np.ones(8, np.float32)
+    with pytest.raises(weft.Error) as e:
+        core.allreduce(comm._handle, f, "band", None)
+    assert e.value.status == weft.Status.ERR_INVALID_ARG
+    assert "not defined for dtype" in str(e.value)
+    same(f, np.ones(8, np.float32))
