@@ -27,14 +27,14 @@ typedef struct weft_cost_params {
     /* where the ranks are: algorithms that need a node's shared memory
      * have a model only where it exists (flat_only: never, for the
      * algorithm run on a rail inside a hierarchical one) */
-    int nodes;         /* nodes of the communicator */
-    int local;         /* ranks per node (uniform), 1 when ranks are alone or not uniform */
-    int shm;           /* the communicator has shared memory on every node */
+    int nodes; /* nodes of the communicator */
+    int local; /* ranks per node (uniform), 1 when ranks are alone or not uniform */
+    int shm;   /* the communicator has shared memory on every node */
     int flat_only;
-    double shm_alpha;  /* s per flag handoff through shared memory */
-    double shm_copy;   /* s per byte copied through shared memory */
-    size_t shm_slot;   /* bytes per rank and round */
-    size_t shm_small;  /* allreduce/reduce up to this many bytes take one phase */
+    double shm_alpha; /* s per flag handoff through shared memory */
+    double shm_copy;  /* s per byte copied through shared memory */
+    size_t shm_slot;  /* bytes per rank and round */
+    size_t shm_small; /* allreduce/reduce up to this many bytes take one phase */
 } weft_cost_params_t;
 
 /* From WEFT_COST_ALPHA_US, WEFT_COST_BETA_GBS, WEFT_COST_GAMMA_GBS,
@@ -73,7 +73,8 @@ weft_cost_model_fn weft__cost_allreduce_rd, weft__cost_allreduce_rab, weft__cost
     weft__cost_reduce_binomial, weft__cost_reduce_rs_gather, weft__cost_tree_gather,
     weft__cost_a2a_pairwise, weft__cost_a2a_bruck, weft__cost_barrier_dissemination;
 weft_cost_model_fn weft__cost_shm_allreduce, weft__cost_shm_rs, weft__cost_shm_ag,
-    weft__cost_shm_bcast, weft__cost_shm_barrier;
+    weft__cost_shm_bcast, weft__cost_shm_barrier, weft__cost_shm_gather, weft__cost_shm_scatter,
+    weft__cost_shm_a2a;
 weft_cost_model_fn weft__cost_hier_allreduce, weft__cost_hier_bcast, weft__cost_hier_rs,
     weft__cost_hier_ag;
 

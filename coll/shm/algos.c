@@ -71,6 +71,15 @@ weft_status_t weft__shm_build(weft_sched_t *s, const weft_coll_args_t *a)
     case WEFT_COLL_BARRIER:
         weft__shm_barrier(s, shm);
         break;
+    case WEFT_COLL_GATHER:
+        weft__shm_gather(s, shm, a->root, a->src, a->dst, a->count, a->esize);
+        break;
+    case WEFT_COLL_SCATTER:
+        weft__shm_scatter(s, shm, a->root, a->src, a->dst, a->count, a->esize);
+        break;
+    case WEFT_COLL_ALLTOALL:
+        weft__shm_alltoall(s, shm, a->src, a->dst, a->count, a->esize);
+        break;
     case WEFT_COLL_REDUCE_SCATTER:
     case WEFT_COLL_REDUCE_SCATTER_V:
     case WEFT_COLL_ALLGATHER:

@@ -22,6 +22,9 @@ typedef enum {
     OP_IPC_ALLGATHER, /* device memory: read the peers' buffers through IPC */
     OP_IPC_BCAST,
     OP_IPC_REDUCE,
+    OP_GATHER,   /* block `count` per rank: every rank's in its slot, the root copies all out */
+    OP_SCATTER,  /* the root's blocks in sub-blocks of its slot, every rank copies its own */
+    OP_ALLTOALL, /* every rank's blocks in sub-blocks of its slot, each copies its sub-blocks */
 } op_kind_t;
 
 typedef struct shm_op {

@@ -20,10 +20,25 @@
  *   bcast: root copies in | the others wait for root and copy out
  *   reduce: as allreduce, only root copies out (small: root reduces all)
  *   barrier: publish | wait all
+ *   gather: copy my block in | root waits all and copies every slot out
+ *   scatter: root copies every block's piece into its slot, piece q at
+ *       q * chunk | the others wait for root and copy their piece out
+ *   alltoall: copy every block's piece in (piece q at q * chunk) | wait all |
+ *       copy piece `me` of every slot into block q of dst
+ *
+ *        slot 0: [ 0->0 | 0->1 ]     rank 1 copies piece 1 of slot 0 into
+ *        slot 1: [ 1->0 | 1->1 ]     its block 0 (its own block it copies
+ *                                    from src directly)
+ *
+ *   Scatter and alltoall cut a slot into L pieces: a round carries slot/L
+ *   bytes of every block. In place (alltoall src == dst) is safe: round r
+ *   writes piece r of dst's blocks only after it copied piece r of src's.
  *
  * Cost per round (a: one flag handoff, c: copy s/byte, g: reduce s/byte):
  * allreduce one phase a + n c + (L-1) n g, two phases 2a + 2 n c + (L-1)/L n g;
- * reduce_scatter a + n c + (L-1)/L n g; allgather a + n c + n c / L... (see
+ * reduce_scatter a + n c + (L-1)/L n g; allgather a + n c + n c / L;
+ * gather (n: all blocks) a + n/L c + n c at the root; scatter the same the
+ * other way; alltoall a + 2 n c, with rounds of slot/L per block (see
  * coll/cost.c, which holds the models used for selection). The single-copy
  * rounds (process_vm_readv, device IPC) are in coll/shm/single_copy.c.
  */
@@ -298,6 +313,110 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
     return weft__shm_op_copy(o, o->dst + e0 * es, SLOT(o, o->root, R), n);
 }
 
+/* Round R of a gather: everyone's piece of its block in its slot (in the
+ * control line when it fits), the root copies them all out. */
+static weft_status_t round_gather(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
+           es = o->esize;
+    weft_status_t status = WEFT_OK;
+
+    if (o->phase == 0) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        if (me != o->root) {
+            status = weft__shm_op_copy(o, DATA1(o, me, R, n), o->src + e0 * es, n);
+        }
+        weft__shm_op_publish(o, R, 1); /* the root's: for the signature only */
+        o->phase = 1;
+        if (me != o->root || status != WEFT_OK) {
+            return status;
+        }
+    }
+    if (!weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {
+        return WEFT_INPROGRESS;
+    }
+    for (int q = 0; q < L && status == WEFT_OK; q++) {
+        status = weft__shm_op_copy(o, o->dst + ((size_t)q * o->count + e0) * es,
+                                   q == me ? o->src + e0 * es : DATA1(o, q, R, n), n);
+    }
+    return status;
+}
+
+/* Round R of a scatter: the root's pieces of every block in its slot, each
+ * rank copies its own (the root straight from src). */
+static weft_status_t round_scatter(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
+           es = o->esize, piece = o->chunk * es;
+    weft_status_t status = WEFT_OK;
+
+    if (o->phase == 0) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        if (me == o->root) {
+            for (int q = 0; q < L && status == WEFT_OK; q++) {
+                const char *from = o->src + ((size_t)q * o->count + e0) * es;
+
+                status = q == me
+                             ? weft__shm_op_copy(o, o->dst + e0 * es, from, n)
+                             : weft__shm_op_copy(o, SLOT(o, me, R) + (size_t)q * piece, from, n);
+            }
+        }
+        weft__shm_op_publish(o, R, 1); /* the others': for the signature only */
+        o->phase = 1;
+        if (me == o->root || status != WEFT_OK) {
+            return status;
+        }
+    }
+    if (!ready_one(o, o->root, 4 * R + 1, peer_p)) {
+        return WEFT_INPROGRESS;
+    }
+    return weft__shm_op_copy(o, o->dst + e0 * es, SLOT(o, o->root, R) + (size_t)me * piece, n);
+}
+
+/* Round R of an alltoall: my pieces for every rank in my slot, then piece
+ * `me` of every slot into my blocks (my own block straight from src). */
+static weft_status_t round_alltoall(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
+           es = o->esize, piece = o->chunk * es;
+    weft_status_t status = WEFT_OK;
+
+    if (o->phase == 0) {
+        if (!weft__shm_op_reusable(o, R, peer_p)) {
+            return WEFT_INPROGRESS;
+        }
+        for (int q = 0; q < L && status == WEFT_OK; q++) {
+            size_t at = ((size_t)q * o->count + e0) * es;
+
+            status = q == me
+                         ? weft__shm_op_copy(o, o->dst + at, o->src + at, n)
+                         : weft__shm_op_copy(o, SLOT(o, me, R) + (size_t)q * piece, o->src + at, n);
+        }
+        weft__shm_op_publish(o, R, 1);
+        o->phase = 1;
+    }
+    if (status != WEFT_OK || !weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {
+        return status != WEFT_OK ? status : WEFT_INPROGRESS;
+    }
+    for (int q = 0; q < L && status == WEFT_OK; q++) {
+        if (q != me) {
+            status = weft__shm_op_copy(o, o->dst + ((size_t)q * o->count + e0) * es,
+                                       SLOT(o, q, R) + (size_t)me * piece, n);
+        }
+    }
+    return status;
+}
+
 static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
 {
     if (o->phase == 0) {
@@ -384,6 +503,15 @@ static weft_status_t op_poll(void *state, int *peer_p)
             break;
         case OP_BARRIER:
             status = round_barrier(o, R, peer_p);
+            break;
+        case OP_GATHER:
+            status = round_gather(o, R, peer_p);
+            break;
+        case OP_SCATTER:
+            status = round_scatter(o, R, peer_p);
+            break;
+        case OP_ALLTOALL:
+            status = round_alltoall(o, R, peer_p);
             break;
         case OP_ALLREDUCE_CMA:
         case OP_ALLREDUCE_IPC:
@@ -605,6 +733,53 @@ int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm)
     return vector_add(s, shm, WEFT_COLL_BARRIER, 0, NULL, NULL, 0, 1);
 }
 
+/* A rooted or all-to-all block operation: count elements per block, and
+ * pieces of slot/L per block and round where one slot carries a piece of
+ * every block (scatter, alltoall); 0 when a slot cannot hold one element
+ * per rank. */
+static size_t rooted_init(shm_op_t *o, int root, const void *src, void *dst, size_t count)
+{
+    vector_init(o, root, src, dst, count);
+    if (o->kind != OP_GATHER) {
+        o->chunk = o->shm->slot_bytes / o->esize / (size_t)o->shm->L;
+    }
+    return count;
+}
+
+static int rooted_add(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, int root, const void *src,
+                      void *dst, size_t count, size_t esize)
+{
+    shm_op_t *o = op_new(s, shm, kind, esize);
+
+    if (o == NULL) {
+        return -1;
+    }
+    rooted_init(o, root, src, dst, count);
+    if (o->chunk == 0) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "shared-memory slot too small"));
+        return -1;
+    }
+    return op_add(s, o, count);
+}
+
+int weft__shm_gather(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                     size_t count, size_t esize)
+{
+    return rooted_add(s, shm, OP_GATHER, root, src, dst, count, esize);
+}
+
+int weft__shm_scatter(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                      size_t count, size_t esize)
+{
+    return rooted_add(s, shm, OP_SCATTER, root, src, dst, count, esize);
+}
+
+int weft__shm_alltoall(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
+                       size_t esize)
+{
+    return rooted_add(s, shm, OP_ALLTOALL, 0, src, dst, count, esize);
+}
+
 /*
  * The blocking path when nothing else of the communicator is outstanding:
  * the same rounds, driven here instead of by a schedule (no task graph to
@@ -675,8 +850,9 @@ static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t se
     return WEFT_OK;
 }
 
-weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
-                            const weft_device_ops_t *dev, int *handled_p)
+weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
+                            const weft_op_desc_t *desc, const weft_device_ops_t *dev,
+                            int *handled_p)
 {
     weft_shm_t *shm = comm->coll->shm;
     size_t b[2 * 256], total = a->count;
@@ -708,6 +884,19 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a, c
             b[shm->L + q] = a->count;
         }
         total = blocks_init(&o, a->src, a->dst, b, b + shm->L);
+        if (o.chunk == 0) {
+            return WEFT_OK; /* the schedule reports it */
+        }
+        break;
+    case WEFT_COLL_GATHER:
+    case WEFT_COLL_SCATTER:
+    case WEFT_COLL_ALLTOALL:
+        op_init(&o, shm,
+                a->kind == WEFT_COLL_GATHER    ? OP_GATHER
+                : a->kind == WEFT_COLL_SCATTER ? OP_SCATTER
+                                               : OP_ALLTOALL,
+                a->esize, desc, dev);
+        total = rooted_init(&o, a->root, a->src, a->dst, a->count);
         if (o.chunk == 0) {
             return WEFT_OK; /* the schedule reports it */
         }

@@ -106,8 +106,8 @@ typedef struct weft_shm {
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */
     void **peer_dst;
-    int *pidfd;             /* [L] single copy: pidfds of the peers' processes (-1: none) */
-    int dead_rank;          /* a local rank found dead (-1: none) */
+    int *pidfd;    /* [L] single copy: pidfds of the peers' processes (-1: none) */
+    int dead_rank; /* a local rank found dead (-1: none) */
     pid_t dead_pid;
     int cma; /* every local rank may read the others' memory
               * (process_vm_readv), checked at setup */
@@ -155,6 +155,10 @@ static inline void *weft__shm_slot(const weft_shm_t *shm, int r, uint64_t round)
  *  bcast: dst = local rank root's src (count elements).
  *  reduce: root's dst = sum of src (count elements); dst unused elsewhere.
  *  barrier: every local rank arrived.
+ *  gather: block q of root's dst = local rank q's src (count elements each).
+ *  scatter: dst = block me of root's src (count elements each).
+ *  alltoall: block q of dst = block me of local rank q's src (count each;
+ *      src == dst in place).
  */
 int weft__shm_allreduce(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
                         size_t esize);
@@ -167,6 +171,12 @@ int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src,
 int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
                      size_t count, size_t esize);
 int weft__shm_barrier(weft_sched_t *s, weft_shm_t *shm);
+int weft__shm_gather(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                     size_t count, size_t esize);
+int weft__shm_scatter(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
+                      size_t count, size_t esize);
+int weft__shm_alltoall(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
+                       size_t esize);
 
 /* Whether the flat shared-memory algorithm (weft__shm_build, coll/shm/algos.c)
  * can run a on comm (one node, every rank in the segment). */
@@ -174,7 +184,8 @@ int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
 /* A blocking operation with nothing else of this thread outstanding,
  * weft__shm_usable for it: run it to completion now (*handled_p = 1, its
  * status returned), or *handled_p = 0 for those that need a schedule. */
-weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a, const weft_op_desc_t *desc,
-                            const weft_device_ops_t *dev, int *handled_p);
+weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
+                            const weft_op_desc_t *desc, const weft_device_ops_t *dev,
+                            int *handled_p);
 
 #endif /* WEFT_COLL_SHM_H */

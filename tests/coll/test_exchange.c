@@ -357,7 +357,8 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
     shared_t *sh = arg;
 
     atomic_fetch_add(&with_shm, weft__comm_of(comm)->coll->shm != NULL);
-    atomic_fetch_add(&with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
+    atomic_fetch_add(&with_nodes,
+                     weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
     }
@@ -516,6 +517,11 @@ Test(exchange, alltoall_pairwise, .timeout = 300)
 Test(exchange, alltoall_bruck, .timeout = 300)
 {
     run_matrix(WEFT_COLL_ALLTOALL, "bruck");
+}
+
+Test(exchange, alltoall_shm, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_ALLTOALL, "shm");
 }
 
 Test(exchange, alltoallv_pairwise, .timeout = 300)

@@ -259,7 +259,8 @@ static atomic_int with_shm, with_nodes;
 static void count_placement(weft_comm_t comm)
 {
     atomic_fetch_add(&with_shm, weft__comm_of(comm)->coll->shm != NULL);
-    atomic_fetch_add(&with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
+    atomic_fetch_add(&with_nodes,
+                     weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
 }
 
 /*
@@ -436,6 +437,16 @@ Test(rooted, gather_binomial, .timeout = 300)
 Test(rooted, scatter_binomial, .timeout = 300)
 {
     run_matrix(WEFT_COLL_SCATTER, "binomial");
+}
+
+Test(rooted, gather_shm, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_GATHER, "shm");
+}
+
+Test(rooted, scatter_shm, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_SCATTER, "shm");
 }
 
 /* Barrier: in each round one rank arrives 20 ms late (in a few rounds) or
