@@ -13,14 +13,21 @@
 #   churn   tests/soak/soak --churn at 2 ranks: dup + allreduce + destroy
 #           cycles, for the figure "KiB per 1000 comm cycles" (about 25%
 #           of SECONDS);
+#   planted tests/soak/soak --churn with --leak 2048 at 2 ranks (about 10 s):
+#           the growth checks must fail on a leak of 2 KiB per cycle, or
+#           they could not fail at all;
 #   mpi     tests/soak/mpi_churn under mpirun -np 2 with libweft_mpi.so
 #           preloaded: MPI_Comm_dup/split + MPI_Allreduce + MPI_Comm_free
 #           (about 25% of SECONDS; skipped without mpirun or Open MPI);
 # each fails on a wrong result, on resident memory more than 2 MiB above
-# the sample after the warm-up (the first 20% of the run), or on any more
-# descriptors or mappings than then. The mpi part also checks that the
-# interposer served the allreduces and released a weft communicator for
-# every MPI_Comm_free.
+# the sample after the warm-up (the first 20% of the run), on malloc's
+# bytes in use growing in the second half of the rest by more than 128 KiB
+# and more than half the first half's growth (a steady leak grows as much
+# in both halves, caches that fill up level off), or on
+# any more descriptors or mappings than after the warm-up; the soak prints
+# every rank's resident memory and malloc figures every minute. The mpi
+# part also checks that the interposer served the allreduces and released
+# a weft communicator for every MPI_Comm_free.
 #
 # The leak job builds the soak in the ASan+UBSan build of tools/sanitize.sh
 # (_build/asan, configured the same way) and runs a short soak and churn
@@ -95,6 +102,15 @@ if [ $mode = timed ]; then
     cycles=$((churn_s * 20))
     run $((churn_s * 10 + 120)) "churn" ./tests/soak/soak --ranks 2 --rpn 0 --churn $cycles
     if [ $rc -eq 0 ] && grep -q '^churn: PASS' "$work/out"; then pass churn; else fail churn "exit $rc"; fi
+
+    # the checks can fail: a planted leak of 2 KiB per cycle (about 1 MiB
+    # over the cycles after warm-up) fails the second-half heap check
+    run 180 "planted" ./tests/soak/soak --ranks 2 --rpn 0 --churn 600 --leak 2048
+    if [ $rc -ne 0 ] && grep -q "FAIL: malloc's bytes in use grew" "$work/out"; then
+        pass planted
+    else
+        fail planted "a leak of 2 KiB per cycle was not reported (exit $rc)"
+    fi
 
     lib=$src/.libs/libweft_mpi.so
     if [ -x tests/soak/mpi_churn ] && [ -f "$lib" ] && command -v mpirun >/dev/null; then

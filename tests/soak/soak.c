@@ -18,10 +18,15 @@
  * Resources are sampled after every round, when only the world
  * communicator, the stream and the soak's fixed buffers are alive: resident
  * memory (VmRSS), open file descriptors (/proc/self/fd) and mappings
- * (/proc/self/maps lines). The first sample after the warm-up (the first
- * 20% of the run) is the baseline. A rank fails when, at the end, its
- * resident memory is more than 2 MiB above the baseline, or it has more
- * descriptors or mappings than the baseline, or a result was wrong.
+ * (/proc/self/maps lines), and malloc's bytes in use (mallinfo2: in its
+ * arenas and mmapped). The first sample after the warm-up (the first 20% of
+ * the run) is the baseline, the first after the middle of the rest the
+ * halfway mark. A rank fails when, at the end, its resident memory is more
+ * than 2 MiB above the baseline, or malloc's bytes in use grew in the
+ * second half by more than 128 KiB and more than half of what they grew in
+ * the first (a leak grows at a steady rate; caches level off), or it has
+ * more descriptors or mappings than the baseline, or a result was wrong. --leak B plants a leak of
+ * B bytes per round, so that tools/soak.sh can show that the check catches one.
  *
  * --churn N instead runs N cycles of dup + allreduce + destroy of the world
  * communicator (baseline after the first 20% of them) under the same
@@ -164,9 +169,18 @@ static sample_t take_sample(rk_t *r)
 
 static char *warm_snapshot; /* what was open and mapped at the baseline */
 
-static void note_sample(rk_t *r, int warm_now, int last)
+/* malloc's bytes in use, KiB: in its arenas and in chunks it mmapped */
+static long heap_kib(void)
+{
+    struct mallinfo2 m = mallinfo2();
+
+    return (long)((m.uordblks + m.hblkhd) / 1024);
+}
+
+static void note_sample(rk_t *r, int warm_now, int mid_now, int last)
 {
     sample_t s;
+    long heap = heap_kib();
 
     if (warm_now) {
         free(warm_snapshot);
@@ -188,9 +202,15 @@ static void note_sample(rk_t *r, int warm_now, int last)
         r->s->max = s;
         r->s->warmed = 1;
         r->s->comm_cycles_warm = r->s->comm_cycles;
+        r->s->heap_warm = heap;
+    }
+    if (mid_now && r->s->warmed && !r->s->halfway) {
+        r->s->heap_mid = heap;
+        r->s->halfway = 1;
     }
     if (r->s->warmed) {
         r->s->end = s;
+        r->s->heap_end = heap;
         if (s.rss_kib > r->s->max.rss_kib) {
             r->s->max.rss_kib = s.rss_kib;
         }
@@ -301,15 +321,28 @@ static void split_expect(int rank, int n, int *pos, int *size)
     }
 }
 
+/* --leak: memory allocated, touched and never freed */
+static void plant_leak(rk_t *r)
+{
+    if (r->o->leak > 0) {
+        void *p = malloc((size_t)r->o->leak);
+
+        CHECK(r, p != NULL, "--leak: malloc failed");
+        memset(p, 1, (size_t)r->o->leak);
+        __asm__ volatile("" : : "r"(p) : "memory"); /* kept, as far as the compiler knows */
+    }
+}
+
 static void soak(rk_t *r)
 {
-    double warm_s = r->o->seconds * 0.2, next_line = r->o->every;
+    double warm_s = r->o->seconds * 0.2, mid_s = (warm_s + r->o->seconds) / 2,
+           next_line = r->o->every;
     int pos, size;
 
     split_expect(r->rank, r->n, &pos, &size);
     for (uint64_t round = 0;; round++) {
         weft_comm_t work = NULL, half = NULL;
-        int32_t flags[2];
+        int32_t flags[3];
 
         soak_stage(r, "round %" PRIu64 ": dup and split", round);
         CHECK_OK(r, weft_comm_dup(r->world, &work));
@@ -322,6 +355,7 @@ static void soak(rk_t *r)
             check_comm(r, half, "split", pos, size);
         }
         soak_round_ops(r, work, half);
+        plant_leak(r);
         if (next(r) % 8 == 0 && !(r->o->without & W_ABORTS)) {
             abort_and_replace(r, &work);
             soak_round_ops(r, work, half);
@@ -339,9 +373,10 @@ static void soak(rk_t *r)
 
         flags[0] = r->rank == 0 && t >= warm_s;
         flags[1] = r->rank == 0 && t >= r->o->seconds;
+        flags[2] = r->rank == 0 && t >= mid_s;
         soak_stage(r, "round %" PRIu64 ": vote", round);
-        CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, flags, 2, WEFT_INT32, WEFT_MAX, r->world));
-        note_sample(r, flags[0] && !r->s->warmed, flags[1]);
+        CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, flags, 3, WEFT_INT32, WEFT_MAX, r->world));
+        note_sample(r, flags[0] && !r->s->warmed, flags[2], flags[1]);
         if (r->o->every > 0 && t >= next_line) {
             print_rss(r, t);
             next_line += r->o->every;
@@ -355,15 +390,18 @@ static void soak(rk_t *r)
 
 static void churn(rk_t *r)
 {
-    long n = r->o->churn, warm = n / 5;
+    long n = r->o->churn, warm = n / 5, mid = (warm + n) / 2;
 
     for (long i = 0; i < n; i++) {
         weft_comm_t c = NULL;
         int64_t v[16];
 
         if (i == warm) {
-            note_sample(r, 1, 0);
+            note_sample(r, 1, 0, 0);
+        } else if (i == mid) {
+            note_sample(r, 0, 1, 0);
         }
+        plant_leak(r);
         soak_stage(r, "churn cycle %ld", i);
         CHECK_OK(r, weft_comm_dup(r->world, &c));
         for (int k = 0; k < 16; k++) {
@@ -380,7 +418,7 @@ static void churn(rk_t *r)
         r->s->ops[F_BLOCK]++;
     }
     CHECK_OK(r, weft_barrier(r->world));
-    note_sample(r, 0, 1);
+    note_sample(r, 0, 0, 1);
 }
 
 static int rank_main(int rank, void *arg)
@@ -432,6 +470,19 @@ static int rank_main(int rank, void *arg)
     CHECK_OK(&r, weft_memcpy_async(r.dsend, r.send[0], r.bytes, r.stream));
     CHECK_OK(&r, weft_memcpy_async(r.drecv, r.recv[0], r.bytes, r.stream));
     CHECK_OK(&r, weft_stream_synchronize(r.stream));
+    if (!(o->without & W_EMU)) {
+        /* weft keeps the table entries of the last 4096 freed emu
+         * allocations (docs/device.md), its own scratch's included: fill
+         * that bounded table now, so that the baseline finds it full and
+         * the heap checks see what keeps growing, not a cache filling up */
+        soak_stage(&r, "filling the emu table of freed allocations");
+        for (int i = 0; i < SOAK_EMU_FILL; i++) {
+            void *p;
+
+            CHECK_OK(&r, weft_mem_alloc(WEFT_MEM_EMU, 4096, &p));
+            CHECK_OK(&r, weft_mem_free(p));
+        }
+    }
 
     CHECK_OK(&r, weft_barrier(r.world));
     r.start = harness_now_s();
@@ -504,8 +555,24 @@ static int report(const opts_t *o, const slot_t *s, int q, const harness_procs_t
            mode, q, s->warm.rss_kib, s->end.rss_kib, drss, s->max.rss_kib,
            s->end.anon_kib - s->warm.anon_kib, s->end.shmem_kib - s->warm.shmem_kib, per1000,
            s->warm.fds, s->end.fds, s->warm.maps, s->end.maps);
+    long first = s->heap_mid - s->heap_warm, second = s->heap_end - s->heap_mid;
+
+    if (s->halfway) {
+        printf("%s: rank %d: malloc in use %ld KiB after warm-up, %ld KiB halfway, %ld KiB at the "
+               "end: %+ld KiB in the first half, %+ld KiB in the second\n",
+               mode, q, s->heap_warm, s->heap_mid, s->heap_end, first, second);
+    }
     if (!o->limits) {
         return bad;
+    }
+    if (!s->halfway) {
+        printf("%s: rank %d: FAIL: no sample halfway through the run\n", mode, q);
+        bad = 1;
+    } else if (second > HEAP_HALF_LIMIT_KIB && 2 * second > first) {
+        printf("%s: rank %d: FAIL: malloc's bytes in use grew by %ld KiB in the second half of the "
+               "run (limit %d KiB, and half the first half's %+ld KiB): a steady leak\n",
+               mode, q, second, HEAP_HALF_LIMIT_KIB, first);
+        bad = 1;
     }
     if (drss > RSS_LIMIT_KIB) {
         printf("%s: rank %d: FAIL: resident memory grew by %ld KiB after warm-up (limit %d KiB)\n",
@@ -535,8 +602,11 @@ static int parse_without(const char *text, unsigned *bits_p)
     static const struct {
         const char *name;
         unsigned bit;
-    } parts[] = {{"aborts", W_ABORTS},           {"splits", W_SPLITS}, {"emu", W_EMU},
-                 {"nonblocking", W_NONBLOCKING}, {"p2p", W_P2P}};
+    } parts[] = {{"aborts", W_ABORTS},
+                 {"splits", W_SPLITS},
+                 {"emu", W_EMU},
+                 {"nonblocking", W_NONBLOCKING},
+                 {"p2p", W_P2P}};
     char copy[256], *save = NULL;
     unsigned bits = 0;
 
@@ -560,7 +630,7 @@ static void usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s [--seconds S] [--ranks N] [--seed X] [--rpn K] [--churn C] [--no-limits]\n"
-            "          [--without aborts,splits,emu,nonblocking,p2p] [--every S]\n"
+            "          [--without aborts,splits,emu,nonblocking,p2p] [--every S] [--leak B]\n"
             "  --seconds S   length of the mixed soak (default 60, or $SOAK_SECONDS)\n"
             "  --ranks N     processes, 1..%d (default 4)\n"
             "  --seed X      the operations' random sequence (default 1)\n"
@@ -572,18 +642,25 @@ static void usage(const char *prog)
             "                splits (a second dup instead), emu (enqueued and emu-memory\n"
             "                operations), nonblocking, p2p; each becomes a blocking op\n"
             "  --every S     each rank prints its resident memory every S seconds\n"
-            "                (default 60; 0: never)\n",
+            "                (default 60; 0: never)\n"
+            "  --leak B      allocate and keep B bytes per round (or churn cycle) on\n"
+            "                every rank: the growth checks must then fail\n",
             prog, MAX_RANKS);
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"seconds", required_argument, NULL, 's'}, {"ranks", required_argument, NULL, 'n'},
-        {"seed", required_argument, NULL, 'x'},    {"rpn", required_argument, NULL, 'k'},
-        {"churn", required_argument, NULL, 'c'},   {"no-limits", no_argument, NULL, 'L'},
-        {"without", required_argument, NULL, 'w'}, {"every", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"seconds", required_argument, NULL, 's'},
+                                             {"ranks", required_argument, NULL, 'n'},
+                                             {"seed", required_argument, NULL, 'x'},
+                                             {"rpn", required_argument, NULL, 'k'},
+                                             {"churn", required_argument, NULL, 'c'},
+                                             {"no-limits", no_argument, NULL, 'L'},
+                                             {"without", required_argument, NULL, 'w'},
+                                             {"every", required_argument, NULL, 'e'},
+                                             {"leak", required_argument, NULL, 'l'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     opts_t o = {.seconds = 60, .nranks = 4, .seed = 1, .rpn = 2, .limits = 1, .every = 60};
     const char *without_text = ""; /* --without's argument, for the first line */
     const char *env = getenv("SOAK_SECONDS");
@@ -615,6 +692,9 @@ int main(int argc, char **argv)
         case 'e':
             o.every = atof(optarg);
             break;
+        case 'l':
+            o.leak = atol(optarg);
+            break;
         case 'w':
             without_text = optarg;
             if (parse_without(optarg, &o.without) != 0) {
@@ -627,8 +707,8 @@ int main(int argc, char **argv)
             return c == 'h' ? 0 : 2;
         }
     }
-    if (optind < argc || o.seconds <= 0 || o.every < 0 || o.nranks < 1 || o.nranks > MAX_RANKS || o.rpn < 0 ||
-        o.churn < 0 || (o.churn > 0 && o.churn < 5)) {
+    if (optind < argc || o.seconds <= 0 || o.every < 0 || o.leak < 0 || o.nranks < 1 ||
+        o.nranks > MAX_RANKS || o.rpn < 0 || o.churn < 0 || (o.churn > 0 && o.churn < 5)) {
         usage(argv[0]);
         return 2;
     }
@@ -659,6 +739,10 @@ int main(int argc, char **argv)
         printf("soak: %d ranks (%d per node), seed %" PRIu64 ", %.0f s, warm-up %.0f s%s%s\n",
                o.nranks, o.rpn, o.seed, o.seconds, o.seconds * 0.2,
                o.without ? ", without parts of the mix: " : "", o.without ? without_text : "");
+    }
+    if (o.leak > 0) {
+        printf("%s: a planted leak of %ld bytes per %s on every rank (--leak)\n",
+               o.churn > 0 ? "churn" : "soak", o.leak, o.churn > 0 ? "cycle" : "round");
     }
     double t0 = harness_now_s(), deadline = t0 + limit;
 

@@ -22,6 +22,14 @@
 #define GUARD 64       /* elements after a result that must stay untouched */
 #define OPS_PER_ROUND 24
 #define RSS_LIMIT_KIB 2048 /* 2 MiB */
+/* malloc's bytes in use may grow by this much in the second half of the run
+ * after warm-up (or by up to half the first half's growth): a leak grows
+ * them at a steady rate, so the second half shows it as much as the first,
+ * while caches that fill up level off */
+#define HEAP_HALF_LIMIT_KIB 128
+/* emu allocations made and freed before the run: more than the 4096 freed
+ * ones whose table entries weft keeps (docs/device.md) */
+#define SOAK_EMU_FILL 4352
 #define PAD 0xA5
 
 enum { F_BLOCK, F_NB, F_ENQ, F_COUNT };
@@ -48,15 +56,15 @@ static const char *const soak_coll_name[C_COUNT] = {
 
 /* ------------------------------------------------------------ shared state */
 
-
 typedef struct slot {
     char stage[256];  /* what the rank is doing (for hangs and crashes) */
     char error[1024]; /* first failed check */
     int finished;
     uint64_t ops[F_COUNT], p2p, elements, comm_cycles, comm_cycles_warm, aborts;
-    int warmed;
+    int warmed, halfway;
     sample_t warm, end, max;
-    char grown[2048]; /* descriptors and mappings that appeared after warm-up */
+    long heap_warm, heap_mid, heap_end; /* malloc's bytes in use (KiB) at those points */
+    char grown[2048];                   /* descriptors and mappings that appeared after warm-up */
 } slot_t;
 
 typedef struct area {
@@ -69,11 +77,12 @@ typedef struct opts {
     double seconds;
     int nranks;
     uint64_t seed;
-    int rpn;    /* WEFT_RANKS_PER_NODE, 0: real nodes */
-    long churn; /* > 0: churn mode with this many cycles */
-    int limits; /* 0: report growth without failing on it (under a leak checker) */
+    int rpn;          /* WEFT_RANKS_PER_NODE, 0: real nodes */
+    long churn;       /* > 0: churn mode with this many cycles */
+    int limits;       /* 0: report growth without failing on it (under a leak checker) */
     unsigned without; /* W_* parts of the mix left out (--without), to find what grows */
     double every;     /* seconds between a rank's resident-memory lines (--every; 0: none) */
+    long leak;        /* bytes each rank allocates and keeps per round (--leak: the check's test) */
 } opts_t;
 
 /* Parts of the mix --without leaves out; each becomes a blocking operation on
