@@ -75,7 +75,8 @@ Test(registry, rows_of_a_collective_together)
         cr_assert_gt(flat, 0, "%s: no algorithm runs everywhere", weft__coll_kind_name(k));
     }
     cr_assert_null(weft__coll_find(WEFT_COLL_ALLREDUCE, "bruck"));
-    cr_assert_null(weft__coll_find(WEFT_COLL_GATHER, "shm"));
+    cr_assert_null(weft__coll_find(WEFT_COLL_ALLTOALLV, "shm")); /* per-peer counts: none */
+    cr_assert_not_null(weft__coll_find(WEFT_COLL_GATHER, "shm"));
     cr_assert_null(weft__coll_algos_of(WEFT_COLL_KIND_COUNT, &(int){0}));
 }
 
