@@ -1,5 +1,5 @@
 /*
- * weft_reduce_bench [-d host|emu|cuda] [bytes] [iterations]: how close a device table's
+ * weft_reduce_bench [-d host|emu|cuda] [-p] [bytes] [iterations]: how close a device table's
  * reduction runs to memory bandwidth.
  *
  * Times a copy of `bytes` (default 64 MiB) within the memory type against a 2-input SUM into
@@ -14,6 +14,9 @@
  * bandwidth-bound as a copy. Write-allocate traffic is not counted: a plain store loop reads
  * each dst line before writing it, which a large memcpy may avoid (non-temporal stores, rep
  * movsb), so a host loop running at full bandwidth can still show a ratio below 1.
+ *
+ * -p: the host half types (float16, bfloat16) through the portable conversion loops only, not
+ * the CPU's instructions (device/host/reduce.c), for the comparison.
  *
  * Sizes accept a k, m or g suffix (powers of 1024). Exit status: 0, 2 on bad arguments, 77 when
  * the memory type cannot be used here (no CUDA driver or GPU: the reason is printed).
@@ -170,7 +173,7 @@ static weft_status_t measure(const bench_op_t *op, const buffers_t *buf, int ite
 
 static void usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [-d host|emu|cuda] [bytes[k|m|g]] [iterations]\n", argv0);
+    fprintf(stderr, "usage: %s [-d host|emu|cuda] [-p] [bytes[k|m|g]] [iterations]\n", argv0);
 }
 
 /* The table of -d's memory type; NULL after printing why (*exit_p: 2 usage, 77 unusable). */
@@ -208,7 +211,11 @@ int main(int argc, char **argv)
     int exit_code = 0;
     int opt;
 
-    while ((opt = getopt(argc, argv, "d:")) != -1) {
+    while ((opt = getopt(argc, argv, "d:p")) != -1) {
+        if (opt == 'p') {
+            weft__host_reduce_simd(0);
+            continue;
+        }
         if (opt != 'd') {
             usage(argv[0]);
             return 2;

@@ -24,12 +24,28 @@
  * CUDA kernels run (integer wrap-around, float MIN/MAX NaN and signed-zero rules are stated
  * there). Half types widen each block of every input to a float buffer on the stack, combine
  * there with the float kernels, and round once into dst.
+ *
+ * Half conversions at memory speed: the portable conversions (device/host/half.h) run a few
+ * dozen integer operations an element. On x86-64 CPUs with F16C and AVX2 (checked at run time)
+ * float16 converts with vcvtph2ps / vcvtps2ph, eight elements an instruction, rounding to
+ * nearest even as the portable code does (the same bits: tests/device/test_reduce.c compares
+ * them on every half and on millions of floats), and bfloat16 runs the portable code compiled
+ * for AVX2. float16 sums and products go further: one pass widens every input's eight
+ * elements, combines them in input order and rounds once (the arithmetic of the block loops).
+ * weft__host_reduce_simd(0) keeps to the portable loops (tests).
  */
 #include "device/host/host.h"
 #include "device/host/half.h"
 #include "device/reduce_elem.h"
 
+#include <stdatomic.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define HOST_X86 1
+#endif
 
 /* Bytes of dst per block: well inside L1d (32-48 KiB), leaving room for the input lines. */
 #define BLOCK_BYTES 16384
@@ -125,14 +141,14 @@ static const kernel_t *const kernels[WEFT_DTYPE_COUNT][WEFT_OP_COUNT] = {
     [WEFT_FLOAT32] = FLOAT_ROW(f32),  [WEFT_FLOAT64] = FLOAT_ROW(f64),
 };
 
-#define HALF_FORMAT(name, to_float, from_float)                                                    \
-    static void name##_widen(float *restrict out, const uint16_t *restrict in, size_t n)           \
+#define HALF_FORMAT(name, to_float, from_float, ATTR)                                              \
+    ATTR static void name##_widen(float *restrict out, const uint16_t *restrict in, size_t n)      \
     {                                                                                              \
         for (size_t i = 0; i < n; i++) {                                                           \
             out[i] = to_float(in[i]);                                                              \
         }                                                                                          \
     }                                                                                              \
-    static void name##_narrow(uint16_t *restrict out, const float *restrict in, size_t n)          \
+    ATTR static void name##_narrow(uint16_t *restrict out, const float *restrict in, size_t n)     \
     {                                                                                              \
         for (size_t i = 0; i < n; i++) {                                                           \
             out[i] = from_float(in[i]);                                                            \
@@ -140,8 +156,150 @@ static const kernel_t *const kernels[WEFT_DTYPE_COUNT][WEFT_OP_COUNT] = {
     }                                                                                              \
     static const half_format_t name = {.widen = name##_widen, .narrow = name##_narrow};
 
-HALF_FORMAT(f16_format, weft__f16_to_float, weft__float_to_f16)
-HALF_FORMAT(bf16_format, weft__bf16_to_float, weft__float_to_bf16)
+HALF_FORMAT(f16_format, weft__f16_to_float, weft__float_to_f16, )
+HALF_FORMAT(bf16_format, weft__bf16_to_float, weft__float_to_bf16, )
+
+static atomic_int simd_allowed = 1;
+
+int weft__host_reduce_simd(int on)
+{
+    return atomic_exchange(&simd_allowed, on != 0);
+}
+
+#ifdef HOST_X86
+#define X86_F16 __attribute__((target("avx2,f16c")))
+#define X86_AVX2 __attribute__((target("avx2")))
+
+/* the portable code compiled for AVX2: the same operations, wider */
+HALF_FORMAT(bf16_avx2, weft__bf16_to_float, weft__float_to_bf16, X86_AVX2)
+
+/* Eight float16 widened as weft__f16_to_float does: vcvtph2ps quiets a signaling NaN (sets the
+ * top mantissa bit), the portable code keeps the payload as it is, so NaN lanes take the
+ * portable bits (sign, all-ones exponent, payload << 13). */
+X86_F16 static inline __m256 f16c_to_ps(__m128i h)
+{
+    __m256 f = _mm256_cvtph_ps(h);
+    __m256i w = _mm256_cvtepu16_epi32(h);
+    __m256i exponent = _mm256_and_si256(w, _mm256_set1_epi32(0x7c00));
+    __m256i payload = _mm256_and_si256(w, _mm256_set1_epi32(0x3ff));
+    __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(payload, _mm256_setzero_si256()),
+                                      _mm256_cmpeq_epi32(exponent, _mm256_set1_epi32(0x7c00)));
+
+    if (_mm256_testz_si256(nan, nan)) {
+        return f;
+    }
+    __m256i bits = _mm256_or_si256(
+        _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16),
+                        _mm256_set1_epi32(0x7f800000)),
+        _mm256_slli_epi32(payload, 13));
+
+    return _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+}
+
+X86_F16 static void f16c_widen(float *restrict out, const uint16_t *restrict in, size_t n)
+{
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(out + i, f16c_to_ps(_mm_loadu_si128((const __m128i *)(in + i))));
+    }
+    for (; i < n; i++) {
+        out[i] = weft__f16_to_float(in[i]);
+    }
+}
+
+X86_F16 static void f16c_narrow(uint16_t *restrict out, const float *restrict in, size_t n)
+{
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        _mm_storeu_si128((__m128i *)(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in + i),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) {
+        out[i] = weft__float_to_f16(in[i]);
+    }
+}
+
+static const half_format_t f16_f16c = {.widen = f16c_widen, .narrow = f16c_narrow};
+
+/* float16 sum (mul 0) or product (mul 1) of nsrcs inputs in one pass: eight elements of every
+ * input widened, combined in input order in float, rounded once. The same operations, in the
+ * same order, as the block loops (x86 keeps the first operand's NaN either way); every input's
+ * eight elements are read before dst's are written, so dst may alias any input. */
+X86_F16 static void f16c_sum_prod(uint16_t *dst, const void *const *srcs, int nsrcs, size_t count,
+                                  int mul)
+{
+    size_t i = 0;
+
+    for (; i + 8 <= count; i += 8) {
+        __m256 acc =
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)srcs[0] + i)));
+
+        for (int j = 1; j < nsrcs; j++) {
+            __m256 x =
+                f16c_to_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)srcs[j] + i)));
+
+            acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);
+        }
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < count; i++) {
+        float acc = weft__f16_to_float(((const uint16_t *)srcs[0])[i]);
+
+        for (int j = 1; j < nsrcs; j++) {
+            float x = weft__f16_to_float(((const uint16_t *)srcs[j])[i]);
+
+            acc = mul ? acc * x : acc + x;
+        }
+        dst[i] = weft__float_to_f16(acc);
+    }
+}
+
+/* AVX2 (with the OS saving its registers: __builtin_cpu_supports checks that), and F16C when
+ * asked: CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c") */
+static int x86_has(int f16c)
+{
+    unsigned a, b, c = 0, d;
+
+    if (!__builtin_cpu_supports("avx2")) {
+        return 0;
+    }
+    return !f16c || (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)));
+}
+#endif
+
+/* The conversions of dtype (FLOAT16 or BFLOAT16) this CPU runs fastest, or the portable ones. */
+static const half_format_t *half_format(weft_dtype_t dtype, int simd)
+{
+#ifdef HOST_X86
+    if (simd && atomic_load_explicit(&simd_allowed, memory_order_relaxed) &&
+        x86_has(dtype == WEFT_FLOAT16)) {
+        return dtype == WEFT_FLOAT16 ? &f16_f16c : &bf16_avx2;
+    }
+#else
+    (void)simd;
+#endif
+    return dtype == WEFT_FLOAT16 ? &f16_format : &bf16_format;
+}
+
+int weft__host_half_widen(weft_dtype_t dtype, float *out, const uint16_t *in, size_t n, int simd)
+{
+    const half_format_t *f = half_format(dtype, simd);
+
+    f->widen(out, in, n);
+    return f != &f16_format && f != &bf16_format;
+}
+
+int weft__host_half_narrow(weft_dtype_t dtype, uint16_t *out, const float *in, size_t n, int simd)
+{
+    const half_format_t *f = half_format(dtype, simd);
+
+    f->narrow(out, in, n);
+    return f != &f16_format && f != &bf16_format;
+}
 
 static size_t min_size(size_t a, size_t b)
 {
@@ -231,10 +389,17 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
     }
     switch (dtype) {
     case WEFT_FLOAT16:
-        reduce_half(k, &f16_format, dst, srcs, nsrcs, count);
+#ifdef HOST_X86
+        if ((op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD) &&
+            half_format(dtype, 1) == &f16_f16c) {
+            f16c_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
+            break;
+        }
+#endif
+        reduce_half(k, half_format(dtype, 1), dst, srcs, nsrcs, count);
         break;
     case WEFT_BFLOAT16:
-        reduce_half(k, &bf16_format, dst, srcs, nsrcs, count);
+        reduce_half(k, half_format(dtype, 1), dst, srcs, nsrcs, count);
         break;
     default:
         reduce_full(k, dst, srcs, nsrcs, count, weft_dtype_size(dtype));
@@ -301,10 +466,8 @@ weft_status_t weft__host_avg_finalize(void *buf, size_t count, weft_dtype_t dtyp
         divide_u64(buf, count, divisor);
         break;
     case WEFT_FLOAT16:
-        divide_half(&f16_format, buf, count, divisor);
-        break;
     case WEFT_BFLOAT16:
-        divide_half(&bf16_format, buf, count, divisor);
+        divide_half(half_format(dtype, 1), buf, count, divisor);
         break;
     case WEFT_FLOAT32:
         divide_f32(buf, count, divisor);

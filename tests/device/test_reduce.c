@@ -798,3 +798,151 @@ Test(host, alloc_failure_is_no_memory)
     cr_assert(p == &p, "out-parameter written on failure");
     cr_assert(strstr(weft_last_error(), "host alloc") != NULL, "%s", weft_last_error());
 }
+
+/* ---- the CPU-specific half paths (device/host/reduce.c) against the portable ones ---- */
+
+static float f32_of_bits(uint32_t bits)
+{
+    float f;
+
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+/* every half, and 3.1 M floats: every sign, exponent and kept mantissa of a half with the
+ * dropped bits that decide the rounding (zero, one, just below, at, just above the midpoint,
+ * all ones) for float16's 13 dropped bits and bfloat16's 16 */
+Test(half, cpu_conversions_give_the_portable_bits)
+{
+    static const uint32_t low16[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff};
+    static const uint32_t low13[] = {0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff};
+    const weft_dtype_t dtypes[] = {WEFT_FLOAT16, WEFT_BFLOAT16};
+    size_t n = (size_t)6 << 19;
+    uint16_t *h = malloc(65536 * sizeof(*h)), *a16 = malloc(n * sizeof(*a16)),
+             *b16 = malloc(n * sizeof(*b16));
+    float *fa = malloc(n * sizeof(*fa)), *fb = malloc(n * sizeof(*fb)),
+          *in = malloc(n * sizeof(*in));
+    int cpu = 0;
+
+    cr_assert(h && a16 && b16 && fa && fb && in);
+    for (uint32_t i = 0; i <= 0xffff; i++) {
+        h[i] = (uint16_t)i;
+    }
+    for (int d = 0; d < 2; d++) {
+        weft_dtype_t dt = dtypes[d];
+        int shift = dt == WEFT_FLOAT16 ? 13 : 16;
+        const uint32_t *low = dt == WEFT_FLOAT16 ? low13 : low16;
+
+        /* widening: all 65536 patterns, offset by one element so the tail loop runs too */
+        weft__host_half_widen(dt, fa, h, 65536, 0);
+        cpu |= weft__host_half_widen(dt, fb, h + 1, 65535, 1);
+        for (uint32_t i = 1; i <= 0xffff; i++) {
+            cr_assert_eq(bits_of_f32(fb[i - 1]), bits_of_f32(fa[i]), "%s widen 0x%04x",
+                         weft_dtype_name(dt), i);
+        }
+        /* narrowing */
+        for (size_t i = 0; i < n; i++) {
+            /* float16: 19 kept bits (sign, exponent, 10 of mantissa) above the 13 dropped;
+             * bfloat16: its 16 kept bits (i / 6 wraps over them 8 times) */
+            uint32_t top = (uint32_t)(i / 6) & ((1u << (32 - shift)) - 1);
+
+            in[i] = f32_of_bits((top << shift) | low[i % 6]);
+        }
+        weft__host_half_narrow(dt, a16, in, n, 0);
+        cpu |= weft__host_half_narrow(dt, b16, in, n - 3, 1);
+        for (size_t i = 0; i + 3 < n; i++) {
+            cr_assert_eq(b16[i], a16[i], "%s narrow 0x%08x: 0x%04x, portable 0x%04x",
+                         weft_dtype_name(dt), bits_of_f32(in[i]), b16[i], a16[i]);
+        }
+    }
+    cr_log_info("half conversions: %s", cpu ? "CPU instructions compared with the portable code"
+                                            : "this CPU has none: portable code only");
+    free(h);
+    free(a16);
+    free(b16);
+    free(fa);
+    free(fb);
+    free(in);
+}
+
+static int half_is_nan(weft_dtype_t dtype, uint16_t v)
+{
+    return dtype == WEFT_FLOAT16 ? (v & 0x7c00) == 0x7c00 && (v & 0x3ff) != 0
+                                 : (v & 0x7f80) == 0x7f80 && (v & 0x7f) != 0;
+}
+
+/* Whole reductions of random bit patterns (NaN, inf, subnormals included), every float op,
+ * 2..7 inputs, counts around the 8-element steps, dst distinct or one of the inputs: the same
+ * bits with the CPU's instructions as with the portable loops, except which NaN a sum or
+ * product of two NaNs gives: x86 keeps its first operand's, and which operand comes first in
+ * the compiled float loop is the compiler's choice (C leaves it open); a NaN either way. MIN
+ * and MAX choose between NaNs by rule (device/reduce_elem.h): bitwise equal. */
+Test(reduce, half_types_give_the_same_bits_both_ways)
+{
+    const weft_dtype_t dtypes[] = {WEFT_FLOAT16, WEFT_BFLOAT16};
+    const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG};
+    const size_t counts[] = {1, 7, 8, 9, 31, 2049, 5000};
+    uint64_t x = 88172645463325252ull;
+    enum { MAXN = 5000 };
+    uint16_t *src[MAX_SRCS], *d1 = malloc(MAXN * 2), *d2 = malloc(MAXN * 2);
+
+    cr_assert(d1 && d2);
+    for (int j = 0; j < MAX_SRCS; j++) {
+        src[j] = malloc(MAXN * 2);
+        cr_assert(src[j]);
+    }
+    for (size_t d = 0; d < 2; d++) {
+        for (size_t o = 0; o < 5; o++) {
+            for (int nsrcs = 2; nsrcs <= MAX_SRCS; nsrcs++) {
+                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                    for (int alias = -1; alias < nsrcs; alias += nsrcs) {
+                        const void *in[MAX_SRCS];
+                        size_t n = counts[c];
+
+                        for (int j = 0; j < nsrcs; j++) {
+                            for (size_t i = 0; i < n; i++) {
+                                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                                /* mostly ordinary values, some of every kind */
+                                src[j][i] = (uint16_t)(x % 16 ? (x & 0x87ff) | 0x3000 : x >> 20);
+                            }
+                        }
+                        for (int pass = 0; pass < 2; pass++) {
+                            uint16_t *out = pass ? d2 : d1;
+                            uint16_t save[MAXN];
+
+                            for (int j = 0; j < nsrcs; j++) {
+                                in[j] = src[j];
+                            }
+                            if (alias >= 0) { /* dst is the last input: reduce into a copy */
+                                memcpy(out, src[nsrcs - 1], n * 2);
+                                in[nsrcs - 1] = out;
+                            }
+                            memcpy(save, src[0], n * 2);
+                            weft__host_reduce_simd(pass);
+                            cr_assert_eq(weft__host_reduce(out, in, nsrcs, n, dtypes[d], ops[o]),
+                                         WEFT_OK);
+                            cr_assert_eq(memcmp(save, src[0], n * 2), 0);
+                        }
+                        weft__host_reduce_simd(1);
+                        for (size_t i = 0; i < n; i++) {
+                            if (ops[o] != WEFT_MIN && ops[o] != WEFT_MAX &&
+                                half_is_nan(dtypes[d], d1[i]) && half_is_nan(dtypes[d], d2[i])) {
+                                continue; /* which input's NaN a sum keeps: see above */
+                            }
+                            cr_assert_eq(d2[i], d1[i],
+                                         "%s %s, %d inputs, %zu elements%s: element %zu is "
+                                         "0x%04x, portable 0x%04x",
+                                         weft_dtype_name(dtypes[d]), weft_op_name(ops[o]), nsrcs, n,
+                                         alias >= 0 ? ", dst the last" : "", i, d2[i], d1[i]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (int j = 0; j < MAX_SRCS; j++) {
+        free(src[j]);
+    }
+    free(d1);
+    free(d2);
+}
