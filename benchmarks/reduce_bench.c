@@ -3,7 +3,7 @@
  * reduction runs to memory bandwidth.
  *
  * Times a copy of `bytes` (default 64 MiB) within the memory type against a 2-input SUM into
- * `bytes` of output through the table's reduce: FLOAT32, then FLOAT16 and FLOAT64 for
+ * `bytes` of output through the table's reduce: FLOAT32, then FLOAT16, BFLOAT16 and FLOAT64 for
  * information. host (default) compares weft__host_reduce with memcpy; emu and cuda allocate the
  * three buffers with the table and compare its reduce with its own device-to-device copy (for
  * cuda: cuMemcpy D2D against the reduce kernels; both include the launch and the wait). Each is
@@ -56,6 +56,7 @@ static const bench_op_t bench_ops[] = {
     {.name = "copy", .is_memcpy = 1, .dtype = WEFT_UINT8, .traffic_factor = 2},
     {.name = "reduce float32 sum", .dtype = WEFT_FLOAT32, .traffic_factor = 3},
     {.name = "reduce float16 sum", .dtype = WEFT_FLOAT16, .traffic_factor = 3},
+    {.name = "reduce bfloat16 sum", .dtype = WEFT_BFLOAT16, .traffic_factor = 3},
     {.name = "reduce float64 sum", .dtype = WEFT_FLOAT64, .traffic_factor = 3},
 };
 
@@ -103,6 +104,9 @@ static void fill_input(unsigned char *out, size_t bytes, weft_dtype_t dtype, int
         switch (dtype) {
         case WEFT_FLOAT16:
             ((uint16_t *)out)[i] = weft__float_to_f16(x);
+            break;
+        case WEFT_BFLOAT16:
+            ((uint16_t *)out)[i] = weft__float_to_bf16(x);
             break;
         case WEFT_FLOAT64:
             ((double *)out)[i] = x;

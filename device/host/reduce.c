@@ -30,7 +30,7 @@
  * float16 converts with vcvtph2ps / vcvtps2ph, eight elements an instruction, rounding to
  * nearest even as the portable code does (the same bits: tests/device/test_reduce.c compares
  * them on every half and on millions of floats), and bfloat16 runs the portable code compiled
- * for AVX2. float16 sums and products go further: one pass widens every input's eight
+ * for AVX2. Sums and products of both go further: one pass widens every input's eight
  * elements, combines them in input order and rounds once (the arithmetic of the block loops).
  * weft__host_reduce_simd(0) keeps to the portable loops (tests).
  */
@@ -258,6 +258,52 @@ X86_F16 static void f16c_sum_prod(uint16_t *dst, const void *const *srcs, int ns
     }
 }
 
+/* bfloat16 sum (mul 0) or product (mul 1), as f16c_sum_prod: widening is a shift, narrowing
+ * weft__float_to_bf16's rounding and NaN rule on eight lanes. */
+X86_AVX2 static inline __m256 bf16_to_ps(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+X86_AVX2 static void bf16_sum_prod(uint16_t *dst, const void *const *srcs, int nsrcs, size_t count,
+                                   int mul)
+{
+    const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+    size_t i = 0;
+
+    for (; i + 8 <= count; i += 8) {
+        __m256 acc = bf16_to_ps((const uint16_t *)srcs[0] + i);
+
+        for (int j = 1; j < nsrcs; j++) {
+            __m256 x = bf16_to_ps((const uint16_t *)srcs[j] + i);
+
+            acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);
+        }
+        __m256i bits = _mm256_castps_si256(acc);
+        __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
+        __m256i rounded =
+            _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), odd), 16);
+        __m256i nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+        __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                            _mm256_set1_epi32(0x7f800000));
+        __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
+
+        _mm_storeu_si128((__m128i *)(dst + i), _mm_packus_epi32(_mm256_castsi256_si128(r),
+                                                                _mm256_extracti128_si256(r, 1)));
+    }
+    for (; i < count; i++) {
+        float acc = weft__bf16_to_float(((const uint16_t *)srcs[0])[i]);
+
+        for (int j = 1; j < nsrcs; j++) {
+            float x = weft__bf16_to_float(((const uint16_t *)srcs[j])[i]);
+
+            acc = mul ? acc * x : acc + x;
+        }
+        dst[i] = weft__float_to_bf16(acc);
+    }
+}
+
 /* AVX2 (with the OS saving its registers: __builtin_cpu_supports checks that), and F16C when
  * asked: CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c") */
 static int x86_has(int f16c)
@@ -399,6 +445,13 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
         reduce_half(k, half_format(dtype, 1), dst, srcs, nsrcs, count);
         break;
     case WEFT_BFLOAT16:
+#ifdef HOST_X86
+        if ((op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD) &&
+            half_format(dtype, 1) == &bf16_avx2) {
+            bf16_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
+            break;
+        }
+#endif
         reduce_half(k, half_format(dtype, 1), dst, srcs, nsrcs, count);
         break;
     default:
