@@ -346,12 +346,27 @@ static weft_status_t round_gather(shm_op_t *o, uint64_t R, int *peer_p)
     return status;
 }
 
+/* This rank's piece of round R (n elements from e0) of every block of src
+ * into its slot, piece q at q * chunk; its own block's piece to `own`. */
+static weft_status_t pieces_in(shm_op_t *o, uint64_t R, size_t e0, size_t n, char *own)
+{
+    size_t es = o->esize, piece = o->chunk * es;
+    weft_status_t status = WEFT_OK;
+
+    for (int q = 0; q < o->shm->L && status == WEFT_OK; q++) {
+        const char *from = o->src + ((size_t)q * o->count + e0) * es;
+
+        status = weft__shm_op_copy(
+            o, q == o->shm->me ? own : SLOT(o, o->shm->me, R) + (size_t)q * piece, from, n);
+    }
+    return status;
+}
+
 /* Round R of a scatter: the root's pieces of every block in its slot, each
  * rank copies its own (the root straight from src). */
 static weft_status_t round_scatter(shm_op_t *o, uint64_t R, int *peer_p)
 {
-    weft_shm_t *shm = o->shm;
-    int L = shm->L, me = shm->me;
+    int me = o->shm->me;
     size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
            es = o->esize, piece = o->chunk * es;
     weft_status_t status = WEFT_OK;
@@ -361,13 +376,7 @@ static weft_status_t round_scatter(shm_op_t *o, uint64_t R, int *peer_p)
             return WEFT_INPROGRESS;
         }
         if (me == o->root) {
-            for (int q = 0; q < L && status == WEFT_OK; q++) {
-                const char *from = o->src + ((size_t)q * o->count + e0) * es;
-
-                status = q == me
-                             ? weft__shm_op_copy(o, o->dst + e0 * es, from, n)
-                             : weft__shm_op_copy(o, SLOT(o, me, R) + (size_t)q * piece, from, n);
-            }
+            status = pieces_in(o, R, e0, n, o->dst + e0 * es);
         }
         weft__shm_op_publish(o, R, 1); /* the others': for the signature only */
         o->phase = 1;
@@ -395,13 +404,7 @@ static weft_status_t round_alltoall(shm_op_t *o, uint64_t R, int *peer_p)
         if (!weft__shm_op_reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
-        for (int q = 0; q < L && status == WEFT_OK; q++) {
-            size_t at = ((size_t)q * o->count + e0) * es;
-
-            status = q == me
-                         ? weft__shm_op_copy(o, o->dst + at, o->src + at, n)
-                         : weft__shm_op_copy(o, SLOT(o, me, R) + (size_t)q * piece, o->src + at, n);
-        }
+        status = pieces_in(o, R, e0, n, o->dst + ((size_t)me * o->count + e0) * es);
         weft__shm_op_publish(o, R, 1);
         o->phase = 1;
     }

@@ -203,6 +203,43 @@ static PyObject *finish(weft_status_t st, const char *name, PyObject *result)
             return not_handled();                                                                  \
     } while (0)
 
+/* rank and size from args[i] and args[i + 1]; 0 when they are not ints */
+static int rank_size(PyObject *const *args, int i, long *rank_p, long *size_p)
+{
+    if ((*rank_p = PyLong_AsLong(args[i])) == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if ((*size_p = PyLong_AsLong(args[i + 1])) == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* weft_allreduce (root < 0), or weft_reduce on its root: in place when out is None or buf,
+ * else into out. */
+static PyObject *reduction(weft_comm_t comm, PyObject *bufobj, PyObject *outobj, int op, int root)
+{
+    int inplace = outobj == Py_None || outobj == bufobj;
+    buf_t in, out = {.held = 0};
+    weft_status_t st;
+
+    if (inplace ? !take(&in, bufobj, 1) : !take_pair(&in, bufobj, &out, outobj, 1))
+        return not_handled();
+    const void *send = inplace ? WEFT_IN_PLACE : in.view.buf;
+    void *recv = inplace ? in.view.buf : out.view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (root < 0)
+        st = core.allreduce(send, recv, in.count, in.dtype, (weft_op_t)op, comm);
+    else
+        st = core.reduce(send, recv, in.count, in.dtype, (weft_op_t)op, root, comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, root < 0 ? "weft_allreduce" : "weft_reduce", inplace ? bufobj : outobj);
+}
+
 /* allreduce(handle, buf, op, out) */
 static PyObject *py_allreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -211,29 +248,10 @@ static PyObject *py_allreduce(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (nargs != 4)
         return not_handled();
     weft_comm_t comm = comm_of(args[0]);
-    PyObject *bufobj = args[1], *outobj = args[3];
     int op = op_of(args[2]);
     if (comm == NULL || op < 0)
         return not_handled();
-    buf_t in, out;
-    weft_status_t st;
-    if (outobj == Py_None || outobj == bufobj) {
-        if (!take(&in, bufobj, 1))
-            return not_handled();
-        Py_BEGIN_ALLOW_THREADS
-        st = core.allreduce(WEFT_IN_PLACE, in.view.buf, in.count, in.dtype, (weft_op_t)op, comm);
-        Py_END_ALLOW_THREADS
-        release(&in);
-        return finish(st, "weft_allreduce", bufobj);
-    }
-    if (!take_pair(&in, bufobj, &out, outobj, 1))
-        return not_handled();
-    Py_BEGIN_ALLOW_THREADS
-    st = core.allreduce(in.view.buf, out.view.buf, in.count, in.dtype, (weft_op_t)op, comm);
-    Py_END_ALLOW_THREADS
-    release(&out);
-    release(&in);
-    return finish(st, "weft_allreduce", outobj);
+    return reduction(comm, args[1], args[3], op, -1);
 }
 
 /* reduce(handle, rank, size, buf, op, root, out) */
@@ -241,48 +259,24 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
 {
     (void)self;
     BOUND_OR_NOT_HANDLED();
-    if (nargs != 7)
+    long rank, size;
+    if (nargs != 7 || !rank_size(args, 1, &rank, &size))
         return not_handled();
     weft_comm_t comm = comm_of(args[0]);
-    long rank = PyLong_AsLong(args[1]);
-    long size = PyLong_AsLong(args[2]);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return not_handled();
-    }
-    PyObject *bufobj = args[3], *outobj = args[6];
     int op = op_of(args[4]), root;
     if (comm == NULL || op < 0 || !valid_rank(args[5], (int)size, &root))
         return not_handled();
-    buf_t in, out;
+    if (rank == root)
+        return reduction(comm, args[3], args[6], op, root);
+    buf_t in;
     weft_status_t st;
-    if (rank != root) {
-        if (!take(&in, bufobj, 0))
-            return not_handled();
-        Py_BEGIN_ALLOW_THREADS
-        st = core.reduce(in.view.buf, NULL, in.count, in.dtype, (weft_op_t)op, root, comm);
-        Py_END_ALLOW_THREADS
-        release(&in);
-        return finish(st, "weft_reduce", Py_None);
-    }
-    if (outobj == Py_None || outobj == bufobj) {
-        if (!take(&in, bufobj, 1))
-            return not_handled();
-        Py_BEGIN_ALLOW_THREADS
-        st = core.reduce(WEFT_IN_PLACE, in.view.buf, in.count, in.dtype, (weft_op_t)op, root,
-                         comm);
-        Py_END_ALLOW_THREADS
-        release(&in);
-        return finish(st, "weft_reduce", bufobj);
-    }
-    if (!take_pair(&in, bufobj, &out, outobj, 1))
+    if (!take(&in, args[3], 0))
         return not_handled();
     Py_BEGIN_ALLOW_THREADS
-    st = core.reduce(in.view.buf, out.view.buf, in.count, in.dtype, (weft_op_t)op, root, comm);
+    st = core.reduce(in.view.buf, NULL, in.count, in.dtype, (weft_op_t)op, root, comm);
     Py_END_ALLOW_THREADS
-    release(&out);
     release(&in);
-    return finish(st, "weft_reduce", outobj);
+    return finish(st, "weft_reduce", Py_None);
 }
 
 /* bcast(handle, rank, size, buf, root) */
@@ -290,15 +284,10 @@ static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t narg
 {
     (void)self;
     BOUND_OR_NOT_HANDLED();
-    if (nargs != 5)
+    long rank, size;
+    if (nargs != 5 || !rank_size(args, 1, &rank, &size))
         return not_handled();
     weft_comm_t comm = comm_of(args[0]);
-    long rank = PyLong_AsLong(args[1]);
-    long size = PyLong_AsLong(args[2]);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return not_handled();
-    }
     int root;
     if (comm == NULL || !valid_rank(args[4], (int)size, &root))
         return not_handled();
