@@ -29,9 +29,10 @@
  * dozen integer operations an element. On x86-64 CPUs with F16C and AVX2 (checked at run time)
  * float16 converts with vcvtph2ps / vcvtps2ph, eight elements an instruction, rounding to
  * nearest even as the portable code does (the same bits: tests/device/test_reduce.c compares
- * them on every half and on millions of floats), and bfloat16 runs the portable code compiled
- * for AVX2. Sums and products of both go further: one pass widens every input's eight
- * elements, combines them in input order and rounds once (the arithmetic of the block loops).
+ * them on every half and on millions of floats; signaling NaNs keep their payload), and
+ * bfloat16 with AVX2 integer operations (a shift to widen, the portable rounding on eight
+ * lanes). Sums and products of both go further: one pass widens every input's eight elements,
+ * combines them in input order and rounds once (the arithmetic of the block loops).
  * weft__host_reduce_simd(0) keeps to the portable loops (tests).
  */
 #include "device/host/host.h"
@@ -170,9 +171,6 @@ int weft__host_reduce_simd(int on)
 #define X86_F16 __attribute__((target("avx2,f16c")))
 #define X86_AVX2 __attribute__((target("avx2")))
 
-/* the portable code compiled for AVX2: the same operations, wider */
-HALF_FORMAT(bf16_avx2, weft__bf16_to_float, weft__float_to_bf16, X86_AVX2)
-
 /* Eight float16 widened as weft__f16_to_float does: vcvtph2ps quiets a signaling NaN (sets the
  * top mantissa bit), the portable code keeps the payload as it is, so NaN lanes take the
  * portable bits (sign, all-ones exponent, payload << 13). */
@@ -196,124 +194,128 @@ X86_F16 static inline __m256 f16c_to_ps(__m128i h)
     return _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
 }
 
-X86_F16 static void f16c_widen(float *restrict out, const uint16_t *restrict in, size_t n)
+X86_F16 static inline __m256 f16c_load8(const uint16_t *p)
 {
-    size_t i = 0;
-
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(out + i, f16c_to_ps(_mm_loadu_si128((const __m128i *)(in + i))));
-    }
-    for (; i < n; i++) {
-        out[i] = weft__f16_to_float(in[i]);
-    }
+    return f16c_to_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-X86_F16 static void f16c_narrow(uint16_t *restrict out, const float *restrict in, size_t n)
+/* Eight float16 widened for a sum or product: vcvtph2ps alone. Quieting a signaling NaN here
+ * changes nothing, as the arithmetic quiets it anyway and x86 picks the NaN to keep by operand
+ * position, not by kind. */
+X86_F16 static inline __m256 f16c_load8_arith(const uint16_t *p)
 {
-    size_t i = 0;
-
-    for (; i + 8 <= n; i += 8) {
-        _mm_storeu_si128((__m128i *)(out + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(in + i),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-    for (; i < n; i++) {
-        out[i] = weft__float_to_f16(in[i]);
-    }
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-static const half_format_t f16_f16c = {.widen = f16c_widen, .narrow = f16c_narrow};
-
-/* float16 sum (mul 0) or product (mul 1) of nsrcs inputs in one pass: eight elements of every
- * input widened, combined in input order in float, rounded once. The same operations, in the
- * same order, as the block loops (x86 keeps the first operand's NaN either way); every input's
- * eight elements are read before dst's are written, so dst may alias any input. */
-X86_F16 static void f16c_sum_prod(uint16_t *dst, const void *const *srcs, int nsrcs, size_t count,
-                                  int mul)
+X86_F16 static inline __m128i f16c_round8(__m256 f)
 {
-    size_t i = 0;
-
-    for (; i + 8 <= count; i += 8) {
-        __m256 acc =
-            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)srcs[0] + i)));
-
-        for (int j = 1; j < nsrcs; j++) {
-            __m256 x =
-                f16c_to_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)srcs[j] + i)));
-
-            acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);
-        }
-        _mm_storeu_si128((__m128i *)(dst + i),
-                         _mm256_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-    for (; i < count; i++) {
-        float acc = weft__f16_to_float(((const uint16_t *)srcs[0])[i]);
-
-        for (int j = 1; j < nsrcs; j++) {
-            float x = weft__f16_to_float(((const uint16_t *)srcs[j])[i]);
-
-            acc = mul ? acc * x : acc + x;
-        }
-        dst[i] = weft__float_to_f16(acc);
-    }
+    return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-/* bfloat16 sum (mul 0) or product (mul 1), as f16c_sum_prod: widening is a shift, narrowing
- * weft__float_to_bf16's rounding and NaN rule on eight lanes. */
-X86_AVX2 static inline __m256 bf16_to_ps(const uint16_t *p)
+/* Eight bfloat16 widened (a shift, as weft__bf16_to_float) and eight floats rounded with
+ * weft__float_to_bf16's rounding and NaN rule. */
+X86_AVX2 static inline __m256 bf16_load8(const uint16_t *p)
 {
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-X86_AVX2 static void bf16_sum_prod(uint16_t *dst, const void *const *srcs, int nsrcs, size_t count,
-                                   int mul)
+X86_AVX2 static inline __m128i bf16_round8(__m256 f)
 {
-    const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
-    size_t i = 0;
+    __m256i bits = _mm256_castps_si256(f);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), odd), 16);
+    __m256i nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                        _mm256_set1_epi32(0x7f800000));
+    __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
 
-    for (; i + 8 <= count; i += 8) {
-        __m256 acc = bf16_to_ps((const uint16_t *)srcs[0] + i);
-
-        for (int j = 1; j < nsrcs; j++) {
-            __m256 x = bf16_to_ps((const uint16_t *)srcs[j] + i);
-
-            acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);
-        }
-        __m256i bits = _mm256_castps_si256(acc);
-        __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
-        __m256i rounded =
-            _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), odd), 16);
-        __m256i nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
-        __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
-                                            _mm256_set1_epi32(0x7f800000));
-        __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
-
-        _mm_storeu_si128((__m128i *)(dst + i), _mm_packus_epi32(_mm256_castsi256_si128(r),
-                                                                _mm256_extracti128_si256(r, 1)));
-    }
-    for (; i < count; i++) {
-        float acc = weft__bf16_to_float(((const uint16_t *)srcs[0])[i]);
-
-        for (int j = 1; j < nsrcs; j++) {
-            float x = weft__bf16_to_float(((const uint16_t *)srcs[j])[i]);
-
-            acc = mul ? acc * x : acc + x;
-        }
-        dst[i] = weft__float_to_bf16(acc);
-    }
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
-/* AVX2 (with the OS saving its registers: __builtin_cpu_supports checks that), and F16C when
- * asked: CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c") */
-static int x86_has(int f16c)
-{
-    unsigned a, b, c = 0, d;
+/*
+ * The array conversions, and the sum (mul 0) or product (mul 1) of nsrcs inputs in one pass:
+ * eight elements of every input widened, combined in input order in float, rounded once. The
+ * same operations, in the same order, as the block loops (x86 keeps the first operand's NaN
+ * either way); every input's eight elements are read before dst's are written, so dst may
+ * alias any input. Tails go through the portable conversions.
+ */
+#define X86_HALF(name, ATTR, LOAD8, ARITH_LOAD8, ROUND8, to_float, from_float)                     \
+    ATTR static void name##_widen(float *restrict out, const uint16_t *restrict in, size_t n)      \
+    {                                                                                              \
+        size_t i = 0;                                                                              \
+                                                                                                   \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            _mm256_storeu_ps(out + i, LOAD8(in + i));                                              \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            out[i] = to_float(in[i]);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    ATTR static void name##_narrow(uint16_t *restrict out, const float *restrict in, size_t n)     \
+    {                                                                                              \
+        size_t i = 0;                                                                              \
+                                                                                                   \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            _mm_storeu_si128((__m128i *)(out + i), ROUND8(_mm256_loadu_ps(in + i)));               \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            out[i] = from_float(in[i]);                                                            \
+        }                                                                                          \
+    }                                                                                              \
+    ATTR static void name##_sum_prod(uint16_t *dst, const void *const *srcs, int nsrcs,            \
+                                     size_t count, int mul)                                        \
+    {                                                                                              \
+        size_t i = 0;                                                                              \
+                                                                                                   \
+        for (; i + 8 <= count; i += 8) {                                                           \
+            __m256 acc = ARITH_LOAD8((const uint16_t *)srcs[0] + i);                               \
+                                                                                                   \
+            for (int j = 1; j < nsrcs; j++) {                                                      \
+                __m256 x = ARITH_LOAD8((const uint16_t *)srcs[j] + i);                             \
+                                                                                                   \
+                acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);                         \
+            }                                                                                      \
+            _mm_storeu_si128((__m128i *)(dst + i), ROUND8(acc));                                   \
+        }                                                                                          \
+        for (; i < count; i++) {                                                                   \
+            float acc = to_float(((const uint16_t *)srcs[0])[i]);                                  \
+                                                                                                   \
+            for (int j = 1; j < nsrcs; j++) {                                                      \
+                float x = to_float(((const uint16_t *)srcs[j])[i]);                                \
+                                                                                                   \
+                acc = mul ? acc * x : acc + x;                                                     \
+            }                                                                                      \
+            dst[i] = from_float(acc);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    static const half_format_t name = {.widen = name##_widen, .narrow = name##_narrow};
 
-    if (!__builtin_cpu_supports("avx2")) {
-        return 0;
+X86_HALF(f16_x86, X86_F16, f16c_load8, f16c_load8_arith, f16c_round8, weft__f16_to_float,
+         weft__float_to_f16)
+X86_HALF(bf16_x86, X86_AVX2, bf16_load8, bf16_load8, bf16_round8, weft__bf16_to_float,
+         weft__float_to_bf16)
+
+/* What the CPU has, found once: bit 0 AVX2 (with the OS saving its registers:
+ * __builtin_cpu_supports checks that), bit 1 F16C (CPUID leaf 1, ECX bit 29: clang's
+ * __builtin_cpu_supports has no "f16c"). CPUID can cost microseconds in a virtual machine, so
+ * the reductions do not ask it per call. */
+static int x86_features(void)
+{
+    static atomic_int features = -1;
+    int f = atomic_load_explicit(&features, memory_order_relaxed);
+
+    if (f < 0) {
+        unsigned a, b, c = 0, d;
+
+        f = __builtin_cpu_supports("avx2") ? 1 : 0;
+        if (f && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29))) {
+            f |= 2;
+        }
+        atomic_store_explicit(&features, f, memory_order_relaxed);
     }
-    return !f16c || (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)));
+    return f;
 }
 #endif
 
@@ -321,9 +323,11 @@ static int x86_has(int f16c)
 static const half_format_t *half_format(weft_dtype_t dtype, int simd)
 {
 #ifdef HOST_X86
+    int need = dtype == WEFT_FLOAT16 ? 3 : 1;
+
     if (simd && atomic_load_explicit(&simd_allowed, memory_order_relaxed) &&
-        x86_has(dtype == WEFT_FLOAT16)) {
-        return dtype == WEFT_FLOAT16 ? &f16_f16c : &bf16_avx2;
+        (x86_features() & need) == need) {
+        return dtype == WEFT_FLOAT16 ? &f16_x86 : &bf16_x86;
     }
 #else
     (void)simd;
@@ -435,25 +439,24 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
     }
     switch (dtype) {
     case WEFT_FLOAT16:
+    case WEFT_BFLOAT16: {
+        const half_format_t *format = half_format(dtype, 1);
+
 #ifdef HOST_X86
-        if ((op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD) &&
-            half_format(dtype, 1) == &f16_f16c) {
-            f16c_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
-            break;
+        if (op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD) {
+            if (format == &f16_x86) {
+                f16_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
+                break;
+            }
+            if (format == &bf16_x86) {
+                bf16_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
+                break;
+            }
         }
 #endif
-        reduce_half(k, half_format(dtype, 1), dst, srcs, nsrcs, count);
+        reduce_half(k, format, dst, srcs, nsrcs, count);
         break;
-    case WEFT_BFLOAT16:
-#ifdef HOST_X86
-        if ((op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD) &&
-            half_format(dtype, 1) == &bf16_avx2) {
-            bf16_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
-            break;
-        }
-#endif
-        reduce_half(k, half_format(dtype, 1), dst, srcs, nsrcs, count);
-        break;
+    }
     default:
         reduce_full(k, dst, srcs, nsrcs, count, weft_dtype_size(dtype));
         break;
