@@ -160,26 +160,6 @@ static double shm_bcast_in(const weft_cost_params_t *c, double n, int L)
     return rounds(n, (double)c->shm_slot) * c->shm_alpha + 2 * n * c->shm_copy;
 }
 
-/* gather (n: every block): every rank copies its block in, the root all
- * out; scatter the other way. One slot carries a gather's block, a
- * scatter's slot a piece of every block. */
-static double shm_gather_in(const weft_cost_params_t *c, double n, int L)
-{
-    return rounds(n / L, (double)c->shm_slot) * c->shm_alpha + (n / L + n) * c->shm_copy;
-}
-
-static double shm_scatter_in(const weft_cost_params_t *c, double n, int L)
-{
-    return rounds(n, (double)c->shm_slot) * c->shm_alpha + (n + n / L) * c->shm_copy;
-}
-
-/* alltoall (n: every block of one rank): every rank copies n in and n out */
-static double shm_a2a_in(const weft_cost_params_t *c, double n, int L)
-{
-    (void)L;
-    return rounds(n, (double)c->shm_slot) * c->shm_alpha + 2 * n * c->shm_copy;
-}
-
 /* Called only on one node of p = L ranks with shared memory (the row's layout). */
 double weft__cost_shm_allreduce(const weft_cost_params_t *c, double n, int p)
 {
@@ -201,19 +181,22 @@ double weft__cost_shm_bcast(const weft_cost_params_t *c, double n, int p)
     return shm_bcast_in(c, n, p);
 }
 
+/* gather (n: every block) moves what an allgather does: a block in per rank, n out at the root */
 double weft__cost_shm_gather(const weft_cost_params_t *c, double n, int p)
 {
-    return shm_gather_in(c, n, p);
+    return shm_ag_in(c, n, p);
 }
 
+/* scatter: n in at the root, a slot's 1/L of every block per round, a block out per rank */
 double weft__cost_shm_scatter(const weft_cost_params_t *c, double n, int p)
 {
-    return shm_scatter_in(c, n, p);
+    return rounds(n, (double)c->shm_slot) * c->shm_alpha + (n + n / p) * c->shm_copy;
 }
 
+/* alltoall (n: every block of one rank): n in and n out, as a bcast */
 double weft__cost_shm_a2a(const weft_cost_params_t *c, double n, int p)
 {
-    return shm_a2a_in(c, n, p);
+    return shm_bcast_in(c, n, p);
 }
 
 double weft__cost_shm_barrier(const weft_cost_params_t *c, double n, int p)
