@@ -203,18 +203,20 @@ static PyObject *finish(weft_status_t st, const char *name, PyObject *result)
             return not_handled();                                                                  \
     } while (0)
 
-/* rank and size from args[i] and args[i + 1]; 0 when they are not ints */
-static int rank_size(PyObject *const *args, int i, long *rank_p, long *size_p)
+/* *v_p = obj as a long; 0 when it is not an int */
+static int long_arg(PyObject *obj, long *v_p)
 {
-    if ((*rank_p = PyLong_AsLong(args[i])) == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    if ((*size_p = PyLong_AsLong(args[i + 1])) == -1 && PyErr_Occurred()) {
+    if ((*v_p = PyLong_AsLong(obj)) == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
     }
     return 1;
+}
+
+/* rank and size from args[i] and args[i + 1]; 0 when they are not ints */
+static int rank_size(PyObject *const *args, int i, long *rank_p, long *size_p)
+{
+    return long_arg(args[i], rank_p) && long_arg(args[i + 1], size_p);
 }
 
 /* weft_allreduce (root < 0), or weft_reduce on its root: in place when out is None or buf,
@@ -307,14 +309,10 @@ static PyObject *py_allgather(PyObject *self, PyObject *const *args, Py_ssize_t 
 {
     (void)self;
     BOUND_OR_NOT_HANDLED();
-    if (nargs != 4 || args[3] == Py_None || args[3] == args[2])
+    long size;
+    if (nargs != 4 || args[3] == Py_None || args[3] == args[2] || !long_arg(args[1], &size))
         return not_handled();
     weft_comm_t comm = comm_of(args[0]);
-    long size = PyLong_AsLong(args[1]);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return not_handled();
-    }
     buf_t in, out;
     if (comm == NULL || size < 1 || !take_pair(&in, args[2], &out, args[3], (size_t)size))
         return not_handled();
@@ -352,14 +350,10 @@ static int valid_tag(PyObject *obj, int *out)
 static PyObject *p2p(PyObject *const *args, Py_ssize_t nargs, int receive)
 {
     BOUND_OR_NOT_HANDLED();
-    if (nargs != 5)
+    long size;
+    if (nargs != 5 || !long_arg(args[1], &size))
         return not_handled();
     weft_comm_t comm = comm_of(args[0]);
-    long size = PyLong_AsLong(args[1]);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return not_handled();
-    }
     int peer, tag;
     if (comm == NULL || !valid_rank(args[3], (int)size, &peer) || !valid_tag(args[4], &tag))
         return not_handled();

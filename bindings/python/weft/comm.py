@@ -126,13 +126,9 @@ def _bind_core():
     names = ("allreduce", "reduce", "bcast", "allgather", "barrier", "send", "recv")
     addresses = {"weft_" + n: ctypes.cast(getattr(lib, "weft_" + n), ctypes.c_void_p).value
                  for n in names}
-    ops = dict(_OP_NAMES)
-    ops.update({int(o): o for o in Op})
-
-    def raise_status(status, name):
-        check(status, name)
-
-    core.bind(addresses, np.ndarray, {k: int(v) for k, v in ops.items()}, raise_status)
+    ops = {name: int(o) for name, o in _OP_NAMES.items()}
+    ops.update({int(o): int(o) for o in Op})
+    core.bind(addresses, np.ndarray, ops, check)  # check raises weft.Error for a status
     return core
 
 
