@@ -2,14 +2,14 @@
 # The Python bindings (bindings/python) with pytest and Debian's python:
 # single-process unit tests (the bindings mirror include/weft.h, dtype
 # mapping, weft.Error, loading the library) from the source tree, then the
-# package as pip builds it (with its compiled module weft._core, which must
-# be there): the unit tests of the compiled path, every collective on numpy
-# arrays, errors, DLPack/__cuda_array_interface__ objects and mpi4py
+# package pip installs into a venv (with its compiled module weft._core,
+# which must be there): the unit tests of the compiled path, every
+# collective on numpy arrays, errors, DLPack/__cuda_array_interface__ objects and mpi4py
 # interop under mpirun -np 1..4, the same at -np 2 from the source tree
 # (ctypes only), and a short run of python3 -m weft.bench, with libweft
-# from the build tree (WEFT_LIBRARY). Every rank of every job must report a pytest exit status
-# of 0 (5, "no tests collected", fails); a job that overstays its deadline
-# is killed with all its ranks.
+# from the build tree (WEFT_LIBRARY). Every rank of every job must report a
+# pytest exit status of 0 (5, "no tests collected", fails); a job that
+# overstays its deadline is killed with all its ranks.
 set -u
 : "${top_builddir:?run through make check}" "${top_srcdir:?run through make check}"
 python=/usr/bin/python3
@@ -59,33 +59,13 @@ WEFT_PYTEST_RESULTS="$results/unit" timeout -k 5 300 "$python" -m pytest "${pyte
     "$tests/test_unit.py" >"$results/unit/log.0" 2>&1
 check_ranks unit "$results/unit" 1
 
-# the package as pip builds it, compiled module included, for the tests below
-# (built from a copy: pip builds in the source folder, which may be read-only)
-pkg="$results/pkg"
-mkdir -p "$pkg/lib"
-cp -R "$top_srcdir/bindings/python" "$pkg/src"
-chmod -R u+w "$pkg/src"
-if WEFT_LIBRARY_DIR="$top_builddir/.libs" WEFT_INCLUDE_DIR="$top_srcdir/include" \
-        timeout 300 "$python" -m pip install -q --no-build-isolation --no-deps --target \
-        "$pkg/lib" "$pkg/src" >"$pkg/log" 2>&1 &&
-        ls "$pkg"/lib/weft/_core*.so >/dev/null 2>&1; then
-    echo "built: $(cd "$pkg/lib" && ls weft/_core*.so)"
-else
-    echo "FAIL: pip install --target of bindings/python (with weft._core)"
-    tail -n 30 "$pkg/log"
-    exit 1
-fi
-mkdir "$results/core"
-WEFT_EXPECT_EXTENSION=1 PYTHONPATH="$pkg/lib:$tests" WEFT_PYTEST_RESULTS="$results/core" \
-    timeout -k 5 300 "$python" -m pytest "${pytest_opts[@]}" "$tests/test_core.py" \
-    >"$results/core/log.0" 2>&1
-check_ranks "compiled path, alone" "$results/core" 1
-
-# installed as the README says (pip install into a venv), then imported from
+# installed as the README says (pip install into a venv, from a copy: pip
+# builds in the source folder, which may be read-only), then imported from
 # another folder without WEFT_LIBRARY or PYTHONPATH: the package loads the
 # library recorded when it was built (WEFT_LIBRARY_DIR here; the source tree
 # for an in-tree install), has its compiled module (built against
-# WEFT_INCLUDE_DIR's weft.h here) and a communicator of one rank works
+# WEFT_INCLUDE_DIR's weft.h here) and a communicator of one rank works. The
+# tests below run with this installed package (its site-packages folder).
 inst="$results/install"
 mkdir -p "$inst/run"
 cp -R "$top_srcdir/bindings/python" "$inst/src"
@@ -105,10 +85,17 @@ if timeout 300 "$python" -m venv --system-site-packages "$inst/venv" >"$inst/log
             "$inst/venv/bin/python" -c "$check_install") >>"$inst/log" 2>&1; then
     tail -n 1 "$inst/log"
 else
-    failures=$((failures + 1))
     echo "FAIL: pip install ./bindings/python into a venv, then import weft"
     tail -n 20 "$inst/log"
+    exit 1 # the tests below need the installed package
 fi
+pkg=$("$inst/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+
+mkdir "$results/core"
+WEFT_EXPECT_EXTENSION=1 PYTHONPATH="$pkg:$tests" WEFT_PYTEST_RESULTS="$results/core" \
+    timeout -k 5 300 "$python" -m pytest "${pytest_opts[@]}" "$tests/test_core.py" \
+    >"$results/core/log.0" 2>&1
+check_ranks "compiled path, alone" "$results/core" 1
 
 if ! command -v mpirun >/dev/null || ! "$python" -c 'import mpi4py' 2>/dev/null; then
     [ $failures -eq 0 ] || exit 1
@@ -124,7 +111,7 @@ for job in 1:built 2:built 3:built 4:built 2:tree; do
     dir="$results/np$np-$how"
     mkdir "$dir"
     if [ "$how" = built ]; then
-        path="$pkg/lib:$tests" expect=1
+        path="$pkg:$tests" expect=1
     else
         path="$top_srcdir/bindings/python:$tests" expect=0
     fi
@@ -142,7 +129,7 @@ for job in 1:built 2:built 3:built 4:built 2:tree; do
     cleanup
 done
 # the benchmark module (built package) runs and its checked pass agrees with MPI
-out=$(set -o pipefail; PYTHONPATH="$pkg/lib" timeout -k 5 300 mpirun -np 2 --oversubscribe \
+out=$(set -o pipefail; PYTHONPATH="$pkg" timeout -k 5 300 mpirun -np 2 --oversubscribe \
     --bind-to none --mca mpi_yield_when_idle 1 -x WEFT_LIBRARY -x PYTHONPATH -x WEFT_TIMEOUT \
     "$python" -m weft.bench -e 64k -n 10 -r 2 2>&1 | tr -d '\000')
 rc=$?
