@@ -97,6 +97,10 @@ enum {
     WEFT_COLL_POW2_ONLY = 1u << 1,
     /* in place: the input is first copied to scratch */
     WEFT_COLL_INPLACE_STAGED = 1u << 2,
+    /* every element is reduced in rank order, grouped alike whatever the
+     * placement (coll/ordered/ordered.c): the rows of the reproducible
+     * mode, offered only in it (weft__cost_fits) */
+    WEFT_COLL_ORDERED = 1u << 3,
 };
 
 /*
@@ -124,6 +128,8 @@ extern const weft_coll_algo_t weft__coll_algos[];
 extern const int weft__coll_nalgos;
 
 const char *weft__coll_kind_name(weft_coll_kind_t kind);
+/* 1 for the reductions: allreduce, reduce, reduce_scatter, reduce_scatter_v. */
+int weft__coll_kind_reduces(weft_coll_kind_t kind);
 /* The collective named `name` ("allreduce", ...): WEFT_OK, or
  * WEFT_ERR_INVALID_ARG (no error recorded: the caller names its context). */
 weft_status_t weft__coll_kind_parse(const char *name, weft_coll_kind_t *kind_p);
@@ -180,16 +186,17 @@ typedef struct weft_coll_config {
     double cost_alpha_us;  /* cost model defaults (coll/cost.h) */
     double cost_beta_gbs;
     double cost_gamma_gbs;
-    double cost_oversub_us; /* added to alpha on oversubscribed nodes */
-    int cost_measure;      /* measure them at communicator creation */
+    double cost_oversub_us;   /* added to alpha on oversubscribed nodes */
+    int cost_measure;         /* measure them at communicator creation */
     double cost_shm_alpha_us; /* one flag handoff through shared memory */
     double cost_shm_copy_gbs; /* copy bandwidth where it is not measured */
-    int check_args;        /* exchange every operation's signature first (coll/diag/check.h) */
-    size_t record_ops;     /* operations the flight recorder keeps (coll/diag/record.h) */
-    int shm;               /* shared-memory collectives inside a node */
-    size_t shm_slot;       /* bytes per rank and round in the segment */
-    size_t shm_small;      /* one-phase shared-memory allreduce/reduce up to here */
-    size_t shm_cma;        /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
+    int check_args;           /* exchange every operation's signature first (coll/diag/check.h) */
+    size_t record_ops;        /* operations the flight recorder keeps (coll/diag/record.h) */
+    int shm;                  /* shared-memory collectives inside a node */
+    size_t shm_slot;          /* bytes per rank and round in the segment */
+    size_t shm_small;         /* one-phase shared-memory allreduce/reduce up to here */
+    size_t shm_cma;           /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
+    int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */
 } weft_coll_config_t;
 
 extern weft_coll_config_t weft__coll_config;
@@ -207,6 +214,9 @@ weft_status_t weft__allgather_ring(weft_sched_t *s, const weft_coll_args_t *a);
  * they cannot run they build the cheapest point-to-point algorithm. */
 weft_status_t weft__shm_build(weft_sched_t *s, const weft_coll_args_t *a);
 weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a);
+/* The ordered reductions of the reproducible mode (allreduce, reduce,
+ * reduce_scatter, reduce_scatter_v; coll/ordered/ordered.c). */
+weft_status_t weft__ordered_build(weft_sched_t *s, const weft_coll_args_t *a);
 
 /* Bytes that select an algorithm: one rank's whole vector. */
 size_t weft__coll_bytes(const weft_coll_args_t *a);

@@ -262,6 +262,19 @@ double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)
     return inner(c, WEFT_COLL_ALLGATHER, n / L, c->nodes) + shm_ag_in(c, n, L) + n * c->shm_copy;
 }
 
+/* The ordered reductions (coll/ordered/ordered.c): blocks straight to
+ * their owners, folded once all arrived; allreduce and reduce then send
+ * every folded block on. */
+double weft__cost_ordered_rs(const weft_cost_params_t *c, double n, int p)
+{
+    return (p - 1) * c->alpha + (double)(p - 1) / p * n * (c->beta + c->gamma);
+}
+
+double weft__cost_ordered_allreduce(const weft_cost_params_t *c, double n, int p)
+{
+    return weft__cost_ordered_rs(c, n, p) + (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
+}
+
 void weft__cost_defaults(weft_cost_params_t *params)
 {
     memset(params, 0, sizeof(*params));
@@ -274,6 +287,7 @@ void weft__cost_defaults(weft_cost_params_t *params)
     params->shm_copy = 1.0 / (weft__coll_config.cost_shm_copy_gbs * 1e9);
     params->shm_slot = weft__coll_config.shm_slot;
     params->shm_small = weft__coll_config.shm_small;
+    params->reproducible = weft__coll_config.reproducible;
 }
 
 void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
@@ -302,10 +316,28 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
     }
 }
 
+int weft__coll_kind_reduces(weft_coll_kind_t kind)
+{
+    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_REDUCE ||
+           kind == WEFT_COLL_REDUCE_SCATTER || kind == WEFT_COLL_REDUCE_SCATTER_V;
+}
+
+/* Whether the row belongs to the mode the parameters are in. */
+static int fits_mode(const weft_coll_algo_t *algo, const weft_cost_params_t *c)
+{
+    if (algo->flags & WEFT_COLL_ORDERED) {
+        return c->reproducible;
+    }
+    return !c->reproducible || !weft__coll_kind_reduces(algo->kind);
+}
+
 int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *params, int nranks)
 {
     const weft_cost_params_t *c = params;
 
+    if (!fits_mode(algo, c)) {
+        return 0;
+    }
     switch (algo->layout) {
     case WEFT_COLL_LAYOUT_ONE_NODE:
         return c->shm && !c->flat_only && c->nodes == 1 && c->local == nranks;
@@ -349,7 +381,11 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
         double t = weft__cost_predict(a, params, bytes, nranks);
 
         if (explain != NULL) {
-            if (t < 0) {
+            if (t < 0 && !fits_mode(a, params)) {
+                fprintf(explain, "  %-24s %14s    (not here: %s)\n", a->name, "-",
+                        params->reproducible ? "WEFT_REPRODUCIBLE=yes takes the ordered rows"
+                                             : "only with WEFT_REPRODUCIBLE=yes");
+            } else if (t < 0) {
                 fprintf(explain, "  %-24s %14s    (not here: needs %s)\n", a->name, "-",
                         weft__coll_layout_name(a->layout));
             } else {

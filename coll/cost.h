@@ -35,6 +35,7 @@ typedef struct weft_cost_params {
     double shm_copy;  /* s per byte copied through shared memory */
     size_t shm_slot;  /* bytes per rank and round */
     size_t shm_small; /* allreduce/reduce up to this many bytes take one phase */
+    int reproducible; /* reductions only by WEFT_COLL_ORDERED rows, and those only then */
 } weft_cost_params_t;
 
 /* From WEFT_COST_ALPHA_US, WEFT_COST_BETA_GBS, WEFT_COST_GAMMA_GBS,
@@ -45,7 +46,9 @@ void weft__cost_defaults(weft_cost_params_t *params);
 void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params);
 
 /* Whether the ranks are where algo's layout needs them (with flat_only, only
- * WEFT_COLL_LAYOUT_ANY fits). */
+ * WEFT_COLL_LAYOUT_ANY fits), and whether the row belongs to the mode
+ * (WEFT_COLL_ORDERED rows run only in the reproducible mode; in it, the
+ * reductions run only on them). */
 int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *params, int nranks);
 
 /* Predicted seconds (0 on one rank), or a negative number when the
@@ -75,6 +78,7 @@ weft_cost_model_fn weft__cost_allreduce_rd, weft__cost_allreduce_rab, weft__cost
 weft_cost_model_fn weft__cost_shm_allreduce, weft__cost_shm_rs, weft__cost_shm_ag,
     weft__cost_shm_bcast, weft__cost_shm_barrier, weft__cost_shm_gather, weft__cost_shm_scatter,
     weft__cost_shm_a2a;
+weft_cost_model_fn weft__cost_ordered_rs, weft__cost_ordered_allreduce;
 weft_cost_model_fn weft__cost_hier_allreduce, weft__cost_hier_bcast, weft__cost_hier_rs,
     weft__cost_hier_ag;
 

@@ -18,4 +18,4 @@ libweft_core_la_SOURCES += \
 	coll/allreduce/fold.h coll/allreduce/fold.c \
 	coll/allreduce/recursive_doubling.c coll/allreduce/rabenseifner.c coll/allreduce/ring.c \
 	coll/shm/shm.h coll/shm/op.h coll/shm/segment.c coll/shm/ops.c coll/shm/single_copy.c \
-	coll/shm/algos.c coll/hier/hier.c
+	coll/shm/algos.c coll/hier/hier.c coll/ordered/ordered.c

@@ -71,6 +71,14 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .model = "shm reduce-scatter + best allreduce of n/L on N ranks + shm allgather",
      .desc =
          "shm reduce-scatter, allreduce of each slice on its rail (all at once), shm allgather"},
+    {.name = "ordered",
+     .kind = WEFT_COLL_ALLREDUCE,
+     .build = weft__ordered_build,
+     .cost = weft__cost_ordered_allreduce,
+     .flags = WEFT_COLL_ORDERED,
+     .file = "coll/ordered/ordered.c",
+     .model = "2 (p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma",
+     .desc = "blocks to their owners, folded in rank order, sent to all"},
 
     /* reduce_scatter */
     {.name = "ring",
@@ -105,6 +113,14 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .file = "coll/hier/hier.c",
      .model = "n c + shm reduce-scatter + best reduce_scatter of n/L on N ranks",
      .desc = "blocks grouped by rail, shm reduce-scatter, reduce_scatter on every rail at once"},
+    {.name = "ordered",
+     .kind = WEFT_COLL_REDUCE_SCATTER,
+     .build = weft__ordered_build,
+     .cost = weft__cost_ordered_rs,
+     .flags = WEFT_COLL_ORDERED,
+     .file = "coll/ordered/ordered.c",
+     .model = "(p-1) alpha + (p-1)/p n (beta + gamma)",
+     .desc = "blocks to their owners, folded in rank order"},
 
     /* allgather */
     {.name = "ring",
@@ -202,6 +218,14 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .file = "coll/shm/ops.c",
      .model = "as the shm allreduce",
      .desc = "the shm allreduce's rounds, only the root copies out"},
+    {.name = "ordered",
+     .kind = WEFT_COLL_REDUCE,
+     .build = weft__ordered_build,
+     .cost = weft__cost_ordered_allreduce,
+     .flags = WEFT_COLL_ORDERED,
+     .file = "coll/ordered/ordered.c",
+     .model = "as the ordered allreduce",
+     .desc = "the ordered reduce-scatter, then every block to the root"},
 
     /* gather, scatter */
     {.name = "binomial",
@@ -316,6 +340,14 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .file = "coll/shm/ops.c",
      .model = "r(n) a_s + n c + (L-1)/L n gamma",
      .desc = "the shm reduce-scatter with per-rank blocks"},
+    {.name = "ordered",
+     .kind = WEFT_COLL_REDUCE_SCATTER_V,
+     .build = weft__ordered_build,
+     .cost = weft__cost_ordered_rs,
+     .flags = WEFT_COLL_ORDERED,
+     .file = "coll/ordered/ordered.c",
+     .model = "(p-1) alpha + (p-1)/p n (beta + gamma)",
+     .desc = "the ordered reduce-scatter with per-rank blocks"},
 };
 
 const int weft__coll_nalgos = (int)(sizeof(weft__coll_algos) / sizeof(weft__coll_algos[0]));
@@ -376,6 +408,10 @@ const char *weft__coll_algo_constraints(const weft_coll_algo_t *algo, char *buf,
     if ((algo->flags & WEFT_COLL_INPLACE_STAGED) && used < len) {
         used += (size_t)snprintf(buf + used, len - used, "%sin place: input staged in scratch",
                                  used ? "; " : "");
+    }
+    if ((algo->flags & WEFT_COLL_ORDERED) && used < len) {
+        used +=
+            (size_t)snprintf(buf + used, len - used, "%sWEFT_REPRODUCIBLE only", used ? "; " : "");
     }
     if (used == 0) {
         snprintf(buf, len, "any p");

@@ -80,6 +80,13 @@ static const weft_config_entry_t coll_entries[] = {
      "directly (process_vm_readv, one copy) where the kernel allows it; inf: never (the "
      "default: on the machines measured so far, staging through the segment was faster)",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma)},
+    {"REPRODUCIBLE", "no",
+     "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "
+     "every element is combined in rank order, grouped alike, whatever the placement, the "
+     "nodes and the ranks per node, for a given communicator size, by the ordered "
+     "algorithms only (WEFT_TUNE rules naming others are dropped for them); slower, set it "
+     "alike on every rank",
+     weft__config_parse_bool, offsetof(weft_coll_config_t, reproducible)},
     {"SPIN_US", "50",
      "microseconds a waiting collective busy-polls before it starts yielding its core between "
      "polls (skipped when this host runs more ranks of the communicator than it has cores)",
@@ -307,9 +314,9 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     desc->dtype = args->dtype;
     desc->op = args->op;
     desc->algo = algo->name;
-    weft__sig_make(&desc->sig, args,
-                   weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src)
-                       ->memtype);
+    weft__sig_make(
+        &desc->sig, args,
+        weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src)->memtype);
     desc->sig_hash = weft__sig_hash(&desc->sig);
     if (args->op == WEFT_AVG && args->dst != NULL) {
         switch (args->kind) {

@@ -19,6 +19,7 @@ CRITERION_TESTS += tests/coll/test_rooted
 CRITERION_TESTS += tests/coll/test_exchange
 CRITERION_TESTS += tests/coll/test_stress
 CRITERION_TESTS += tests/coll/test_shm
+CRITERION_TESTS += tests/coll/test_reproducible
 CRITERION_TESTS += tests/runtime/test_topo
 CRITERION_TESTS += tests/runtime/test_comm_ids
 CRITERION_TESTS += tests/base/test_handles
@@ -36,6 +37,7 @@ tests_coll_test_algorithms_SOURCES = tests/coll/test_algorithms.c $(coll_check)
 tests_coll_test_rooted_SOURCES = tests/coll/test_rooted.c $(coll_check)
 tests_coll_test_exchange_SOURCES = tests/coll/test_exchange.c $(coll_check)
 tests_coll_test_shm_SOURCES = tests/coll/test_shm.c $(coll_check)
+tests_coll_test_reproducible_SOURCES = tests/coll/test_reproducible.c $(coll_check)
 tests_runtime_test_runtime_SOURCES = tests/runtime/test_runtime.c \
 	tests/runtime/test_runtime_config.c tests/runtime/runtime_env.h tests/runtime/runtime_env.c
 tests_runtime_test_multiproc_SOURCES = tests/runtime/test_multiproc.c \

@@ -429,8 +429,10 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
     shared_t *sh = arg;
 
     atomic_fetch_add(&with_shm, weft__comm_of(comm)->coll->shm != NULL);
-    atomic_fetch_add(&with_cma, weft__comm_of(comm)->coll->shm != NULL && weft__comm_of(comm)->coll->shm->cma);
-    atomic_fetch_add(&with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
+    atomic_fetch_add(&with_cma,
+                     weft__comm_of(comm)->coll->shm != NULL && weft__comm_of(comm)->coll->shm->cma);
+    atomic_fetch_add(&with_nodes,
+                     weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
 
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
@@ -534,6 +536,13 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
     snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
     cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
+    /* the ordered rows run only in the reproducible mode; a forced row that
+     * can run anywhere is what selection returns */
+    weft__coll_config.reproducible = (weft__coll_find(kind, algo)->flags & WEFT_COLL_ORDERED) != 0;
+    if (weft__coll_find(kind, algo)->layout == WEFT_COLL_LAYOUT_ANY) {
+        cr_assert_eq(weft__coll_select(kind, 4096, 4), weft__coll_find(kind, algo),
+                     "WEFT_TUNE's %s is not what selection returns", rule);
+    }
     /* small fragments so that large counts pipeline several per block;
      * small shared-memory slots so that they take several rounds, and
      * both allreduce forms (one phase up to 64 bytes) */
@@ -641,6 +650,16 @@ Test(matrix, allgather_hier, .timeout = 900)
 Test(matrix, reduce_scatter_ring, .timeout = 900)
 {
     run_matrix(WEFT_COLL_REDUCE_SCATTER, "ring");
+}
+
+Test(matrix, allreduce_ordered, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_ALLREDUCE, "ordered");
+}
+
+Test(matrix, reduce_scatter_ordered, .timeout = 900)
+{
+    run_matrix(WEFT_COLL_REDUCE_SCATTER, "ordered");
 }
 
 Test(matrix, allgather_ring, .timeout = 900)

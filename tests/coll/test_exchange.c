@@ -397,6 +397,13 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
     snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
     cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
+    /* the ordered rows run only in the reproducible mode; a forced row that
+     * can run anywhere is what selection returns */
+    weft__coll_config.reproducible = (weft__coll_find(kind, algo)->flags & WEFT_COLL_ORDERED) != 0;
+    if (weft__coll_find(kind, algo)->layout == WEFT_COLL_LAYOUT_ANY) {
+        cr_assert_eq(weft__coll_select(kind, 4096, 4), weft__coll_find(kind, algo),
+                     "WEFT_TUNE's %s is not what selection returns", rule);
+    }
     weft__coll_config.ring_frag_size = 2048;
     /* one-page slots: the larger counts take several rounds */
     weft__coll_config.shm_slot = 4096;
@@ -507,6 +514,11 @@ Test(exchange, reduce_scatter_recursive_halving, .timeout = 300)
 Test(exchange, reduce_scatter_v_ring, .timeout = 300)
 {
     run_matrix(WEFT_COLL_REDUCE_SCATTER_V, "ring");
+}
+
+Test(exchange, reduce_scatter_v_ordered, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE_SCATTER_V, "ordered");
 }
 
 Test(exchange, alltoall_pairwise, .timeout = 300)

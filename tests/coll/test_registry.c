@@ -132,39 +132,79 @@ static void fini(void)
     weft_finalize();
 }
 
-/* Where the ranks are decides what is offered: the layout of the row. */
+/* Where the ranks are decides what is offered: the layout of the row; and
+ * the mode: the ordered rows only in the reproducible one, and there the
+ * reductions only on them. */
 Test(registry, layouts_decide_where_rows_run, .init = init_clean, .fini = fini)
 {
     weft_cost_params_t one, nodes, none;
 
-    weft__cost_defaults(&none); /* one node, no shared memory */
-    one = none;
-    one.shm = 1;
-    one.local = 4;
-    nodes = one;
-    nodes.nodes = 2;
-    nodes.local = 2;
-    for (int i = 0; i < weft__coll_nalgos; i++) {
-        const weft_coll_algo_t *a = &weft__coll_algos[i];
-        int any = a->layout == WEFT_COLL_LAYOUT_ANY;
+    for (int mode = 0; mode < 2; mode++) {
+        weft__cost_defaults(&none); /* one node, no shared memory */
+        none.reproducible = mode;
+        one = none;
+        one.shm = 1;
+        one.local = 4;
+        nodes = one;
+        nodes.nodes = 2;
+        nodes.local = 2;
+        for (int i = 0; i < weft__coll_nalgos; i++) {
+            const weft_coll_algo_t *a = &weft__coll_algos[i];
+            int in_mode =
+                (a->flags & WEFT_COLL_ORDERED) ? mode : !mode || !weft__coll_kind_reduces(a->kind);
+            int any = a->layout == WEFT_COLL_LAYOUT_ANY && in_mode;
 
-        cr_assert_eq(weft__cost_fits(a, &none, 4), any, "%s/%s without shared memory",
-                     weft__coll_kind_name(a->kind), a->name);
-        cr_assert_eq(weft__cost_fits(a, &one, 4), any || a->layout == WEFT_COLL_LAYOUT_ONE_NODE,
-                     "%s/%s on one node of 4", weft__coll_kind_name(a->kind), a->name);
-        cr_assert_eq(weft__cost_fits(a, &nodes, 4), any || a->layout == WEFT_COLL_LAYOUT_NODES,
-                     "%s/%s on 2 nodes of 2", weft__coll_kind_name(a->kind), a->name);
-        cr_assert_eq(weft__cost_predict(a, &none, 1 << 20, 4) >= 0, any);
-        cr_assert_eq(weft__cost_predict(a, &none, 1 << 20, 1), 0, "one rank costs nothing");
-        if (weft__cost_fits(a, &one, 4)) {
-            cr_assert_gt(weft__cost_predict(a, &one, 1 << 20, 4), 0, "%s/%s",
-                         weft__coll_kind_name(a->kind), a->name);
-        }
-        if (weft__cost_fits(a, &nodes, 4)) {
-            cr_assert_gt(weft__cost_predict(a, &nodes, 1 << 20, 4), 0, "%s/%s",
-                         weft__coll_kind_name(a->kind), a->name);
+            cr_assert_eq(weft__cost_fits(a, &none, 4), any, "%s/%s without shared memory, mode %d",
+                         weft__coll_kind_name(a->kind), a->name, mode);
+            cr_assert_eq(weft__cost_fits(a, &one, 4),
+                         any || (in_mode && a->layout == WEFT_COLL_LAYOUT_ONE_NODE),
+                         "%s/%s on one node of 4, mode %d", weft__coll_kind_name(a->kind), a->name,
+                         mode);
+            cr_assert_eq(weft__cost_fits(a, &nodes, 4),
+                         any || (in_mode && a->layout == WEFT_COLL_LAYOUT_NODES),
+                         "%s/%s on 2 nodes of 2, mode %d", weft__coll_kind_name(a->kind), a->name,
+                         mode);
+            cr_assert_eq(weft__cost_predict(a, &none, 1 << 20, 4) >= 0, any);
+            cr_assert_eq(weft__cost_predict(a, &none, 1 << 20, 1), 0, "one rank costs nothing");
+            if (weft__cost_fits(a, &one, 4)) {
+                cr_assert_gt(weft__cost_predict(a, &one, 1 << 20, 4), 0, "%s/%s",
+                             weft__coll_kind_name(a->kind), a->name);
+            }
+            if (weft__cost_fits(a, &nodes, 4)) {
+                cr_assert_gt(weft__cost_predict(a, &nodes, 1 << 20, 4), 0, "%s/%s",
+                             weft__coll_kind_name(a->kind), a->name);
+            }
         }
     }
+}
+
+/* WEFT_REPRODUCIBLE: every reduction selects its ordered row, whatever
+ * WEFT_TUNE says; the other collectives select as before. */
+Test(registry, reproducible_mode_selects_the_ordered_rows, .init = init_clean, .fini = fini)
+{
+    const weft_coll_kind_t reductions[] = {WEFT_COLL_ALLREDUCE, WEFT_COLL_REDUCE,
+                                           WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_REDUCE_SCATTER_V};
+    const weft_coll_algo_t *allgather = weft__coll_select(WEFT_COLL_ALLGATHER, 1 << 20, 8);
+
+    cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:ring,reduce:0-inf:binomial"), WEFT_OK);
+    cr_assert_str_eq(weft__coll_select(WEFT_COLL_ALLREDUCE, 64, 8)->name, "ring");
+    weft__coll_config.reproducible = 1;
+    for (size_t k = 0; k < sizeof(reductions) / sizeof(reductions[0]); k++) {
+        for (size_t bytes = 8; bytes <= (64u << 20); bytes *= 16) {
+            const weft_coll_algo_t *a = weft__coll_select(reductions[k], bytes, 8);
+
+            cr_assert_str_eq(a->name, "ordered", "%s of %zu bytes: %s",
+                             weft__coll_kind_name(reductions[k]), bytes, a->name);
+        }
+    }
+    cr_assert_eq(weft__coll_select(WEFT_COLL_ALLGATHER, 1 << 20, 8), allgather);
+    weft__coll_config.reproducible = 0;
+    for (size_t k = 0; k < sizeof(reductions) / sizeof(reductions[0]); k++) {
+        cr_assert_str_neq(weft__coll_select(reductions[k], 1 << 20, 8)->name, "ordered",
+                          "%s: an ordered row offered outside the mode",
+                          weft__coll_kind_name(reductions[k]));
+    }
+    weft__coll_tune_release();
 }
 
 /* WEFT_TUNE names rows of the registry; an error lists what there is. */

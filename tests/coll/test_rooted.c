@@ -329,6 +329,13 @@ static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
                        weft__coll_kind_name(kind), algo);
     snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
     cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
+    /* the ordered rows run only in the reproducible mode; a forced row that
+     * can run anywhere is what selection returns */
+    weft__coll_config.reproducible = (weft__coll_find(kind, algo)->flags & WEFT_COLL_ORDERED) != 0;
+    if (weft__coll_find(kind, algo)->layout == WEFT_COLL_LAYOUT_ANY) {
+        cr_assert_eq(weft__coll_select(kind, 4096, 4), weft__coll_find(kind, algo),
+                     "WEFT_TUNE's %s is not what selection returns", rule);
+    }
     /* one-page slots: LARGE_COUNT takes several rounds; one-phase reduce
      * only up to 64 bytes, so counts p-1 and p+1 take both forms */
     weft__coll_config.shm_slot = 4096;
@@ -407,6 +414,11 @@ Test(rooted, reduce_binomial, .timeout = 300)
 Test(rooted, reduce_reduce_scatter_gather, .timeout = 300)
 {
     run_matrix(WEFT_COLL_REDUCE, "reduce_scatter_gather");
+}
+
+Test(rooted, reduce_ordered, .timeout = 300)
+{
+    run_matrix(WEFT_COLL_REDUCE, "ordered");
 }
 
 Test(rooted, bcast_shm, .timeout = 300)
