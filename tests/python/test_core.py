@@ -74,6 +74,27 @@ def test_handled_calls_match_the_ctypes_path(comm):
     assert core.allgather(h, p, data(np.int32, 5, me), g) is g
     same(g, np.stack([data(np.int32, 5, r) for r in range(p)]))
     assert core.barrier(h) is None
+    # reduce_scatter, alltoall, gather, scatter with out= given
+    rs = np.empty(3, np.int32)
+    assert core.reduce_scatter(h, p, data(np.int32, 3 * p, me), "sum", rs) is rs
+    same(rs, expected_reduce(np.int32, 3 * p, p, "sum")[3 * me:3 * me + 3])
+    same(rs, comm._run(comm._reduce_scatter(data(np.int32, 3 * p, me), "sum",
+                                            np.empty(3, np.int32), False)))
+    a2a = np.empty(4 * p, np.float64)
+    assert core.alltoall(h, p, data(np.float64, 4 * p, me), a2a) is a2a
+    same(a2a, np.concatenate([data(np.float64, 4 * p, r)[4 * me:4 * me + 4] for r in range(p)]))
+    root = p // 2
+    gat = np.empty(6 * p, np.uint8)
+    r = core.gather(h, me, p, data(np.uint8, 6, me), root, gat)
+    if me == root:
+        assert r is gat
+        same(gat, np.concatenate([data(np.uint8, 6, q) for q in range(p)]))
+    else:
+        assert r is None
+    sc = np.empty(5, np.float16)
+    src = data(np.float16, 5 * p, root) if me == root else None
+    assert core.scatter(h, me, p, src, root, sc) is sc
+    same(sc, data(np.float16, 5 * p, root)[5 * me:5 * me + 5])
     if p > 1:
         peer = me ^ 1
         if peer < p:
@@ -123,6 +144,18 @@ def test_declined_arguments_send_nothing(comm):
         lambda: core.send(h, p, x, 0, weft.TAG_UB + 1),
         lambda: core.recv(h, p, ro, 0, 0),                          # read-only receive
         lambda: core.barrier(None),
+        lambda: core.reduce_scatter(h, p, x, "sum", None),               # in place
+        lambda: core.reduce_scatter(h, p, x, "sum", np.empty(8 * p + 1, np.float32)),
+        lambda: core.reduce_scatter(h, p, x, "nonsense", np.empty(8 // p, np.float32)),
+        lambda: core.alltoall(h, p, x, None),                             # in place
+        lambda: core.alltoall(h, p, np.ones(8 * p + 1, np.float32),
+                              np.empty(8 * p + 1, np.float32))
+        if p > 1 else NotImplemented,                                     # not p blocks
+        lambda: core.alltoall(h, p, x, np.empty(8, np.int32)),            # other dtype
+        lambda: core.gather(h, me, p, x, p, np.empty(8 * p, np.float32)),  # root out of range
+        lambda: core.gather(h, 0, p, x, 0, None) if me == 0 else NotImplemented,
+        lambda: core.scatter(h, me, p, x, 0, None),                       # no out
+        lambda: core.scatter(h, me, p, x, 0, ro),                         # read-only out
     ]
     for i, call in enumerate(declined):
         assert call() is NotImplemented, "case %d was handled" % i

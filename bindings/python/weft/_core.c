@@ -15,6 +15,10 @@
  *                                   -> the Python path (comm.py), which
  *                                      gives the same result or error
  *
+ * The calls: allreduce, reduce, bcast, barrier, send, recv, and the
+ * out-of-place allgather, reduce_scatter, alltoall, gather and scatter
+ * with out= given.
+ *
  * Only exact numpy.ndarray objects that are C-contiguous, of a dtype with a
  * buffer format weft maps (int8/uint8/int32/uint32/int64/uint64/float16/
  * float32/float64, native order), with matching counts and dtypes, and an
@@ -42,6 +46,10 @@ typedef __typeof__(weft_allgather) allgather_fn;
 typedef __typeof__(weft_barrier) barrier_fn;
 typedef __typeof__(weft_send) send_fn;
 typedef __typeof__(weft_recv) recv_fn;
+typedef __typeof__(weft_reduce_scatter) reduce_scatter_fn;
+typedef __typeof__(weft_alltoall) alltoall_fn;
+typedef __typeof__(weft_gather) gather_fn;
+typedef __typeof__(weft_scatter) scatter_fn;
 
 static struct {
     allreduce_fn *allreduce;
@@ -51,6 +59,10 @@ static struct {
     barrier_fn *barrier;
     send_fn *send;
     recv_fn *recv;
+    reduce_scatter_fn *reduce_scatter;
+    alltoall_fn *alltoall;
+    gather_fn *gather;
+    scatter_fn *scatter;
     PyObject *ndarray;      /* numpy.ndarray: the only type handled */
     PyObject *ops;          /* name or int -> weft_op_t value */
     PyObject *raise_status; /* raise_status(status, function name): raises weft.Error */
@@ -120,18 +132,26 @@ static int take(buf_t *b, PyObject *obj, int write)
 }
 
 /* Both buffers of an out-of-place call: same dtype (format), and counts
- * that satisfy `want` (out's count = in's count * factor). */
-static int take_pair(buf_t *in, PyObject *inobj, buf_t *out, PyObject *outobj, size_t factor)
+ * in the ratio of the call: out's count * in_per = in's count * out_per. */
+static int take_ratio(buf_t *in, PyObject *inobj, buf_t *out, PyObject *outobj, size_t out_per,
+                      size_t in_per)
 {
     if (!take(in, inobj, 0))
         return 0;
     if (!take(out, outobj, 1) || out->dtype != in->dtype ||
-        strcmp(out->view.format, in->view.format) != 0 || out->count != in->count * factor) {
+        strcmp(out->view.format, in->view.format) != 0 ||
+        out->count * in_per != in->count * out_per) {
         release(out);
         release(in);
         return 0;
     }
     return 1;
+}
+
+/* out's count = in's count * factor */
+static int take_pair(buf_t *in, PyObject *inobj, buf_t *out, PyObject *outobj, size_t factor)
+{
+    return take_ratio(in, inobj, out, outobj, factor, 1);
 }
 
 /* The weft op of a name, a weft.Op or an int (not a bool); -1 if unknown. */
@@ -383,6 +403,113 @@ static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return p2p(args, nargs, 1);
 }
 
+/* reduce_scatter(handle, size, buf, op, out): out given, not in place */
+static PyObject *py_reduce_scatter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    long size;
+    if (nargs != 5 || args[4] == Py_None || args[4] == args[2] || !long_arg(args[1], &size))
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    int op = op_of(args[3]);
+    buf_t in, out;
+    if (comm == NULL || op < 0 || size < 1 ||
+        !take_ratio(&in, args[2], &out, args[4], 1, (size_t)size))
+        return not_handled();
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.reduce_scatter(in.view.buf, out.view.buf, out.count, in.dtype, (weft_op_t)op,
+                             comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, "weft_reduce_scatter", args[4]);
+}
+
+/* alltoall(handle, size, buf, out): out given, not in place */
+static PyObject *py_alltoall(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    long size;
+    if (nargs != 4 || args[3] == Py_None || args[3] == args[2] || !long_arg(args[1], &size))
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    buf_t in, out;
+    if (comm == NULL || size < 1 || !take_pair(&in, args[2], &out, args[3], 1))
+        return not_handled();
+    if (in.count % (size_t)size != 0) {
+        release(&out);
+        release(&in);
+        return not_handled();
+    }
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.alltoall(in.view.buf, out.view.buf, in.count / (size_t)size, in.dtype, comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, "weft_alltoall", args[3]);
+}
+
+/* gather(handle, rank, size, buf, root, out): not in place; out given on
+ * root (ignored elsewhere, where the result is None) */
+static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    long rank, size;
+    int root;
+    if (nargs != 6 || !rank_size(args, 1, &rank, &size))
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    if (comm == NULL || size < 1 || !valid_rank(args[4], (int)size, &root))
+        return not_handled();
+    int at_root = rank == root;
+    buf_t in, out = {.held = 0};
+    if (at_root ? args[5] == Py_None || args[5] == args[3] ||
+                      !take_pair(&in, args[3], &out, args[5], (size_t)size)
+                : !take(&in, args[3], 0))
+        return not_handled();
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.gather(in.view.buf, at_root ? out.view.buf : NULL, in.count, in.dtype, root, comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, "weft_gather", at_root ? args[5] : Py_None);
+}
+
+/* scatter(handle, rank, size, buf, root, out): not in place, out given
+ * (buf is ignored off root) */
+static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    long rank, size;
+    int root;
+    if (nargs != 6 || !rank_size(args, 1, &rank, &size) || args[5] == Py_None ||
+        args[5] == args[3])
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    if (comm == NULL || size < 1 || !valid_rank(args[4], (int)size, &root))
+        return not_handled();
+    int at_root = rank == root;
+    buf_t in = {.held = 0}, out;
+    if (at_root ? !take_ratio(&in, args[3], &out, args[5], 1, (size_t)size)
+                : !take(&out, args[5], 1))
+        return not_handled();
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.scatter(at_root ? in.view.buf : NULL, out.view.buf, out.count, out.dtype, root,
+                      comm);
+    Py_END_ALLOW_THREADS
+    release(&out);
+    release(&in);
+    return finish(st, "weft_scatter", args[5]);
+}
+
 /* The address of functions[name], or NULL with an exception set. */
 static void *address_of(PyObject *functions, const char *name)
 {
@@ -409,11 +536,12 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "weft._core.bind: raise_status must be callable");
         return NULL;
     }
-    void *p[7];
-    static const char *const names[7] = {"weft_allreduce", "weft_reduce", "weft_bcast",
-                                         "weft_allgather", "weft_barrier", "weft_send",
-                                         "weft_recv"};
-    for (int i = 0; i < 7; i++)
+    void *p[11];
+    static const char *const names[11] = {
+        "weft_allreduce", "weft_reduce",         "weft_bcast",    "weft_allgather",
+        "weft_barrier",   "weft_send",           "weft_recv",     "weft_reduce_scatter",
+        "weft_alltoall",  "weft_gather",         "weft_scatter"};
+    for (int i = 0; i < 11; i++)
         if ((p[i] = address_of(functions, names[i])) == NULL)
             return NULL;
     core.bound = 0;
@@ -427,6 +555,10 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
     core.barrier = (barrier_fn *)p[4];
     core.send = (send_fn *)p[5];
     core.recv = (recv_fn *)p[6];
+    core.reduce_scatter = (reduce_scatter_fn *)p[7];
+    core.alltoall = (alltoall_fn *)p[8];
+    core.gather = (gather_fn *)p[9];
+    core.scatter = (scatter_fn *)p[10];
     Py_INCREF(ndarray);
     Py_INCREF(ops);
     Py_INCREF(raise_status);
@@ -465,6 +597,14 @@ static PyMethodDef methods[] = {
      "send(handle, size, buf, dest, tag) -> None or NotImplemented"},
     {"recv", (PyCFunction)(void (*)(void))py_recv, METH_FASTCALL,
      "recv(handle, size, buf, source, tag) -> buf or NotImplemented"},
+    {"reduce_scatter", (PyCFunction)(void (*)(void))py_reduce_scatter, METH_FASTCALL,
+     "reduce_scatter(handle, size, buf, op, out) -> out or NotImplemented"},
+    {"alltoall", (PyCFunction)(void (*)(void))py_alltoall, METH_FASTCALL,
+     "alltoall(handle, size, buf, out) -> out or NotImplemented"},
+    {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
+     "gather(handle, rank, size, buf, root, out) -> out (root), None, or NotImplemented"},
+    {"scatter", (PyCFunction)(void (*)(void))py_scatter, METH_FASTCALL,
+     "scatter(handle, rank, size, buf, root, out) -> out or NotImplemented"},
     {"dtype_of", py_dtype_of, METH_VARARGS,
      "dtype_of(format, itemsize): the weft dtype of a buffer format, -1 if none"},
     {NULL, NULL, 0, NULL},

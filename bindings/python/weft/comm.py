@@ -17,8 +17,9 @@ A communicator, like in C, is driven by one thread at a time. The GIL is
 released during each call.
 
 The blocking calls on numpy arrays that weft._core (the compiled module,
-_core.c) handles -- allreduce, reduce, bcast, allgather with out=, barrier,
-send, recv -- go through it in one C call; everything else, and every
+_core.c) handles -- allreduce, reduce, bcast, barrier, send, recv, and
+allgather, reduce_scatter, alltoall, gather and scatter out of place with
+out= given -- go through it in one C call; everything else, and every
 argument it does not take (it returns NotImplemented), goes through ctypes
 here, which is also where every error is worded. WEFT_PYTHON_EXT=0 in the
 environment at import turns the compiled path off.
@@ -123,7 +124,8 @@ def _bind_core():
         from . import _core as core
     except ImportError:
         return None
-    names = ("allreduce", "reduce", "bcast", "allgather", "barrier", "send", "recv")
+    names = ("allreduce", "reduce", "bcast", "allgather", "barrier", "send", "recv",
+             "reduce_scatter", "alltoall", "gather", "scatter")
     addresses = {"weft_" + n: ctypes.cast(getattr(lib, "weft_" + n), ctypes.c_void_p).value
                  for n in names}
     ops = {name: int(o) for name, o in _OP_NAMES.items()}
@@ -770,6 +772,10 @@ class Comm:
     def reduce_scatter(self, buf, op="sum", *, out=None, inplace=False):
         """Block r of the reduction of buf goes to rank r; inplace=True
         writes it to the front of buf and returns that view."""
+        if _core is not None and not inplace:
+            r = _core.reduce_scatter(self._handle, self.size, buf, op, out)
+            if r is not NotImplemented:
+                return r
         return self._run(self._reduce_scatter(buf, op, out, inplace))
 
     def ireduce_scatter(self, buf, op="sum", *, out=None, inplace=False):
@@ -784,6 +790,10 @@ class Comm:
 
     def alltoall(self, buf, *, out=None):
         """Block r of buf goes to rank r; result in out, or in buf."""
+        if _core is not None:
+            r = _core.alltoall(self._handle, self.size, buf, out)
+            if r is not NotImplemented:
+                return r
         return self._run(self._alltoall(buf, out))
 
     def ialltoall(self, buf, *, out=None):
@@ -800,6 +810,10 @@ class Comm:
     def gather(self, buf, root=0, *, out=None, inplace=False):
         """Every rank's buf on root (out, or a new (size, *buf.shape) array);
         None elsewhere. inplace=True on root: buf is the whole result."""
+        if _core is not None and not inplace:
+            r = _core.gather(self._handle, self.rank, self.size, buf, root, out)
+            if r is not NotImplemented:
+                return r
         return self._run(self._gather(buf, root, out, inplace))
 
     def igather(self, buf, root=0, *, out=None, inplace=False):
@@ -808,6 +822,10 @@ class Comm:
     def scatter(self, buf, root=0, *, out=None, inplace=False):
         """Block r of root's buf to rank r's out (required off root; buf is
         ignored there). inplace=True on root: root's block stays in buf."""
+        if _core is not None and not inplace:
+            r = _core.scatter(self._handle, self.rank, self.size, buf, root, out)
+            if r is not NotImplemented:
+                return r
         return self._run(self._scatter(buf, root, out, inplace))
 
     def iscatter(self, buf, root=0, *, out=None, inplace=False):
