@@ -11,7 +11,8 @@
  *   -w N      warm-up iterations (default n/10) -d DTYPE  float32 (default), float64,
  *             int32, int64, int8, uint8, uint32, uint64, float16, bfloat16
  *   -o OP     sum (default), prod, min, max, avg, band, bor, bxor, land, lor, lxor
- *   --algo NAME   force weft's algorithm (sets WEFT_TUNE for this collective)
+ *   --algo NAME   force weft's algorithm (sets WEFT_TUNE for this collective; "ordered"
+ *                 also sets WEFT_REPRODUCIBLE=yes, the only mode it runs in)
  *   --check       validate every iteration's result (outside the timed region, once every
  *                 rank has left the call)
  *   --in-place    in-place operation (WEFT_IN_PLACE and MPI_IN_PLACE; allreduce,
@@ -399,7 +400,8 @@ static const char usage[] =
     "  --enqueue    time weft's stream-ordered form (_enqueue, then synchronize the stream;\n"
     "               host buffers use an emu stream)\n"
     "  -o OP        sum (default) prod min max avg band bor bxor land lor lxor\n"
-    "  --algo NAME  force weft's algorithm for this collective\n"
+    "  --algo NAME  force weft's algorithm for this collective (ordered: with\n"
+    "               WEFT_REPRODUCIBLE=yes, the only mode it runs in)\n"
     "  --check      validate every iteration's result\n"
     "  --in-place   in-place operation (allreduce, allgather, reduce_scatter)\n"
     "  --root R     root of bcast, reduce, gather, scatter (default 0)\n"
@@ -645,6 +647,9 @@ int main(int argc, char **argv)
         char rule[128];
         snprintf(rule, sizeof(rule), "%s:0-inf:%s", coll_names[o.coll], o.algo);
         setenv("WEFT_TUNE", rule, 1);
+        if (strcmp(o.algo, "ordered") == 0) {
+            setenv("WEFT_REPRODUCIBLE", "yes", 1); /* the only mode it runs in */
+        }
     }
     if (weft_init() != WEFT_OK || weft_comm_world(&comm) != WEFT_OK ||
         weft_comm_size(comm, &wsize) != WEFT_OK) {

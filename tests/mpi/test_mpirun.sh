@@ -67,6 +67,10 @@ for np in 1 2 3 4; do
         run $np "$coll" -d int32 -o sum -b 4 -e 4m -f 1024 $coll
     done
 done
+# the ordered reductions of WEFT_REPRODUCIBLE=yes (weft_bench --algo ordered sets it)
+for coll in allreduce reduce reduce_scatter reduce_scatter_v; do
+    run 3 "$coll/ordered" --algo ordered --root 2 -d float32 -o sum -b 4 -e 4m -f 1024 $coll
+done
 # shared memory on one node, then two virtual nodes of 2 ranks
 # (WEFT_RANKS_PER_NODE=2) for the hierarchical algorithms; odd sizes cross
 # the 256 KiB slot so that operations take several rounds
@@ -98,6 +102,8 @@ for spec in allreduce:hier bcast:hier reduce_scatter:hier allgather:hier; do
         -f 1000 $inplace $coll
 done
 run 4 "2 nodes default allreduce" -d float32 -o avg -b 4 -e 16m -f 16 allreduce
+WEFT_REPRODUCIBLE=yes run 4 "2 nodes reproducible allreduce" -d float16 -o sum -b 2 -e 1m -f 32 \
+    allreduce
 unset WEFT_RANKS_PER_NODE
 echo "$runs mpirun jobs, $failures failed"
 [ $failures -eq 0 ] && echo "PASS" || exit 1
