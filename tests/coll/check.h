@@ -37,8 +37,19 @@
 #include "coll/coll.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define CHECK_REDUCED (-1) /* a block's rank: the reduction over every rank */
+
+/* A 64-bit mixer (MurmurHash3's finalizer): the tests' deterministic data. */
+static inline uint64_t check_mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
 
 typedef struct check_data {
     size_t es; /* element size */

@@ -65,18 +65,9 @@ typedef struct shared {
     atomic_long checked;
 } shared_t;
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static uint64_t hash3(int rank, size_t i, int c)
 {
-    return mix(((uint64_t)rank << 40) ^ ((uint64_t)i << 8) ^ (uint64_t)c ^ 0x1234567ull);
+    return check_mix(((uint64_t)rank << 40) ^ ((uint64_t)i << 8) ^ (uint64_t)c ^ 0x1234567ull);
 }
 
 /* float -> binary16 for small integers only (exact), written independently

@@ -63,18 +63,9 @@ typedef struct shared {
     atomic_long checked;
 } shared_t;
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
 {
-    return mix(mix(a * 0x9e3779b97f4a7c15ull ^ b) ^ (c << 20) ^ 0x77ull);
+    return check_mix(check_mix(a * 0x9e3779b97f4a7c15ull ^ b) ^ (c << 20) ^ 0x77ull);
 }
 
 static int is_reduction(weft_coll_kind_t kind)

@@ -49,19 +49,10 @@ static const weft_coll_kind_t kinds[] = {WEFT_COLL_ALLREDUCE, WEFT_COLL_REDUCE,
                                          WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_REDUCE_SCATTER_V};
 #define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 /* Element i of rank q's input as a double that the dtype holds exactly. */
 static double input(const combo_t *c, int q, size_t i)
 {
-    uint64_t h = mix(((uint64_t)q << 32) ^ i ^ ((uint64_t)c->dtype << 48));
+    uint64_t h = check_mix(((uint64_t)q << 32) ^ i ^ ((uint64_t)c->dtype << 48));
     double m = 1.0 + (double)(h & 0xfffff) / 1048576.0; /* [1, 2) */
     int e;
     float f;

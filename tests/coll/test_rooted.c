@@ -73,19 +73,10 @@ typedef struct shared {
     atomic_long checked;
 } shared_t;
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 /* Input element i of rank r for combination ci. */
 static void gen(int ci, int r, size_t i, void *dst)
 {
-    uint64_t h = mix(((uint64_t)r << 40) ^ ((uint64_t)i << 8) ^ (uint64_t)ci ^ 0x7654321ull);
+    uint64_t h = check_mix(((uint64_t)r << 40) ^ ((uint64_t)i << 8) ^ (uint64_t)ci ^ 0x7654321ull);
 
     switch (combos[ci].dtype) {
     case WEFT_FLOAT32: {

@@ -164,19 +164,10 @@ static void run_world(shared_t *sh, int p, uint64_t seed, weft_thread_rank_fn fn
 
 /* ------------------------------------------------------- the collectives */
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 /* element i of rank r's input to call k: small, so sums are exact */
 static int32_t val(int k, int r, size_t i)
 {
-    return (int32_t)(mix(((uint64_t)k << 40) ^ ((uint64_t)r << 24) ^ i) % 2001) - 1000;
+    return (int32_t)(check_mix(((uint64_t)k << 40) ^ ((uint64_t)r << 24) ^ i) % 2001) - 1000;
 }
 
 static int32_t reduced(weft_op_t op, int k, int p, size_t i)
@@ -208,7 +199,7 @@ static int32_t *alloc32(size_t n)
 /* Irregular counts (zeros among them) for the v variants. */
 static size_t vcount(int k, int q, size_t n)
 {
-    uint64_t h = mix((uint64_t)k * 977 + (uint64_t)q);
+    uint64_t h = check_mix((uint64_t)k * 977 + (uint64_t)q);
 
     return h % 4 == 0 ? 0 : (size_t)(h >> 8) % (2 * n + 1);
 }
@@ -351,7 +342,8 @@ static void collectives_body(weft_comm_t comm, int rank, void *arg)
 
     (void)rank;
     atomic_fetch_add(&sh->with_shm, weft__comm_of(comm)->coll->shm != NULL);
-    atomic_fetch_add(&sh->with_nodes, weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
+    atomic_fetch_add(&sh->with_nodes,
+                     weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
     for (int c = 0; c < NCOUNTS && harness_fail_count() == 0; c++) {
         run_collectives(sh, comm, test_counts[c], c * 16);
     }
@@ -625,7 +617,8 @@ static void forced_body(weft_comm_t comm, int rank, void *arg)
 
             if (strcmp(name, fs->algo) == 0) {
                 HARNESS_FAIL("rank %d of %d: %s of %zu bytes selects %s where it cannot run", rank,
-                             weft__comm_of(comm)->size, weft__coll_kind_name(kinds[i]), bytes, name);
+                             weft__comm_of(comm)->size, weft__coll_kind_name(kinds[i]), bytes,
+                             name);
                 return;
             }
         }
@@ -684,8 +677,10 @@ Test(forced, hier_on_one_node_falls_back, .timeout = 120)
  * fall back themselves. */
 static void single_body(weft_comm_t comm, int rank, void *arg)
 {
-    if (weft__comm_of(comm)->coll->shm != NULL || strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
-        HARNESS_FAIL("one rank: segment %p, allreduce selects %s", (void *)weft__comm_of(comm)->coll->shm,
+    if (weft__comm_of(comm)->coll->shm != NULL ||
+        strcmp(selected(comm, WEFT_COLL_ALLREDUCE, 4096), "shm") != 0) {
+        HARNESS_FAIL("one rank: segment %p, allreduce selects %s",
+                     (void *)weft__comm_of(comm)->coll->shm,
                      selected(comm, WEFT_COLL_ALLREDUCE, 4096));
         return;
     }
