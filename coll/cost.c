@@ -316,12 +316,6 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
     }
 }
 
-int weft__coll_kind_reduces(weft_coll_kind_t kind)
-{
-    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_REDUCE ||
-           kind == WEFT_COLL_REDUCE_SCATTER || kind == WEFT_COLL_REDUCE_SCATTER_V;
-}
-
 /* Whether the row belongs to the mode the parameters are in. */
 static int fits_mode(const weft_coll_algo_t *algo, const weft_cost_params_t *c)
 {

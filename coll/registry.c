@@ -366,6 +366,12 @@ const char *weft__coll_kind_name(weft_coll_kind_t kind)
     return (unsigned)kind < WEFT_COLL_KIND_COUNT ? kind_names[kind] : "unknown";
 }
 
+int weft__coll_kind_reduces(weft_coll_kind_t kind)
+{
+    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_REDUCE ||
+           kind == WEFT_COLL_REDUCE_SCATTER || kind == WEFT_COLL_REDUCE_SCATTER_V;
+}
+
 weft_status_t weft__coll_kind_parse(const char *name, weft_coll_kind_t *kind_p)
 {
     for (int k = 0; k < WEFT_COLL_KIND_COUNT; k++) {

@@ -62,20 +62,21 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
 }
 
 /*
- * Exchange the blocks of `in` (block q: cnt[q] elements at off[q]) and fold
- * this rank's block in rank order into out (cnt[rank] elements). `in_bytes`:
- * the extent of the input, for the in-place checks.
+ * Exchange the blocks of the input (block q: cnt[q] elements at off[q]; in
+ * all, `total` bytes) and fold this rank's block in rank order into out
+ * (cnt[rank] elements).
  */
-static weft_status_t exchange_and_fold(weft_sched_t *s, const weft_coll_args_t *a, const char *in,
-                                       size_t in_bytes, const size_t *off, const size_t *cnt,
+static weft_status_t exchange_and_fold(weft_sched_t *s, const weft_coll_args_t *a,
+                                       const size_t *off, const size_t *cnt, size_t total,
                                        char *out, fold_t *f)
 {
+    const char *in = a->src;
     const int p = a->size, r = a->rank;
     const size_t es = a->esize, mine = cnt[r] * es;
     const char *own = in + off[r] * es;
     /* out is input another rank still needs (out == own is not: it is
      * no one else's, and a reduction may write one of its inputs) */
-    const int in_place = out != own && overlaps(out, mine, in, in_bytes);
+    const int in_place = out != own && overlaps(out, mine, in, total);
     /* the own block is read where its rank comes in the fold: set aside
      * when out overlaps it and an earlier reduction writes out first */
     const int copy_own =
@@ -213,7 +214,7 @@ weft_status_t weft__ordered_build(weft_sched_t *s, const weft_coll_args_t *a)
     switch (a->kind) {
     case WEFT_COLL_REDUCE_SCATTER:
     case WEFT_COLL_REDUCE_SCATTER_V:
-        status = exchange_and_fold(s, a, a->src, total, off, cnt, out, &f);
+        status = exchange_and_fold(s, a, off, cnt, total, out, &f);
         break;
     case WEFT_COLL_ALLREDUCE:
     case WEFT_COLL_REDUCE:
@@ -223,7 +224,7 @@ weft_status_t weft__ordered_build(weft_sched_t *s, const weft_coll_args_t *a)
             out = weft__sched_scratch(s, cnt[r] * es + 1); /* reduce, not the root */
         }
         if (out != NULL) {
-            status = exchange_and_fold(s, a, a->src, total, off, cnt, out, &f);
+            status = exchange_and_fold(s, a, off, cnt, total, out, &f);
         }
         if (status == WEFT_OK && f.done >= 0) {
             distribute(s, a, off, cnt, total, out, &f);

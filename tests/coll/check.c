@@ -391,3 +391,26 @@ weft_status_t check_call(const check_shape_t *s, int mode, const void *sb, void 
         return CALL3(barrier, comm);
     }
 }
+
+const char *check_force(weft_coll_kind_t kind, const char *algo)
+{
+    static char why[256];
+    const weft_coll_algo_t *row = weft__coll_find(kind, algo);
+    char rule[128];
+
+    if (row == NULL) {
+        snprintf(why, sizeof(why), "%s/%s is not registered", weft__coll_kind_name(kind), algo);
+        return why;
+    }
+    snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
+    if (weft__coll_tune_load(rule) != WEFT_OK) {
+        snprintf(why, sizeof(why), "%s: %s", rule, weft_last_error());
+        return why;
+    }
+    weft__coll_config.reproducible = (row->flags & WEFT_COLL_ORDERED) != 0;
+    if (row->layout == WEFT_COLL_LAYOUT_ANY && weft__coll_select(kind, 4096, 4) != row) {
+        snprintf(why, sizeof(why), "WEFT_TUNE's %s is not what selection returns", rule);
+        return why;
+    }
+    return NULL;
+}

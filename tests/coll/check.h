@@ -111,4 +111,10 @@ enum { CHECK_BLOCKING, CHECK_NONBLOCKING, CHECK_ENQUEUE };
 weft_status_t check_call(const check_shape_t *s, int mode, const void *sendbuf, void *recvbuf,
                          weft_dtype_t dtype, weft_op_t op, weft_comm_t comm, weft_stream_t stream);
 
+/* Force algo for every size of kind (after weft_init): a WEFT_TUNE rule, and
+ * the reproducible mode for an ordered row (the only mode it runs in). NULL
+ * when done, and when selection then returns the row wherever the row can
+ * run anywhere; else what went wrong (a static buffer). */
+const char *check_force(weft_coll_kind_t kind, const char *algo);
+
 #endif /* WEFT_TESTS_COLL_CHECK_H */

@@ -518,22 +518,15 @@ static void run_matrix(weft_coll_kind_t kind, const char *algo)
  * back, which the matrix checks too). */
 static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
-    char rule[128];
+    const char *why;
     matrix_stats_t st = {0};
     const uint64_t seeds[] = {1, 0x5eed};
     int nvariants = kind == WEFT_COLL_ALLREDUCE ? 2 : 3;
 
     setenv("WEFT_LOG_LEVEL", "error", 1);
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
-    snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
-    cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
-    /* the ordered rows run only in the reproducible mode; a forced row that
-     * can run anywhere is what selection returns */
-    weft__coll_config.reproducible = (weft__coll_find(kind, algo)->flags & WEFT_COLL_ORDERED) != 0;
-    if (weft__coll_find(kind, algo)->layout == WEFT_COLL_LAYOUT_ANY) {
-        cr_assert_eq(weft__coll_select(kind, 4096, 4), weft__coll_find(kind, algo),
-                     "WEFT_TUNE's %s is not what selection returns", rule);
-    }
+    why = check_force(kind, algo);
+    cr_assert_null(why, "%s", why);
     /* small fragments so that large counts pipeline several per block;
      * small shared-memory slots so that they take several rounds, and
      * both allreduce forms (one phase up to 64 bytes) */

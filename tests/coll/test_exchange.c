@@ -380,21 +380,14 @@ static void check_placement(int p)
 /* ranks_per_node > 0: virtual nodes of that many ranks. */
 static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
-    char rule[128];
+    const char *why;
     long collectives = 0, results = 0;
     int nvariants = kind == WEFT_COLL_REDUCE_SCATTER ? 3 : 2;
 
     setenv("WEFT_LOG_LEVEL", "error", 1);
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
-    snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
-    cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
-    /* the ordered rows run only in the reproducible mode; a forced row that
-     * can run anywhere is what selection returns */
-    weft__coll_config.reproducible = (weft__coll_find(kind, algo)->flags & WEFT_COLL_ORDERED) != 0;
-    if (weft__coll_find(kind, algo)->layout == WEFT_COLL_LAYOUT_ANY) {
-        cr_assert_eq(weft__coll_select(kind, 4096, 4), weft__coll_find(kind, algo),
-                     "WEFT_TUNE's %s is not what selection returns", rule);
-    }
+    why = check_force(kind, algo);
+    cr_assert_null(why, "%s", why);
     weft__coll_config.ring_frag_size = 2048;
     /* one-page slots: the larger counts take several rounds */
     weft__coll_config.shm_slot = 4096;

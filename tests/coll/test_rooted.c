@@ -312,21 +312,12 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
  * the process into virtual nodes of that many ranks. */
 static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
-    char rule[128];
+    const char *why;
 
     setenv("WEFT_LOG_LEVEL", "error", 1);
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
-    cr_assert_not_null(weft__coll_find(kind, algo), "%s/%s is not registered",
-                       weft__coll_kind_name(kind), algo);
-    snprintf(rule, sizeof(rule), "%s:0-inf:%s", weft__coll_kind_name(kind), algo);
-    cr_assert_eq(weft__coll_tune_load(rule), WEFT_OK, "%s", weft_last_error());
-    /* the ordered rows run only in the reproducible mode; a forced row that
-     * can run anywhere is what selection returns */
-    weft__coll_config.reproducible = (weft__coll_find(kind, algo)->flags & WEFT_COLL_ORDERED) != 0;
-    if (weft__coll_find(kind, algo)->layout == WEFT_COLL_LAYOUT_ANY) {
-        cr_assert_eq(weft__coll_select(kind, 4096, 4), weft__coll_find(kind, algo),
-                     "WEFT_TUNE's %s is not what selection returns", rule);
-    }
+    why = check_force(kind, algo);
+    cr_assert_null(why, "%s", why);
     /* one-page slots: LARGE_COUNT takes several rounds; one-phase reduce
      * only up to 64 bytes, so counts p-1 and p+1 take both forms */
     weft__coll_config.shm_slot = 4096;

@@ -239,6 +239,27 @@ static int rank_size(PyObject *const *args, int i, long *rank_p, long *size_p)
     return long_arg(args[i], rank_p) && long_arg(args[i + 1], size_p);
 }
 
+/* The communicator and size of an out-of-place call f(handle, size, buf, ...,
+ * out) of nargs arguments with out given (not None, not buf) and size >= 1;
+ * NULL when it is not one. */
+static weft_comm_t out_of_place(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                                long *size_p)
+{
+    if (nargs != want || args[want - 1] == Py_None || args[want - 1] == args[2] ||
+        !long_arg(args[1], size_p) || *size_p < 1)
+        return NULL;
+    return comm_of(args[0]);
+}
+
+/* Both buffers back, then the result (out) or the error. */
+static PyObject *finish_pair(weft_status_t st, const char *name, buf_t *in, buf_t *out,
+                             PyObject *result)
+{
+    release(out);
+    release(in);
+    return finish(st, name, result);
+}
+
 /* weft_allreduce (root < 0), or weft_reduce on its root: in place when out is None or buf,
  * else into out. */
 static PyObject *reduction(weft_comm_t comm, PyObject *bufobj, PyObject *outobj, int op, int root)
@@ -257,9 +278,8 @@ static PyObject *reduction(weft_comm_t comm, PyObject *bufobj, PyObject *outobj,
     else
         st = core.reduce(send, recv, in.count, in.dtype, (weft_op_t)op, root, comm);
     Py_END_ALLOW_THREADS
-    release(&out);
-    release(&in);
-    return finish(st, root < 0 ? "weft_allreduce" : "weft_reduce", inplace ? bufobj : outobj);
+    return finish_pair(st, root < 0 ? "weft_allreduce" : "weft_reduce", &in, &out,
+                       inplace ? bufobj : outobj);
 }
 
 /* allreduce(handle, buf, op, out) */
@@ -330,19 +350,15 @@ static PyObject *py_allgather(PyObject *self, PyObject *const *args, Py_ssize_t 
     (void)self;
     BOUND_OR_NOT_HANDLED();
     long size;
-    if (nargs != 4 || args[3] == Py_None || args[3] == args[2] || !long_arg(args[1], &size))
-        return not_handled();
-    weft_comm_t comm = comm_of(args[0]);
+    weft_comm_t comm = out_of_place(args, nargs, 4, &size);
     buf_t in, out;
-    if (comm == NULL || size < 1 || !take_pair(&in, args[2], &out, args[3], (size_t)size))
+    if (comm == NULL || !take_pair(&in, args[2], &out, args[3], (size_t)size))
         return not_handled();
     weft_status_t st;
     Py_BEGIN_ALLOW_THREADS
     st = core.allgather(in.view.buf, out.view.buf, in.count, in.dtype, comm);
     Py_END_ALLOW_THREADS
-    release(&out);
-    release(&in);
-    return finish(st, "weft_allgather", args[3]);
+    return finish_pair(st, "weft_allgather", &in, &out, args[3]);
 }
 
 /* barrier(handle) */
@@ -409,12 +425,10 @@ static PyObject *py_reduce_scatter(PyObject *self, PyObject *const *args, Py_ssi
     (void)self;
     BOUND_OR_NOT_HANDLED();
     long size;
-    if (nargs != 5 || args[4] == Py_None || args[4] == args[2] || !long_arg(args[1], &size))
-        return not_handled();
-    weft_comm_t comm = comm_of(args[0]);
-    int op = op_of(args[3]);
+    weft_comm_t comm = out_of_place(args, nargs, 5, &size);
+    int op;
     buf_t in, out;
-    if (comm == NULL || op < 0 || size < 1 ||
+    if (comm == NULL || (op = op_of(args[3])) < 0 ||
         !take_ratio(&in, args[2], &out, args[4], 1, (size_t)size))
         return not_handled();
     weft_status_t st;
@@ -422,9 +436,7 @@ static PyObject *py_reduce_scatter(PyObject *self, PyObject *const *args, Py_ssi
     st = core.reduce_scatter(in.view.buf, out.view.buf, out.count, in.dtype, (weft_op_t)op,
                              comm);
     Py_END_ALLOW_THREADS
-    release(&out);
-    release(&in);
-    return finish(st, "weft_reduce_scatter", args[4]);
+    return finish_pair(st, "weft_reduce_scatter", &in, &out, args[4]);
 }
 
 /* alltoall(handle, size, buf, out): out given, not in place */
@@ -433,11 +445,9 @@ static PyObject *py_alltoall(PyObject *self, PyObject *const *args, Py_ssize_t n
     (void)self;
     BOUND_OR_NOT_HANDLED();
     long size;
-    if (nargs != 4 || args[3] == Py_None || args[3] == args[2] || !long_arg(args[1], &size))
-        return not_handled();
-    weft_comm_t comm = comm_of(args[0]);
+    weft_comm_t comm = out_of_place(args, nargs, 4, &size);
     buf_t in, out;
-    if (comm == NULL || size < 1 || !take_pair(&in, args[2], &out, args[3], 1))
+    if (comm == NULL || !take_pair(&in, args[2], &out, args[3], 1))
         return not_handled();
     if (in.count % (size_t)size != 0) {
         release(&out);
@@ -448,9 +458,7 @@ static PyObject *py_alltoall(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_BEGIN_ALLOW_THREADS
     st = core.alltoall(in.view.buf, out.view.buf, in.count / (size_t)size, in.dtype, comm);
     Py_END_ALLOW_THREADS
-    release(&out);
-    release(&in);
-    return finish(st, "weft_alltoall", args[3]);
+    return finish_pair(st, "weft_alltoall", &in, &out, args[3]);
 }
 
 /* gather(handle, rank, size, buf, root, out): not in place; out given on
@@ -476,9 +484,7 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_BEGIN_ALLOW_THREADS
     st = core.gather(in.view.buf, at_root ? out.view.buf : NULL, in.count, in.dtype, root, comm);
     Py_END_ALLOW_THREADS
-    release(&out);
-    release(&in);
-    return finish(st, "weft_gather", at_root ? args[5] : Py_None);
+    return finish_pair(st, "weft_gather", &in, &out, at_root ? args[5] : Py_None);
 }
 
 /* scatter(handle, rank, size, buf, root, out): not in place, out given
@@ -505,9 +511,7 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
     st = core.scatter(at_root ? in.view.buf : NULL, out.view.buf, out.count, out.dtype, root,
                       comm);
     Py_END_ALLOW_THREADS
-    release(&out);
-    release(&in);
-    return finish(st, "weft_scatter", args[5]);
+    return finish_pair(st, "weft_scatter", &in, &out, args[5]);
 }
 
 /* The address of functions[name], or NULL with an exception set. */
