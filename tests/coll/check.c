@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CHUNK 256 /* elements check_diff compares at once */
+
 typedef int (*blocks_fn)(const check_shape_t *s, check_block_t *b, size_t *ext_p);
 
 static int one(check_block_t *b, size_t len, int rank, size_t first, size_t *ext_p)
@@ -206,10 +208,21 @@ static void element(const check_data_t *d, const check_block_t *b, size_t j, voi
     }
 }
 
+/* dst = elems copies of the fill, doubling what is written */
 static void fill(const check_data_t *d, unsigned char *dst, size_t elems)
 {
-    for (size_t k = 0; k < elems; k++) {
-        memcpy(dst + k * d->es, d->fill, d->es);
+    const size_t bytes = elems * d->es;
+    size_t done = d->es;
+
+    if (elems == 0) {
+        return;
+    }
+    memcpy(dst, d->fill, d->es);
+    while (done < bytes) {
+        size_t more = done < bytes - done ? done : bytes - done;
+
+        memcpy(dst + done, dst, more);
+        done += more;
     }
 }
 
@@ -282,20 +295,34 @@ long check_diff(const check_shape_t *s, int side, const check_data_t *d, const v
 {
     check_block_t *b = blocks_alloc(s);
     const unsigned char *g = got;
-    unsigned char want[16];
+    unsigned char want[CHUNK * 16];
     char gh[40], wh[40];
     size_t ext;
     int nb = check_blocks(s, side, b, &ext);
     long at = -1;
 
-    /* the blocks, then everything else against the fill */
+    /* the blocks, a chunk of elements at a time (one comparison each unless
+     * it differs), then everything else against the fill */
     for (int k = 0; k < nb && at < 0; k++) {
-        for (size_t j = 0; j < b[k].len; j++) {
-            element(d, &b[k], j, want);
-            if (memcmp(g + (b[k].at + j) * d->es, want, d->es) != 0) {
+        for (size_t j0 = 0; j0 < b[k].len && at < 0; j0 += CHUNK) {
+            size_t m = b[k].len - j0 < CHUNK ? b[k].len - j0 : CHUNK;
+            const unsigned char *gj = g + (b[k].at + j0) * d->es;
+
+            for (size_t j = 0; j < m; j++) {
+                element(d, &b[k], j0 + j, want + j * d->es);
+            }
+            if (memcmp(gj, want, m * d->es) == 0) {
+                continue;
+            }
+            for (size_t j = j0; j < j0 + m; j++) {
+                const unsigned char *w = want + (j - j0) * d->es;
+
+                if (memcmp(g + (b[k].at + j) * d->es, w, d->es) == 0) {
+                    continue;
+                }
                 at = (long)(b[k].at + j);
                 hex(gh, sizeof(gh), g + (size_t)at * d->es, d->es);
-                hex(wh, sizeof(wh), want, d->es);
+                hex(wh, sizeof(wh), w, d->es);
                 if (b[k].rank == CHECK_REDUCED) {
                     snprintf(msg, cap,
                              "element %ld (the reduction's element %zu) is 0x%s, want 0x%s", at,

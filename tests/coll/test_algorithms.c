@@ -51,6 +51,12 @@ typedef struct tcase {
     size_t count;
     int combo;
     int inplace;
+    /* the expected reduced vector and the double reference of inexact sums:
+     * computed by the ranks of the first world that runs the case, kept for
+     * the next seeds (they depend on the data only); cases_free releases */
+    unsigned char *expected;
+    double *approx;
+    int computed;
 } tcase_t;
 
 typedef struct shared {
@@ -60,8 +66,6 @@ typedef struct shared {
     int nranks;
     pthread_barrier_t barrier;
     unsigned char **results; /* per rank: copy of its result, for bitwise checks */
-    unsigned char *expected; /* the whole expected vector, computed by all ranks together */
-    double *approx;          /* double-precision reference of inexact sums */
     atomic_long checked;
 } shared_t;
 
@@ -265,9 +269,9 @@ static const char *variant_name(int v)
 }
 
 /* The checker's view of a case's data (tests/coll/check.h): the inputs,
- * and the reduction the ranks computed together into sh->expected. */
+ * and the reduction the ranks computed together into the case's expected. */
 typedef struct data_ctx {
-    const shared_t *sh;
+    const tcase_t *tc;
     const combo_t *c;
     int ci;
     size_t es;
@@ -284,7 +288,7 @@ static void data_reduced(const void *ctx, size_t i, void *dst)
 {
     const data_ctx_t *x = ctx;
 
-    memcpy(dst, x->sh->expected + i * x->es, x->es);
+    memcpy(dst, x->tc->expected + i * x->es, x->es);
 }
 
 static int guard_ok(const unsigned char *b)
@@ -303,7 +307,7 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     const combo_t *c = &combos[ci];
     const size_t es = weft_dtype_size(c->dtype), n = tc->count;
     static const unsigned char fill_elem[8] = {0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a};
-    const data_ctx_t x = {sh, c, ci, es};
+    const data_ctx_t x = {tc, c, ci, es};
     const check_data_t data = {es, data_value, data_reduced, fill_elem, &x};
     const check_shape_t shape = {.kind = tc->kind, .p = p, .rank = rank, .n = n};
     const size_t in_elems = check_extent(&shape, CHECK_SEND);
@@ -329,13 +333,14 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     memset(out, 0x5a, out_elems * es);
     memset(out + out_elems * es, GUARD_BYTE, GUARD);
 
-    /* every rank computes a slice of the expected reduced vector */
-    if (tc->kind != WEFT_COLL_ALLGATHER) {
+    /* every rank computes a slice of the expected reduced vector, in the
+     * first world that runs the case */
+    if (tc->kind != WEFT_COLL_ALLGATHER && !tc->computed) {
         size_t total = tc->kind == WEFT_COLL_ALLREDUCE ? n : n * (size_t)p;
         size_t lo = weft__block_start(total, p, rank), hi = lo + weft__block_count(total, p, rank);
 
         for (size_t gi = lo; gi < hi; gi++) {
-            expect(c, ci, p, gi, sh->expected + gi * es, &sh->approx[gi]);
+            expect(c, ci, p, gi, tc->expected + gi * es, &tc->approx[gi]);
         }
     }
     pthread_barrier_wait(&sh->barrier);
@@ -371,7 +376,7 @@ static void run_case(shared_t *sh, weft_comm_t comm, int rank, const tcase_t *tc
     if (c->inexact && tc->kind != WEFT_COLL_ALLGATHER) {
         for (size_t k = 0; k < n; k++) {
             size_t gi = res_first + k;
-            double approx = sh->approx[gi];
+            double approx = tc->approx[gi];
             float got;
 
             memcpy(&got, (unsigned char *)recvbuf + k * es, 4);
@@ -448,10 +453,12 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
     for (int i = 0; i < ncases; i++) {
         size_t b = cases[i].count * 8;
         maxres = b > maxres ? b : maxres;
+        if (cases[i].expected == NULL) {
+            cases[i].expected = malloc(b * (size_t)p + 1);
+            cases[i].approx = calloc(cases[i].count * (size_t)p + 1, sizeof(double));
+            cr_assert(cases[i].expected != NULL && cases[i].approx != NULL);
+        }
     }
-    sh.expected = malloc(maxres * (size_t)p + 1);
-    sh.approx = calloc(maxres / 8 * (size_t)p + 1, sizeof(double));
-    cr_assert(sh.expected != NULL && sh.approx != NULL);
     sh.results = calloc((size_t)p, sizeof(*sh.results));
     cr_assert_not_null(sh.results);
     for (int r = 0; r < p; r++) {
@@ -487,13 +494,22 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
                  (long)ncases * p);
     st->collectives += ncases;
     st->rank_results += atomic_load(&sh.checked);
+    for (int i = 0; i < ncases; i++) {
+        cases[i].computed = 1;
+    }
     pthread_barrier_destroy(&sh.barrier);
     for (int r = 0; r < p; r++) {
         free(sh.results[r]);
     }
     free(sh.results);
-    free(sh.expected);
-    free(sh.approx);
+}
+
+static void cases_free(tcase_t *cases, int ncases)
+{
+    for (int i = 0; i < ncases; i++) {
+        free(cases[i].expected);
+        free(cases[i].approx);
+    }
 }
 
 /*
@@ -551,7 +567,8 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
                 /* two combinations per (count, variant), rotating with p */
                 for (int j = 0; j < 2; j++) {
                     int ci = (p * 5 + k * 3 + v * 2 + j * 7) % NCOMBOS;
-                    cases[ncases++] = (tcase_t){kind, counts[k], ci, v};
+                    cases[ncases++] =
+                        (tcase_t){.kind = kind, .count = counts[k], .combo = ci, .inplace = v};
                 }
             }
         }
@@ -559,6 +576,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
             uint64_t delay = si == 1 && p <= 8 ? 20000 : 0;
             run_world(kind, p, seeds[si], delay, cases, ncases, &st);
         }
+        cases_free(cases, ncases);
         st.rank_counts++;
         if (p == 128) {
             break;
@@ -668,12 +686,16 @@ Test(matrix, default_selection_all_combos, .timeout = 600)
 
             for (int ci = 0; ci < NCOMBOS; ci++) {
                 /* sizes that cross the default thresholds: small, medium, large */
-                cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind, 7, ci, 0};
-                cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind, 3001, ci, 1};
-                cases[ncases++] = (tcase_t){(weft_coll_kind_t)kind,
-                                            kind == WEFT_COLL_ALLREDUCE ? 600001 : 40001, ci, 0};
+                cases[ncases++] =
+                    (tcase_t){.kind = (weft_coll_kind_t)kind, .count = 7, .combo = ci};
+                cases[ncases++] = (tcase_t){
+                    .kind = (weft_coll_kind_t)kind, .count = 3001, .combo = ci, .inplace = 1};
+                cases[ncases++] = (tcase_t){.kind = (weft_coll_kind_t)kind,
+                                            .count = kind == WEFT_COLL_ALLREDUCE ? 600001 : 40001,
+                                            .combo = ci};
             }
             run_world((weft_coll_kind_t)kind, ps[pi], 7, 0, cases, ncases, &st);
+            cases_free(cases, ncases);
         }
     }
     cr_log_info("default selection: %ld collectives checked", st.collectives);
