@@ -3,8 +3,9 @@
 #
 # A Criterion test is one line: its program name (its source is the name with
 # .c, it links LDADD of Makefile.am); a _SOURCES line only where it has more
-# files. The longest runs first.
-CRITERION_TESTS += tests/coll/test_algorithms
+# files. The order of TESTS is Makefile.am's.
+# tests/coll/test_algorithms: third in TESTS (Makefile.am)
+check_PROGRAMS += tests/coll/test_algorithms
 CRITERION_TESTS += tests/runtime/test_runtime
 CRITERION_TESTS += tests/runtime/test_args
 CRITERION_TESTS += tests/device/test_reduce
@@ -12,13 +13,8 @@ CRITERION_TESTS += tests/pt2pt/test_loop
 CRITERION_TESTS += tests/coll/test_sched
 CRITERION_TESTS += tests/bootstrap/test_tcp
 CRITERION_TESTS += tests/runtime/test_split
-CRITERION_TESTS += tests/runtime/test_multiproc
 CRITERION_TESTS += tests/pt2pt/test_ucx
 CRITERION_TESTS += tests/runtime/test_p2p
-CRITERION_TESTS += tests/coll/test_rooted
-CRITERION_TESTS += tests/coll/test_exchange
-CRITERION_TESTS += tests/coll/test_stress
-CRITERION_TESTS += tests/coll/test_shm
 CRITERION_TESTS += tests/coll/test_reproducible
 CRITERION_TESTS += tests/runtime/test_topo
 CRITERION_TESTS += tests/runtime/test_comm_ids
@@ -28,7 +24,11 @@ CRITERION_TESTS += tests/coll/test_registry
 CRITERION_TESTS += tests/runtime/test_mismatch
 CRITERION_TESTS += tests/diag/test_dump
 CRITERION_TESTS += tests/coll/test_trace
-check_PROGRAMS += $(CRITERION_TESTS)
+# The longer suites, shortest first: in TESTS after every fragment's tests
+# and before the mpirun scripts' tail (Makefile.am)
+slow_tests = tests/coll/test_shm tests/coll/test_rooted tests/coll/test_stress \
+	tests/runtime/test_multiproc tests/coll/test_exchange
+check_PROGRAMS += $(CRITERION_TESTS) $(slow_tests)
 TESTS += $(CRITERION_TESTS)
 
 # the table-driven checker of every collective's result (tests/coll/check.h)
@@ -69,9 +69,10 @@ tests_bindings_test_mpi_device_LDADD = libweft.la $(MPI_LIBS)
 endif
 
 # The scripts: an installed weft through pkg-config, the layering and
-# algorithm-table checks of docs/, the doctor, the interposer.
+# algorithm-table checks of docs/; the doctor and the interposer run mpirun
+# (in TESTS with the mpirun scripts, Makefile.am).
 test_scripts = tests/install/test_pkgconfig.sh tests/layers/test_layers.sh \
-	tests/coll/test_algorithms_doc.sh tests/diag/test_doctor.sh tests/bindings/test_mpi_interpose.sh
+	tests/coll/test_algorithms_doc.sh
 TESTS += $(test_scripts)
-EXTRA_DIST += $(test_scripts) tests/install/hello.c tests/runtime/topo_3pkg.xml \
+EXTRA_DIST += $(test_scripts) tests/diag/test_doctor.sh tests/bindings/test_mpi_interpose.sh tests/install/hello.c tests/runtime/topo_3pkg.xml \
 	tests/coll/trace_check.py tests/bindings/hpccinf.txt tests/bindings/mpi4py_check.py

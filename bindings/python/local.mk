@@ -13,5 +13,5 @@ python_tests = \
 	tests/python/test_errors.py tests/python/test_buffers.py tests/python/test_mpi4py.py \
 	tests/python/test_core.py
 
-TESTS += tests/python/test_python.sh
+# tests/python/test_python.sh is in the mpirun scripts' row (Makefile.am)
 EXTRA_DIST += $(python_package) $(python_tests) tests/python/test_python.sh

@@ -9,7 +9,7 @@ torch_package = \
 	bindings/torch/csrc/types.hpp \
 	bindings/torch/csrc/types.cpp
 
-TESTS += tests/torch/test_torch.sh
+# tests/torch/test_torch.sh: second in TESTS (Makefile.am)
 EXTRA_DIST += $(torch_package) tests/torch/test_torch.sh tests/torch/common.py \
 	tests/torch/test_backend.py tests/torch/test_collectives.py tests/torch/test_ddp.py \
 	tools/torch_env.sh tools/torch_suite.sh tests/torch/build_ext.sh tests/torch/torch_suite.py
