@@ -218,12 +218,15 @@ static int p2p_add(weft_sched_t *s, task_kind_t kind, int peer, uint32_t slot, c
     int index = -1;
     task_t *t;
 
-    if (s->map != NULL && peer >= 0 && peer < s->map_size) {
+    if (peer == WEFT_P2P_ANY && kind == TASK_RECV) {
+        /* a receive from any source (point-to-point only): no group rank */
+    } else if (s->map != NULL && peer >= 0 && peer < s->map_size) {
         peer = s->map[peer];
     } else if (s->map != NULL) {
         peer = -1 - peer; /* out of the group's range: reported below */
     }
-    if (s->status == WEFT_OK && (peer < 0 || peer >= s->comm->size || slot > WEFT_TAG_MAX_SLOT)) {
+    if (s->status == WEFT_OK && ((peer < 0 && !(peer == WEFT_P2P_ANY && kind == TASK_RECV)) ||
+                                 peer >= s->comm->size || slot > WEFT_TAG_MAX_SLOT)) {
         weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL,
                                         "%s %s: message to rank %d slot %u out of range",
                                         s->desc.coll, s->desc.algo, peer, slot));
@@ -454,6 +457,14 @@ void weft__sched_record_end(weft_sched_t *s)
 uint64_t weft__sched_start_ns(const weft_sched_t *s)
 {
     return s->start_ns;
+}
+
+int weft__sched_source(const weft_sched_t *s)
+{
+    if (!s->desc.p2p || s->ntasks != 1 || s->tasks[0].kind != TASK_RECV) {
+        return -1;
+    }
+    return s->tasks[0].peer; /* WEFT_P2P_ANY (-1) until a message matched */
 }
 
 void weft__sched_task_info(const weft_sched_t *s, int index, weft_sched_task_info_t *info)

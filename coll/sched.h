@@ -58,8 +58,15 @@ void weft__sched_destroy(weft_sched_t *s);
 /* Free the schedule a communicator keeps (when the communicator goes). */
 void weft__sched_cache_release(struct weft_comm *comm);
 
+/* Execute the started schedule's ready tasks now (post their messages)
+ * without testing any: WEFT_OK, or the failure to post that failed it. */
+weft_status_t weft__sched_post(weft_sched_t *s);
 /* The operation's sequence number (WEFT_TAG_SEQ_P2P for point-to-point). */
 uint32_t weft__sched_seq(const weft_sched_t *s);
+/* A finished point-to-point receive: the rank its message came from (the
+ * peer it was posted for, or the sender when that was WEFT_P2P_ANY); -1 for
+ * any other schedule and before a message matched. */
+int weft__sched_source(const weft_sched_t *s);
 /* The sequence number the next collective of comm will take. */
 uint32_t weft__comm_peek_seq(const struct weft_comm *comm);
 /* The flight recorder's handle of the operation (coll/diag/record.h): its

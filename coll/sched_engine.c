@@ -137,8 +137,16 @@ weft_status_t weft__sched_start(weft_sched_t *s)
     s->start_ns = weft__time_ns();
     s->deadline_ns = weft__comm_deadline_ns(s->comm);
     if (s->status == WEFT_INPROGRESS) {
-        s->next_active = s->comm->coll->active;
-        s->comm->coll->active = s;
+        /* at the tail: progress visits schedules in the order they started,
+         * so the transport gets receives in the order they were posted
+         * (MPI's matching rule for point-to-point, WEFT_ANY_SOURCE's too) */
+        weft_sched_t **tail = &s->comm->coll->active;
+
+        while (*tail != NULL) {
+            tail = &(*tail)->next_active;
+        }
+        s->next_active = NULL;
+        *tail = s;
         s->linked = 1;
         busy_add(s->comm);
     } else {
@@ -235,6 +243,45 @@ static weft_status_t fail_now(weft_sched_t *s, weft_status_t status, int index)
     return fail_comm(s, status);
 }
 
+/* Execute every ready task: post its message, or run it (a task it
+ * completes may make more ready). WEFT_OK, or the failure that failed s. */
+static weft_status_t run_ready(weft_sched_t *s, int *events_p)
+{
+    while (s->nready > 0) {
+        int index = s->ready[--s->nready];
+        task_t *t = &s->tasks[index];
+        weft_status_t status;
+
+        if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE) && t->kind != TASK_NOP) {
+            t->t_start = weft__time_ns(); /* joins take no time: not timed */
+        }
+        status = task_execute(s, index);
+
+        if (status == WEFT_INPROGRESS && t->kind == TASK_POLL) {
+            s->active[s->nactive++] = index;
+            s->npoll_active++;
+            continue;
+        }
+        if (status != WEFT_OK) {
+            return fail_now(s, status, index);
+        }
+        if (t->kind == TASK_SEND || t->kind == TASK_RECV) {
+            s->active[s->nactive++] = index;
+        } else {
+            task_complete(s, index);
+        }
+        (*events_p)++;
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft__sched_post(weft_sched_t *s)
+{
+    int events = 0;
+
+    return s->status == WEFT_INPROGRESS ? run_ready(s, &events) : s->status;
+}
+
 weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
 {
     int events = 0;
@@ -246,31 +293,11 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
         return s->status;
     }
     for (;;) {
-        while (s->nready > 0) {
-            int index = s->ready[--s->nready];
-            task_t *t = &s->tasks[index];
-            weft_status_t status;
+        weft_status_t status = run_ready(s, &events);
 
-            if (WEFT_UNLIKELY(weft__obs_flags & WEFT_OBS_TRACE) && t->kind != TASK_NOP) {
-                t->t_start = weft__time_ns(); /* joins take no time: not timed */
-            }
-            status = task_execute(s, index);
-
-            if (status == WEFT_INPROGRESS && t->kind == TASK_POLL) {
-                s->active[s->nactive++] = index;
-                s->npoll_active++;
-                continue;
-            }
-            if (status != WEFT_OK) {
-                *done_p = 1;
-                return fail_now(s, status, index);
-            }
-            if (t->kind == TASK_SEND || t->kind == TASK_RECV) {
-                s->active[s->nactive++] = index;
-            } else {
-                task_complete(s, index);
-            }
-            events++;
+        if (status != WEFT_OK) {
+            *done_p = 1;
+            return status;
         }
         if (s->nactive > s->npoll_active) {
             /* messages outstanding: only then is the transport worth a call */
@@ -287,7 +314,12 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
                 done = status != WEFT_INPROGRESS;
                 s->npoll_active -= done;
             } else {
-                status = comm->p2p->test(comm->p2p_ep, t->req, &done);
+                int src = t->peer;
+
+                status = comm->p2p->test(comm->p2p_ep, t->req, &done, &src);
+                if (done && t->peer == WEFT_P2P_ANY) {
+                    t->peer = src; /* a receive from any source: who sent it */
+                }
             }
             if (!done) {
                 i++;
@@ -338,6 +370,8 @@ void weft__sched_where(const weft_sched_t *s, char *buf, size_t len)
         if (t->peer >= 0) {
             at += (size_t)snprintf(buf + at, len - at, "%s%d%s", n++ ? "," : " ", t->peer,
                                    t->kind == TASK_SEND ? "(send)" : "");
+        } else if (t->kind == TASK_RECV) {
+            at += (size_t)snprintf(buf + at, len - at, "%sany", n++ ? "," : " ");
         }
     }
 }
@@ -392,6 +426,8 @@ static weft_status_t report_timeout(weft_sched_t *s, double seconds)
             seen[t->peer] = 1;
             len += (size_t)snprintf(peers + len, sizeof(peers) - len, "%s%d%s", len ? "," : "",
                                     t->peer, t->kind == TASK_SEND ? "(send)" : "");
+        } else if (t->peer < 0 && t->kind == TASK_RECV && len < sizeof(peers) - 16) {
+            len += (size_t)snprintf(peers + len, sizeof(peers) - len, "%sany", len ? "," : "");
         }
     }
     free(seen);

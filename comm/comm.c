@@ -48,7 +48,7 @@ static void notice_post(struct weft_comm *comm)
 static int notice_arrived(struct weft_comm *comm)
 {
     int done = 0;
-    weft_status_t status = comm->p2p->test(comm->p2p_ep, comm->notice_recv, &done);
+    weft_status_t status = comm->p2p->test(comm->p2p_ep, comm->notice_recv, &done, NULL);
     struct weft_comm_notice *n = &comm->notice_in;
 
     if (!done) {
@@ -76,7 +76,7 @@ void weft__comm_notice_release(struct weft_comm *comm)
         /* a notice is a few hundred bytes: give it a moment to leave */
         for (int i = 0; i < 1000 && !done; i++) {
             comm->p2p->progress(comm->p2p_ep);
-            if (comm->p2p->test(comm->p2p_ep, comm->notice_send, &done) != WEFT_OK) {
+            if (comm->p2p->test(comm->p2p_ep, comm->notice_send, &done, NULL) != WEFT_OK) {
                 done = 1;
             }
         }

@@ -323,8 +323,16 @@ weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
  * receive count must equal the sent count (a different size returns
  * WEFT_ERR_MISMATCH). A send may wait until the receive is posted (large
  * messages), as MPI_Send may.
+ *
+ * WEFT_ANY_SOURCE as the peer of weft_recv or weft_irecv takes the first
+ * message with the tag from any rank (receives match in the order they were
+ * posted, whatever their peer); weft_request_source then says who sent it.
+ * Between processes such a message must be host memory of at most one
+ * transfer fragment (WEFT_UCX_STAGE_FRAG, 1 MiB): a larger receive from any
+ * source, or one of device memory, returns WEFT_ERR_UNSUPPORTED.
  */
 #define WEFT_TAG_UB 65535
+#define WEFT_ANY_SOURCE (-1)
 weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
                         weft_comm_t comm);
 weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
@@ -335,6 +343,11 @@ weft_status_t weft_isend(const void *buf, size_t count, weft_dtype_t dtype, int 
                          weft_comm_t comm, weft_request_t *req_p);
 weft_status_t weft_irecv(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
                          weft_comm_t comm, weft_request_t *req_p);
+/* The rank whose message a receive request got, once weft_test or weft_wait
+ * found it complete and successful (the peer it named, or the sender for
+ * WEFT_ANY_SOURCE); WEFT_ERR_INVALID_ARG before that, and for a request
+ * that is not a receive or that failed. */
+weft_status_t weft_request_source(weft_request_t req, int *source_p);
 /* Per-rank counts and displacements, in elements, one entry per rank. In
  * place: allgatherv with WEFT_IN_PLACE (this rank's block already at
  * recvbuf + displs[rank]); alltoallv with WEFT_IN_PLACE (sendcounts and

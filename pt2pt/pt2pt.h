@@ -12,8 +12,14 @@
  *    and tag match receives in the order they were sent (MPI's
  *    non-overtaking rule). The sizes must be equal: a mismatch completes
  *    the receive with WEFT_ERR_MISMATCH.
+ *  - irecv's peer WEFT_P2P_ANY matches a message with the tag from any
+ *    source; receives match in posting order whatever their source. A
+ *    transport may refuse it (WEFT_ERR_UNSUPPORTED) where a message takes
+ *    more than one transfer (UCX: over one fragment, or staged device memory).
  *  - test returns the request's status once it is done (*done_p = 1) and
- *    frees the request; a request that is not done stays valid.
+ *    frees the request; a request that is not done stays valid. Then, for a
+ *    receive, *src_p (when src_p is not NULL) is the rank the message came
+ *    from (-1 when it failed before one matched; a send: its peer).
  *  - cancel withdraws a request that is not done and frees it: after it
  *    returns the transport never touches the request's buffer again.
  *  - progress moves messages and returns the number of events handled.
@@ -27,6 +33,8 @@
 
 typedef struct weft_p2p_req weft_p2p_req_t; /* transport-defined */
 
+#define WEFT_P2P_ANY (-1) /* irecv's peer: any source */
+
 typedef struct weft_pt2pt_ops {
     const char *name;
     /* 1 when idle_wait returns as soon as a message arrives: waiting ranks
@@ -36,7 +44,7 @@ typedef struct weft_pt2pt_ops {
                            weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p);
     weft_status_t (*irecv)(void *ep, int peer, void *buf, size_t bytes, weft_memtype_t memtype,
                            uint64_t tag, weft_p2p_req_t **req_p);
-    weft_status_t (*test)(void *ep, weft_p2p_req_t *req, int *done_p);
+    weft_status_t (*test)(void *ep, weft_p2p_req_t *req, int *done_p, int *src_p);
     void (*cancel)(void *ep, weft_p2p_req_t *req);
     int (*progress)(void *ep);
     void (*idle_wait)(void *ep, uint64_t max_ns);

@@ -46,18 +46,32 @@ static weft_status_t map_irecv(void *ep_, int peer, void *buf, size_t bytes, wef
 {
     map_ep_t *ep = ep_;
 
-    if (peer < 0 || peer >= ep->size) {
+    if ((peer < 0 && peer != WEFT_P2P_ANY) || peer >= ep->size) {
         return weft__error(WEFT_ERR_INVALID_ARG, "receive from rank %d of %d", peer, ep->size);
     }
-    return ep->parent->p2p->irecv(ep->parent->p2p_ep, ep->map[peer], buf, bytes, memtype, tag,
-                                  req_p);
+    return ep->parent->p2p->irecv(ep->parent->p2p_ep,
+                                  peer == WEFT_P2P_ANY ? WEFT_P2P_ANY : ep->map[peer], buf, bytes,
+                                  memtype, tag, req_p);
 }
 
-static weft_status_t map_test(void *ep_, weft_p2p_req_t *req, int *done_p)
+static weft_status_t map_test(void *ep_, weft_p2p_req_t *req, int *done_p, int *src_p)
 {
     map_ep_t *ep = ep_;
+    int src = -1;
+    weft_status_t status = ep->parent->p2p->test(ep->parent->p2p_ep, req, done_p, &src);
 
-    return ep->parent->p2p->test(ep->parent->p2p_ep, req, done_p);
+    if (*done_p && src_p != NULL) {
+        /* the parent's rank back to the child's (tags carry the child's id,
+         * so only its members send it messages) */
+        *src_p = -1;
+        for (int r = 0; r < ep->size && src >= 0; r++) {
+            if (ep->map[r] == src) {
+                *src_p = r;
+                break;
+            }
+        }
+    }
+    return status;
 }
 
 static void map_cancel(void *ep_, weft_p2p_req_t *req)

@@ -14,9 +14,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* The argument checks of every point-to-point entry point. */
-static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype_t dtype,
-                           int peer, int tag, weft_comm_t handle, struct weft_comm **comm_p)
+_Static_assert(WEFT_ANY_SOURCE == WEFT_P2P_ANY, "the public and the transport's any-source differ");
+
+/* The argument checks of every point-to-point entry point; any_ok: peer may
+ * be WEFT_ANY_SOURCE (the receives that report their source). */
+static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype_t dtype, int peer,
+                           int any_ok, int tag, weft_comm_t handle, struct weft_comm **comm_p)
 {
     struct weft_comm *comm;
     char what[40];
@@ -46,7 +49,11 @@ static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype
     if (count > 0 && buf == NULL) {
         return weft__error(WEFT_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", call, count);
     }
-    if (peer < 0 || peer >= comm->size) {
+    if (peer == WEFT_ANY_SOURCE && !any_ok) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "%s: peer WEFT_ANY_SOURCE: only weft_recv and weft_irecv take it", call);
+    }
+    if ((peer < 0 && peer != WEFT_ANY_SOURCE) || peer >= comm->size) {
         return weft__error(WEFT_ERR_INVALID_ARG, "%s: peer %d is not a rank of a %d-rank comm",
                            call, peer, comm->size);
     }
@@ -80,6 +87,13 @@ weft_status_t weft__p2p_start(const char *call, int is_send, void *buf, size_t c
         weft__sched_recv(s, peer, (uint32_t)tag, buf, count * esize);
     }
     status = weft__sched_start(s);
+    if (status == WEFT_OK) {
+        /* posted now, not at the next progress: receives match in the order
+         * they were called, and what the transport refuses (a receive from
+         * any source it cannot match) fails the call itself; what becomes of
+         * the message (a size mismatch, a failed peer) is the request's */
+        status = weft__sched_post(s);
+    }
     if (status != WEFT_OK) {
         weft__sched_destroy(s);
         return status;
@@ -95,7 +109,7 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
 {
     struct weft_comm *comm = NULL;
     weft_sched_t *s = NULL;
-    weft_status_t status = check(call, buf, count, dtype, peer, tag, handle, &comm);
+    weft_status_t status = check(call, buf, count, dtype, peer, !is_send, tag, handle, &comm);
 
     if (status == WEFT_OK) {
         status = weft__enqueue_comm_drain(comm, call);
@@ -119,7 +133,7 @@ static weft_status_t p2p_enqueue(const char *call, int is_send, void *buf, size_
                                  weft_stream_t stream)
 {
     struct weft_comm *comm = NULL;
-    weft_status_t status = check(call, buf, count, dtype, peer, tag, handle, &comm);
+    weft_status_t status = check(call, buf, count, dtype, peer, 0, tag, handle, &comm);
 
     if (status == WEFT_OK) {
         status = weft__enqueue_check(comm, stream, buf, NULL, call);

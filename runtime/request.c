@@ -18,6 +18,7 @@ struct weft_request {
     weft_request_t handle;
     weft_sched_t *s; /* NULL once finished and released */
     weft_status_t status;
+    int source; /* a finished receive: its message's sender (-1: none) */
 };
 
 static weft_handle_table_t requests = WEFT_HANDLE_TABLE_INIT("request", 0xa0);
@@ -37,6 +38,7 @@ weft_status_t weft__request_new(weft_sched_t *s, weft_request_t *req_p)
     }
     req->s = s;
     req->status = s != NULL ? WEFT_INPROGRESS : WEFT_OK;
+    req->source = -1;
     if (s != NULL) {
         weft__comm_pin(weft__sched_comm(s));
     }
@@ -71,6 +73,7 @@ static void release_sched(struct weft_request *req, int detach)
 static void settle(struct weft_request *req, weft_status_t status)
 {
     req->status = status;
+    req->source = status == WEFT_OK ? weft__sched_source(req->s) : -1;
     release_sched(req, 0);
 }
 
@@ -128,6 +131,32 @@ WEFT_EXPORT weft_status_t weft_waitall(int n, weft_request_t *reqs)
         first = first == WEFT_OK ? status : first;
     }
     return first;
+}
+
+WEFT_EXPORT weft_status_t weft_request_source(weft_request_t handle, int *source_p)
+{
+    struct weft_request *req;
+    weft_status_t status = check(handle, "weft_request_source", &req);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (source_p == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_request_source: source is NULL");
+    }
+    if (req->s != NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_request_source: the request is not complete (weft_test or "
+                           "weft_wait it first)");
+    }
+    if (req->source < 0) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_request_source: not a receive that completed with a message "
+                           "(status of the request: %s)",
+                           weft_status_name(req->status));
+    }
+    *source_p = req->source;
+    return WEFT_OK;
 }
 
 WEFT_EXPORT weft_status_t weft_request_free(weft_request_t handle)

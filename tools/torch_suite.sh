@@ -3,7 +3,7 @@
 # torch wheel) against the backend "weft": tests/torch/torch_suite.py with
 # pytest at WORLD_SIZE 2 (or $1), on the library built in this tree. Tests
 # that apply to a CPU backend run; the suite itself skips the rest (GPU,
-# NCCL-only, receives from any source) and the summary lists every skip's
+# NCCL-only, gloo-only) and the summary lists every skip's
 # reason. Ends with "torch-suite: N passed, N failed, N skipped" (tools/test.sh
 # counts it). Extra arguments go to pytest (e.g. -k all_reduce).
 set -uo pipefail

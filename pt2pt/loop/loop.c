@@ -20,7 +20,7 @@ struct weft_p2p_req {
     struct weft_p2p_req *next; /* in the posted list */
     int done; /* written and read by the rank's own thread only (irecv, progress, test) */
     weft_status_t status;
-    int src;
+    int src; /* a receive: WEFT_P2P_ANY until a message matched */
     uint64_t tag;
     void *buf;
     size_t bytes;
@@ -167,9 +167,16 @@ static weft_p2p_req_t *req_new(int src, uint64_t tag, void *buf, size_t bytes)
     return req;
 }
 
+/* Whether receive req takes message m. */
+static int matches(const weft_p2p_req_t *req, const loop_msg_t *m)
+{
+    return (req->src == m->src || req->src == WEFT_P2P_ANY) && req->tag == m->tag;
+}
+
 /* Complete a receive with a landed message (box locked). */
 static void deliver(weft_p2p_req_t *req, const loop_msg_t *m)
 {
+    req->src = m->src;
     if (m->bytes != req->bytes) {
         req->status = weft__error(WEFT_ERR_MISMATCH,
                                   "message of %zu bytes from rank %d for a receive of %zu bytes",
@@ -246,7 +253,7 @@ static weft_status_t loop_irecv(void *ep_, int peer, void *buf, size_t bytes,
         return weft__error(WEFT_ERR_UNSUPPORTED, "loop: no device table for memory type %d",
                            (int)memtype);
     }
-    if (peer < 0 || peer >= ep->world->nranks) {
+    if ((peer < 0 && peer != WEFT_P2P_ANY) || peer >= ep->world->nranks) {
         return weft__error(WEFT_ERR_INVALID_ARG, "receive from rank %d of %d", peer,
                            ep->world->nranks);
     }
@@ -257,7 +264,7 @@ static weft_status_t loop_irecv(void *ep_, int peer, void *buf, size_t bytes,
     req->dev = weft__device_ops(memtype);
     pthread_mutex_lock(&box->lock);
     for (mp = &box->unexpected; *mp != NULL; mp = &(*mp)->next) {
-        if ((*mp)->src == peer && (*mp)->tag == tag) {
+        if (matches(req, *mp)) {
             loop_msg_t *m = *mp;
 
             *mp = m->next;
@@ -285,7 +292,7 @@ static void land(mailbox_t *box, loop_msg_t **mp)
 
     *mp = m->next;
     for (rp = &box->posted; *rp != NULL; rp = &(*rp)->next) {
-        if ((*rp)->src == m->src && (*rp)->tag == m->tag) {
+        if (matches(*rp, m)) {
             weft_p2p_req_t *req = *rp;
 
             *rp = req->next;
@@ -346,7 +353,7 @@ static int loop_progress(void *ep_)
     return landed;
 }
 
-static weft_status_t loop_test(void *ep_, weft_p2p_req_t *req, int *done_p)
+static weft_status_t loop_test(void *ep_, weft_p2p_req_t *req, int *done_p, int *src_p)
 {
     weft_status_t status;
     /* only this rank's thread completes its receives (in irecv and
@@ -359,6 +366,9 @@ static weft_status_t loop_test(void *ep_, weft_p2p_req_t *req, int *done_p)
         return WEFT_INPROGRESS;
     }
     status = req->status;
+    if (src_p != NULL) {
+        *src_p = req->src;
+    }
     free(req);
     return status;
 }

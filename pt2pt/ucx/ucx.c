@@ -47,6 +47,8 @@
 #define IDLE_WAIT_MAX_NS 100000000ull
 /* Sleep of idle_wait when the worker has no event file descriptor. */
 #define IDLE_NAP_NS 100000ull
+/* The tag's low bits: the sender's rank (pt2pt.h). */
+#define SRC_MASK ((1ull << WEFT_TAG_SRC_BITS) - 1)
 
 /* ------------------------------------------------------------ status */
 
@@ -101,6 +103,9 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
     req->ucs_status = status;
     if (status == UCS_OK) {
         req->length = info->length;
+        if (req->peer == NULL) { /* from any source: the sender is in the tag */
+            req->peer_rank = (int)(info->sender_tag & SRC_MASK);
+        }
     }
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
     weft__ucx_recv_unlink(req);
@@ -113,7 +118,9 @@ static void req_release(weft_p2p_req_t *req)
     if (req->ucp_req != NULL) {
         ucp_request_free(req->ucp_req);
         req->ucp_req = NULL;
-        req->peer->nreqs--;
+        if (req->peer != NULL) {
+            req->peer->nreqs--;
+        }
     }
     weft__ucx_recv_unlink(req);
 }
@@ -137,11 +144,18 @@ static void req_abandon(weft_p2p_req_t *req, ucs_status_t status)
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
 }
 
+/* Whether the request's peer failed (UCS_OK: not, or a receive from any
+ * source, which waits on no peer). */
+static ucs_status_t peer_failure(const weft_p2p_req_t *req)
+{
+    return req->peer != NULL ? __atomic_load_n(&req->peer->failure, __ATOMIC_ACQUIRE) : UCS_OK;
+}
+
 /* The weft status of a completed request, reported through weft__error. */
 static weft_status_t req_status(const weft_p2p_req_t *req)
 {
     const char *what = req->is_recv ? "receive from" : "send to";
-    ucs_status_t failure = req->peer->failure;
+    ucs_status_t failure = peer_failure(req);
 
     if (req->peer_failed || (req->ucs_status != UCS_OK && failure != UCS_OK)) {
         if (failure == UCS_ERR_CANCELED) {
@@ -180,7 +194,7 @@ static weft_status_t req_new(ucx_comm_t *comm, int peer, int is_recv, size_t byt
     weft_p2p_req_t *req;
     weft_status_t status;
 
-    if (peer < 0 || peer >= comm->size) {
+    if ((peer < 0 && !(is_recv && peer == WEFT_P2P_ANY)) || peer >= comm->size) {
         return weft__error(WEFT_ERR_INVALID_ARG, "%s rank %d of %d", what, peer, comm->size);
     }
     if (tag & ((1ull << WEFT_TAG_SRC_BITS) - 1)) {
@@ -196,7 +210,7 @@ static weft_status_t req_new(ucx_comm_t *comm, int peer, int is_recv, size_t byt
     if (req == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a UCX request");
     }
-    req->peer = comm->peers[peer];
+    req->peer = peer != WEFT_P2P_ANY ? comm->peers[peer] : NULL; /* NULL: any source */
     req->peer_rank = peer;
     req->bytes = bytes;
     req->is_recv = is_recv != 0;
@@ -210,6 +224,10 @@ static weft_status_t req_prepare(weft_ucx_context_t *ctx, weft_p2p_req_t *req, i
 {
     weft_status_t status;
 
+    if (req->peer == NULL) { /* any source: no endpoint to watch */
+        *post_p = 1;
+        return WEFT_OK;
+    }
     if (req->peer->failure == UCS_OK) {
         status = weft__ucx_peer_connect(ctx, req->peer, req->peer_rank);
         if (status == WEFT_OK) {
@@ -297,12 +315,16 @@ static weft_status_t post_recv(ucx_comm_t *comm, int peer, void *buf, size_t byt
      * through one */
     WEFT_CHECK_GOTO(req_prepare(ctx, req, &post), err_unlock);
     if (post) {
-        rp = ucp_tag_recv_nbx(ctx->worker, buf, bytes, tag | (uint64_t)peer, UINT64_MAX, &param);
+        rp = req->peer != NULL ? ucp_tag_recv_nbx(ctx->worker, buf, bytes, tag | (uint64_t)peer,
+                                                  UINT64_MAX, &param)
+                               : ucp_tag_recv_nbx(ctx->worker, buf, bytes, tag, ~SRC_MASK, &param);
         if (UCS_PTR_IS_PTR(rp)) {
             req->ucp_req = rp;
-            req->peer->nreqs++;
-            if (!req->done) {
-                weft__ucx_recv_link(req);
+            if (req->peer != NULL) {
+                req->peer->nreqs++;
+                if (!req->done) {
+                    weft__ucx_recv_link(req);
+                }
             }
         } else {
             req->ucs_status = UCS_PTR_STATUS(rp);
@@ -345,29 +367,44 @@ static weft_status_t ucx_irecv(void *ep, int peer, void *buf, size_t bytes, weft
     ucx_comm_t *comm = ep;
 
     if (weft__ucx_needs_stage(comm->ctx, memtype, bytes)) {
+        if (peer == WEFT_P2P_ANY) {
+            /* fragments carry the message's tag alone: matched from any
+             * source, two messages' fragments could interleave */
+            return weft__error(
+                WEFT_ERR_UNSUPPORTED,
+                "ucx: a receive from any source of %zu bytes of %s memory: only "
+                "host messages of one fragment (up to %zu bytes, WEFT_UCX_STAGE_FRAG) "
+                "can be received from any source",
+                bytes, weft_memtype_name(memtype), weft__ucx_frag_size());
+        }
         return weft__ucx_stage_post(comm, 1, peer, buf, bytes, memtype, tag, req_p);
     }
     return post_recv(comm, peer, buf, bytes, memtype, tag, req_p);
 }
 
-static weft_status_t ucx_test(void *ep, weft_p2p_req_t *req, int *done_p)
+static weft_status_t ucx_test(void *ep, weft_p2p_req_t *req, int *done_p, int *src_p)
 {
     ucx_comm_t *comm = ep;
     weft_ucx_context_t *ctx = comm->ctx;
     weft_status_t status;
+    int src;
 
     if (req->stage != NULL) {
-        return weft__ucx_stage_test(comm, req, done_p);
+        src = req->peer_rank;
+        status = weft__ucx_stage_test(comm, req, done_p);
+        if (*done_p && src_p != NULL) {
+            *src_p = src;
+        }
+        return status;
     }
     /* fast path, no lock: the completion and failure flags are written with
      * release stores under the lock; seeing neither means "not yet" */
-    if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
-        __atomic_load_n(&req->peer->failure, __ATOMIC_ACQUIRE) == UCS_OK) {
+    if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) && peer_failure(req) == UCS_OK) {
         *done_p = 0;
         return WEFT_INPROGRESS;
     }
     pthread_mutex_lock(&ctx->lock);
-    if (!req->done && req->peer->failure != UCS_OK) {
+    if (!req->done && peer_failure(req) != UCS_OK) {
         weft__ucx_reap_failures(ctx);
         req_wait_purged(ctx, req);
         if (!req->done) {
@@ -384,9 +421,13 @@ static weft_status_t ucx_test(void *ep, weft_p2p_req_t *req, int *done_p)
     }
     req_release(req);
     status = req_status(req);
+    src = req->peer_rank;
     pthread_mutex_unlock(&ctx->lock);
     free(req);
     *done_p = 1;
+    if (src_p != NULL) {
+        *src_p = src;
+    }
     return status;
 }
 
@@ -418,16 +459,16 @@ static void ucx_cancel(void *ep, weft_p2p_req_t *req)
     if (!req->done) {
         uint64_t deadline = cancel_deadline(ctx);
 
-        while (!req->done && req->peer->failure == UCS_OK && weft__time_ns() < deadline) {
+        while (!req->done && peer_failure(req) == UCS_OK && weft__time_ns() < deadline) {
             weft__ucx_worker_progress(ctx);
         }
-        if (!req->done && req->peer->failure == UCS_OK) {
+        if (!req->done && req->peer != NULL && req->peer->failure == UCS_OK) {
             weft__log_warn("ucx: closing the connection to rank %d to withdraw a %zu-byte %s",
                            req->peer_rank, req->bytes, req->is_recv ? "receive" : "send");
             weft__ucx_peer_fail(req->peer, UCS_ERR_CANCELED,
                                 "closed to withdraw a request that UCX could not cancel");
         }
-        if (!req->done && req->peer->failure != UCS_OK) {
+        if (!req->done && peer_failure(req) != UCS_OK) {
             weft__ucx_reap_failures(ctx);
             req_wait_purged(ctx, req);
         }

@@ -199,6 +199,7 @@ weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void
     }
     st->status = WEFT_OK;
     req->stage = st;
+    req->peer_rank = peer;
     *req_p = req;
     return WEFT_OK;
 
@@ -246,7 +247,7 @@ weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *d
         if (st->subs[k] == NULL) {
             continue;
         }
-        status = weft__ucx_ops.test(comm, st->subs[k], &done);
+        status = weft__ucx_ops.test(comm, st->subs[k], &done, NULL);
         if (!done) {
             continue;
         }

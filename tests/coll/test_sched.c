@@ -690,7 +690,7 @@ static void rank_timeout(weft_comm_t comm, int rank, void *arg_)
 
             if (weft__comm_of(comm)->p2p->isend(weft__comm_of(comm)->p2p_ep, 0, &late, sizeof(late), WEFT_MEM_HOST, tag, &req) ==
                 WEFT_OK) {
-                weft__comm_of(comm)->p2p->test(weft__comm_of(comm)->p2p_ep, req, &done);
+                weft__comm_of(comm)->p2p->test(weft__comm_of(comm)->p2p_ep, req, &done, NULL);
             }
         }
     }

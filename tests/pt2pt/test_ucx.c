@@ -393,7 +393,7 @@ static void sc_cancel_send(rank_t *r)
         until = weft__time_ns() + 300000000ull;
         while (!done && weft__time_ns() < until) {
             ops->progress(r->ep);
-            st = ops->test(r->ep, rb, &done);
+            st = ops->test(r->ep, rb, &done, NULL);
         }
         CHECK(r, st != WEFT_OK, "the cancelled send was delivered");
         if (!done) {

@@ -64,7 +64,7 @@ void wait_all(rank_t *r, void *ep, weft_p2p_req_t **reqs, weft_status_t *st, int
             if (reqs[i] == NULL) {
                 continue;
             }
-            s = ops->test(ep, reqs[i], &done);
+            s = ops->test(ep, reqs[i], &done, NULL);
             if (done) {
                 reqs[i] = NULL;
                 st[i] = s;

@@ -290,6 +290,37 @@ def test_send_recv(comm):
             same(got, np.arange(5, dtype=np.int32))
 
 
+def test_recv_from_any_source(comm):
+    p, me = comm.size, comm.rank
+    if me == 0:
+        seen = {}
+        for _ in range(2 * (p - 1)):
+            buf = np.zeros(3, dtype=np.int64)
+            req = comm.irecv(buf, weft.ANY_SOURCE, tag=9)
+            req.wait()
+            assert req.source == buf[0], "Request.source is not the sender"
+            seen.setdefault(req.source, []).append(int(buf[1]))
+        assert seen == {q: [0, 1] for q in range(1, p)}
+        # the blocking form takes it too; a send's request has no source
+        if p >= 2:
+            got = comm.recv(np.zeros(1, dtype=np.int32), weft.ANY_SOURCE, tag=10)
+            assert got[0] == p - 1
+        sreq = comm.isend(np.zeros(1), 0, tag=11)
+        comm.recv(np.zeros(1), 0, tag=11)
+        sreq.wait()
+        assert sreq.source is None
+    else:
+        for m in range(2):
+            comm.send(np.array([me, m, 0], dtype=np.int64), 0, tag=9)
+        if me == p - 1:
+            comm.send(np.array([p - 1], dtype=np.int32), 0, tag=10)
+    with pytest.raises(ValueError):
+        comm.send(np.zeros(1), weft.ANY_SOURCE)
+    with pytest.raises(ValueError):
+        comm.recv(np.zeros(1), -2)
+    comm.barrier()
+
+
 def test_nonblocking_many_outstanding(comm):
     p, me = comm.size, comm.rank
     reqs, expect = [], []

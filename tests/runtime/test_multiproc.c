@@ -310,6 +310,84 @@ Test(multiproc, unique_id_from_environment, .timeout = 30)
     run_job(&o);
 }
 
+/* ------------------------------------- receives from any source over UCX */
+
+/* Rank 0 takes ANY_K messages from every other rank through
+ * WEFT_ANY_SOURCE receives: each reported sender is the message's, and
+ * one sender's messages arrive in send order; a receive from any source
+ * larger than one fragment is refused and the communicator goes on. */
+enum { ANY_K = 4, ANY_N = 300 };
+
+static void any_source_scenario(rank_ctx_t *r)
+{
+    if (r->rank != 0) {
+        int64_t *v = xmalloc(r, ANY_N * sizeof(*v));
+
+        for (int m = 0; m < ANY_K; m++) {
+            for (int j = 0; j < ANY_N; j++) {
+                v[j] = (int64_t)r->rank * 1000000 + m * ANY_N + j;
+            }
+            stage(r, "send %d to rank 0", m);
+            CHECK_OK(r, weft_send(v, ANY_N, WEFT_INT64, 0, 21, r->comm));
+        }
+        free(v);
+    } else {
+        int n = (r->nranks - 1) * ANY_K, next[MAX_RANKS] = {0}, src;
+        int64_t *in = xmalloc(r, (size_t)n * ANY_N * sizeof(*in));
+        weft_request_t *rr = xmalloc(r, (size_t)n * sizeof(*rr));
+        size_t big = (2u << 20) / sizeof(int64_t) + 1;
+        int64_t *b = xmalloc(r, big * sizeof(*b));
+        weft_request_t breq;
+        weft_status_t st;
+
+        stage(r, "post %d receives from any source", n);
+        for (int i = 0; i < n; i++) {
+            CHECK_OK(r, weft_irecv(in + (size_t)i * ANY_N, ANY_N, WEFT_INT64, WEFT_ANY_SOURCE, 21,
+                                   r->comm, &rr[i]));
+        }
+        CHECK_OK(r, weft_waitall(n, rr));
+        for (int i = 0; i < n; i++) {
+            const int64_t *v = in + (size_t)i * ANY_N;
+
+            CHECK_OK(r, weft_request_source(rr[i], &src));
+            CHECK(r, src >= 1 && src < r->nranks, "receive %d: source %d", i, src);
+            for (int j = 0; j < ANY_N; j++) {
+                CHECK(r, v[j] == (int64_t)src * 1000000 + next[src] * ANY_N + j,
+                      "receive %d (source %d): element %d is %lld, want message %d's", i, src, j,
+                      (long long)v[j], next[src]);
+            }
+            next[src]++;
+            weft_request_free(rr[i]);
+        }
+        for (int q = 1; q < r->nranks; q++) {
+            CHECK(r, next[q] == ANY_K, "%d of %d messages from rank %d", next[q], ANY_K, q);
+        }
+        stage(r, "a receive from any source over one fragment");
+        b[0] = 42;
+        st = weft_irecv(b, big, WEFT_INT64, WEFT_ANY_SOURCE, 22, r->comm, &breq);
+        CHECK(r, st == WEFT_ERR_UNSUPPORTED, "a 2 MiB receive from any source returned %s (%s)",
+              weft_status_string(st), weft_last_error());
+        CHECK(r, strstr(weft_last_error(), "any source") != NULL, "error: %s", weft_last_error());
+        CHECK(r, b[0] == 42, "the refused receive wrote its buffer");
+        free(b);
+        free(rr);
+        free(in);
+    }
+    stage(r, "allreduce after");
+    allreduce_ok(r, 1000, 31);
+}
+
+Test(multiproc, any_source_receives, .timeout = 30)
+{
+    job_opts_t o = {.nranks = 4,
+                    .timeout = "15",
+                    .scenario = any_source_scenario,
+                    .expect_killed = -1,
+                    .limit_s = 25};
+
+    run_job(&o);
+}
+
 /* ------------------------------------------------------ 3. killed peer */
 
 #define KILLED_RANK 3

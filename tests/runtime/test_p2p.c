@@ -1,7 +1,7 @@
 /*
  * weft_send / weft_recv on in-process ranks with random landing order:
  * payloads, MPI ordering for one tag, matching by tag, no cross-matching
- * with collectives, argument checks.
+ * with collectives, receives from any source, argument checks.
  */
 #include <criterion/criterion.h>
 
@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct shared {
@@ -46,6 +47,9 @@ static void run(int nranks, uint64_t seed, uint64_t delay, weft_thread_rank_fn f
     shared_t sh = {0};
     weft_thread_world_opts_t opts = {.nranks = nranks, .seed = seed, .max_delay_ns = delay};
 
+    /* a rank whose check failed leaves the others waiting: they fail by
+     * the deadline, not the default one */
+    setenv("WEFT_TIMEOUT", "30", 1);
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(weft__thread_world_run(&opts, fn, &sh), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(atomic_load(&sh.failures), 0, "%s", sh.first);
@@ -118,6 +122,13 @@ static void bad_body(weft_comm_t comm, int rank, void *arg)
     CHECK(weft_send(v, 1, WEFT_INT32, 2, 0, comm) == WEFT_ERR_INVALID_ARG, "peer out of range");
     CHECK(strstr(weft_last_error(), "peer") != NULL, "error names the peer");
     CHECK(weft_send(v, 1, WEFT_INT32, -1, 0, comm) == WEFT_ERR_INVALID_ARG, "negative peer");
+    CHECK(weft_send(v, 1, WEFT_INT32, WEFT_ANY_SOURCE, 0, comm) == WEFT_ERR_INVALID_ARG,
+          "a send to any source");
+    CHECK(weft_recv(v, 1, WEFT_INT32, -2, 0, comm) == WEFT_ERR_INVALID_ARG, "receive from -2");
+    CHECK(weft_recv_enqueue(v, 1, WEFT_INT32, WEFT_ANY_SOURCE, 0, comm, NULL) ==
+              WEFT_ERR_INVALID_ARG,
+          "an enqueued receive from any source");
+    CHECK(strstr(weft_last_error(), "WEFT_ANY_SOURCE") != NULL, "error names WEFT_ANY_SOURCE");
     CHECK(weft_send(v, 1, WEFT_INT32, 1 - rank, -1, comm) == WEFT_ERR_INVALID_ARG, "tag -1");
     CHECK(weft_recv(v, 1, WEFT_INT32, 1 - rank, WEFT_TAG_UB + 1, comm) == WEFT_ERR_INVALID_ARG,
           "tag too large");
@@ -182,4 +193,180 @@ Test(p2p, nonblocking_order_and_tags)
 Test(p2p, bad_arguments_and_mismatch)
 {
     run(2, 3, 0, bad_body);
+}
+
+/*
+ * Receives from any source: rank 0 takes K messages from every other rank
+ * through WEFT_ANY_SOURCE receives, learns each sender, and sees every
+ * sender's messages in their send order; a receive posted before another
+ * takes the first message both could match, whatever their peers; weft_recv
+ * itself takes WEFT_ANY_SOURCE; weft_request_source's errors.
+ */
+enum { ANY_K = 6 };
+
+static void any_source_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    int size;
+
+    weft_comm_size(comm, &size);
+    if (rank != 0) {
+        for (int m = 0; m < ANY_K; m++) {
+            int64_t v[3] = {rank, m, rank * 1000 + m};
+            CHECK_OK(weft_send(v, 3, WEFT_INT64, 0, 4, comm), "send to 0");
+        }
+        if (rank == 1) {
+            int32_t a = 111, b = 222;
+            CHECK_OK(weft_send(&a, 1, WEFT_INT32, 0, 6, comm), "send a");
+            CHECK_OK(weft_send(&b, 1, WEFT_INT32, 0, 6, comm), "send b");
+        }
+        if (rank == 1) { /* blocking sends, in order: see the receives below */
+            for (int m = 0; m < ANY_K; m++) {
+                CHECK_OK(weft_send(&m, 1, WEFT_INT32, 0, 10, comm), "send ordered");
+            }
+        }
+        if (rank == size - 1) {
+            int32_t c = 333;
+            CHECK_OK(weft_send(&c, 1, WEFT_INT32, 0, 7, comm), "send c");
+        }
+    } else {
+        int n = (size - 1) * ANY_K, next[64] = {0}, src = -5;
+        int64_t(*in)[3] = calloc((size_t)n, sizeof(*in));
+        weft_request_t *rr = calloc((size_t)n, sizeof(*rr));
+        weft_request_t ra, rb, sreq;
+        int32_t a = 0, b = 0, c = 0;
+
+        CHECK(in != NULL && rr != NULL && size <= 64, "test setup");
+        for (int i = 0; i < n; i++) {
+            CHECK_OK(weft_irecv(in[i], 3, WEFT_INT64, WEFT_ANY_SOURCE, 4, comm, &rr[i]),
+                     "irecv any");
+        }
+        CHECK(weft_request_source(rr[0], &src) == WEFT_ERR_INVALID_ARG && src == -5,
+              "the source of a receive not yet complete");
+        CHECK(strstr(weft_last_error(), "not complete") != NULL, "error says not complete");
+        CHECK_OK(weft_waitall(n, rr), "waitall any");
+        for (int i = 0; i < n; i++) {
+            CHECK_OK(weft_request_source(rr[i], &src), "request source");
+            CHECK(src >= 1 && src < size, "source out of range");
+            CHECK(in[i][0] == src, "the reported source is not the message's sender");
+            CHECK(in[i][1] == next[src] && in[i][2] == src * 1000 + next[src],
+                  "one sender's messages overtook each other");
+            next[src]++;
+            weft_request_free(rr[i]);
+        }
+        for (int q = 1; q < size; q++) {
+            CHECK(next[q] == ANY_K, "not every sender's messages arrived");
+        }
+        /* posting order: the any-source receive came first, so it takes a */
+        CHECK_OK(weft_irecv(&a, 1, WEFT_INT32, WEFT_ANY_SOURCE, 6, comm, &ra), "irecv a");
+        CHECK_OK(weft_irecv(&b, 1, WEFT_INT32, 1, 6, comm, &rb), "irecv b");
+        CHECK_OK(weft_wait(rb), "wait b");
+        CHECK_OK(weft_wait(ra), "wait a");
+        CHECK(a == 111 && b == 222, "receives matched out of posting order");
+        CHECK_OK(weft_request_source(ra, &src), "source a");
+        CHECK(src == 1, "source of a");
+        CHECK_OK(weft_request_source(rb, &src), "source b");
+        CHECK(src == 1, "a named peer is its own source");
+        weft_request_free(ra);
+        weft_request_free(rb);
+        /* receives from one peer, all posted before any completes, match
+         * its blocking sends in the order they were posted */
+        int32_t got[ANY_K];
+        for (int m = 0; m < ANY_K; m++) {
+            CHECK_OK(weft_irecv(&got[m], 1, WEFT_INT32, 1, 10, comm, &rr[m]), "irecv ordered");
+        }
+        CHECK_OK(weft_waitall(ANY_K, rr), "waitall ordered");
+        for (int m = 0; m < ANY_K; m++) {
+            CHECK(got[m] == m, "receives matched out of posting order");
+            weft_request_free(rr[m]);
+        }
+        /* blocking */
+        CHECK_OK(weft_recv(&c, 1, WEFT_INT32, WEFT_ANY_SOURCE, 7, comm), "recv any");
+        CHECK(c == 333, "blocking receive from any source");
+        /* a send has no source; a NULL out-parameter */
+        CHECK_OK(weft_isend(&c, 1, WEFT_INT32, 0, 8, comm, &sreq), "isend to self");
+        CHECK_OK(weft_recv(&a, 1, WEFT_INT32, WEFT_ANY_SOURCE, 8, comm), "recv from self");
+        CHECK(a == 333, "a message to oneself from any source");
+        CHECK_OK(weft_wait(sreq), "wait send");
+        src = -5;
+        CHECK(weft_request_source(sreq, &src) == WEFT_ERR_INVALID_ARG && src == -5,
+              "a send's source");
+        CHECK(weft_request_source(sreq, NULL) == WEFT_ERR_INVALID_ARG, "NULL source");
+        weft_request_free(sreq);
+        free(in);
+        free(rr);
+    }
+    /* the communicator still runs collectives */
+    int32_t sum = rank;
+    CHECK_OK(weft_allreduce(WEFT_IN_PLACE, &sum, 1, WEFT_INT32, WEFT_SUM, comm), "allreduce");
+    CHECK(sum == size * (size - 1) / 2, "allreduce after receives from any source");
+    atomic_fetch_add(&sh->finished, 1);
+}
+
+Test(p2p, any_source)
+{
+    for (uint64_t seed = 0; seed < 4; seed++) {
+        run(5, seed, seed == 3 ? 20000 : 0, any_source_body);
+    }
+    run(2, 1, 0, any_source_body);
+}
+
+/* On a split communicator the source is a rank of that communicator. */
+static void any_source_split_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    weft_comm_t half;
+    int hrank, hsize, src = -1;
+    int32_t v = rank;
+
+    /* ranks 1, 3, 5 in one half (ranks 0, 1, 2 of it); the others in the other */
+    CHECK_OK(weft_comm_split(comm, rank % 2, -rank, &half), "split");
+    weft_comm_rank(half, &hrank);
+    weft_comm_size(half, &hsize);
+    if (hrank == 0) {
+        for (int i = 1; i < hsize; i++) {
+            weft_request_t r;
+            CHECK_OK(weft_irecv(&v, 1, WEFT_INT32, WEFT_ANY_SOURCE, 2, half, &r), "irecv");
+            CHECK_OK(weft_wait(r), "wait");
+            CHECK_OK(weft_request_source(r, &src), "source");
+            weft_request_free(r);
+            CHECK(src >= 1 && src < hsize, "source is not a rank of the split communicator");
+            CHECK(v % 2 == rank % 2, "a message from the other half");
+            /* keys -rank: this half's ranks in decreasing world rank, this
+             * one (its largest) first */
+            CHECK(src == (rank - v) / 2, "the source is not the sender's rank in the half");
+        }
+    } else {
+        CHECK_OK(weft_send(&v, 1, WEFT_INT32, 0, 2, half), "send");
+    }
+    weft_comm_destroy(half);
+    atomic_fetch_add(&sh->finished, 1);
+}
+
+Test(p2p, any_source_on_a_split_communicator)
+{
+    run(6, 2, 0, any_source_split_body);
+}
+
+/* A receive from any source that nothing matches times out, naming it. */
+static void any_source_timeout_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    weft_comm_t dup;
+    int32_t v = 0;
+
+    CHECK_OK(weft_comm_dup(comm, &dup), "dup");
+    if (rank == 0) {
+        CHECK_OK(weft_comm_set_timeout(dup, 0.3), "timeout");
+        CHECK(weft_recv(&v, 1, WEFT_INT32, WEFT_ANY_SOURCE, 77, dup) == WEFT_ERR_TIMEOUT,
+              "a receive from any source with no message");
+        CHECK(strstr(weft_last_error(), "rank(s) any") != NULL, "the timeout names no source");
+    }
+    weft_comm_destroy(dup);
+    atomic_fetch_add(&sh->finished, 1);
+}
+
+Test(p2p, any_source_timeout)
+{
+    run(2, 1, 0, any_source_timeout_body);
 }

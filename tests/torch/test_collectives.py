@@ -2,9 +2,9 @@
 point-to-point, against gloo and an exact local reference (common.py), at 2,
 3 and 4 processes: reduce, all_gather (list, into a tensor, coalesced),
 reduce_scatter (list, tensor, coalesced), all_to_all (single with and
-without split sizes, lists), gather, scatter, send/recv, isend/irecv and
-batch_isend_irecv, on every dtype and on strided tensors; mismatched sizes
-raise before anything is sent.
+without split sizes, lists), gather, scatter, send/recv, isend/irecv (also
+from any source) and batch_isend_irecv, on every dtype and on strided
+tensors; mismatched sizes raise before anything is sent.
 """
 
 import pytest
@@ -242,6 +242,27 @@ def check_p2p(rank, size, gloo):
     for peer in range(size):
         if peer != rank:
             assert torch.all(got[peer] == float(peer)), f"batch_isend_irecv from {peer}"
+    # receives from any source (src=None): rank 0 takes two messages from
+    # every other rank, learns each sender, and gets one sender's messages in
+    # their send order; irecv's work names its sender too
+    if rank == 0:
+        seen = {}
+        for _ in range(2 * (size - 1)):
+            t = torch.empty(4, dtype=torch.int64)
+            src = dist.recv(t, tag=11)
+            assert 1 <= src < size, f"recv from any source returned {src}"
+            seen.setdefault(src, []).append(t[1].item())
+            assert t[0].item() == src, f"recv from any source: {src} is not the sender {t[0]}"
+        assert seen == {q: [0, 1] for q in range(1, size)}, f"any-source messages: {seen}"
+        t = torch.empty(2)
+        work = dist.irecv(t, tag=12)
+        work.wait()
+        assert work._source_rank() == size - 1 and t.tolist() == [5.0, 5.0]
+    else:
+        for m in range(2):
+            dist.send(torch.tensor([rank, m, rank, m]), 0, tag=11)
+        if rank == size - 1:
+            dist.send(torch.full((2,), 5.0), 0, tag=12)
     # a collective right after point-to-point
     t = torch.ones(3)
     dist.all_reduce(t)

@@ -5,7 +5,7 @@ backends) against the backend "weft".
 The suite reads BACKEND, WORLD_SIZE and TEMP_DIR from the environment (this
 file sets BACKEND=weft and WORLD_SIZE=2 unless given). weft declares what
 it implements through the suite's own tables (DistTestCases): subgroups and
-DDP, a plugin backend; receives from any source are not supported. Every
+DDP, a plugin backend. Every
 spawned rank imports this file, so the tables and the registration hold there
 too. Run with pytest; tests/torch/test_torch.sh runs a selection.
 """
@@ -23,7 +23,6 @@ from torch.testing._internal.common_distributed import DistTestCases  # noqa: E4
 
 for feature in ("subgroup", "ddp", "plugin"):
     DistTestCases.backend_feature[feature].add("weft")
-DistTestCases.skip_collective["sendrecv anysource"].add("weft")
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402

@@ -14,13 +14,14 @@ compiled module that runs the blocking calls on numpy arrays (None when the
 package calls libweft through ctypes only). See bindings/python/README.md.
 """
 from ._buffer import numpy_dtype, weft_dtype
-from ._lib import IN_PLACE, TAG_UB, Dtype, Error, Op, Status, library_path
+from ._lib import ANY_SOURCE, IN_PLACE, TAG_UB, Dtype, Error, Op, Status, library_path
 from .comm import Comm, Request, extension, get_unique_id, parse_op, waitall
 
 __version__ = "0.1.0"
 
 __all__ = ["Comm", "Request", "Error", "Status", "Dtype", "Op", "waitall", "get_unique_id",
            "weft_dtype", "numpy_dtype", "parse_op", "library_path", "TAG_UB", "IN_PLACE",
+           "ANY_SOURCE",
            "status_string", "dtype_name", "op_name", "extension"]
 
 

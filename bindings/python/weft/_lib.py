@@ -11,7 +11,7 @@ import enum
 import os
 
 __all__ = ["Status", "Dtype", "Op", "Error", "lib", "library_path", "check", "IN_PLACE",
-           "UNIQUE_ID_BYTES", "TAG_UB"]
+           "UNIQUE_ID_BYTES", "TAG_UB", "ANY_SOURCE"]
 
 # The status list of weft.h (WEFT_STATUS_MAP), same names and values.
 class Status(enum.IntEnum):
@@ -63,6 +63,7 @@ OP_COUNT = 11
 UNIQUE_ID_BYTES = 128
 UNIQUE_ID_STRLEN = 2 * UNIQUE_ID_BYTES
 TAG_UB = 65535
+ANY_SOURCE = -1  # WEFT_ANY_SOURCE: recv/irecv's source, any rank
 # WEFT_IN_PLACE is ((const void *)(intptr_t)-1)
 IN_PLACE = ctypes.c_void_p(ctypes.c_void_p(-1).value)
 
@@ -148,6 +149,7 @@ _PROTOTYPES = {
     "weft_wait": (_status_t, [_req_t]),
     "weft_waitall": (_status_t, [_int, _reqp]),
     "weft_request_free": (_status_t, [_req_t]),
+    "weft_request_source": (_status_t, [_req_t, _intp]),
     "weft_iallreduce": (_status_t, [_vp, _vp, _sz, _dtype_t, _op_t, _comm_t, _reqp]),
     "weft_ireduce_scatter": (_status_t, [_vp, _vp, _sz, _dtype_t, _op_t, _comm_t, _reqp]),
     "weft_iallgather": (_status_t, [_vp, _vp, _sz, _dtype_t, _comm_t, _reqp]),

@@ -229,9 +229,16 @@ class Request:
         self._result = call.result
         self._error = None
         self._freed = False
+        self._is_recv = call.name == "recv"
+        self._source = None
         _live_requests.add(self)
 
     def _settle(self, status, call):
+        if status == Status.OK and self._is_recv and self._handle is not None:
+            src = ctypes.c_int(-1)
+            check(lib.weft_request_source(self._handle, ctypes.byref(src)),
+                  "weft_request_source")
+            self._source = src.value
         self._release_handle()
         self._keep = None
         if status != Status.OK:
@@ -249,6 +256,12 @@ class Request:
     def done(self):
         """True once complete (or freed)."""
         return self._handle is None
+
+    @property
+    def source(self):
+        """A completed receive: the rank its message came from (the source
+        given, or the sender when it was weft.ANY_SOURCE); else None."""
+        return self._source
 
     def _check_not_freed(self):
         if self._freed:
@@ -475,8 +488,11 @@ class Comm:
                              % (root, self.size - 1))
         return int(root)
 
-    def _peer(self, peer, tag):
-        if isinstance(peer, bool) or not isinstance(peer, (int, np.integer)) \
+    def _peer(self, peer, tag, any_ok=False):
+        if any_ok and not isinstance(peer, bool) and isinstance(peer, (int, np.integer)) \
+                and peer == _lib.ANY_SOURCE:
+            pass
+        elif isinstance(peer, bool) or not isinstance(peer, (int, np.integer)) \
                 or not 0 <= peer < self.size:
             raise ValueError("weft: peer %r is not a rank of this communicator (0..%d)"
                              % (peer, self.size - 1))
@@ -709,7 +725,7 @@ class Comm:
         return _Call("send", (b.ptr, b.count, b.dtype, dest, tag), [b.keep], None)
 
     def _recv(self, buf, source, tag):
-        source, tag = self._peer(source, tag)
+        source, tag = self._peer(source, tag, any_ok=True)
         b = resolve(buf, "buf", write=True)
         self._device_check(b)
         return _Call("recv", (b.ptr, b.count, b.dtype, source, tag), [b.keep], buf)
@@ -853,7 +869,9 @@ class Comm:
         return self._start(self._send(buf, dest, tag))
 
     def recv(self, buf, source, tag=0):
-        """weft_recv into buf (same element count as the send); returns buf."""
+        """weft_recv into buf (same element count as the send); returns buf.
+        source weft.ANY_SOURCE takes the first message with the tag from any
+        rank (irecv's Request.source then says whose)."""
         if _core is not None:
             r = _core.recv(self._handle, self.size, buf, source, tag)
             if r is not NotImplemented:

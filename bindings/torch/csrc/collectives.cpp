@@ -566,28 +566,47 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &t
     });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recv(std::vector<at::Tensor> &tensors,
-                                                      int src_rank, int tag)
+/* recv and recvAnysource: src_rank WEFT_ANY_SOURCE for the latter; the
+ * worker records the sender in the work (sourceRank). */
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::receive(std::vector<at::Tensor> &tensors,
+                                                         int src_rank, int tag, const char *call)
 {
-    const at::Tensor &t = single_cpu_tensor(tensors, "recv");
-    check_root(src_rank, size_, "recv");
-    TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_UB, "weft: recv: tag ", tag,
+    const at::Tensor &t = single_cpu_tensor(tensors, call);
+    if (src_rank != WEFT_ANY_SOURCE) {
+        check_root(src_rank, size_, call);
+    }
+    TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_UB, "weft: ", call, ": tag ", tag,
                       " is outside 0..", WEFT_TAG_UB);
-    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::RECV, "weft:recv", tensors,
-                                              std::nullopt);
+    const bool any = src_rank == WEFT_ANY_SOURCE;
+    auto work = c10::make_intrusive<WorkWeft>(
+        rank_, any ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV,
+        any ? "weft:recv_anysource" : "weft:recv", tensors, std::nullopt);
     weft_comm_t comm = comm_;
     const uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, t, src_rank, tag, seq] {
+    return enqueue(work, [comm, t, src_rank, tag, seq, any] {
         at::Tensor buf = as_contiguous(t);
         Pending p;
         check(weft_irecv(buf.data_ptr(), (size_t)buf.nbytes(), WEFT_UINT8, src_rank, tag, comm,
                          &p.req),
               "recv", *seq);
         p.after = [t, buf] { copy_back(t, buf); };
-        p.what = c10::str("recv from rank ", src_rank, " tag ", tag);
+        p.what = any ? c10::str("recv from any rank tag ", tag)
+                     : c10::str("recv from rank ", src_rank, " tag ", tag);
         return p;
     });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recv(std::vector<at::Tensor> &tensors,
+                                                      int src_rank, int tag)
+{
+    return receive(tensors, src_rank, tag, "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recvAnysource(std::vector<at::Tensor> &tensors,
+                                                               int tag)
+{
+    return receive(tensors, WEFT_ANY_SOURCE, tag, "recv_anysource");
 }
 
 } // namespace weft_torch

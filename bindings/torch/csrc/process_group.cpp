@@ -43,6 +43,14 @@ uint64_t WorkWeft::getSequencenumber() const
     return seq_;
 }
 
+int WorkWeft::sourceRank() const
+{
+    int src = source_.load();
+
+    TORCH_CHECK(src >= 0, "weft: sourceRank() is known only for a receive that completed");
+    return src;
+}
+
 void WorkWeft::complete(std::exception_ptr error)
 {
     finish(error);
@@ -251,6 +259,14 @@ bool ProcessGroupWeft::poll_in_flight()
             try {
                 if (status != WEFT_OK) {
                     raise_status(status, f.pending.what.c_str(), f.work->seq_);
+                }
+                if (f.work->retrieveOpType() == c10d::OpType::RECV ||
+                    f.work->retrieveOpType() == c10d::OpType::RECVANYSOURCE) {
+                    int src = -1;
+
+                    check(weft_request_source(f.pending.req, &src), f.pending.what.c_str(),
+                          f.work->seq_);
+                    f.work->source_.store(src);
                 }
                 if (f.pending.after) {
                     f.pending.after();

@@ -40,6 +40,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -70,10 +71,15 @@ class WorkWeft : public c10d::Work {
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
     uint64_t getSequencenumber() const override;
 
+    /* A completed receive: the rank its message came from (torch's
+     * work._source_rank(), what dist.recv returns). */
+    int sourceRank() const override;
+
     /* Called once, by the worker thread. */
     void complete(std::exception_ptr error);
 
     uint64_t seq_ = 0;
+    std::atomic<int> source_{-1}; /* set by the worker before complete() */
 
   private:
     std::vector<at::Tensor> outputs_;
@@ -145,6 +151,10 @@ class ProcessGroupWeft : public c10d::Backend {
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src_rank,
                                         int tag) override;
+    /* dist.recv / irecv with src=None: WEFT_ANY_SOURCE (a CPU message of at
+     * most one fragment between processes, weft.h) */
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
+                                                 int tag) override;
 
     /* Runs every queued operation, then stops taking new ones. */
     void shutdown() override;
@@ -167,6 +177,8 @@ class ProcessGroupWeft : public c10d::Backend {
     };
     /* Runs on the worker thread; raises on failure. */
     using Run = std::function<Pending()>;
+    c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src_rank, int tag,
+                                           const char *call);
 
     c10::intrusive_ptr<WorkWeft> enqueue(c10::intrusive_ptr<WorkWeft> work, Run run);
     /* A collective: run() does everything on the worker. */
