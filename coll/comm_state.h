@@ -14,6 +14,8 @@ struct weft_coll_comm {
     struct weft_sched *sched_cache; /* last finished schedule, reused (coll/sched.c) */
     struct weft_sched *active;      /* started, unfinished schedules (coll/sched_engine.c) */
     int cost_measured;              /* cost_* hold agreed measurements (coll/cost.h) */
+    int reproducible; /* reductions by the ordered rows only: WEFT_REPRODUCIBLE at creation, a
+                       * parent's, or weft_comm_set_reproducible (coll/cost.c) */
     double cost_alpha;
     double cost_beta;
     double cost_gamma;
@@ -26,6 +28,10 @@ struct weft_coll_comm {
     struct weft_recorder *recorder; /* the last operations (coll/diag/record.h) */
     struct weft_obs *obs;           /* trace and counters (coll/diag/obs.h) */
 };
+
+/* The reproducible mode of comm's operations started from now on (the last
+ * choices, made in the other mode, are forgotten). */
+void weft__coll_set_reproducible(struct weft_comm *comm, int on);
 
 /* comm->coll for a new communicator: WEFT_ERR_NO_MEMORY when it cannot. */
 weft_status_t weft__coll_comm_create(struct weft_comm *comm);

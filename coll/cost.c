@@ -293,6 +293,7 @@ void weft__cost_defaults(weft_cost_params_t *params)
 void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
 {
     weft__cost_defaults(params);
+    params->reproducible = comm->coll->reproducible;
     if (comm->coll->cost_measured) {
         params->alpha = comm->coll->cost_alpha;
         params->beta = comm->coll->cost_beta;

@@ -228,6 +228,15 @@ weft_status_t weft_comm_destroy(weft_comm_t comm);
  * Frameworks give each group its own timeout this way (torch's
  * init_process_group / new_group timeout, bindings/torch). */
 weft_status_t weft_comm_set_timeout(weft_comm_t comm, double seconds);
+/* The reproducible mode (WEFT_REPRODUCIBLE, README) for comm's reductions
+ * started from now on: 1 on (allreduce, reduce, reduce_scatter and
+ * reduce_scatter_v give the same bits whatever the algorithm, placement and
+ * nodes, for a given size of comm), 0 off. Every rank of comm must set the
+ * same, between the same operations. A communicator starts with
+ * WEFT_REPRODUCIBLE's setting; split and duplicated ones with their parent's.
+ * WEFT_ERR_INVALID_ARG for another value. Call it from the thread that
+ * drives comm. */
+weft_status_t weft_comm_set_reproducible(weft_comm_t comm, int on);
 
 /* Blocking collectives with MPI semantics; counts are in elements.
  *

@@ -107,6 +107,22 @@ WEFT_EXPORT weft_status_t weft_comm_set_timeout(weft_comm_t handle, double secon
     return WEFT_OK;
 }
 
+WEFT_EXPORT weft_status_t weft_comm_set_reproducible(weft_comm_t handle, int on)
+{
+    struct weft_comm *comm;
+    weft_status_t status = weft__comm_check(handle, "comm", &comm);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (on != 0 && on != 1) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_comm_set_reproducible: on is %d, not 1 (on) or 0 (off)", on);
+    }
+    weft__coll_set_reproducible(comm, on);
+    return WEFT_OK;
+}
+
 WEFT_EXPORT weft_status_t weft_comm_size(weft_comm_t handle, int *size_p)
 {
     struct weft_comm *comm;

@@ -335,6 +335,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
     child->parent_rank = ep->map;
     child->oversubscribed = comm->oversubscribed;
     child->timeout_s = comm->timeout_s;
+    weft__coll_set_reproducible(child, comm->coll->reproducible);
     child->coll->cost_measured = comm->coll->cost_measured;
     weft__obs_comm_inherit(child, comm); /* one trace per rank of the job */
     child->coll->cost_alpha = comm->coll->cost_alpha;

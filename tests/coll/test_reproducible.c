@@ -158,16 +158,32 @@ static void data_reduced(const void *ctx, size_t i, void *dst)
 typedef struct shared {
     int nranks;
     int expect_exact; /* 1: every result must be the fold; 0: count the ones that are not */
+    int comm_mode;    /* -1: WEFT_REPRODUCIBLE's; 0/1: weft_comm_set_reproducible, then a dup */
     atomic_long checked;
     atomic_long differ;
 } shared_t;
 
-static void rank_body(weft_comm_t comm, int rank, void *arg)
+static void rank_body(weft_comm_t world, int rank, void *arg)
 {
     shared_t *sh = arg;
     const int p = sh->nranks;
     static const unsigned char fill[8] = {0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee};
     size_t counts[64];
+    weft_comm_t comm = world;
+
+    if (sh->comm_mode >= 0) {
+        /* the switch, and a duplicate that inherits it */
+        weft_status_t st = weft_comm_set_reproducible(world, sh->comm_mode);
+
+        if (st == WEFT_OK) {
+            st = weft_comm_dup(world, &comm);
+        }
+        if (st != WEFT_OK) {
+            HARNESS_FAIL("rank %d: set the mode and dup: %s (%s)", rank, weft_status_string(st),
+                         weft_last_error());
+            return;
+        }
+    }
 
     for (int q = 0; q < p; q++) {
         counts[q] = (size_t)(q * 7 % 5) * 13 + (size_t)q; /* uneven, some empty */
@@ -217,14 +233,19 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
             free(out);
         }
     }
+    if (comm != world) {
+        weft_comm_destroy(comm);
+    }
 }
 
 static const int sizes[] = {1, 2, 3, 5, 8, 9, 13, 16, 17};
 #define NSIZES ((int)(sizeof(sizes) / sizeof(sizes[0])))
 
-/* Every size under each rule set; returns the results that were not the
- * fold (with expect_exact, each is a failure). */
-static long run_rules(const char *const *rules, int nrules, int ranks_per_node, int expect_exact)
+/* Every size under each rule set, WEFT_REPRODUCIBLE set to global_mode and
+ * each communicator's to comm_mode (-1: left); returns the results that
+ * were not the fold (with expect_exact, each is a failure). */
+static long run_modes(const char *const *rules, int nrules, int ranks_per_node, int global_mode,
+                      int comm_mode, int expect_exact)
 {
     long differ = 0;
 
@@ -232,12 +253,13 @@ static long run_rules(const char *const *rules, int nrules, int ranks_per_node, 
     cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
     weft__coll_config.shm_slot = 4096; /* several shared-memory rounds */
     weft__runtime_config.ranks_per_node = ranks_per_node;
-    weft__coll_config.reproducible = expect_exact;
+    weft__coll_config.reproducible = global_mode;
     for (int ri = 0; ri < nrules; ri++) {
         cr_assert_eq(weft__coll_tune_load(rules[ri]), WEFT_OK, "%s: %s", rules[ri],
                      weft_last_error());
         for (int si = 0; si < NSIZES; si++) {
-            shared_t sh = {.nranks = sizes[si], .expect_exact = expect_exact};
+            shared_t sh = {
+                .nranks = sizes[si], .expect_exact = expect_exact, .comm_mode = comm_mode};
             weft_thread_world_opts_t opts = {.nranks = sizes[si], .seed = 7 + (uint64_t)si};
             long want = 0;
 
@@ -256,6 +278,11 @@ static long run_rules(const char *const *rules, int nrules, int ranks_per_node, 
     weft__coll_tune_release();
     weft_finalize();
     return differ;
+}
+
+static long run_rules(const char *const *rules, int nrules, int ranks_per_node, int expect_exact)
+{
+    return run_modes(rules, nrules, ranks_per_node, expect_exact, -1, expect_exact);
 }
 
 /* what the rules would force: every other algorithm of the four */
@@ -299,4 +326,33 @@ Test(reproducible, other_orders_differ_without_the_mode, .timeout = 300)
 
     cr_log_info("without WEFT_REPRODUCIBLE: %ld results differ from the rank-order fold", differ);
     cr_assert_gt(differ, 0, "every algorithm gave the rank-order fold: the check cannot fail");
+}
+
+/* The mode per communicator: on for one communicator (and its duplicate)
+ * with WEFT_REPRODUCIBLE off gives the fold under every rule; off for one
+ * with WEFT_REPRODUCIBLE on lets the rules' algorithms run again. */
+Test(reproducible, per_communicator_on, .timeout = 300)
+{
+    run_modes(rules, NRULES, 2, 0, 1, 1);
+}
+
+Test(reproducible, per_communicator_off, .timeout = 300)
+{
+    long differ = run_modes(rules + 1, NRULES - 1, 0, 1, 0, 0);
+
+    cr_assert_gt(differ, 0, "switched off, every algorithm still gave the rank-order fold");
+}
+
+Test(reproducible, per_communicator_bad_value)
+{
+    weft_comm_t comm;
+
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    cr_assert_eq(weft_init(), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_comm_world(&comm), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft_comm_set_reproducible(comm, 2), WEFT_ERR_INVALID_ARG);
+    cr_assert_not_null(strstr(weft_last_error(), "not 1 (on) or 0 (off)"), "%s", weft_last_error());
+    cr_assert_eq(weft_comm_set_reproducible(NULL, 1), WEFT_ERR_INVALID_ARG);
+    cr_assert_eq(weft_comm_destroy(comm), WEFT_OK);
+    weft_finalize();
 }

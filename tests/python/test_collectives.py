@@ -321,6 +321,24 @@ def test_recv_from_any_source(comm):
     comm.barrier()
 
 
+def test_reproducible_switch(comm):
+    p, me = comm.size, comm.rank
+    rng = np.random.default_rng(17)
+    x = (rng.standard_normal((p, 4099)) * 10.0 ** rng.integers(-3, 4, (p, 4099))).astype(np.float32)
+    d = comm.dup()
+    d.set_reproducible(True)
+    got = d.allreduce(x[me].copy())
+    want = x[0].copy()
+    for q in range(1, p):  # the rank-order fold (one reduction of up to 8 inputs)
+        want = (want + x[q]).astype(np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    with pytest.raises(ValueError):
+        d.set_reproducible(2)
+    d.set_reproducible(False)
+    same(d.allreduce(np.ones(5, np.int64)), np.full(5, p, np.int64))
+    d.destroy()
+
+
 def test_nonblocking_many_outstanding(comm):
     p, me = comm.size, comm.rank
     reqs, expect = [], []

@@ -156,6 +156,30 @@ def check_bad_input(rank, size, gloo):
     assert torch.all(t == sum(range(size))), "the group works after refused calls"
 
 
+def check_reproducible(rank, size, gloo):
+    # weft_torch.set_reproducible: float32 sums of many magnitudes are the
+    # rank-order fold, bit for bit (one reduction of up to 8 inputs); a bad
+    # group is refused; switched off, the group goes on
+    import weft_torch
+    gen = torch.Generator().manual_seed(23)
+    xs = [torch.randn(3001, generator=gen) * 10.0 ** torch.randint(-3, 4, (3001,), generator=gen)
+          for _ in range(size)]
+    weft_torch.set_reproducible(True)
+    t = xs[rank].clone()
+    dist.all_reduce(t)
+    want = xs[0].clone()
+    for q in range(1, size):
+        want = want + xs[q]
+    assert torch.equal(t.view(torch.int32), want.view(torch.int32)), \
+        "reproducible all_reduce is not the rank-order fold"
+    with pytest.raises(ValueError, match="not weft"):
+        weft_torch.set_reproducible(True, group=gloo)
+    weft_torch.set_reproducible(False)
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.all(t == size)
+
+
 def check_subgroups(rank, size, gloo):
     # two groups over disjoint halves, each its own communicator
     halves = [list(range(0, size, 2)), list(range(1, size, 2))]
@@ -185,7 +209,7 @@ def _all_checks(rank, size, gloo):
     # one job per size for all of them: a job's start (torch's import in
     # every process) costs more than most checks
     checks = [check_allreduce, check_allreduce_forms, check_broadcast, check_barrier,
-              check_async, check_bad_input]
+              check_async, check_bad_input, check_reproducible]
     if size >= 3:
         checks.append(check_subgroups)  # halves of more than one rank
     for check in checks:

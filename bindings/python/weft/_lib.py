@@ -136,6 +136,7 @@ _PROTOTYPES = {
     "weft_comm_size": (_status_t, [_comm_t, _intp]),
     "weft_comm_destroy": (_status_t, [_comm_t]),
     "weft_comm_set_timeout": (_status_t, [_comm_t, ctypes.c_double]),
+    "weft_comm_set_reproducible": (_status_t, [_comm_t, _int]),
     "weft_allreduce": (_status_t, [_vp, _vp, _sz, _dtype_t, _op_t, _comm_t]),
     "weft_reduce_scatter": (_status_t, [_vp, _vp, _sz, _dtype_t, _op_t, _comm_t]),
     "weft_allgather": (_status_t, [_vp, _vp, _sz, _dtype_t, _comm_t]),

@@ -420,6 +420,16 @@ class Comm:
         float("inf"): none)."""
         check(lib.weft_comm_set_timeout(self._live(), float(seconds)), "weft_comm_set_timeout")
 
+    def set_reproducible(self, on):
+        """weft_comm_set_reproducible: reductions started from now on give
+        the same bits whatever the algorithm and placement (True), or not
+        (False); every rank must set the same. Starts as WEFT_REPRODUCIBLE
+        says; split and dup communicators start with their parent's."""
+        if not isinstance(on, (bool, int, np.integer)) or int(on) not in (0, 1):
+            raise ValueError("weft: set_reproducible(%r): True or False" % (on,))
+        check(lib.weft_comm_set_reproducible(self._live(), int(on)),
+              "weft_comm_set_reproducible")
+
     def abort(self):
         """weft_comm_abort: pending and later operations fail with
         ERR_ABORTED; the communicator must still be destroyed."""

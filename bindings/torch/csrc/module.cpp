@@ -12,6 +12,18 @@ PYBIND11_MODULE(_C, m)
           pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
           "A weft process group over store's group (collective over its ranks).");
     m.def(
+        "set_reproducible",
+        [](const c10::intrusive_ptr<c10d::Backend> &backend, bool on) {
+            auto *pg = dynamic_cast<weft_torch::ProcessGroupWeft *>(backend.get());
+            TORCH_CHECK_VALUE(pg != nullptr, "weft_torch.set_reproducible: the group's CPU "
+                                             "backend is not weft");
+            pg->setReproducible(on);
+        },
+        pybind11::arg("backend"), pybind11::arg("on"),
+        /* the worker may need the GIL to complete what is queued before */
+        pybind11::call_guard<pybind11::gil_scoped_release>(),
+        "weft's reproducible mode for the group's reductions from now on.");
+    m.def(
         "weft_version",
         [] {
             return std::to_string(WEFT_VERSION_MAJOR) + "." + std::to_string(WEFT_VERSION_MINOR) +

@@ -149,6 +149,21 @@ void ProcessGroupWeft::setTimeout(std::chrono::milliseconds timeout)
     work->wait();
 }
 
+void ProcessGroupWeft::setReproducible(bool on)
+{
+    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::UNKNOWN,
+                                              "weft:set_reproducible", std::vector<at::Tensor>{},
+                                              std::nullopt);
+    weft_comm_t comm = comm_;
+
+    /* on the worker, between the operations queued before and after */
+    enqueue(work, [comm, on] {
+        check(weft_comm_set_reproducible(comm, on ? 1 : 0), "set_reproducible", 0);
+        return Pending{};
+    });
+    work->wait();
+}
+
 ProcessGroupWeft::~ProcessGroupWeft()
 {
     stop_worker();

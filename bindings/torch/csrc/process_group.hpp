@@ -160,6 +160,9 @@ class ProcessGroupWeft : public c10d::Backend {
     void shutdown() override;
     /* The group's deadline from the next queued operation on. */
     void setTimeout(std::chrono::milliseconds timeout) override;
+    /* weft's reproducible mode (weft_comm_set_reproducible) for the group's
+     * reductions queued from now on; every rank must set the same. */
+    void setReproducible(bool on);
 
   private:
     /* What a queued operation leaves behind when it did not finish on the
