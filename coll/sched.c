@@ -215,18 +215,17 @@ static task_t *task_add(weft_sched_t *s, task_kind_t kind, int *index_p)
 static int p2p_add(weft_sched_t *s, task_kind_t kind, int peer, uint32_t slot, const void *buf,
                    size_t bytes)
 {
+    /* a receive from any source (point-to-point only) names no rank */
+    const int any = peer == WEFT_P2P_ANY && kind == TASK_RECV;
     int index = -1;
     task_t *t;
 
-    if (peer == WEFT_P2P_ANY && kind == TASK_RECV) {
-        /* a receive from any source (point-to-point only): no group rank */
-    } else if (s->map != NULL && peer >= 0 && peer < s->map_size) {
-        peer = s->map[peer];
-    } else if (s->map != NULL) {
-        peer = -1 - peer; /* out of the group's range: reported below */
+    if (s->map != NULL && !any) {
+        peer = peer >= 0 && peer < s->map_size ? s->map[peer]
+                                               : -1 - peer; /* out of the group's range */
     }
-    if (s->status == WEFT_OK && ((peer < 0 && !(peer == WEFT_P2P_ANY && kind == TASK_RECV)) ||
-                                 peer >= s->comm->size || slot > WEFT_TAG_MAX_SLOT)) {
+    if (s->status == WEFT_OK &&
+        ((peer < 0 && !any) || peer >= s->comm->size || slot > WEFT_TAG_MAX_SLOT)) {
         weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL,
                                         "%s %s: message to rank %d slot %u out of range",
                                         s->desc.coll, s->desc.algo, peer, slot));

@@ -137,16 +137,8 @@ weft_status_t weft__sched_start(weft_sched_t *s)
     s->start_ns = weft__time_ns();
     s->deadline_ns = weft__comm_deadline_ns(s->comm);
     if (s->status == WEFT_INPROGRESS) {
-        /* at the tail: progress visits schedules in the order they started,
-         * so the transport gets receives in the order they were posted
-         * (MPI's matching rule for point-to-point, WEFT_ANY_SOURCE's too) */
-        weft_sched_t **tail = &s->comm->coll->active;
-
-        while (*tail != NULL) {
-            tail = &(*tail)->next_active;
-        }
-        s->next_active = NULL;
-        *tail = s;
+        s->next_active = s->comm->coll->active;
+        s->comm->coll->active = s;
         s->linked = 1;
         busy_add(s->comm);
     } else {
@@ -314,12 +306,11 @@ weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
                 done = status != WEFT_INPROGRESS;
                 s->npoll_active -= done;
             } else {
-                int src = t->peer;
+                /* a receive from any source learns who sent it (only then:
+                 * a split communicator maps the rank back) */
+                int any = t->peer == WEFT_P2P_ANY;
 
-                status = comm->p2p->test(comm->p2p_ep, t->req, &done, &src);
-                if (done && t->peer == WEFT_P2P_ANY) {
-                    t->peer = src; /* a receive from any source: who sent it */
-                }
+                status = comm->p2p->test(comm->p2p_ep, t->req, &done, any ? &t->peer : NULL);
             }
             if (!done) {
                 i++;

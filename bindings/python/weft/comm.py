@@ -499,11 +499,9 @@ class Comm:
         return int(root)
 
     def _peer(self, peer, tag, any_ok=False):
-        if any_ok and not isinstance(peer, bool) and isinstance(peer, (int, np.integer)) \
-                and peer == _lib.ANY_SOURCE:
-            pass
-        elif isinstance(peer, bool) or not isinstance(peer, (int, np.integer)) \
-                or not 0 <= peer < self.size:
+        """any_ok: peer may be weft.ANY_SOURCE (the receives)."""
+        if isinstance(peer, bool) or not isinstance(peer, (int, np.integer)) \
+                or not (0 <= peer < self.size or (any_ok and peer == _lib.ANY_SOURCE)):
             raise ValueError("weft: peer %r is not a rank of this communicator (0..%d)"
                              % (peer, self.size - 1))
         if isinstance(tag, bool) or not isinstance(tag, (int, np.integer)) \
