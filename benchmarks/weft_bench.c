@@ -22,6 +22,9 @@
  *   --vs-mpi      time the MPI library's own collective on the same buffers,
  *                 alternating with weft, and print both times and weft/MPI
  *   --help        print the options
+ *   ... --then [options] COLLECTIVE ...   more runs in the same job, one after the other,
+ *                 each with its own options (defaults again) and weft initialised anew
+ *                 (so --algo applies to its own run); the exit status is 1 if any was wrong
  *
  * -b and -e are the bytes of one rank's vector (allreduce, bcast, reduce), one
  * rank's block (allgather, gather, scatter, alltoall: per destination) or one
@@ -411,7 +414,9 @@ static const char usage[] =
     "               nccl and csv first time memcpy on one rank alone and on all ranks at\n"
     "               once (bytes copied per second); %copy is busbw over the one-rank rate\n"
     "  --vs-mpi     also time the MPI library's collective on the same buffers\n"
-    "  --help       this text";
+    "  --help       this text\n"
+    "  ... --then [options] COLLECTIVE  another run in the same job with its own options\n"
+    "               (weft finalised and initialised again between runs)";
 
 static void parse(int argc, char **argv, options_t *o)
 {
@@ -629,20 +634,34 @@ static void header(const options_t *o, const copy_bw_t *copy)
     }
 }
 
-int main(int argc, char **argv)
+/* The process environment as the job started: a segment's --algo sets
+ * WEFT_TUNE (and WEFT_REPRODUCIBLE for "ordered") and the next segment starts
+ * from these again. */
+static char *env_tune, *env_repro;
+
+static void env_restore(const char *name, const char *value)
 {
-    options_t o;
+    if (value != NULL) {
+        setenv(name, value, 1);
+    } else {
+        unsetenv(name);
+    }
+}
+
+/* One segment: weft initialised with the segment's algorithm, every size run,
+ * weft finalised. Returns whether any result was wrong (rank 0 knows). */
+static int run_segment(const options_t *op)
+{
+    const options_t o = *op;
     copy_bw_t copy = {0};
     weft_comm_t comm;
     int wsize = 0, failed = 0;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    parse(argc, argv, &o);
     if (o.format != FORMAT_OSU) {
         copy_measure(&copy); /* before weft starts: nothing else runs yet */
     }
+    env_restore("WEFT_TUNE", env_tune);
+    env_restore("WEFT_REPRODUCIBLE", env_repro);
     if (o.algo != NULL) {
         char rule[128];
         snprintf(rule, sizeof(rule), "%s:0-inf:%s", coll_names[o.coll], o.algo);
@@ -663,13 +682,6 @@ int main(int argc, char **argv)
     if (o.mem != WEFT_MEM_HOST || o.enqueue) {
         weft_check(weft_stream_create(o.mem == WEFT_MEM_HOST ? WEFT_MEM_EMU : o.mem, &stream),
                    "weft_stream_create");
-    }
-    vcounts = calloc((size_t)nranks, sizeof(size_t));
-    vdispls = calloc((size_t)nranks, sizeof(size_t));
-    mcounts = calloc((size_t)nranks, sizeof(int));
-    mdispls = calloc((size_t)nranks, sizeof(int));
-    if (vcounts == NULL || vdispls == NULL || mcounts == NULL || mdispls == NULL) {
-        MPI_Abort(MPI_COMM_WORLD, 1);
     }
     header(&o, &copy);
     size_t es = weft_dtype_size(o.dtype);
@@ -801,8 +813,52 @@ int main(int argc, char **argv)
     weft_comm_destroy(comm);
     if (stream != NULL) {
         weft_stream_destroy(stream);
+        stream = NULL;
     }
     weft_finalize();
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    int failed = 0, start = 1, nsegs = 0;
+    options_t *segs;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    env_tune = getenv("WEFT_TUNE") ? strdup(getenv("WEFT_TUNE")) : NULL;
+    env_repro = getenv("WEFT_REPRODUCIBLE") ? strdup(getenv("WEFT_REPRODUCIBLE")) : NULL;
+    vcounts = calloc((size_t)nranks, sizeof(size_t));
+    vdispls = calloc((size_t)nranks, sizeof(size_t));
+    mcounts = calloc((size_t)nranks, sizeof(int));
+    mdispls = calloc((size_t)nranks, sizeof(int));
+    if (vcounts == NULL || vdispls == NULL || mcounts == NULL || mdispls == NULL) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* segments: the arguments between --then tokens, each a run of its own,
+     * all parsed before the first runs (getopt sees one segment at a time,
+     * its program name in the slot of the --then before it) */
+    segs = calloc((size_t)argc, sizeof(*segs));
+    if (segs == NULL) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int i = 1; i <= argc; i++) {
+        if (i == argc || strcmp(argv[i], "--then") == 0) {
+            if (i == start && argc > 1) {
+                die("%s", "--then needs a collective's options on both sides");
+            }
+            argv[i] = NULL;
+            argv[start - 1] = argv[0];
+            optind = 0; /* GNU getopt: start over */
+            parse(i - start + 1, argv + start - 1, &segs[nsegs++]);
+            start = i + 1;
+        }
+    }
+    for (int s = 0; s < nsegs; s++) {
+        failed |= run_segment(&segs[s]);
+    }
+    free(segs);
     MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return failed;

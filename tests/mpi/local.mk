@@ -8,5 +8,5 @@
 mpi_test_scripts = tests/mpi/test_mpirun.sh tests/mpi/test_device_mpirun.sh tests/mpi/test_twohost.sh
 mpirun_tail = tests/python/test_python.sh tests/mpi/test_twohost.sh tests/diag/test_doctor.sh \
 	tests/bindings/test_mpi_interpose.sh
-EXTRA_DIST += $(mpi_test_scripts) tests/mpi/mpirun_env.sh tests/mpi/chain.mk
+EXTRA_DIST += $(mpi_test_scripts) tests/mpi/mpirun_env.sh tests/mpi/chain.mk tests/mpi/bench_jobs.sh
 -include $(top_srcdir)/tests/mpi/chain.mk

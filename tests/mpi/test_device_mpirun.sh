@@ -8,8 +8,9 @@
 # maps the peers' emu buffers (IPC); virtual nodes of one process with shared
 # memory off, where every byte of emu memory is staged through host memory
 # by the UCX transport (fragments of 64 KiB: a message of several MiB takes
-# dozens); and two virtual nodes of two (hierarchical algorithms). Every run
-# has a deadline; a run that overstays it is killed with all its ranks.
+# dozens); and two virtual nodes of two (hierarchical algorithms). Runs of
+# one process count and environment share one mpirun job
+# (tests/mpi/bench_jobs.sh), which has a deadline.
 # tests/device/test_emu_procs asserts that IPC is really used (it reads
 # weft's internal counters, which weft_bench cannot).
 set -u
@@ -22,25 +23,7 @@ fi
 . "${top_srcdir:?run through make check}/tests/mpi/mpirun_env.sh"
 export WEFT_TIMEOUT=60
 unset WEFT_TUNE WEFT_SHM WEFT_RANKS_PER_NODE WEFT_STAGE_FRAG UCX_TLS
-runs=0 failures=0
-
-cleanup() { pkill -KILL -f "$bench" 2>/dev/null; }
-trap cleanup EXIT
-
-run() { # np, label, weft_bench arguments...
-    local np=$1 label=$2 out rc
-    shift 2
-    runs=$((runs + 1))
-    out=$(timeout -k 5 180 mpirun -np "$np" "${mpirun_opts[@]}" "${mpirun_onenode_opts[@]}" \
-        "$bench" -n 2 -w 1 --check "$@" 2>&1)
-    rc=$?
-    if [ $rc -ne 0 ] || grep -q WRONG <<<"$out" || ! grep -q ' ok$' <<<"$out"; then
-        failures=$((failures + 1))
-        echo "FAIL ($label) np=$np $* (exit $rc)"
-        tail -n 15 <<<"$out"
-        cleanup
-    fi
-}
+. "$top_srcdir/tests/mpi/bench_jobs.sh"
 
 colls="allreduce reduce_scatter allgather bcast reduce gather scatter alltoall allgatherv
        alltoallv reduce_scatter_v barrier"
@@ -76,6 +59,7 @@ run 3 "emu enqueue allreduce/shm odd" -d emu --enqueue --algo shm -d int64 -o ma
     -b 8 -e 1000008 -f 1000 --in-place allreduce
 run 4 "emu allreduce/shm" -d emu --algo shm -d float16 -o sum -b 2 -e 4m -f 64 allreduce
 # one process per virtual node, no shared memory: UCX stages emu memory
+flush
 export WEFT_RANKS_PER_NODE=1 WEFT_SHM=no WEFT_STAGE_FRAG=64k
 for np in 2 3; do
     for coll in allreduce allgather bcast alltoall reduce_scatter; do
@@ -88,6 +72,7 @@ done
 run 2 "staged emu enqueue allreduce odd" -d emu --enqueue -d float16 -o sum -b 2 \
     -e 1000002 -f 1000 --in-place allreduce
 run 3 "staged emu alltoallv" -d emu -d int32 -b 4 -e 1m -f 16 alltoallv
+flush
 unset WEFT_SHM WEFT_STAGE_FRAG
 # two virtual nodes of two: shared memory inside, UCX between
 export WEFT_RANKS_PER_NODE=2
@@ -97,6 +82,6 @@ run 4 "2 nodes emu enqueue bcast" -d emu --enqueue --root 3 -d int64 -b 8 -e 100
 run 4 "2 nodes emu enqueue reduce_scatter" -d emu --enqueue -d int64 -o max -b 8 -e 1000008 \
     -f 1000 reduce_scatter
 run 4 "2 nodes emu allgather" -d emu -d float32 -b 4 -e 4m -f 64 allgather
+flush
 unset WEFT_RANKS_PER_NODE
-echo "$runs mpirun jobs, $failures failed"
-[ $failures -eq 0 ] && echo "PASS" || exit 1
+bench_jobs_result || exit 1

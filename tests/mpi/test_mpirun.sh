@@ -4,8 +4,9 @@
 # reduce_scatter and allgather algorithm forced through --algo, sizes from
 # one element to 64 MiB, odd counts, in place and out of place, then the
 # same over UCX_TLS=tcp; then every algorithm of the other collectives at
-# np 1..4 with the root on the last rank. Every run has a deadline;
-# a run that overstays it is killed with all its ranks.
+# np 1..4 with the root on the last rank. Runs of one process count and
+# environment share one mpirun job (tests/mpi/bench_jobs.sh), which has a
+# deadline; a job that overstays it is killed with all its ranks.
 set -u
 : "${top_builddir:?run through make check}"
 bench="$top_builddir/benchmarks/weft_bench"
@@ -15,27 +16,10 @@ if [ ! -x "$bench" ] || ! command -v mpirun >/dev/null; then
 fi
 . "${top_srcdir:?run through make check}/tests/mpi/mpirun_env.sh"
 export WEFT_TIMEOUT=60
-runs=0 failures=0
-
-cleanup() { pkill -KILL -f "$bench" 2>/dev/null; }
-trap cleanup EXIT
-
-run() { # np, label, weft_bench arguments...
-    local np=$1 label=$2 out rc
-    shift 2
-    runs=$((runs + 1))
-    out=$(timeout -k 5 180 mpirun -np "$np" "${mpirun_opts[@]}" "${mpirun_onenode_opts[@]}" \
-        "$bench" -n 2 -w 1 --check "$@" 2>&1)
-    rc=$?
-    if [ $rc -ne 0 ] || grep -q WRONG <<<"$out"; then
-        failures=$((failures + 1))
-        echo "FAIL ($label) np=$np $* (exit $rc)"
-        tail -n 15 <<<"$out"
-        cleanup
-    fi
-}
+. "$top_srcdir/tests/mpi/bench_jobs.sh"
 
 for tls in default tcp; do
+    flush
     if [ $tls = tcp ]; then export UCX_TLS=tcp; else unset UCX_TLS; fi
     for np in 1 2 3 4; do
         for spec in allreduce:recursive_doubling allreduce:rabenseifner allreduce:ring \
@@ -53,6 +37,7 @@ for tls in default tcp; do
     done
 done
 # the other collectives: every algorithm forced, root on the last rank
+flush
 unset UCX_TLS
 for np in 1 2 3 4; do
     for spec in bcast:binomial bcast:scatter_allgather reduce:binomial \
@@ -85,12 +70,14 @@ for np in 2 3 4; do
     done
 done
 # single-copy allreduce between processes (process_vm_readv), every size
+flush
 export WEFT_SHM_CMA=0
 for np in 2 3 4; do
     run $np "allreduce/shm single copy" --algo shm -d float32 -o sum -b 4 -e 16m -f 64 allreduce
     run $np "allreduce/shm single copy odd" --algo shm -d int32 -o max -b 4 -e 1000000 -f 999 \
         --in-place allreduce
 done
+flush
 unset WEFT_SHM_CMA
 export WEFT_RANKS_PER_NODE=2
 for spec in allreduce:hier bcast:hier reduce_scatter:hier allgather:hier; do
@@ -102,8 +89,9 @@ for spec in allreduce:hier bcast:hier reduce_scatter:hier allgather:hier; do
         -f 1000 $inplace $coll
 done
 run 4 "2 nodes default allreduce" -d float32 -o avg -b 4 -e 16m -f 16 allreduce
-WEFT_REPRODUCIBLE=yes run 4 "2 nodes reproducible allreduce" -d float16 -o sum -b 2 -e 1m -f 32 \
-    allreduce
-unset WEFT_RANKS_PER_NODE
-echo "$runs mpirun jobs, $failures failed"
-[ $failures -eq 0 ] && echo "PASS" || exit 1
+flush
+export WEFT_REPRODUCIBLE=yes
+run 4 "2 nodes reproducible allreduce" -d float16 -o sum -b 2 -e 1m -f 32 allreduce
+flush
+unset WEFT_RANKS_PER_NODE WEFT_REPRODUCIBLE
+bench_jobs_result || exit 1

@@ -1,0 +1,52 @@
+# Sourced by the mpirun scripts that check weft_bench runs (test_mpirun.sh,
+# test_device_mpirun.sh); they set bench, mpirun_opts and mpirun_onenode_opts.
+#
+# run NP LABEL ARGS... queues one checked weft_bench run (a segment);
+# flush starts one mpirun job per process count with that count's queued
+# segments joined by --then (weft_bench initialises weft anew for each, so
+# each --algo holds for its own run): a job start is paid per group, not per
+# run. Call flush before the environment changes, and at the end. A job
+# fails when it exits non-zero, prints a WRONG row, or does not print the
+# header and at least one checked row of every segment. Each job has a
+# deadline (2 minutes and 30 s per segment); one that overstays it is
+# killed with all its ranks.
+runs=0 jobs=0 failures=0
+declare -A queued labels
+
+cleanup() { pkill -KILL -f "$bench" 2>/dev/null; }
+trap cleanup EXIT
+
+run() { # np, label, weft_bench arguments...
+    local np=$1 label=$2
+    shift 2
+    runs=$((runs + 1))
+    queued[$np]+="${queued[$np]:+ --then }-n 2 -w 1 --check $*"
+    labels[$np]+="${labels[$np]:+; }$label"
+}
+
+flush() {
+    local np out rc nsegs
+    for np in "${!queued[@]}"; do
+        jobs=$((jobs + 1))
+        nsegs=$(($(grep -o -- '--then' <<<"${queued[$np]}" | wc -l) + 1))
+        # shellcheck disable=SC2086 # the queued segments are words without blanks
+        out=$(timeout -k 5 $((120 + 30 * nsegs)) mpirun -np "$np" "${mpirun_opts[@]}" \
+            "${mpirun_onenode_opts[@]}" "$bench" ${queued[$np]} 2>&1)
+        rc=$?
+        if [ $rc -ne 0 ] || grep -q WRONG <<<"$out" ||
+            [ "$(grep -c '^# weft_bench' <<<"$out")" -ne $nsegs ] ||
+            [ "$(grep -c ' ok$' <<<"$out")" -lt $nsegs ]; then
+            failures=$((failures + 1))
+            echo "FAIL np=$np (exit $rc), one of: ${labels[$np]}"
+            grep -E '^# weft_bench|WRONG|rank|rror' <<<"$out" | tail -n 30
+            cleanup
+        fi
+    done
+    queued=() labels=()
+}
+
+# the last line of the scripts' output
+bench_jobs_result() {
+    echo "$runs runs in $jobs mpirun jobs, $failures failed"
+    [ $failures -eq 0 ] && echo "PASS"
+}
