@@ -97,8 +97,14 @@ static weft_status_t fail_from(struct weft_comm *comm, weft_status_t status, int
     }
     comm->failed = status;
     snprintf(comm->failed_msg, sizeof(comm->failed_msg), "%s", weft__error_detail());
-    /* timeouts and dead peers are logged where they are found */
-    weft__log(status == WEFT_ERR_MISMATCH && origin < 0 ? WEFT_LOG_ERROR : WEFT_LOG_INFO,
+    /* timeouts and dead peers are logged where they are found (as errors);
+     * a rank that learns of a failure from a peer's notice says so, as a
+     * warning: the flight recorder's dump that follows on every rank then
+     * comes with its reason, also on the ranks whose own deadline had not
+     * yet passed */
+    weft__log(origin >= 0                   ? WEFT_LOG_WARN
+              : status == WEFT_ERR_MISMATCH ? WEFT_LOG_ERROR
+                                            : WEFT_LOG_INFO,
               "communicator %u failed: %s", comm->id, comm->failed_msg);
     if (status != WEFT_ERR_ABORTED && comm->size > 1 && right != origin) {
         /* aborting is local; the right neighbour knows already */

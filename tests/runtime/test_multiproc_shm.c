@@ -306,16 +306,25 @@ static void capture_end(capture_t *c, char *buf, size_t cap)
  * Rank 1 sleeps instead of calling the allreduce; with WEFT_TIMEOUT=1 the
  * others' shared-memory allreduce must end with WEFT_ERR_TIMEOUT after about
  * a second, with an error and a log line that name the operation, its
- * shared-memory step and rank 1 as the one waited for.
+ * shared-memory step and rank 1 as the one waited for. The first rank whose
+ * deadline passes tells the others (comm/comm.c's notice): a rank that
+ * entered the call later may learn of the timeout from that notice before
+ * its own deadline, and then its error and its log line carry the other
+ * rank's report ("rank 3 reported: ... waiting for rank(s) 1"). At least one
+ * rank must have found the timeout itself. With delay_rank >= 0 that rank
+ * enters the call half a second after the others, so it is told.
  */
+static int stalled_delay_rank = -1;
+
 static void shm_stalled_scenario(rank_ctx_t *r)
 {
     rank_slot_t *s = &r->sh->slot[r->rank];
     float buf[1024];
-    char log[4096];
+    char log[8192];
     capture_t cap;
     const char *err;
     double t0, t1;
+    int told;
     weft_status_t st;
 
     check_shm_mapped(r);
@@ -331,14 +340,19 @@ static void shm_stalled_scenario(rank_ctx_t *r)
         return;
     }
     stage(r, "shm allreduce without rank 1");
+    if (r->rank == stalled_delay_rank) {
+        harness_sleep_s(0.5);
+    }
     capture_start(r, &cap);
     t0 = harness_now_s();
     st = weft_allreduce(WEFT_IN_PLACE, buf, 1024, WEFT_FLOAT32, WEFT_SUM, r->comm);
     t1 = harness_now_s();
     err = weft_last_error();
     capture_end(&cap, log, sizeof(log));
+    told = strstr(err, " reported: ") != NULL;
     s->st[0] = st;
     s->val[0] = t1 - t0;
+    s->val[1] = told;
     note(r, "%s", err);
     /* stay alive until every waiting rank reached its own deadline: a rank
      * that exits earlier is, rightly, a dead peer to the ones still waiting */
@@ -346,8 +360,11 @@ static void shm_stalled_scenario(rank_ctx_t *r)
     CHECK(r, st == WEFT_ERR_TIMEOUT,
           "shm allreduce returned %s after %.2f s (expected WEFT_ERR_TIMEOUT): %s",
           weft_status_string(st), t1 - t0, err);
-    CHECK(r, t1 - t0 >= 0.9 && t1 - t0 <= 3.0,
-          "WEFT_TIMEOUT=1 but the shm allreduce timed out after %.3f s", t1 - t0);
+    CHECK(r, (told || t1 - t0 >= 0.9) && t1 - t0 <= 3.0,
+          "WEFT_TIMEOUT=1 but the shm allreduce timed out after %.3f s (%s)", t1 - t0,
+          told ? "told by a peer" : "found here");
+    CHECK(r, r->rank != stalled_delay_rank || told,
+          "rank %d entered half a second late and was not told by a peer: %s", r->rank, err);
     CHECK(r, strstr(err, "allreduce") != NULL && strstr(err, "(shm)") != NULL,
           "the error does not name the shm allreduce: %s", err);
     CHECK(r, strstr(err, "shared memory step") != NULL,
@@ -358,7 +375,7 @@ static void shm_stalled_scenario(rank_ctx_t *r)
           "rank %d logged no line naming rank 1 as the one waited for; its log: %s", r->rank, log);
 }
 
-Test(multiproc, shm_stalled_rank_times_out, .timeout = 30)
+static void run_shm_stalled(int delay_rank)
 {
     job_opts_t o = {.nranks = 4,
                     .timeout = "1",
@@ -366,15 +383,32 @@ Test(multiproc, shm_stalled_rank_times_out, .timeout = 30)
                     .scenario = shm_stalled_scenario,
                     .expect_killed = -1,
                     .limit_s = 15};
-    shared_t *sh = run_job(&o);
+    shared_t *sh;
+    int found = 0;
 
+    stalled_delay_rank = delay_rank; /* the ranks are forked from here */
+    sh = run_job(&o);
     for (int q = 0; q < o.nranks; q++) {
         if (q != 1) {
+            found += sh->slot[q].val[1] == 0;
             fprintf(stderr,
-                    "test_multiproc: shm stalled rank: rank %d timed out after %.3f s: %s\n", q,
-                    sh->slot[q].val[0], sh->slot[q].note);
+                    "test_multiproc: shm stalled rank: rank %d timed out after %.3f s (%s): %s\n",
+                    q, sh->slot[q].val[0], sh->slot[q].val[1] ? "told" : "found", sh->slot[q].note);
         }
     }
+    cr_assert(found >= 1, "no rank found the timeout itself (every one was told by a peer)");
+}
+
+Test(multiproc, shm_stalled_rank_times_out, .timeout = 30)
+{
+    run_shm_stalled(-1);
+}
+
+/* rank 0 enters late: the notice of rank 2's or 3's timeout ends its call,
+ * and its log says why */
+Test(multiproc, shm_stalled_rank_late_rank_is_told, .timeout = 30)
+{
+    run_shm_stalled(0);
 }
 
 /*
