@@ -24,10 +24,9 @@ CRITERION_TESTS += tests/coll/test_registry
 CRITERION_TESTS += tests/runtime/test_mismatch
 CRITERION_TESTS += tests/diag/test_dump
 CRITERION_TESTS += tests/coll/test_trace
-# The longer suites, longest first: in TESTS after the mpirun scripts and
-# before every fragment's tests (Makefile.am)
-slow_tests = tests/coll/test_exchange tests/runtime/test_multiproc tests/coll/test_rooted \
-	tests/coll/test_stress tests/coll/test_shm
+# The longer suites, shortest first: last in TESTS (Makefile.am)
+slow_tests = tests/coll/test_shm tests/coll/test_stress tests/coll/test_rooted \
+	tests/runtime/test_multiproc tests/coll/test_exchange
 check_PROGRAMS += $(CRITERION_TESTS) $(slow_tests)
 TESTS += $(CRITERION_TESTS)
 
