@@ -228,6 +228,7 @@ def _stalled(rank, size, mode):
         took = time.monotonic() - start
         assert 2.5 < took < 30, f"the timeout took {took:.1f} s"
         assert "allreduce" in str(err.value)
+        assert " Timed out " in str(err.value), err.value  # as gloo words it
     else:
         time.sleep(8)
 

@@ -233,6 +233,13 @@ void check_root(int64_t root, int size, const char *call)
 
 void raise_status(weft_status_t status, const char *call, uint64_t seq)
 {
+    /* a timeout says "Timed out", as gloo's do (what torch's own tests and
+     * its users' code look for), then weft's status and diagnosis */
+    if (status == WEFT_ERR_TIMEOUT) {
+        C10_THROW_ERROR(DistBackendError, c10::str("weft: ", call, " #", seq, " failed: Timed out (",
+                                                   weft_status_name(status), "): ",
+                                                   weft_last_error()));
+    }
     C10_THROW_ERROR(DistBackendError,
                     c10::str("weft: ", call, " #", seq, " failed: ", weft_status_name(status), " (",
                              weft_status_string(status), "): ", weft_last_error()));
