@@ -12,9 +12,10 @@
 #
 # Then weft_bench --check at np 4 (2 hosts x 2 ranks) for each collective's
 # default selection and every algorithm in the list below, after checking
-# that weft itself counted 2 ranks on each node. Needs root (namespaces);
-# skips otherwise. Every run has a deadline and is killed with all its
-# processes when it overstays it.
+# that weft itself counted 2 ranks on each node; the runs go in one mpirun
+# job (weft_bench --then). Needs root (namespaces); skips otherwise. Every
+# job has a deadline and is killed with all its processes when it
+# overstays it.
 set -u
 : "${top_builddir:?run through make check}"
 bench="$(cd "$top_builddir" 2>/dev/null && pwd)/benchmarks/weft_bench" # the ranks' cwd may differ
@@ -157,16 +158,32 @@ mpirun_twohost() {
     out=$(<"$tmp/out")
 }
 
+# run LABEL ARGS... queues a checked weft_bench run; flush runs the queue as
+# one job (weft_bench --then: a job start over the two hosts is paid once),
+# its deadline 90 s and 15 s per run
+queue=() labels='' nqueued=0
 run() { # label, weft_bench arguments...
     local label=$1
     shift
-    runs=$((runs + 1))
-    mpirun_twohost "$bench" -n 2 -w 1 --check "$@"
-    if [ $rc -ne 0 ] || grep -q WRONG <<<"$out"; then
+    runs=$((runs + 1)) nqueued=$((nqueued + 1))
+    [ ${#queue[@]} -eq 0 ] || queue+=(--then)
+    queue+=(-n 2 -w 1 --check "$@")
+    labels+="${labels:+; }$label"
+}
+
+flush() {
+    local saved=$deadline
+    [ $nqueued -gt 0 ] || return 0
+    deadline=$((90 + 15 * nqueued))
+    mpirun_twohost "$bench" "${queue[@]}"
+    deadline=$saved
+    if [ $rc -ne 0 ] || grep -q WRONG <<<"$out" ||
+        [ "$(grep -c '^# weft_bench' <<<"$out")" -ne $nqueued ]; then
         failures=$((failures + 1))
-        echo "FAIL ($label) $* (exit $rc)"
-        tail -n 15 <<<"$out"
+        echo "FAIL (exit $rc), one of: $labels"
+        grep -E '^# weft_bench|WRONG|rank|rror' <<<"$out" | tail -n 30
     fi
+    queue=() labels='' nqueued=0
 }
 
 # known COLL ALGO: does weft have this algorithm? (weft_init refuses a
@@ -229,5 +246,6 @@ for coll in "${colls[@]}"; do
             $inplace "$coll"
     done
 done
+flush
 echo "twohost: $runs runs, $failures failures"
 [ $failures -eq 0 ] && echo "PASS" || exit 1
