@@ -66,6 +66,22 @@ static inline int differs(shm_op_t *o, int q, uint64_t v)
     return 0;
 }
 
+/* 1 when local rank q's arrive reached v (what was read is remembered in
+ * shm->seen, for weft__shm_op_reusable) */
+static inline int arrived(weft_shm_t *shm, int q, uint64_t v)
+{
+    uint64_t a;
+
+    if (shm->seen[q] >= v) {
+        return 1;
+    }
+    a = load(&shm->ctrl[q].arrive);
+    if (a > shm->seen[q]) {
+        shm->seen[q] = a;
+    }
+    return a >= v;
+}
+
 /* 1 when every local rank's arrive (or done) counter reached v (0 also
  * when a rank's signature differs: o->differs). */
 int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
@@ -75,11 +91,18 @@ int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
     for (; o->waiting < shm->L; o->waiting++) {
         weft_shm_ctrl_t *c = &shm->ctrl[o->waiting];
 
-        if (load(done ? &c->done : &c->arrive) < v) {
+        if (done) {
+            if (load(&c->done) < v) {
+                *peer_p = shm->local_ranks[o->waiting];
+                return 0;
+            }
+            continue;
+        }
+        if (!arrived(shm, o->waiting, v)) {
             *peer_p = shm->local_ranks[o->waiting];
             return 0;
         }
-        if (!done && differs(o, o->waiting, v)) {
+        if (differs(o, o->waiting, v)) {
             return 0;
         }
     }
@@ -89,17 +112,41 @@ int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 
 static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
 {
-    if (load(&o->shm->ctrl[q].arrive) < v) {
+    if (!arrived(o->shm, q, v)) {
         *peer_p = o->shm->local_ranks[q];
         return 0;
     }
     return !differs(o, q, v);
 }
 
-/* Nobody still reads round R - 2, the last user of round R's buffers. */
+/*
+ * Nobody still reads round R - 2, the last user of round R's buffers: every
+ * local rank's done >= R - 1. A rank runs its rounds in order and stores
+ * done = R' + 1 at the end of round R', so one that published phase 1 of
+ * round R - 1 (arrive >= 4(R - 1) + 1) is done with round R - 2: most
+ * rounds read peers' arrive for the round before, and the value this rank
+ * saw then answers without touching their control lines again (no
+ * cache-line transfer at the start of a round; their done is read only when
+ * it did not see that much).
+ */
 int weft__shm_op_reusable(shm_op_t *o, uint64_t R, int *peer_p)
 {
-    return R < 2 || weft__shm_op_ready_all(o, 1, R - 1, peer_p);
+    weft_shm_t *shm = o->shm;
+
+    if (R < 2) {
+        return 1;
+    }
+    for (; o->waiting < shm->L; o->waiting++) {
+        int q = o->waiting;
+
+        if (shm->seen[q] < 4 * (R - 1) + 1 && load(&shm->ctrl[q].done) < R - 1 &&
+            !arrived(shm, q, 4 * (R - 1) + 1)) {
+            *peer_p = shm->local_ranks[q];
+            return 0;
+        }
+    }
+    o->waiting = 0;
+    return 1;
 }
 
 void weft__shm_op_publish(shm_op_t *o, uint64_t R, int ph)

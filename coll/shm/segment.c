@@ -155,6 +155,7 @@ void weft__shm_release(weft_shm_t *shm)
     }
     free(shm->pidfd);
     free(shm->srcs);
+    free(shm->seen);
     free(shm->peer_src);
     free(shm->peer_dst);
     free(shm);
@@ -507,6 +508,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         }
     }
     if (shm != NULL && ((shm->srcs = calloc((size_t)L, sizeof(*shm->srcs))) == NULL ||
+                        (shm->seen = calloc((size_t)L, sizeof(*shm->seen))) == NULL ||
                         (shm->peer_src = calloc((size_t)L, sizeof(void *))) == NULL ||
                         (shm->peer_dst = calloc((size_t)L, sizeof(void *))) == NULL)) {
         weft__shm_release(shm);

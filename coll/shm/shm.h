@@ -27,7 +27,10 @@
  * peer's data once the peer's arrive >= 4R + ph (acquire); it stores
  * done = R + 1 when it no longer reads anything of round R. Before writing
  * its buffer for round R a rank waits until every local rank's done >= R - 1
- * (nobody still reads round R - 2, the buffer's last user). A rank runs its
+ * (nobody still reads round R - 2, the buffer's last user); a rank whose
+ * phase 1 of round R - 1 it saw (it remembers the arrive values it read)
+ * passed that already, so in a run of operations a round starts without
+ * reading the peers' control lines again. A rank runs its
  * rounds in order: an operation waits until the previous one's rounds ran.
  * No system call in this path: waiting is polling (the schedule engine
  * yields the core between polls when it waits long).
@@ -104,6 +107,7 @@ typedef struct weft_shm {
     uint64_t checked_ns;    /* last liveness check */
     double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
+    uint64_t *seen;         /* [L] the largest arrive read of each local rank (private) */
     void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */
     void **peer_dst;
     int *pidfd;    /* [L] single copy: pidfds of the peers' processes (-1: none) */
