@@ -97,14 +97,14 @@ uint32_t weft__comm_peek_seq(const struct weft_comm *comm)
 {
     uint32_t seq = comm->seq & WEFT_TAG_SEQ_P2P;
 
-    return seq >= WEFT_TAG_SEQ_NOTICE ? 0 : seq; /* as weft__comm_take_seq skips */
+    return seq >= WEFT_TAG_SEQ_RESERVED ? 0 : seq; /* as weft__comm_take_seq skips */
 }
 
 uint32_t weft__comm_take_seq(struct weft_comm *comm)
 {
     uint32_t seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
 
-    while (seq >= WEFT_TAG_SEQ_NOTICE) { /* reserved: failure notices, point-to-point */
+    while (seq >= WEFT_TAG_SEQ_RESERVED) { /* reserved: continuations, notices, point-to-point */
         seq = comm->seq++ & WEFT_TAG_SEQ_P2P;
     }
     return seq;

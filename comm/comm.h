@@ -21,8 +21,11 @@
 #include <stdatomic.h>
 
 #define WEFT_COMM_NOTICE_TEXT 248       /* bytes of a failure's message kept and forwarded */
-/* The sequence number of failure notices (comm/comm.c): collectives skip it. */
+/* The sequence number of failure notices (comm/comm.c): collectives skip it,
+ * and every number from WEFT_TAG_SEQ_RESERVED up (point-to-point messages
+ * and their continuation fragments, pt2pt/pt2pt.h). */
 #define WEFT_TAG_SEQ_NOTICE (WEFT_TAG_SEQ_P2P - 1)
+#define WEFT_TAG_SEQ_RESERVED WEFT_TAG_SEQ_P2P_CONT
 
 struct weft_comm;
 

@@ -336,9 +336,9 @@ weft_status_t weft_ireduce_scatter_v(const void *sendbuf, void *recvbuf,
  * WEFT_ANY_SOURCE as the peer of weft_recv or weft_irecv takes the first
  * message with the tag from any rank (receives match in the order they were
  * posted, whatever their peer); weft_request_source then says who sent it.
- * Between processes such a message must be host memory of at most one
- * transfer fragment (WEFT_UCX_STAGE_FRAG, 1 MiB): a larger receive from any
- * source, or one of device memory, returns WEFT_ERR_UNSUPPORTED.
+ * Messages of any size and memory type: between processes a message larger
+ * than one transfer fragment (WEFT_STAGE_FRAG, 1 MiB) is matched by its
+ * first fragment, and the rest follows from its sender.
  */
 #define WEFT_TAG_UB 65535
 #define WEFT_ANY_SOURCE (-1)

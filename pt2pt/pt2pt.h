@@ -74,6 +74,12 @@ typedef struct weft_pt2pt_ops {
 /* The sequence number reserved for point-to-point messages (weft_send and
  * weft_recv): their slot is the user's tag. Collectives skip it. */
 #define WEFT_TAG_SEQ_P2P ((1u << WEFT_TAG_SEQ_BITS) - 1)
+/* The fragments after the first of a point-to-point message that a
+ * transport cuts into several (UCX over WEFT_UCX_STAGE_FRAG) travel under
+ * this sequence number, so that a receive from any source, which matches
+ * WEFT_TAG_SEQ_P2P with any source bits, takes only first fragments.
+ * Collectives skip it too (comm/comm.h has the lowest reserved number). */
+#define WEFT_TAG_SEQ_P2P_CONT (WEFT_TAG_SEQ_P2P - 2)
 
 static inline uint64_t weft__tag_make(uint32_t comm_id, uint32_t seq, uint32_t slot)
 {

@@ -367,16 +367,6 @@ static weft_status_t ucx_irecv(void *ep, int peer, void *buf, size_t bytes, weft
     ucx_comm_t *comm = ep;
 
     if (weft__ucx_needs_stage(comm->ctx, memtype, bytes)) {
-        if (peer == WEFT_P2P_ANY) {
-            /* fragments carry the message's tag alone: matched from any
-             * source, two messages' fragments could interleave */
-            return weft__error(
-                WEFT_ERR_UNSUPPORTED,
-                "ucx: a receive from any source of %zu bytes of %s memory: only "
-                "host messages of one fragment (up to %zu bytes, WEFT_UCX_STAGE_FRAG) "
-                "can be received from any source",
-                bytes, weft_memtype_name(memtype), weft__ucx_frag_size());
-        }
         return weft__ucx_stage_post(comm, 1, peer, buf, bytes, memtype, tag, req_p);
     }
     return post_recv(comm, peer, buf, bytes, memtype, tag, req_p);
@@ -390,12 +380,7 @@ static weft_status_t ucx_test(void *ep, weft_p2p_req_t *req, int *done_p, int *s
     int src;
 
     if (req->stage != NULL) {
-        src = req->peer_rank;
-        status = weft__ucx_stage_test(comm, req, done_p);
-        if (*done_p && src_p != NULL) {
-            *src_p = src;
-        }
-        return status;
+        return weft__ucx_stage_test(comm, req, done_p, src_p);
     }
     /* fast path, no lock: the completion and failure flags are written with
      * release stores under the lock; seeing neither means "not yet" */

@@ -91,6 +91,7 @@ typedef struct ucx_comm {
     weft_ucx_context_t *ctx;
     int rank;
     int size;
+    ucx_stage_t *held; /* point-to-point receives whose later fragments wait (ucx_stage.c) */
     ucx_peer_t *peers[];
 } ucx_comm_t;
 
@@ -124,7 +125,8 @@ size_t weft__ucx_frag_size(void);
 weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void *buf,
                                    size_t bytes, weft_memtype_t memtype, uint64_t tag,
                                    weft_p2p_req_t **req_p);
-weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *done_p);
+weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *done_p,
+                                   int *src_p);
 void weft__ucx_stage_cancel(ucx_comm_t *comm, weft_p2p_req_t *req);
 /* Destroy the staging streams (context destruction). */
 void weft__ucx_stage_release(weft_ucx_context_t *ctx);

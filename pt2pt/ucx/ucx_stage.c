@@ -23,6 +23,19 @@
  * each copy the stream writes the number of copies done into the
  * request's flag; the request polls it, with no thread of its own.
  *
+ * Point-to-point messages (sequence number WEFT_TAG_SEQ_P2P) send their
+ * fragments after the first under WEFT_TAG_SEQ_P2P_CONT, so that a receive
+ * from any source, which matches the P2P tag with any source bits, can
+ * only take a first fragment. Such a receive posts its first fragment
+ * alone; once it landed, its sender is known and the rest is received from
+ * that sender. The rest of two messages of one sender and tag is told apart
+ * by posting order alone, so a receive posts the rest of its message only
+ * after every receive of the same tag posted before it did, where that one
+ * might take the same sender's (its sender unknown yet, or the same):
+ * until then it waits on the communicator's list of held receives. A
+ * receive from a named peer with no such receive before it posts every
+ * fragment at once, as before.
+ *
  * Threading: as the rest of the transport: one thread drives a request.
  */
 #include "pt2pt/ucx/ucx_internal.h"
@@ -63,7 +76,10 @@ struct ucx_stage {
     uint32_t *flag;         /* copies done, written by the stream */
     weft_p2p_req_t **subs;  /* per fragment; NULL once done (or not posted) */
     unsigned char *landed;  /* recv: fragment arrived (its copy is queued) */
-    int nposted;            /* send: fragments posted */
+    int nposted;            /* fragments posted (in order) */
+    int any;                /* from any source, its first fragment not landed yet */
+    ucx_comm_t *comm;       /* while on comm->held */
+    ucx_stage_t *held_next; /* the next receive on comm->held */
     int ncopies;            /* recv: copies queued */
     int nsubs_done;
     weft_status_t status;
@@ -105,8 +121,54 @@ static weft_status_t stage_stream(weft_ucx_context_t *ctx, const weft_device_ops
     return status;
 }
 
+/* The tag of fragment k: a point-to-point message's later fragments under
+ * WEFT_TAG_SEQ_P2P_CONT (see the top of the file). */
+#define SEQ_SHIFT (WEFT_TAG_SLOT_BITS + WEFT_TAG_SRC_BITS)
+#define SEQ_MASK ((uint64_t)((1u << WEFT_TAG_SEQ_BITS) - 1) << SEQ_SHIFT)
+
+static int is_p2p(uint64_t tag)
+{
+    return ((tag & SEQ_MASK) >> SEQ_SHIFT) == WEFT_TAG_SEQ_P2P;
+}
+
+static uint64_t frag_tag(const ucx_stage_t *st, int k)
+{
+    return k > 0 && is_p2p(st->tag)
+               ? (st->tag & ~SEQ_MASK) | ((uint64_t)WEFT_TAG_SEQ_P2P_CONT << SEQ_SHIFT)
+               : st->tag;
+}
+
+static void held_unlink(ucx_stage_t *st)
+{
+    if (st->comm != NULL) {
+        ucx_stage_t **pp = &st->comm->held;
+
+        while (*pp != NULL && *pp != st) {
+            pp = &(*pp)->held_next;
+        }
+        if (*pp == st) {
+            *pp = st->held_next;
+        }
+        st->comm = NULL;
+    }
+}
+
+/* Whether a held receive before st (on comm->held) might take the rest of
+ * a message of st's sender: the same tag, and its sender unknown yet or
+ * the same. peer: st's sender, or WEFT_P2P_ANY when not known. */
+static int held_before(const ucx_comm_t *comm, const ucx_stage_t *st, int peer)
+{
+    for (const ucx_stage_t *e = comm->held; e != NULL && e != st; e = e->held_next) {
+        if (e->tag == st->tag && (e->any || peer == WEFT_P2P_ANY || e->peer == peer)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void stage_free(ucx_stage_t *st)
 {
+    held_unlink(st);
     if (st->flag != NULL) {
         st->dev->flag_free(st->flag);
     }
@@ -184,10 +246,15 @@ weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void
         }
     } else {
         char *base = st->dev != NULL ? st->bounce : st->user;
+        /* a receive that must wait before taking the rest: the first
+         * fragment now, the rest from stage_advance */
+        int hold = is_recv && st->nfrag > 1 && is_p2p(tag) &&
+                   (peer == WEFT_P2P_ANY || held_before(comm, st, peer));
+        int n = hold ? 1 : st->nfrag;
 
-        for (int k = 0; k < st->nfrag && status == WEFT_OK; k++) {
+        for (int k = 0; k < n && status == WEFT_OK; k++) {
             status = weft__ucx_post(comm, is_recv, peer, base + (size_t)k * st->frag,
-                                    frag_bytes(st, k), tag, &st->subs[k]);
+                                    frag_bytes(st, k), frag_tag(st, k), &st->subs[k]);
             st->nposted += status == WEFT_OK;
         }
         if (status != WEFT_OK) {
@@ -195,6 +262,16 @@ weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void
                 weft__ucx_ops.cancel(comm, st->subs[k]);
             }
             goto err_free;
+        }
+        if (hold) {
+            ucx_stage_t **pp = &comm->held;
+
+            while (*pp != NULL) {
+                pp = &(*pp)->held_next;
+            }
+            *pp = st;
+            st->comm = comm;
+            st->any = peer == WEFT_P2P_ANY;
         }
     }
     st->status = WEFT_OK;
@@ -224,7 +301,70 @@ static void stage_cancel_all(ucx_comm_t *comm, ucx_stage_t *st)
     }
 }
 
-weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *done_p)
+/* Test fragment k of st: once it landed, queue its copy to the device
+ * (staged receives) and, for a receive from any source, learn the sender. */
+static void frag_test(ucx_comm_t *comm, ucx_stage_t *st, int k)
+{
+    weft_status_t status;
+    int done = 0, src = -1;
+
+    if (st->subs[k] == NULL || st->status != WEFT_OK) {
+        return;
+    }
+    status = weft__ucx_ops.test(comm, st->subs[k], &done, st->any ? &src : NULL);
+    if (!done) {
+        return;
+    }
+    st->subs[k] = NULL;
+    st->nsubs_done++;
+    if (status != WEFT_OK) {
+        st->status = status;
+        return;
+    }
+    if (st->any) {
+        st->peer = src;
+        st->any = 0;
+    }
+    if (st->dev != NULL && st->is_recv) {
+        size_t off = (size_t)k * st->frag;
+
+        st->status =
+            st->dev->memcpy_async(st->user + off, st->bounce + off, frag_bytes(st, k), st->stream);
+        if (st->status == WEFT_OK) {
+            st->status = st->dev->stream_write_flag(st->stream, st->flag, (uint32_t)++st->ncopies);
+        }
+    }
+}
+
+/* Post the rest of every held receive, in posting order, whose first
+ * fragment landed and before which no held receive might take the rest of
+ * its sender's message; a failed one leaves the list (its test reports). */
+static void stage_advance(ucx_comm_t *comm)
+{
+    ucx_stage_t *st = comm->held, *next;
+
+    for (; st != NULL; st = next) {
+        char *base = st->dev != NULL ? st->bounce : st->user;
+
+        next = st->held_next;
+        frag_test(comm, st, 0);
+        if (st->status != WEFT_OK) {
+            held_unlink(st);
+            continue;
+        }
+        if (st->any || held_before(comm, st, st->peer)) {
+            continue;
+        }
+        for (int k = st->nposted; k < st->nfrag && st->status == WEFT_OK; k++) {
+            st->status = weft__ucx_post(comm, 1, st->peer, base + (size_t)k * st->frag,
+                                        frag_bytes(st, k), frag_tag(st, k), &st->subs[k]);
+            st->nposted += st->status == WEFT_OK;
+        }
+        held_unlink(st);
+    }
+}
+
+weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *done_p, int *src_p)
 {
     ucx_stage_t *st = req->stage;
     weft_status_t status;
@@ -237,36 +377,15 @@ weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *d
             int k = st->nposted;
 
             st->status = weft__ucx_post(comm, 0, st->peer, st->bounce + (size_t)k * st->frag,
-                                        frag_bytes(st, k), st->tag, &st->subs[k]);
+                                        frag_bytes(st, k), frag_tag(st, k), &st->subs[k]);
             st->nposted++;
         }
     }
+    if (st->comm != NULL) {
+        stage_advance(comm);
+    }
     for (int k = 0; k < st->nposted && st->status == WEFT_OK; k++) {
-        int done = 0;
-
-        if (st->subs[k] == NULL) {
-            continue;
-        }
-        status = weft__ucx_ops.test(comm, st->subs[k], &done, NULL);
-        if (!done) {
-            continue;
-        }
-        st->subs[k] = NULL;
-        st->nsubs_done++;
-        if (status != WEFT_OK) {
-            st->status = status;
-            break;
-        }
-        if (st->dev != NULL && st->is_recv) {
-            size_t off = (size_t)k * st->frag;
-
-            st->status = st->dev->memcpy_async(st->user + off, st->bounce + off,
-                                               frag_bytes(st, k), st->stream);
-            if (st->status == WEFT_OK) {
-                st->status =
-                    st->dev->stream_write_flag(st->stream, st->flag, (uint32_t)++st->ncopies);
-            }
-        }
+        frag_test(comm, st, k);
     }
     if (st->status != WEFT_OK) {
         status = st->status;
@@ -283,6 +402,9 @@ weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *d
     if (!finished) {
         *done_p = 0;
         return WEFT_INPROGRESS;
+    }
+    if (src_p != NULL) {
+        *src_p = st->peer;
     }
     stage_free(st);
     free(req);

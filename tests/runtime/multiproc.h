@@ -89,6 +89,7 @@ typedef struct job_opts {
     const char *ucx_tls; /* UCX_TLS, or NULL for UCX's default */
     const char *tune;    /* WEFT_TUNE, or NULL for none */
     const char *rpn;     /* WEFT_RANKS_PER_NODE, or NULL for real nodes */
+    const char *frag;    /* WEFT_STAGE_FRAG, or NULL for the default */
     int env_world;       /* children join through the environment and weft_comm_world */
     rank_fn scenario;    /* run by every rank on its communicator */
     rank_fn body;        /* instead of join + scenario + destroy (children still finalize) */

@@ -203,6 +203,9 @@ static void job_start(job_t *job, const job_opts_t *o)
     job->o = o;
     cr_assert(o->nranks >= 1 && o->nranks <= MAX_RANKS);
     prepare_env(o->timeout, o->ucx_tls, o->tune, o->rpn);
+    if (o->frag != NULL) {
+        set_env("WEFT_STAGE_FRAG", o->frag);
+    }
     cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
     job->sh = harness_shared(sizeof(shared_t));
     cr_assert_not_null(job->sh, "mmap: %s", strerror(errno));

@@ -314,31 +314,64 @@ Test(multiproc, unique_id_from_environment, .timeout = 30)
 
 /* Rank 0 takes ANY_K messages from every other rank through
  * WEFT_ANY_SOURCE receives: each reported sender is the message's, and
- * one sender's messages arrive in send order; a receive from any source
- * larger than one fragment is refused and the communicator goes on. */
-enum { ANY_K = 4, ANY_N = 300 };
+ * one sender's messages arrive in send order. Then messages of several
+ * fragments (WEFT_STAGE_FRAG=64k, set by the test: FRAG_N elements are 4
+ * fragments): FRAG_K from every other rank, taken by receives from any
+ * source with two receives from named ranks among them (one posted before
+ * every receive from any source, one after the first), so that the rest of
+ * two messages of one sender must go to the receives whose first fragments
+ * they follow. Every element names its sender, message and index. */
+enum { ANY_K = 4, ANY_N = 300, FRAG_K = 3, FRAG_N = 200 * 1024 / 8 + 1 };
+
+/* Receives from any source (and from named ranks) in posting order: their
+ * senders' messages in send order, each element as sent. */
+static void check_any_order(rank_ctx_t *r, const int64_t *in, size_t len, weft_request_t *rr, int n,
+                            int k)
+{
+    int next[MAX_RANKS] = {0}, src;
+
+    for (int i = 0; i < n; i++) {
+        const int64_t *v = in + (size_t)i * len;
+
+        CHECK_OK(r, weft_request_source(rr[i], &src));
+        CHECK(r, src >= 1 && src < r->nranks, "receive %d: source %d", i, src);
+        for (size_t j = 0; j < len; j++) {
+            CHECK(r,
+                  v[j] == (int64_t)src * 100000000 + (int64_t)next[src] * (int64_t)len + (int64_t)j,
+                  "receive %d (source %d): element %zu is %lld, want message %d's", i, src, j,
+                  (long long)v[j], next[src]);
+        }
+        next[src]++;
+        weft_request_free(rr[i]);
+    }
+    for (int q = 1; q < r->nranks; q++) {
+        CHECK(r, next[q] == k, "%d of %d messages from rank %d", next[q], k, q);
+    }
+}
+
+static void any_send(rank_ctx_t *r, int k, size_t len, int tag)
+{
+    int64_t *v = xmalloc(r, len * sizeof(*v));
+
+    for (int m = 0; m < k; m++) {
+        for (size_t j = 0; j < len; j++) {
+            v[j] = (int64_t)r->rank * 100000000 + (int64_t)m * (int64_t)len + (int64_t)j;
+        }
+        stage(r, "send %d of %zu elements (tag %d) to rank 0", m, len, tag);
+        CHECK_OK(r, weft_send(v, len, WEFT_INT64, 0, tag, r->comm));
+    }
+    free(v);
+}
 
 static void any_source_scenario(rank_ctx_t *r)
 {
     if (r->rank != 0) {
-        int64_t *v = xmalloc(r, ANY_N * sizeof(*v));
-
-        for (int m = 0; m < ANY_K; m++) {
-            for (int j = 0; j < ANY_N; j++) {
-                v[j] = (int64_t)r->rank * 1000000 + m * ANY_N + j;
-            }
-            stage(r, "send %d to rank 0", m);
-            CHECK_OK(r, weft_send(v, ANY_N, WEFT_INT64, 0, 21, r->comm));
-        }
-        free(v);
+        any_send(r, ANY_K, ANY_N, 21);
+        any_send(r, FRAG_K, FRAG_N, 22);
     } else {
-        int n = (r->nranks - 1) * ANY_K, next[MAX_RANKS] = {0}, src;
-        int64_t *in = xmalloc(r, (size_t)n * ANY_N * sizeof(*in));
-        weft_request_t *rr = xmalloc(r, (size_t)n * sizeof(*rr));
-        size_t big = (2u << 20) / sizeof(int64_t) + 1;
-        int64_t *b = xmalloc(r, big * sizeof(*b));
-        weft_request_t breq;
-        weft_status_t st;
+        int n = (r->nranks - 1) * ANY_K, nf = (r->nranks - 1) * FRAG_K;
+        int64_t *in = xmalloc(r, (size_t)nf * FRAG_N * sizeof(*in));
+        weft_request_t *rr = xmalloc(r, (size_t)(n > nf ? n : nf) * sizeof(*rr));
 
         stage(r, "post %d receives from any source", n);
         for (int i = 0; i < n; i++) {
@@ -346,30 +379,18 @@ static void any_source_scenario(rank_ctx_t *r)
                                    r->comm, &rr[i]));
         }
         CHECK_OK(r, weft_waitall(n, rr));
-        for (int i = 0; i < n; i++) {
-            const int64_t *v = in + (size_t)i * ANY_N;
+        check_any_order(r, in, ANY_N, rr, n, ANY_K);
+        stage(r, "post %d receives of %d elements, from any source and two named ranks", nf,
+              FRAG_N);
+        for (int i = 0; i < nf; i++) {
+            /* receive 0 from rank 1, receive 2 from the last rank */
+            int peer = i == 0 ? 1 : i == 2 && r->nranks > 2 ? r->nranks - 1 : WEFT_ANY_SOURCE;
 
-            CHECK_OK(r, weft_request_source(rr[i], &src));
-            CHECK(r, src >= 1 && src < r->nranks, "receive %d: source %d", i, src);
-            for (int j = 0; j < ANY_N; j++) {
-                CHECK(r, v[j] == (int64_t)src * 1000000 + next[src] * ANY_N + j,
-                      "receive %d (source %d): element %d is %lld, want message %d's", i, src, j,
-                      (long long)v[j], next[src]);
-            }
-            next[src]++;
-            weft_request_free(rr[i]);
+            CHECK_OK(r, weft_irecv(in + (size_t)i * FRAG_N, FRAG_N, WEFT_INT64, peer, 22, r->comm,
+                                   &rr[i]));
         }
-        for (int q = 1; q < r->nranks; q++) {
-            CHECK(r, next[q] == ANY_K, "%d of %d messages from rank %d", next[q], ANY_K, q);
-        }
-        stage(r, "a receive from any source over one fragment");
-        b[0] = 42;
-        st = weft_irecv(b, big, WEFT_INT64, WEFT_ANY_SOURCE, 22, r->comm, &breq);
-        CHECK(r, st == WEFT_ERR_UNSUPPORTED, "a 2 MiB receive from any source returned %s (%s)",
-              weft_status_string(st), weft_last_error());
-        CHECK(r, strstr(weft_last_error(), "any source") != NULL, "error: %s", weft_last_error());
-        CHECK(r, b[0] == 42, "the refused receive wrote its buffer");
-        free(b);
+        CHECK_OK(r, weft_waitall(nf, rr));
+        check_any_order(r, in, FRAG_N, rr, nf, FRAG_K);
         free(rr);
         free(in);
     }
@@ -381,6 +402,7 @@ Test(multiproc, any_source_receives, .timeout = 30)
 {
     job_opts_t o = {.nranks = 4,
                     .timeout = "15",
+                    .frag = "64k",
                     .scenario = any_source_scenario,
                     .expect_killed = -1,
                     .limit_s = 25};

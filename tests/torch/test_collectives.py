@@ -258,11 +258,17 @@ def check_p2p(rank, size, gloo):
         work = dist.irecv(t, tag=12)
         work.wait()
         assert work._source_rank() == size - 1 and t.tolist() == [5.0, 5.0]
+        # larger than one transfer fragment (1 MiB): matched by its first
+        big = torch.empty(300_000, dtype=torch.int64)
+        src = dist.recv(big, tag=13)
+        assert src == 1 and torch.equal(big, torch.arange(300_000) * 7 + 1), "2.4 MB from any"
     else:
         for m in range(2):
             dist.send(torch.tensor([rank, m, rank, m]), 0, tag=11)
         if rank == size - 1:
             dist.send(torch.full((2,), 5.0), 0, tag=12)
+        if rank == 1:
+            dist.send(torch.arange(300_000) * 7 + 1, 0, tag=13)
     # a collective right after point-to-point
     t = torch.ones(3)
     dist.all_reduce(t)
