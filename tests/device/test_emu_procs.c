@@ -16,6 +16,8 @@
  *    made its emu staging stream, and that it imported nothing;
  *  - on two virtual nodes of two (the hierarchical algorithms: shared
  *    memory inside, UCX between);
+ *  - then in every job, point to point: rank 0 receives every other rank's
+ *    emu buffer through receives from any source (staged fragments);
  *  - with a peer that dies while the others' enqueued allreduce waits for
  *    it: weft_stream_synchronize and the next call report it.
  *
@@ -119,7 +121,87 @@ static int staged_through_host(weft_comm_t comm)
 {
     const ucx_comm_t *uc = weft__comm_of(comm)->p2p_ep;
 
-    return weft__comm_of(comm)->p2p == &weft__ucx_ops && uc->ctx->stage_streams[WEFT_MEM_EMU] != NULL;
+    return weft__comm_of(comm)->p2p == &weft__ucx_ops &&
+           uc->ctx->stage_streams[WEFT_MEM_EMU] != NULL;
+}
+
+/* Point to point on emu buffers, received from any source: every rank but
+ * 0 sends ANY_N int32 (several 64 KiB fragments, staged through host
+ * memory over UCX) to rank 0, whose receives name no sender; each lands
+ * whole, from the sender weft_request_source names. 1 when every check
+ * passed. */
+enum { ANY_N = 300001, ANY_TAG = 7 };
+
+static int any_source_emu(rank_ctx_t *c, int nranks, int rank, weft_stream_t stream)
+{
+    size_t bytes = ANY_N * sizeof(int32_t);
+    int32_t *host = malloc(bytes);
+    void *dev[MAX_PROCS] = {0};
+    weft_request_t req[MAX_PROCS];
+    int seen[MAX_PROCS] = {0}, ok = host != NULL, src = -1;
+    char msg[600];
+
+#define ANY_FAIL(...)                                                                              \
+    do {                                                                                           \
+        snprintf(msg, sizeof(msg), __VA_ARGS__);                                                   \
+        note_failure(c->slot, msg);                                                                \
+        ok = 0;                                                                                    \
+    } while (0)
+    for (int q = rank == 0 ? 1 : 0; ok && q < (rank == 0 ? nranks : 1); q++) {
+        if (weft_mem_alloc(WEFT_MEM_EMU, bytes, &dev[q]) != WEFT_OK) {
+            ANY_FAIL("weft_mem_alloc: %s", weft_last_error());
+        }
+    }
+    if (ok && rank != 0) {
+        for (size_t j = 0; j < ANY_N; j++) {
+            host[j] = rank * 1000000 + (int32_t)j;
+        }
+        if (weft_memcpy_async(dev[0], host, bytes, stream) != WEFT_OK ||
+            weft_stream_synchronize(stream) != WEFT_OK ||
+            weft_send(dev[0], ANY_N, WEFT_INT32, 0, ANY_TAG, c->comm) != WEFT_OK) {
+            ANY_FAIL("send of emu memory to rank 0: %s", weft_last_error());
+        }
+    } else if (ok) {
+        for (int q = 1; ok && q < nranks; q++) {
+            if (weft_irecv(dev[q], ANY_N, WEFT_INT32, WEFT_ANY_SOURCE, ANY_TAG, c->comm, &req[q]) !=
+                WEFT_OK) {
+                ANY_FAIL("weft_irecv from any source into emu memory: %s", weft_last_error());
+            }
+        }
+        if (ok && nranks > 1 && weft_waitall(nranks - 1, req + 1) != WEFT_OK) {
+            ANY_FAIL("receives from any source into emu memory: %s", weft_last_error());
+        }
+        for (int q = 1; ok && q < nranks; q++) {
+            if (weft_request_source(req[q], &src) != WEFT_OK || src < 1 || src >= nranks) {
+                ANY_FAIL("receive %d: source %d (%s)", q, src, weft_last_error());
+                break;
+            }
+            seen[src]++;
+            weft_request_free(req[q]);
+            if (weft_memcpy_async(host, dev[q], bytes, stream) != WEFT_OK ||
+                weft_stream_synchronize(stream) != WEFT_OK) {
+                ANY_FAIL("copy out of emu memory: %s", weft_last_error());
+            }
+            for (size_t j = 0; ok && j < ANY_N; j++) {
+                if (host[j] != src * 1000000 + (int32_t)j) {
+                    ANY_FAIL("receive %d from rank %d: element %zu is %d", q, src, j, host[j]);
+                }
+            }
+        }
+        for (int q = 1; ok && q < nranks; q++) {
+            if (seen[q] != 1) {
+                ANY_FAIL("%d messages from rank %d, not 1", seen[q], q);
+            }
+        }
+    }
+#undef ANY_FAIL
+    for (int q = 0; q < MAX_PROCS; q++) {
+        if (dev[q] != NULL) {
+            weft_mem_free(dev[q]);
+        }
+    }
+    free(host);
+    return ok;
 }
 
 /* The whole life of one rank in the job: join, run every case, leave. */
@@ -161,6 +243,10 @@ static void rank_main(area_t *area, int nranks, int rank)
 
         slot->checked += dd_run_case(&env, ctx.comm, rank, stream, &cases[i]);
         slot->kind_imports[cases[i].kind] += weft__emu_ipc_imports_total() - before;
+    }
+    if (stream != NULL) {
+        slot->ncases++;
+        slot->checked += any_source_emu(&ctx, nranks, rank, stream);
     }
     slot->imports = weft__emu_ipc_imports_total();
     slot->imports_open = weft__emu_ipc_imports_open();
