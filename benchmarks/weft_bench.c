@@ -859,6 +859,8 @@ int main(int argc, char **argv)
         failed |= run_segment(&segs[s]);
     }
     free(segs);
+    free(env_tune);
+    free(env_repro);
     MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return failed;

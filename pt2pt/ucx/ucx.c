@@ -644,6 +644,7 @@ static void ucx_ep_release(void *ep)
 {
     ucx_comm_t *comm = ep;
 
+    weft__ucx_stage_detach(comm);
     weft__ucx_context_put(comm->ctx);
     free(comm);
 }

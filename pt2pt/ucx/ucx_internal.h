@@ -128,6 +128,8 @@ weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void
 weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *done_p,
                                    int *src_p);
 void weft__ucx_stage_cancel(ucx_comm_t *comm, weft_p2p_req_t *req);
+/* Forget comm's held receives (the endpoint goes; they no longer refer to it). */
+void weft__ucx_stage_detach(ucx_comm_t *comm);
 /* Destroy the staging streams (context destruction). */
 void weft__ucx_stage_release(weft_ucx_context_t *ctx);
 

@@ -412,6 +412,13 @@ weft_status_t weft__ucx_stage_test(ucx_comm_t *comm, weft_p2p_req_t *req, int *d
     return WEFT_OK;
 }
 
+void weft__ucx_stage_detach(ucx_comm_t *comm)
+{
+    while (comm->held != NULL) {
+        held_unlink(comm->held);
+    }
+}
+
 void weft__ucx_stage_cancel(ucx_comm_t *comm, weft_p2p_req_t *req)
 {
     ucx_stage_t *st = req->stage;

@@ -194,6 +194,11 @@ static int any_source_emu(rank_ctx_t *c, int nranks, int rank, weft_stream_t str
             }
         }
     }
+    /* nobody leaves while rank 0 still receives (a rank that is gone fails
+     * the receives still waiting for its fragments) */
+    if (weft_barrier(c->comm) != WEFT_OK) {
+        ANY_FAIL("barrier after the receives from any source: %s", weft_last_error());
+    }
 #undef ANY_FAIL
     for (int q = 0; q < MAX_PROCS; q++) {
         if (dev[q] != NULL) {
