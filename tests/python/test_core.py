@@ -109,6 +109,68 @@ def test_handled_calls_match_the_ctypes_path(comm):
         comm.barrier()
 
 
+@needs_core
+def test_nonblocking_starts_match_the_ctypes_path(comm):
+    """iallreduce, isend and irecv started by the module: a request handle
+    and the object that keeps the buffers exported until the Request drops
+    it; the Requests give the ctypes path's results and senders."""
+    p, me, h = comm.size, comm.rank, comm._handle
+    for dt in (np.int32, np.float64, np.uint8):
+        x = data(dt, 37, me)
+        started = core.iallreduce(h, x, "max", np.empty_like(x))
+        assert isinstance(started, tuple) and len(started) == 2
+        assert isinstance(started[0], int) and type(started[1]).__name__ == "Hold"
+        call = _comm._Call("allreduce", (), [started[1]], None)
+        _comm.Request(comm, started[0], call).wait()
+        out = np.empty_like(x)
+        req = comm.iallreduce(x, "max", out=out)
+        assert req._keep is not None and type(req._keep[0]).__name__ == "Hold"
+        assert req.wait() is out
+        assert req._keep is None  # the buffers released once complete
+        same(out, expected_reduce(dt, 37, p, "max"))
+        same(out, comm._run(comm._allreduce(x, "max", np.empty_like(x))))
+        y = x.copy()
+        assert comm.iallreduce(y, weft.Op.MAX).wait() is y  # in place
+        same(y, out)
+    if p > 1:
+        # every rank sends to rank 0, which takes them from any source
+        if me == 0:
+            bufs = [np.zeros(5, np.int64) for _ in range(p - 1)]
+            reqs = [comm.irecv(b, weft.ANY_SOURCE, 6) for b in bufs]
+            assert all(type(r._keep[0]).__name__ == "Hold" for r in reqs)
+            got = {}
+            for r, b in zip(reqs, bufs):
+                assert r.wait() is b
+                got[r.source] = b.copy()
+            assert sorted(got) == list(range(1, p))
+            for q, b in got.items():
+                same(b, data(np.int64, 5, q))
+        else:
+            req = comm.isend(data(np.int64, 5, me), 0, 6)
+            assert type(req._keep[0]).__name__ == "Hold"
+            assert req.wait() is None and req.source is None
+        comm.barrier()
+    x = np.arange(8, dtype=np.float32)
+    ro = x.copy()
+    ro.flags.writeable = False
+    declined = [
+        lambda: core.iallreduce(h, np.arange(16, dtype=np.float32)[::2], "sum", None),
+        lambda: core.iallreduce(h, ro, "sum", None),
+        lambda: core.iallreduce(h, x, "sum", np.empty(7, np.float32)),
+        lambda: core.iallreduce(h, x, "nonsense", None),
+        lambda: core.iallreduce(None, x, "sum", None),
+        lambda: core.isend(h, p, x, p, 0),
+        lambda: core.isend(h, p, x, weft.ANY_SOURCE, 0),            # no send to any
+        lambda: core.irecv(h, p, x, -2, 0),
+        lambda: core.irecv(h, p, ro, 0, 0),                          # read-only receive
+        lambda: core.irecv(h, p, x, 0, weft.TAG_UB + 1),
+        lambda: core.irecv(h, p, [1.0], 0, 0),
+    ]
+    for i, call in enumerate(declined):
+        assert call() is NotImplemented, "case %d was handled" % i
+    comm.barrier()
+
+
 class _Sub(np.ndarray):
     pass
 

@@ -125,6 +125,7 @@ def test_receive_size_mismatch_is_reported_by_the_request(comm):
         with pytest.raises(weft.Error) as e:
             req.wait()
         assert e.value.status == weft.Status.ERR_MISMATCH
+        assert "larger than the receive" in str(e.value), str(e.value)  # weft's own words
         assert req.done
         with pytest.raises(weft.Error):  # waiting again reports it again
             req.wait()

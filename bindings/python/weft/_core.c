@@ -50,6 +50,12 @@ typedef __typeof__(weft_reduce_scatter) reduce_scatter_fn;
 typedef __typeof__(weft_alltoall) alltoall_fn;
 typedef __typeof__(weft_gather) gather_fn;
 typedef __typeof__(weft_scatter) scatter_fn;
+typedef __typeof__(weft_iallreduce) iallreduce_fn;
+typedef __typeof__(weft_isend) isend_fn;
+typedef __typeof__(weft_irecv) irecv_fn;
+typedef __typeof__(weft_wait) wait_fn;
+typedef __typeof__(weft_request_source) source_fn;
+typedef __typeof__(weft_request_free) free_fn;
 
 static struct {
     allreduce_fn *allreduce;
@@ -63,6 +69,12 @@ static struct {
     alltoall_fn *alltoall;
     gather_fn *gather;
     scatter_fn *scatter;
+    iallreduce_fn *iallreduce;
+    isend_fn *isend;
+    irecv_fn *irecv;
+    wait_fn *wait;
+    source_fn *source;
+    free_fn *free;
     PyObject *ndarray;      /* numpy.ndarray: the only type handled */
     PyObject *ops;          /* name or int -> weft_op_t value */
     PyObject *raise_status; /* raise_status(status, function name): raises weft.Error */
@@ -515,6 +527,145 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
 }
 
 /* The address of functions[name], or NULL with an exception set. */
+/* ---- nonblocking starts: the request and what holds the buffers ---- */
+
+/* The buffers of a started operation, exported until this object goes (the
+ * Python Request drops it once the operation completed, or hands it to the
+ * communicator's family when freed unfinished). */
+typedef struct {
+    PyObject_HEAD
+    buf_t bufs[2];
+} hold_t;
+
+static void hold_dealloc(PyObject *self)
+{
+    hold_t *h = (hold_t *)self;
+    release(&h->bufs[1]);
+    release(&h->bufs[0]);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject hold_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "weft._core.Hold",
+    .tp_basicsize = sizeof(hold_t),
+    .tp_dealloc = hold_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the buffers of a started nonblocking operation, exported while it lives",
+};
+
+/* (request handle as an int, Hold of the buffers), or weft.Error: the buffers
+ * move into the Hold (released at once on an error). */
+static PyObject *started(weft_status_t st, const char *name, weft_request_t req, buf_t *a,
+                         buf_t *b)
+{
+    buf_t none = {.held = 0};
+    if (b == NULL)
+        b = &none;
+    if (st != WEFT_OK) {
+        release(b);
+        release(a);
+        return finish(st, name, Py_None);
+    }
+    hold_t *h = PyObject_New(hold_t, &hold_type);
+    PyObject *handle = PyLong_FromVoidPtr(req);
+    if (h == NULL || handle == NULL) {
+        /* the operation runs on; its buffers stay exported (leaked) rather
+         * than be released under it */
+        Py_XDECREF((PyObject *)h);
+        Py_XDECREF(handle);
+        return NULL;
+    }
+    h->bufs[0] = *a;
+    h->bufs[1] = *b;
+    return Py_BuildValue("(NN)", handle, (PyObject *)h);
+}
+
+/* iallreduce(handle, buf, op, out) -> (request, hold) or NotImplemented */
+static PyObject *py_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    if (nargs != 4)
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    int op = op_of(args[2]);
+    if (comm == NULL || op < 0)
+        return not_handled();
+    PyObject *bufobj = args[1], *outobj = args[3];
+    int inplace = outobj == Py_None || outobj == bufobj;
+    buf_t in, out = {.held = 0};
+    if (inplace ? !take(&in, bufobj, 1) : !take_pair(&in, bufobj, &out, outobj, 1))
+        return not_handled();
+    weft_request_t req = NULL;
+    weft_status_t st = core.iallreduce(inplace ? WEFT_IN_PLACE : in.view.buf,
+                                       inplace ? in.view.buf : out.view.buf, in.count, in.dtype,
+                                       (weft_op_t)op, comm, &req);
+    return started(st, "weft_iallreduce", req, &in, &out);
+}
+
+/* isend(handle, size, buf, dest, tag) and irecv(handle, size, buf, source, tag)
+ * -> (request, hold) or NotImplemented; irecv's source may be ANY_SOURCE */
+static PyObject *ip2p(PyObject *const *args, Py_ssize_t nargs, int receive)
+{
+    BOUND_OR_NOT_HANDLED();
+    long size, any;
+    if (nargs != 5 || !long_arg(args[1], &size))
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    int peer, tag;
+    if (comm == NULL || !valid_tag(args[4], &tag))
+        return not_handled();
+    if (receive && PyLong_CheckExact(args[3]) && long_arg(args[3], &any) &&
+        any == WEFT_ANY_SOURCE)
+        peer = WEFT_ANY_SOURCE;
+    else if (!valid_rank(args[3], (int)size, &peer))
+        return not_handled();
+    buf_t b;
+    if (!take(&b, args[2], receive))
+        return not_handled();
+    weft_request_t req = NULL;
+    weft_status_t st =
+        receive ? core.irecv(b.view.buf, b.count, b.dtype, peer, tag, comm, &req)
+                : core.isend(b.view.buf, b.count, b.dtype, peer, tag, comm, &req);
+    return started(st, receive ? "weft_irecv" : "weft_isend", req, &b, NULL);
+}
+
+static PyObject *py_isend(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return ip2p(args, nargs, 0);
+}
+
+static PyObject *py_irecv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return ip2p(args, nargs, 1);
+}
+
+/* wait(request, want_source) -> (status, source or -1): weft_wait (the GIL
+ * released), the sender of a completed receive when asked, then
+ * weft_request_free: the handle is gone afterwards */
+static PyObject *py_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (!core.bound || nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "weft._core.wait(request, want_source): not bound");
+        return NULL;
+    }
+    weft_request_t req = PyLong_AsVoidPtr(args[0]);
+    int want = PyObject_IsTrue(args[1]), src = -1;
+    if ((req == NULL && PyErr_Occurred()) || want < 0)
+        return NULL;
+    weft_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = core.wait(req);
+    if (st == WEFT_OK && want && core.source(req, &src) != WEFT_OK)
+        src = -1;
+    core.free(req);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(ii)", (int)st, src);
+}
+
 static void *address_of(PyObject *functions, const char *name)
 {
     PyObject *v = PyDict_GetItemString(functions, name); /* borrowed */
@@ -540,12 +691,14 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "weft._core.bind: raise_status must be callable");
         return NULL;
     }
-    void *p[11];
-    static const char *const names[11] = {
+    void *p[17];
+    static const char *const names[17] = {
         "weft_allreduce", "weft_reduce",         "weft_bcast",    "weft_allgather",
         "weft_barrier",   "weft_send",           "weft_recv",     "weft_reduce_scatter",
-        "weft_alltoall",  "weft_gather",         "weft_scatter"};
-    for (int i = 0; i < 11; i++)
+        "weft_alltoall",  "weft_gather",         "weft_scatter",  "weft_iallreduce",
+        "weft_isend",     "weft_irecv",          "weft_wait",     "weft_request_source",
+        "weft_request_free"};
+    for (int i = 0; i < 17; i++)
         if ((p[i] = address_of(functions, names[i])) == NULL)
             return NULL;
     core.bound = 0;
@@ -563,6 +716,12 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
     core.alltoall = (alltoall_fn *)p[8];
     core.gather = (gather_fn *)p[9];
     core.scatter = (scatter_fn *)p[10];
+    core.iallreduce = (iallreduce_fn *)p[11];
+    core.isend = (isend_fn *)p[12];
+    core.irecv = (irecv_fn *)p[13];
+    core.wait = (wait_fn *)p[14];
+    core.source = (source_fn *)p[15];
+    core.free = (free_fn *)p[16];
     Py_INCREF(ndarray);
     Py_INCREF(ops);
     Py_INCREF(raise_status);
@@ -609,6 +768,14 @@ static PyMethodDef methods[] = {
      "gather(handle, rank, size, buf, root, out) -> out (root), None, or NotImplemented"},
     {"scatter", (PyCFunction)(void (*)(void))py_scatter, METH_FASTCALL,
      "scatter(handle, rank, size, buf, root, out) -> out or NotImplemented"},
+    {"iallreduce", (PyCFunction)(void (*)(void))py_iallreduce, METH_FASTCALL,
+     "iallreduce(handle, buf, op, out) -> (request, hold) or NotImplemented"},
+    {"isend", (PyCFunction)(void (*)(void))py_isend, METH_FASTCALL,
+     "isend(handle, size, buf, dest, tag) -> (request, hold) or NotImplemented"},
+    {"irecv", (PyCFunction)(void (*)(void))py_irecv, METH_FASTCALL,
+     "irecv(handle, size, buf, source, tag) -> (request, hold) or NotImplemented"},
+    {"wait", (PyCFunction)(void (*)(void))py_wait, METH_FASTCALL,
+     "wait(request, want_source) -> (status, source): waits, then frees the request"},
     {"dtype_of", py_dtype_of, METH_VARARGS,
      "dtype_of(format, itemsize): the weft dtype of a buffer format, -1 if none"},
     {NULL, NULL, 0, NULL},
@@ -617,12 +784,15 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "weft._core",
-    .m_doc = "The compiled hot path of weft's blocking calls on numpy arrays (see comm.py).",
+    .m_doc = "The compiled hot path of weft's blocking calls, and of iallreduce, isend and "
+             "irecv, on numpy arrays (see comm.py).",
     .m_size = -1,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__core(void)
 {
+    if (PyType_Ready(&hold_type) < 0)
+        return NULL;
     return PyModule_Create(&module);
 }

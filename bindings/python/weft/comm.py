@@ -19,7 +19,9 @@ released during each call.
 The blocking calls on numpy arrays that weft._core (the compiled module,
 _core.c) handles -- allreduce, reduce, bcast, barrier, send, recv, and
 allgather, reduce_scatter, alltoall, gather and scatter out of place with
-out= given -- go through it in one C call; everything else, and every
+out= given -- go through it in one C call, and so do the starts of
+iallreduce, isend and irecv (the Request then holds the buffers, exported,
+until the operation completes); everything else, and every
 argument it does not take (it returns NotImplemented), goes through ctypes
 here, which is also where every error is worded. WEFT_PYTHON_EXT=0 in the
 environment at import turns the compiled path off.
@@ -125,7 +127,8 @@ def _bind_core():
     except ImportError:
         return None
     names = ("allreduce", "reduce", "bcast", "allgather", "barrier", "send", "recv",
-             "reduce_scatter", "alltoall", "gather", "scatter")
+             "reduce_scatter", "alltoall", "gather", "scatter", "iallreduce", "isend", "irecv",
+             "wait", "request_source", "request_free")
     addresses = {"weft_" + n: ctypes.cast(getattr(lib, "weft_" + n), ctypes.c_void_p).value
                  for n in names}
     ops = {name: int(o) for name, o in _OP_NAMES.items()}
@@ -281,7 +284,14 @@ class Request:
 
     def wait(self):
         self._check_not_freed()
-        if self._handle is not None:
+        if self._handle is not None and _core is not None and _usable():
+            # waits, reads the sender and frees the request in one C call
+            status, src = _core.wait(self._handle, self._is_recv)
+            self._handle = None
+            if status == Status.OK and self._is_recv:
+                self._source = src
+            self._settle(status, "weft_wait")
+        elif self._handle is not None:
             self._settle(lib.weft_wait(self._handle), "weft_wait")
         if self._error is not None:
             raise self._error
@@ -490,6 +500,12 @@ class Comm:
         if status:
             check(status, fn.__name__)
         return Request(self, req.value, call)
+
+    def _started(self, name, started, result):
+        """The Request of an operation weft._core started: (request handle,
+        the object that holds its buffers exported until it completes)."""
+        handle, hold = started
+        return Request(self, handle, _Call(name, (), [hold], result))
 
     def _root(self, root):
         if isinstance(root, bool) or not isinstance(root, (int, np.integer)) \
@@ -749,6 +765,10 @@ class Comm:
         return self._run(self._allreduce(buf, op, out))
 
     def iallreduce(self, buf, op="sum", *, out=None):
+        if _core is not None:
+            r = _core.iallreduce(self._handle, buf, op, out)
+            if r is not NotImplemented:
+                return self._started("allreduce", r, buf if out is None else out)
         return self._start(self._allreduce(buf, op, out))
 
     def reduce(self, buf, op="sum", root=0, *, out=None):
@@ -874,6 +894,10 @@ class Comm:
         return self._run(self._send(buf, dest, tag))
 
     def isend(self, buf, dest, tag=0):
+        if _core is not None:
+            r = _core.isend(self._handle, self.size, buf, dest, tag)
+            if r is not NotImplemented:
+                return self._started("send", r, None)
         return self._start(self._send(buf, dest, tag))
 
     def recv(self, buf, source, tag=0):
@@ -887,5 +911,9 @@ class Comm:
         return self._run(self._recv(buf, source, tag))
 
     def irecv(self, buf, source, tag=0):
+        if _core is not None:
+            r = _core.irecv(self._handle, self.size, buf, source, tag)
+            if r is not NotImplemented:
+                return self._started("recv", r, buf)
         return self._start(self._recv(buf, source, tag))
 
