@@ -394,19 +394,32 @@ static int valid_tag(PyObject *obj, int *out)
     return valid_rank(obj, WEFT_TAG_UB + 1, out);
 }
 
+/* The arguments (handle, size, buf, peer, tag) of a send or receive, its
+ * blocking or nonblocking form; a receive's peer may be ANY_SOURCE. 0 when
+ * they are not ones this module takes (nothing held). */
+static int p2p_args(PyObject *const *args, Py_ssize_t nargs, int receive, weft_comm_t *comm_p,
+                    int *peer_p, int *tag_p, buf_t *b)
+{
+    long size, any;
+    if (!core.bound || nargs != 5 || !long_arg(args[1], &size))
+        return 0;
+    if ((*comm_p = comm_of(args[0])) == NULL || !valid_tag(args[4], tag_p))
+        return 0;
+    if (receive && PyLong_CheckExact(args[3]) && long_arg(args[3], &any) &&
+        any == WEFT_ANY_SOURCE)
+        *peer_p = WEFT_ANY_SOURCE;
+    else if (!valid_rank(args[3], (int)size, peer_p))
+        return 0;
+    return take(b, args[2], receive);
+}
+
 /* send(handle, size, buf, dest, tag) and recv(handle, size, buf, source, tag) */
 static PyObject *p2p(PyObject *const *args, Py_ssize_t nargs, int receive)
 {
-    BOUND_OR_NOT_HANDLED();
-    long size;
-    if (nargs != 5 || !long_arg(args[1], &size))
-        return not_handled();
-    weft_comm_t comm = comm_of(args[0]);
+    weft_comm_t comm;
     int peer, tag;
-    if (comm == NULL || !valid_rank(args[3], (int)size, &peer) || !valid_tag(args[4], &tag))
-        return not_handled();
     buf_t b;
-    if (!take(&b, args[2], receive))
+    if (!p2p_args(args, nargs, receive, &comm, &peer, &tag, &b))
         return not_handled();
     weft_status_t st;
     Py_BEGIN_ALLOW_THREADS
@@ -607,21 +620,10 @@ static PyObject *py_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t
  * -> (request, hold) or NotImplemented; irecv's source may be ANY_SOURCE */
 static PyObject *ip2p(PyObject *const *args, Py_ssize_t nargs, int receive)
 {
-    BOUND_OR_NOT_HANDLED();
-    long size, any;
-    if (nargs != 5 || !long_arg(args[1], &size))
-        return not_handled();
-    weft_comm_t comm = comm_of(args[0]);
+    weft_comm_t comm;
     int peer, tag;
-    if (comm == NULL || !valid_tag(args[4], &tag))
-        return not_handled();
-    if (receive && PyLong_CheckExact(args[3]) && long_arg(args[3], &any) &&
-        any == WEFT_ANY_SOURCE)
-        peer = WEFT_ANY_SOURCE;
-    else if (!valid_rank(args[3], (int)size, &peer))
-        return not_handled();
     buf_t b;
-    if (!take(&b, args[2], receive))
+    if (!p2p_args(args, nargs, receive, &comm, &peer, &tag, &b))
         return not_handled();
     weft_request_t req = NULL;
     weft_status_t st =
