@@ -158,33 +158,19 @@ mpirun_twohost() {
     out=$(<"$tmp/out")
 }
 
-# run LABEL ARGS... queues a checked weft_bench run; flush runs the queue as
-# one job (weft_bench --then: a job start over the two hosts is paid once),
-# its deadline 90 s and 15 s per run
-queue=() labels='' nqueued=0
-run() { # label, weft_bench arguments...
-    local label=$1
-    shift
-    runs=$((runs + 1)) nqueued=$((nqueued + 1))
-    [ ${#queue[@]} -eq 0 ] || queue+=(--then)
-    queue+=(-n 2 -w 1 --check "$@")
-    labels+="${labels:+; }$label"
-}
-
-flush() {
+# The checked runs are queued (run 4 LABEL ARGS..., tests/mpi/bench_jobs.sh)
+# and flushed as one job over the two hosts, its deadline 90 s and 15 s per
+# run (mpirun_twohost kills what is left on the hosts after every job).
+. "${top_srcdir:?run through make check}/tests/mpi/bench_jobs.sh"
+bench_job() { # np (the hostfile's 4), segments, weft_bench arguments...
     local saved=$deadline
-    [ $nqueued -gt 0 ] || return 0
-    deadline=$((90 + 15 * nqueued))
-    mpirun_twohost "$bench" "${queue[@]}"
+    deadline=$((90 + 15 * $2))
+    shift 2
+    mpirun_twohost "$bench" "$@"
     deadline=$saved
-    if [ $rc -ne 0 ] || grep -q WRONG <<<"$out" ||
-        [ "$(grep -c '^# weft_bench' <<<"$out")" -ne $nqueued ]; then
-        failures=$((failures + 1))
-        echo "FAIL (exit $rc), one of: $labels"
-        grep -E '^# weft_bench|WRONG|rank|rror' <<<"$out" | tail -n 30
-    fi
-    queue=() labels='' nqueued=0
 }
+bench_cleanup() { :; }
+trap cleanup EXIT
 
 # known COLL ALGO: does weft have this algorithm? (weft_init refuses a
 # WEFT_TUNE rule that names an unknown one)
@@ -238,11 +224,11 @@ for coll in "${colls[@]}"; do
         *) big=1m ;; # per-rank block: the whole buffer is 4 times it
         esac
         if [ "$coll" = barrier ]; then
-            run "$label" "${force[@]}" -b 4 -e 4 "$coll"
+            run 4 "$label" "${force[@]}" -b 4 -e 4 "$coll"
             continue
         fi
-        run "$label" "${force[@]}" "${root[@]}" -d float32 -o sum -b 4 -e $big -f 16 "$coll"
-        run "$label odd" "${force[@]}" "${root[@]}" -d uint8 -o bxor -b 1 -e 59049 -f 243 \
+        run 4 "$label" "${force[@]}" "${root[@]}" -d float32 -o sum -b 4 -e $big -f 16 "$coll"
+        run 4 "$label odd" "${force[@]}" "${root[@]}" -d uint8 -o bxor -b 1 -e 59049 -f 243 \
             $inplace "$coll"
     done
 done
