@@ -13,9 +13,9 @@
  *    non-overtaking rule). The sizes must be equal: a mismatch completes
  *    the receive with WEFT_ERR_MISMATCH.
  *  - irecv's peer WEFT_P2P_ANY matches a message with the tag from any
- *    source; receives match in posting order whatever their source. A
- *    transport may refuse it (WEFT_ERR_UNSUPPORTED) where a message takes
- *    more than one transfer (UCX: over one fragment, or staged device memory).
+ *    source; receives match in posting order whatever their source (UCX:
+ *    a message of several fragments is matched by its first, see
+ *    pt2pt/ucx/ucx_stage.c).
  *  - test returns the request's status once it is done (*done_p = 1) and
  *    frees the request; a request that is not done stays valid. Then, for a
  *    receive, *src_p (when src_p is not NULL) is the rank the message came

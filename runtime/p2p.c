@@ -89,9 +89,9 @@ weft_status_t weft__p2p_start(const char *call, int is_send, void *buf, size_t c
     status = weft__sched_start(s);
     if (status == WEFT_OK) {
         /* posted now, not at the next progress: receives match in the order
-         * they were called, and what the transport refuses (a receive from
-         * any source it cannot match) fails the call itself; what becomes of
-         * the message (a size mismatch, a failed peer) is the request's */
+         * they were called, and what the transport refuses fails the call
+         * itself; what becomes of the message (a size mismatch, a failed
+         * peer) is the request's */
         status = weft__sched_post(s);
     }
     if (status != WEFT_OK) {

@@ -139,8 +139,7 @@ int weft__shm_op_reusable(shm_op_t *o, uint64_t R, int *peer_p)
     for (; o->waiting < shm->L; o->waiting++) {
         int q = o->waiting;
 
-        if (shm->seen[q] < 4 * (R - 1) + 1 && load(&shm->ctrl[q].done) < R - 1 &&
-            !arrived(shm, q, 4 * (R - 1) + 1)) {
+        if (!arrived(shm, q, 4 * (R - 1) + 1) && load(&shm->ctrl[q].done) < R - 1) {
             *peer_p = shm->local_ranks[q];
             return 0;
         }

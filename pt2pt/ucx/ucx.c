@@ -197,7 +197,7 @@ static weft_status_t req_new(ucx_comm_t *comm, int peer, int is_recv, size_t byt
     if ((peer < 0 && !(is_recv && peer == WEFT_P2P_ANY)) || peer >= comm->size) {
         return weft__error(WEFT_ERR_INVALID_ARG, "%s rank %d of %d", what, peer, comm->size);
     }
-    if (tag & ((1ull << WEFT_TAG_SRC_BITS) - 1)) {
+    if (tag & SRC_MASK) {
         return weft__error(WEFT_ERR_INVALID_ARG,
                            "%s rank %d: tag %#llx uses the low %d bits, which carry the source",
                            what, peer, (unsigned long long)tag, WEFT_TAG_SRC_BITS);
