@@ -132,36 +132,38 @@ ProcessGroupWeft::effective_timeout(std::chrono::milliseconds torch_timeout) con
     return torch_timeout;
 }
 
-void ProcessGroupWeft::setTimeout(std::chrono::milliseconds timeout)
+void ProcessGroupWeft::set_on_worker(const char *profile, std::function<void()> set)
 {
-    const std::chrono::milliseconds effective = effective_timeout(timeout);
-    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::UNKNOWN, "weft:set_timeout",
+    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::UNKNOWN, profile,
                                               std::vector<at::Tensor>{}, std::nullopt);
-    weft_comm_t comm = comm_;
 
-    /* on the worker: the communicator is its to drive, and operations queued
-     * before keep the deadline they were queued with */
-    enqueue(work, [this, comm, effective] {
-        timeout_ = effective;
-        check(weft_comm_set_timeout(comm, effective.count() / 1000.0), "set_timeout", 0);
+    enqueue(work, [set] {
+        set();
         return Pending{};
     });
     work->wait();
 }
 
-void ProcessGroupWeft::setReproducible(bool on)
+void ProcessGroupWeft::setTimeout(std::chrono::milliseconds timeout)
 {
-    auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::UNKNOWN,
-                                              "weft:set_reproducible", std::vector<at::Tensor>{},
-                                              std::nullopt);
+    const std::chrono::milliseconds effective = effective_timeout(timeout);
     weft_comm_t comm = comm_;
 
-    /* on the worker, between the operations queued before and after */
-    enqueue(work, [comm, on] {
-        check(weft_comm_set_reproducible(comm, on ? 1 : 0), "set_reproducible", 0);
-        return Pending{};
+    /* on the worker: the communicator is its to drive, and operations queued
+     * before keep the deadline they were queued with */
+    set_on_worker("weft:set_timeout", [this, comm, effective] {
+        timeout_ = effective;
+        check(weft_comm_set_timeout(comm, effective.count() / 1000.0), "set_timeout", 0);
     });
-    work->wait();
+}
+
+void ProcessGroupWeft::setReproducible(bool on)
+{
+    weft_comm_t comm = comm_;
+
+    set_on_worker("weft:set_reproducible", [comm, on] {
+        check(weft_comm_set_reproducible(comm, on ? 1 : 0), "set_reproducible", 0);
+    });
 }
 
 ProcessGroupWeft::~ProcessGroupWeft()

@@ -184,6 +184,9 @@ class ProcessGroupWeft : public c10d::Backend {
                                            const char *call);
 
     c10::intrusive_ptr<WorkWeft> enqueue(c10::intrusive_ptr<WorkWeft> work, Run run);
+    /* A change of the group's settings: set() on the worker, between the
+     * operations queued before and after, waited for (raises its error). */
+    void set_on_worker(const char *profile, std::function<void()> set);
     /* A collective: run() does everything on the worker. */
     c10::intrusive_ptr<WorkWeft> enqueue_collective(c10d::OpType type, const char *title,
                                                     std::vector<at::Tensor> outputs,
