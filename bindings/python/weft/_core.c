@@ -413,37 +413,6 @@ static int p2p_args(PyObject *const *args, Py_ssize_t nargs, int receive, weft_c
     return take(b, args[2], receive);
 }
 
-/* send(handle, size, buf, dest, tag) and recv(handle, size, buf, source, tag) */
-static PyObject *p2p(PyObject *const *args, Py_ssize_t nargs, int receive)
-{
-    weft_comm_t comm;
-    int peer, tag;
-    buf_t b;
-    if (!p2p_args(args, nargs, receive, &comm, &peer, &tag, &b))
-        return not_handled();
-    weft_status_t st;
-    Py_BEGIN_ALLOW_THREADS
-    if (receive)
-        st = core.recv(b.view.buf, b.count, b.dtype, peer, tag, comm);
-    else
-        st = core.send(b.view.buf, b.count, b.dtype, peer, tag, comm);
-    Py_END_ALLOW_THREADS
-    release(&b);
-    return finish(st, receive ? "weft_recv" : "weft_send", receive ? args[2] : Py_None);
-}
-
-static PyObject *py_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return p2p(args, nargs, 0);
-}
-
-static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return p2p(args, nargs, 1);
-}
-
 /* reduce_scatter(handle, size, buf, op, out): out given, not in place */
 static PyObject *py_reduce_scatter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -616,32 +585,55 @@ static PyObject *py_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t
     return started(st, "weft_iallreduce", req, &in, &out);
 }
 
-/* isend(handle, size, buf, dest, tag) and irecv(handle, size, buf, source, tag)
- * -> (request, hold) or NotImplemented; irecv's source may be ANY_SOURCE */
-static PyObject *ip2p(PyObject *const *args, Py_ssize_t nargs, int receive)
+/* send(handle, size, buf, dest, tag) and recv(handle, size, buf, source,
+ * tag), blocking (None, or buf) or started (isend, irecv: (request, hold));
+ * NotImplemented for what p2p_args does not take */
+static PyObject *p2p(PyObject *const *args, Py_ssize_t nargs, int receive, int start)
 {
     weft_comm_t comm;
     int peer, tag;
     buf_t b;
     if (!p2p_args(args, nargs, receive, &comm, &peer, &tag, &b))
         return not_handled();
-    weft_request_t req = NULL;
-    weft_status_t st =
-        receive ? core.irecv(b.view.buf, b.count, b.dtype, peer, tag, comm, &req)
-                : core.isend(b.view.buf, b.count, b.dtype, peer, tag, comm, &req);
-    return started(st, receive ? "weft_irecv" : "weft_isend", req, &b, NULL);
+    weft_status_t st;
+    if (start) {
+        weft_request_t req = NULL;
+        st = receive ? core.irecv(b.view.buf, b.count, b.dtype, peer, tag, comm, &req)
+                     : core.isend(b.view.buf, b.count, b.dtype, peer, tag, comm, &req);
+        return started(st, receive ? "weft_irecv" : "weft_isend", req, &b, NULL);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (receive)
+        st = core.recv(b.view.buf, b.count, b.dtype, peer, tag, comm);
+    else
+        st = core.send(b.view.buf, b.count, b.dtype, peer, tag, comm);
+    Py_END_ALLOW_THREADS
+    release(&b);
+    return finish(st, receive ? "weft_recv" : "weft_send", receive ? args[2] : Py_None);
+}
+
+static PyObject *py_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return p2p(args, nargs, 0, 0);
+}
+
+static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return p2p(args, nargs, 1, 0);
 }
 
 static PyObject *py_isend(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    return ip2p(args, nargs, 0);
+    return p2p(args, nargs, 0, 1);
 }
 
 static PyObject *py_irecv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    return ip2p(args, nargs, 1);
+    return p2p(args, nargs, 1, 1);
 }
 
 /* wait(request, want_source) -> (status, source or -1): weft_wait (the GIL
