@@ -143,6 +143,54 @@ def check_async(rank, size, gloo):
     dist.barrier(async_op=True).wait()
 
 
+def check_unwaited(rank, size, gloo):
+    # operations nobody waits for still run (the group's worker takes them),
+    # and a wait runs what was queued before its operation too
+    import datetime
+
+    def poll(work, what):
+        deadline = time.monotonic() + 20
+        while not work.is_completed():
+            assert time.monotonic() < deadline, f"{what} never ran without a wait()"
+            time.sleep(0.001)
+
+    # rank 0 never calls wait(): polls is_completed() while the others wait at once
+    t = torch.full((64,), float(rank))
+    w = dist.all_reduce(t, async_op=True)
+    if rank == 0:
+        poll(w, "an all_reduce")
+    else:
+        w.wait()
+    assert torch.all(t == sum(range(size)))
+    # completed through its future alone (no Work.wait)
+    t = torch.full((3,), 1.0)
+    assert torch.all(dist.all_reduce(t, async_op=True).get_future().wait()[0] == size)
+    # a wait on the second runs the first too, in order
+    a, b = torch.full((5,), float(rank)), torch.full((7,), 2.0)
+    wa = dist.all_reduce(a, async_op=True)
+    dist.all_reduce(b)
+    assert wa.is_completed() and torch.all(a == sum(range(size)))
+    assert torch.all(b == 2.0 * size)
+    # a wait with a timeout leaves the running to the worker
+    t = torch.full((9,), 1.0)
+    assert dist.all_reduce(t, async_op=True).wait(timeout=datetime.timedelta(seconds=20))
+    assert torch.all(t == size)
+    # two groups, operations started in different orders: rank 0 starts one
+    # on the second group and, before waiting for it, one on the default
+    # group, which the others run first; neither may wait for the other
+    other = dist.new_group(backend="weft")
+    x, y = torch.full((4,), 1.0), torch.full((4,), 3.0)
+    if rank == 0:
+        wx = dist.all_reduce(x, group=other, async_op=True)
+        dist.all_reduce(y)
+        wx.wait()
+    else:
+        dist.all_reduce(y)
+        dist.all_reduce(x, group=other)
+    assert torch.all(x == size) and torch.all(y == 3.0 * size)
+    dist.destroy_process_group(other)
+
+
 def check_bad_input(rank, size, gloo):
     # refused on the calling thread: nothing queued, nothing sent, the group goes on
     with pytest.raises(ValueError, match="non-integral"):
@@ -209,7 +257,7 @@ def _all_checks(rank, size, gloo):
     # one job per size for all of them: a job's start (torch's import in
     # every process) costs more than most checks
     checks = [check_allreduce, check_allreduce_forms, check_broadcast, check_barrier,
-              check_async, check_bad_input, check_reproducible]
+              check_async, check_unwaited, check_bad_input, check_reproducible]
     if size >= 3:
         checks.append(check_subgroups)  # halves of more than one rank
     for check in checks:

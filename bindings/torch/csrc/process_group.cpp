@@ -16,6 +16,25 @@ namespace {
  * prefixed by torch). */
 const char *const kUniqueIdKey = "weft_unique_id";
 
+/* While the group is busy the worker looks at its queue this often instead
+ * of being woken for every operation. In a group whose operations are
+ * waited for as soon as they are queued (dist.all_reduce(t), the common
+ * case), each then runs on the waiting thread, and waking the worker for it
+ * would cost the caller a system call and the machine a thread switch for
+ * nothing: there the worker leaves a newly queued operation to its caller
+ * for one look, and runs it itself only when nobody came. Once that
+ * happened (operations started with async_op=True and waited for later),
+ * the group counts as asynchronous: enqueue wakes the worker, which runs
+ * each operation at once, until a caller runs one again. */
+constexpr std::chrono::microseconds kLook(100);
+
+/* After this many looks without anything queued, running or pending the
+ * worker sleeps until an operation is queued (which then wakes it). */
+constexpr unsigned kLooksBeforeSleep(200);
+
+/* How often the worker tests pending requests when nothing else wakes it. */
+constexpr std::chrono::microseconds kPollInterval(50);
+
 } // namespace
 
 /* ------------------------------------------------------------------ Work */
@@ -54,11 +73,23 @@ int WorkWeft::sourceRank() const
 void WorkWeft::complete(std::exception_ptr error)
 {
     finish(error);
+    done_.store(true, std::memory_order_release);
     if (error) {
         future_->setError(error);
     } else {
         future_->markCompleted(c10::IValue(outputs_));
     }
+}
+
+bool WorkWeft::wait(std::chrono::milliseconds timeout)
+{
+    /* with a timeout, only c10d::Work's wait can give up in time */
+    if (timeout == kNoTimeout && !done_.load(std::memory_order_acquire) && group_) {
+        if (c10::intrusive_ptr<c10d::Backend> group = group_->lock()) {
+            static_cast<ProcessGroupWeft *>(group.get())->run_until(*this);
+        }
+    }
+    return c10d::Work::wait(timeout);
 }
 
 /* --------------------------------------------------------- ProcessGroup */
@@ -149,8 +180,8 @@ void ProcessGroupWeft::setTimeout(std::chrono::milliseconds timeout)
     const std::chrono::milliseconds effective = effective_timeout(timeout);
     weft_comm_t comm = comm_;
 
-    /* on the worker: the communicator is its to drive, and operations queued
-     * before keep the deadline they were queued with */
+    /* in the queue: the communicator is the turn holder's to drive, and
+     * operations queued before keep the deadline they were queued with */
     set_on_worker("weft:set_timeout", [this, comm, effective] {
         timeout_ = effective;
         check(weft_comm_set_timeout(comm, effective.count() / 1000.0), "set_timeout", 0);
@@ -200,44 +231,97 @@ void ProcessGroupWeft::stop_worker()
 
 void ProcessGroupWeft::worker_loop()
 {
+    uint64_t seen = 0; /* the front operation at the last look */
+    unsigned idle = 0; /* looks with nothing to do */
+    std::unique_lock<std::mutex> lock(mutex_);
+
     for (;;) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        if (in_flight_.empty()) {
-            cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        } else if (queue_.empty()) {
-            /* requests pending: look again soon, or at once when one is queued */
-            lock.unlock();
-            if (poll_in_flight()) {
+        if (driving_) {
+            idle = 0; /* a caller runs the queue */
+        } else if (!queue_.empty()) {
+            idle = 0;
+            const uint64_t front = queue_.front().first->seq_;
+            if (stop_ || front == seen || !waited_ || queue_.size() > 1) {
+                if (front == seen) {
+                    waited_ = false; /* left for a look, and nobody came */
+                }
+                driving_ = true;
+                run_next(lock);
+                driving_ = false;
+                /* what is queued behind waited for this one, not for a
+                 * caller: run it next without a look in between */
+                seen = queue_.empty() ? 0 : queue_.front().first->seq_;
                 continue;
             }
+            seen = front; /* left to a caller for one look */
+        } else if (in_flight_count_ != 0) {
+            idle = 0;
+            driving_ = true;
+            lock.unlock();
+            const bool finished = poll_in_flight();
             lock.lock();
-            cv_.wait_for(lock, std::chrono::microseconds(50),
-                         [this] { return !queue_.empty(); });
-        }
-        if (queue_.empty()) {
-            if (stop_ && in_flight_.empty()) {
-                return; /* stopped, and everything queued has run */
+            in_flight_count_ = in_flight_.size();
+            driving_ = false;
+            if (finished) {
+                continue;
             }
+            cv_.wait_for(lock, kPollInterval);
             continue;
-        }
-        auto item = std::move(queue_.front());
-        queue_.pop_front();
-        lock.unlock();
-
-        std::exception_ptr error;
-        Pending pending;
-        try {
-            pending = item.second();
-        } catch (...) {
-            error = std::current_exception();
-        }
-        if (error || pending.req == nullptr) {
-            item.first->complete(error);
+        } else if (stop_) {
+            return; /* stopped, and everything queued has run */
         } else {
-            in_flight_.push_back({item.first, std::move(pending),
-                                  std::chrono::steady_clock::now() + timeout_});
+            idle++;
         }
-        poll_in_flight();
+        if (idle >= kLooksBeforeSleep) {
+            sleeping_ = true;
+            cv_.wait(lock); /* until enqueue, a turn given back with work left,
+                               or stop_worker wakes it */
+            sleeping_ = false;
+            idle = 0;
+        } else {
+            cv_.wait_for(lock, kLook);
+        }
+    }
+}
+
+void ProcessGroupWeft::run_next(std::unique_lock<std::mutex> &lock)
+{
+    auto item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+
+    std::exception_ptr error;
+    Pending pending;
+    try {
+        pending = item.second();
+    } catch (...) {
+        error = std::current_exception();
+    }
+    if (error || pending.req == nullptr) {
+        item.first->complete(error);
+    } else {
+        in_flight_.push_back(
+            {item.first, std::move(pending), std::chrono::steady_clock::now() + timeout_});
+    }
+    poll_in_flight();
+    lock.lock();
+    in_flight_count_ = in_flight_.size();
+}
+
+void ProcessGroupWeft::run_until(const WorkWeft &work)
+{
+    std::unique_lock<std::mutex> lock(mutex_);
+
+    /* while work is still queued (sequence numbers rise in queue order) and
+     * no other thread holds the turn */
+    while (!driving_ && !queue_.empty() && queue_.front().first->seq_ <= work.seq_) {
+        waited_ = true;
+        driving_ = true;
+        run_next(lock);
+        driving_ = false;
+    }
+    if (stop_ || !queue_.empty() || in_flight_count_ != 0) {
+        cv_.notify_all(); /* the worker carries on with what is left */
     }
 }
 
@@ -302,13 +386,18 @@ bool ProcessGroupWeft::poll_in_flight()
 
 c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::enqueue(c10::intrusive_ptr<WorkWeft> work, Run run)
 {
+    bool wake;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         TORCH_CHECK(!stop_, "weft: the process group was shut down");
         work->seq_ = ++next_seq_;
+        work->group_.emplace(c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(this));
         queue_.emplace_back(work, std::move(run));
+        wake = sleeping_ || !waited_ || queue_.size() > 1;
     }
-    cv_.notify_one();
+    if (wake) {
+        cv_.notify_one();
+    }
     return work;
 }
 

@@ -10,12 +10,19 @@
  * Threading, as ProcessGroupMPI and ProcessGroupGloo do it: each collective
  * call checks its arguments on the caller's thread (a bad argument raises
  * there, and nothing is queued or sent), then queues the operation and
- * returns a WorkWeft at once. The worker thread runs the group's queued
- * operations one at a time, in call order, with weft's blocking calls, and
- * completes each Work (and its future) with the result or with an exception
- * that carries weft's status and message. The communicator is touched only
- * by the worker thread (weft: one thread at a time per communicator), and
- * the groups' workers run independently (each communicator has its own
+ * returns a WorkWeft at once. The group's queued operations run one at a
+ * time, in call order, with weft's blocking calls, and each completes its
+ * Work (and its future) with the result or with an exception that carries
+ * weft's status and message. They run on the group's worker thread, or on
+ * a thread that waits for one of them: Work::wait() on an operation still
+ * queued while the worker is idle runs the queue up to that operation
+ * itself (dist.all_reduce(t) is all_reduce(...).wait(): it runs on the
+ * caller's thread, and no thread sleeps and wakes for it). Whoever runs the
+ * queue holds the group's turn (`driving_`); the communicator is touched
+ * only by the thread that holds it (weft: one thread at a time per
+ * communicator). A waiting caller runs only what the worker would have run
+ * before its operation completes, so blocking and order are the same either
+ * way. The groups' workers run independently (each communicator has its own
  * transport endpoints; weft serializes the shared UCX worker itself).
  *
  * Timeouts: the group's torch timeout (init_process_group's or new_group's
@@ -26,11 +33,11 @@
  * operation of the group fails with the same status (the communicator is
  * broken).
  *
- * Point-to-point: send and recv start weft_isend/weft_irecv on the worker
- * and leave the request pending there; the worker tests its pending requests
- * between queued operations (and weft's blocking collectives progress them
- * too), so a send that waits for its receive blocks neither the worker nor
- * the other operations. A request still pending after the group's timeout
+ * Point-to-point: send and recv start weft_isend/weft_irecv and leave the
+ * request pending; the worker tests the pending requests between queued
+ * operations (and weft's blocking collectives progress them too), so a
+ * send that waits for its receive blocks neither the worker nor the other
+ * operations. A request still pending after the group's timeout
  * (the torch timeout) aborts the communicator: its Work fails with the
  * peer and tag it waited for, and so does every later operation.
  *
@@ -46,6 +53,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,11 +83,19 @@ class WorkWeft : public c10d::Work {
      * work._source_rank(), what dist.recv returns). */
     int sourceRank() const override;
 
-    /* Called once, by the worker thread. */
+    /* Called once, by the thread that ran the operation. */
     void complete(std::exception_ptr error);
 
+    /* Without a timeout: runs the group's queue up to this operation on the
+     * calling thread when the worker is not running it (the class comment
+     * of ProcessGroupWeft), then waits as c10d::Work does. */
+    bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+
     uint64_t seq_ = 0;
-    std::atomic<int> source_{-1}; /* set by the worker before complete() */
+    std::atomic<int> source_{-1};   /* set before complete() */
+    std::atomic<bool> done_{false}; /* set by complete(), after finish() */
+    /* the group that queued it (set by enqueue; a Work may outlive it) */
+    std::optional<c10::weak_intrusive_ptr<c10d::Backend>> group_;
 
   private:
     std::vector<at::Tensor> outputs_;
@@ -164,6 +180,10 @@ class ProcessGroupWeft : public c10d::Backend {
      * reductions queued from now on; every rank must set the same. */
     void setReproducible(bool on);
 
+    /* WorkWeft::wait: runs queued operations on the calling thread until
+     * work completed, while no other thread holds the group's turn. */
+    void run_until(const WorkWeft &work);
+
   private:
     /* What a queued operation leaves behind when it did not finish on the
      * worker: a started request, what to do once it is done (copy a
@@ -193,8 +213,11 @@ class ProcessGroupWeft : public c10d::Backend {
                                                     std::vector<at::Tensor> inputs,
                                                     std::function<void(uint64_t seq)> run);
     void worker_loop();
+    /* Runs the next queued operation; the caller holds the group's turn and
+     * lock, which is released while the operation runs. */
+    void run_next(std::unique_lock<std::mutex> &lock);
     /* Tests the pending requests; completes the done ones. True when any
-     * finished. */
+     * finished. The caller holds the group's turn. */
     bool poll_in_flight();
     void stop_worker();
 
@@ -203,13 +226,19 @@ class ProcessGroupWeft : public c10d::Backend {
     std::chrono::milliseconds effective_timeout(std::chrono::milliseconds torch_timeout) const;
 
     weft_comm_t comm_ = nullptr;
-    std::chrono::milliseconds timeout_; /* effective_timeout's; the worker's to read */
+    std::chrono::milliseconds timeout_; /* effective_timeout's; the turn holder's to read */
     uint64_t next_seq_ = 0;
 
     std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::pair<c10::intrusive_ptr<WorkWeft>, Run>> queue_;
-    std::vector<InFlight> in_flight_; /* the worker's own */
+    bool driving_ = false; /* a thread holds the group's turn (mutex_) */
+    /* the turn holder's; in_flight_count_ its size, read under mutex_ */
+    std::vector<InFlight> in_flight_;
+    size_t in_flight_count_ = 0;
+    bool sleeping_ = false; /* the worker waits for enqueue's wake-up */
+    bool waited_ = true;    /* operations are waited for as they are queued
+                               (kLook in process_group.cpp) */
     bool stop_ = false;
     std::thread worker_;
 };
