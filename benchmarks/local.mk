@@ -20,4 +20,4 @@ benchmarks_weft_mpi_allreduce_SOURCES = benchmarks/mpi_allreduce.c
 benchmarks_weft_mpi_allreduce_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 benchmarks_weft_mpi_allreduce_LDADD = $(MPI_LIBS)
 endif
-EXTRA_DIST += benchmarks/vs_mpi.sh benchmarks/obs_cost.sh benchmarks/mpi_interpose.sh
+EXTRA_DIST += benchmarks/vs_mpi.sh benchmarks/obs_cost.sh benchmarks/mpi_interpose.sh benchmarks/twohost.sh
