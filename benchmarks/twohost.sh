@@ -18,6 +18,9 @@
 #   -r RUNS       mpirun jobs (default 3)
 #   WEFT_BENCH-OPTIONS go to weft_bench (default -b 8 -e 16m -f 8)
 #
+# WEFT_* and UCX_* settings in the environment reach every rank (UCX_TLS and
+# UCX_NET_DEVICES are the simulated network's).
+#
 # Example: benchmarks/twohost.sh --rate 25gbit -r 5 allreduce
 # Needs root (namespaces) and Open MPI's mpirun.
 set -euo pipefail
@@ -55,10 +58,14 @@ if [ -n "$rate" ]; then
 fi
 np=$((nhosts * ranks))
 export WEFT_TIMEOUT=${WEFT_TIMEOUT:-60}
+pass=()
+for v in $(compgen -e | grep -E '^(WEFT|UCX)_'); do
+    pass+=(-x "$v")
+done
 
 rows=''
 for r in $(seq "$runs"); do
-    mpirun_hosts 900 -np $np -x WEFT_TIMEOUT "$bench" --vs-mpi --format csv "${args[@]}"
+    mpirun_hosts 900 -np $np "${pass[@]}" "$bench" --vs-mpi --format csv "${args[@]}"
     if [ "$rc" -ne 0 ]; then
         echo "twohost.sh: run $r failed (exit $rc):" >&2
         tail -n 20 <<<"$out" >&2

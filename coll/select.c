@@ -37,8 +37,9 @@ static const weft_config_entry_t coll_entries[] = {
     {"COST_GAMMA_GBS", "5", "cost model: GB/s reduced (1/gamma)", weft__config_parse_double,
      offsetof(weft_coll_config_t, cost_gamma_gbs)},
     {"COST_OVERSUB_US", "50",
-     "cost model: microseconds added to alpha when this node runs more ranks of the "
-     "communicator than it has cores (a message may wait for its receiver to be scheduled)",
+     "cost model: microseconds added to alpha when this machine runs more ranks of the "
+     "communicator than the cores they may run on (a message may wait for its receiver to be "
+     "scheduled)",
      weft__config_parse_double, offsetof(weft_coll_config_t, cost_oversub_us)},
     {"COST_MEASURE", "yes",
      "measure alpha, beta and gamma when a communicator between processes is created (a few "
@@ -89,7 +90,8 @@ static const weft_config_entry_t coll_entries[] = {
      weft__config_parse_bool, offsetof(weft_coll_config_t, reproducible)},
     {"SPIN_US", "50",
      "microseconds a waiting collective busy-polls before it starts yielding its core between "
-     "polls (skipped when this host runs more ranks of the communicator than it has cores)",
+     "polls (skipped when this machine runs more ranks of the communicator than the cores they "
+     "may run on together)",
      weft__config_parse_int, offsetof(weft_coll_config_t, spin_us)},
     {"YIELD_US", "2000",
      "microseconds a waiting collective then polls with sched_yield before it lets the "

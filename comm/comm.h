@@ -62,7 +62,8 @@ struct weft_comm {
     atomic_int aborted;             /* set by weft_comm_abort, from any thread */
     atomic_int refs;                /* the handle's, plus one per child communicator */
     atomic_int pins;                /* the memory's (runtime/comm.h) */
-    int oversubscribed;             /* more ranks on this host than cores: yield, never spin */
+    int oversubscribed;             /* more ranks on this machine than the cores they may run on
+                                       (weft__machine_oversubscribed): yield, never spin */
     double timeout_s;               /* weft_comm_set_timeout's, seconds; 0: WEFT_TIMEOUT's */
     weft_node_map_t *node;          /* where the ranks run (comm/node.h) */
     /* What the layers above keep per communicator, each in a struct only its

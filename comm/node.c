@@ -1,6 +1,7 @@
 /* Node maps (comm/node.h). */
 #include "comm/node.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,62 @@ uint64_t weft__node_key(void)
         fclose(f);
     }
     return fnv1a(0xcbf29ce484222325ull, buf, strlen(buf));
+}
+
+void weft__machine_info(weft_machine_info_t *info)
+{
+    char buf[64] = "";
+    cpu_set_t set;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+    memset(info, 0, sizeof(*info));
+    if (f != NULL && fgets(buf, (int)sizeof(buf), f) != NULL) {
+        info->key = fnv1a(0xcbf29ce484222325ull, buf, strlen(buf));
+    } else {
+        info->key = weft__node_key();
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (int c = 0; c < WEFT_CPU_WORDS * 64 && c < CPU_SETSIZE; c++) {
+            if (CPU_ISSET(c, &set)) {
+                info->cpus[c / 64] |= 1ull << (c % 64);
+            }
+        }
+    } else {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+        for (long c = 0; c < n && c < WEFT_CPU_WORDS * 64; c++) {
+            info->cpus[c / 64] |= 1ull << (c % 64);
+        }
+    }
+}
+
+int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size,
+                                 int rank)
+{
+    const weft_machine_info_t *mine =
+        (const weft_machine_info_t *)((const char *)all + (size_t)rank * stride);
+    uint64_t cpus[WEFT_CPU_WORDS] = {0};
+    int ranks = 0, ncpus = 0;
+
+    for (int r = 0; r < size; r++) {
+        const weft_machine_info_t *m =
+            (const weft_machine_info_t *)((const char *)all + (size_t)r * stride);
+
+        if (m->key != mine->key) {
+            continue;
+        }
+        ranks++;
+        for (int w = 0; w < WEFT_CPU_WORDS; w++) {
+            cpus[w] |= m->cpus[w];
+        }
+    }
+    for (int w = 0; w < WEFT_CPU_WORDS; w++) {
+        ncpus += __builtin_popcountll(cpus[w]);
+    }
+    return ranks > ncpus;
 }
 
 void weft__node_map_free(weft_node_map_t *map)

@@ -47,4 +47,24 @@ void weft__node_map_free(weft_node_map_t *map);
 /* This host's key: hostname and boot id, hashed. */
 uint64_t weft__node_key(void);
 
+/* What a rank tells the others of the machine it runs on, to find out
+ * whether the ranks of one machine outnumber its cores. A machine is a
+ * kernel (its boot id): containers and network or UTS namespaces of one
+ * machine have hostnames of their own (and so are nodes of their own) but
+ * share its cores. */
+#define WEFT_CPU_WORDS 16 /* CPUs 0..1023 */
+typedef struct weft_machine_info {
+    uint64_t key;                  /* the boot id, hashed (the node key without one) */
+    uint64_t cpus[WEFT_CPU_WORDS]; /* the CPUs the rank may run on (affinity), a bit each */
+} weft_machine_info_t;
+
+void weft__machine_info(weft_machine_info_t *info);
+
+/* Whether the ranks that share rank's machine outnumber the CPUs they may
+ * run on together (the union of their affinity masks): ranks bound to a
+ * core each are not oversubscribed, ranks of several containers on one
+ * machine's cores may be. all: size records, stride bytes apart. */
+int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size,
+                                 int rank);
+
 #endif /* WEFT_COMM_LAYER_NODE_H */

@@ -123,6 +123,14 @@ static weft_status_t measure_cost(struct weft_comm *comm)
     return WEFT_OK;
 }
 
+/* What each rank tells the others first: its UCX worker address's length,
+ * its node and its machine (comm/node.h). */
+typedef struct rank_info {
+    uint64_t addr_len;
+    uint64_t node;
+    weft_machine_info_t machine;
+} rank_info_t;
+
 /* Exchange worker addresses and build the communicator (takes boot_ctx). */
 static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
                                          uint32_t id, int rank, int size, struct weft_comm **comm_p)
@@ -132,7 +140,8 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     const void *addr;
     size_t len, maxlen = 0;
     int local = 0;
-    uint64_t mine[2], *lens = NULL; /* per rank: address length, node id */
+    rank_info_t mine, *infos = NULL;
+    uint64_t *keys = NULL; /* node keys */
     weft_node_map_t *map = NULL;
     size_t *alens = NULL;
     unsigned char *blob = NULL, *addrs = NULL;
@@ -141,19 +150,22 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
 
     WEFT_CHECK_GOTO(weft__ucx_context_get(&ucx), err_release_boot);
     WEFT_CHECK_GOTO(weft__ucx_worker_address(ucx, &addr, &len), err_put);
-    lens = calloc((size_t)size, 2 * sizeof(*lens));
+    infos = calloc((size_t)size, sizeof(*infos));
+    keys = calloc((size_t)size, sizeof(*keys));
     alens = calloc((size_t)size, sizeof(*alens));
-    if (lens == NULL || alens == NULL) {
+    if (infos == NULL || keys == NULL || alens == NULL) {
         status = weft__error(WEFT_ERR_NO_MEMORY, "address table of %d ranks", size);
         goto err_free;
     }
-    mine[0] = len;
-    mine[1] = weft__node_key();
-    WEFT_CHECK_GOTO(boot->allgather(boot_ctx, mine, lens, sizeof(mine), deadline), err_free);
+    mine.addr_len = len;
+    mine.node = weft__node_key();
+    weft__machine_info(&mine.machine);
+    WEFT_CHECK_GOTO(boot->allgather(boot_ctx, &mine, infos, sizeof(mine), deadline), err_free);
     for (int r = 0; r < size; r++) {
-        alens[r] = (size_t)lens[2 * r];
+        alens[r] = (size_t)infos[r].addr_len;
         maxlen = alens[r] > maxlen ? alens[r] : maxlen;
-        local += lens[2 * r + 1] == mine[1];
+        local += infos[r].node == mine.node;
+        keys[r] = infos[r].node;
     }
     blob = calloc(1, maxlen);
     addrs = calloc((size_t)size, maxlen);
@@ -166,11 +178,9 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     WEFT_CHECK_GOTO(weft__ucx_ep_create(ucx, rank, size, addrs, maxlen, alens, &ep), err_free);
     WEFT_CHECK_GOTO(weft__comm_create(rank, size, id, &weft__ucx_ops, ep, boot, boot_ctx, comm_p),
                     err_release_ep);
-    (*comm_p)->oversubscribed = local > weft__usable_cores();
-    for (int r = 0; r < size; r++) {
-        lens[r] = lens[2 * r + 1]; /* node keys, packed */
-    }
-    status = weft__node_map_create(lens, size, rank, weft__runtime_config.ranks_per_node, &map);
+    (*comm_p)->oversubscribed =
+        weft__machine_oversubscribed(&infos[0].machine, sizeof(*infos), size, rank);
+    status = weft__node_map_create(keys, size, rank, weft__runtime_config.ranks_per_node, &map);
     if (status == WEFT_OK) {
         status = weft__comm_node_setup(*comm_p, map);
     }
@@ -188,10 +198,12 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     weft__log_info("communicator of %d ranks over %s bootstrap and ucx; %d on this node%s; "
                    "%d node(s)%s, %d rank(s) on this one%s",
                    size, boot->name, local,
-                   (*comm_p)->oversubscribed ? ", more than its cores" : "", map->nnodes,
+                   (*comm_p)->oversubscribed ? ", more ranks on this machine than cores" : "",
+                   map->nnodes,
                    weft__runtime_config.ranks_per_node > 0 ? " (virtual)" : "", map->local_size,
                    (*comm_p)->coll->shm != NULL ? ", shared memory" : "");
-    free(lens);
+    free(infos);
+    free(keys);
     free(alens);
     free(blob);
     free(addrs);
@@ -199,7 +211,8 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
     return WEFT_OK;
 
 err_free_only:
-    free(lens);
+    free(infos);
+    free(keys);
     free(alens);
     free(blob);
     free(addrs);
@@ -209,7 +222,8 @@ err_free_only:
 err_release_ep:
     weft__ucx_ops.ep_release(ep);
 err_free:
-    free(lens);
+    free(infos);
+    free(keys);
     free(alens);
     free(blob);
     free(addrs);

@@ -3,10 +3,13 @@
  * three-package machine (topo_3pkg.xml, through HWLOC_XMLFILE) gives the
  * expected NUMA nodes and distances, GPUs in bus id order (the Matrox BMC
  * display left out), NICs, paths between them and the NIC nearest each
- * GPU; a topology hwloc cannot load is an error, not a crash.
+ * GPU; a topology hwloc cannot load is an error, not a crash. comm/node.c:
+ * whether the ranks of one machine outnumber the CPUs they may run on.
  */
 #include <criterion/criterion.h>
 
+#include "comm/comm.h"
+#include "comm/node.h"
 #include "runtime/topo.h"
 
 #include <stdio.h>
@@ -184,4 +187,79 @@ Test(topo, unloadable)
     unlink(path);
     cr_expect_null(t, "no topology on failure");
     cr_expect_not_null(strstr(weft_last_error(), "hwloc could not load"), "%s", weft_last_error());
+}
+
+/* rank records as world.c exchanges them: the machine info inside a larger
+ * record, so the stride is not the info's size */
+typedef struct {
+    uint64_t before;
+    weft_machine_info_t m;
+    uint64_t after;
+} record_t;
+
+static void cpus(record_t *r, uint64_t key, const int *list, int n)
+{
+    memset(r, 0, sizeof(*r));
+    r->m.key = key;
+    for (int i = 0; i < n; i++) {
+        r->m.cpus[list[i] / 64] |= 1ull << (list[i] % 64);
+    }
+}
+
+static int over(const record_t *r, int size, int rank)
+{
+    return weft__machine_oversubscribed(&r[0].m, sizeof(*r), size, rank);
+}
+
+Test(topo, machine_oversubscribed)
+{
+    record_t r[4];
+    const int c0[] = {0}, c1[] = {1}, c01[] = {0, 1}, c2[] = {2}, c64[] = {64}, c1023[] = {1023};
+
+    /* bound to a core each (mpirun --bind-to core): not oversubscribed */
+    cpus(&r[0], 7, c0, 1);
+    cpus(&r[1], 7, c1, 1);
+    cr_expect(!over(r, 2, 0) && !over(r, 2, 1));
+    /* both on core 0 */
+    cpus(&r[1], 7, c0, 1);
+    cr_expect(over(r, 2, 0) && over(r, 2, 1));
+    /* ranks of another machine do not count */
+    cpus(&r[0], 7, c0, 1);
+    cpus(&r[1], 7, c1, 1);
+    cpus(&r[2], 9, c0, 1);
+    cpus(&r[3], 9, c0, 1);
+    cr_expect(!over(r, 4, 0) && !over(r, 4, 1) && over(r, 4, 2) && over(r, 4, 3));
+    /* four ranks (say two namespaces of two, different node keys) on one
+     * machine of two cores */
+    for (int i = 0; i < 4; i++) {
+        cpus(&r[i], 5, c01, 2);
+    }
+    cr_expect(over(r, 4, 0) && over(r, 4, 3));
+    /* three ranks, three cores between them */
+    cpus(&r[0], 5, c01, 2);
+    cpus(&r[1], 5, c01, 2);
+    cpus(&r[2], 5, c2, 1);
+    cr_expect(!over(r, 3, 1));
+    cr_expect(over(r, 3, 2) == 0, "the union counts, not the rank's own mask");
+    /* CPUs past the first word */
+    cpus(&r[0], 5, c64, 1);
+    cpus(&r[1], 5, c1023, 1);
+    cr_expect(!over(r, 2, 0));
+    cpus(&r[1], 5, c64, 1);
+    cr_expect(over(r, 2, 1));
+}
+
+Test(topo, this_machine_info)
+{
+    weft_machine_info_t a, b;
+    int n = 0;
+
+    weft__machine_info(&a);
+    weft__machine_info(&b);
+    cr_expect_neq(a.key, 0);
+    cr_expect_eq(a.key, b.key, "the machine key is stable");
+    for (int w = 0; w < WEFT_CPU_WORDS; w++) {
+        n += __builtin_popcountll(a.cpus[w]);
+    }
+    cr_expect_eq(n, weft__usable_cores(), "the mask has this process's usable cores");
 }
