@@ -66,8 +66,7 @@ void weft__machine_info(weft_machine_info_t *info)
     }
 }
 
-int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size,
-                                 int rank)
+int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size, int rank)
 {
     const weft_machine_info_t *mine =
         (const weft_machine_info_t *)((const char *)all + (size_t)rank * stride);

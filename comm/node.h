@@ -64,7 +64,6 @@ void weft__machine_info(weft_machine_info_t *info);
  * run on together (the union of their affinity masks): ranks bound to a
  * core each are not oversubscribed, ranks of several containers on one
  * machine's cores may be. all: size records, stride bytes apart. */
-int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size,
-                                 int rank);
+int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size, int rank);
 
 #endif /* WEFT_COMM_LAYER_NODE_H */

@@ -199,9 +199,8 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
                    "%d node(s)%s, %d rank(s) on this one%s",
                    size, boot->name, local,
                    (*comm_p)->oversubscribed ? ", more ranks on this machine than cores" : "",
-                   map->nnodes,
-                   weft__runtime_config.ranks_per_node > 0 ? " (virtual)" : "", map->local_size,
-                   (*comm_p)->coll->shm != NULL ? ", shared memory" : "");
+                   map->nnodes, weft__runtime_config.ranks_per_node > 0 ? " (virtual)" : "",
+                   map->local_size, (*comm_p)->coll->shm != NULL ? ", shared memory" : "");
     free(infos);
     free(keys);
     free(alens);
