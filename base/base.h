@@ -34,6 +34,19 @@
 #define WEFT_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define WEFT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* In a busy-polling loop, between two polls: tells the core the thread
+ * spins (x86 PAUSE, Arm YIELD), so that a hyperthread sibling, which may be
+ * the very peer being waited for, keeps the core's resources, and the
+ * loop's exit is not a memory-order mis-speculation. */
+static inline void weft__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 /* Whether an operation that fails with status breaks its communicator: the
  * breaks column of WEFT_STATUS_MAP (weft__comm_fail uses it). */
 int weft__status_breaks_comm(weft_status_t status);

@@ -585,12 +585,14 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
          * transports that wake a sleeper promptly skip the second. While
          * busy-polling, the clock and the health checks run every 64 polls. */
         if (++idle < 64) {
+            weft__cpu_relax();
             continue;
         }
         if (idle == 64) {
             idle_since = weft__time_ns();
             idle_ns = 0;
         } else if (idle_ns < spin_ns && idle % 64 != 0) {
+            weft__cpu_relax();
             continue;
         } else {
             idle_ns = weft__time_ns() - idle_since;

@@ -310,7 +310,7 @@ static int explain(int argc, char **argv)
     params.nodes = (ranks + ppn - 1) / ppn;
     params.shm = ppn > 1 && ranks % ppn == 0 && weft__coll_config.shm;
     printf("shared memory: handoff %.2f us, copy %.2f GB/s, %zu KiB slots (WEFT_COST_SHM_*, "
-           "WEFT_SHM_SLOT; copy measured per communicator at run time); %d node(s)%s\n",
+           "WEFT_SHM_SLOT; handoff and copy measured per communicator at run time); %d node(s)%s\n",
            params.shm_alpha * 1e6, 1e-9 / params.shm_copy, params.shm_slot >> 10, params.nodes,
            params.shm ? "" : ", none shared (one rank per node, unequal nodes or WEFT_SHM=no)");
     printf("candidates (predicted time):\n");

@@ -855,6 +855,8 @@ static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t se
         }
         if (yielding) {
             sched_yield();
+        } else {
+            weft__cpu_relax();
         }
         if (idle < 64 || idle % 64 != 0) {
             continue;

@@ -4,14 +4,16 @@
 
 #include "base/proc.h"
 
-_Static_assert(sizeof(weft_shm_ctrl_t) == 128 && offsetof(weft_shm_ctrl_t, pid) == 64,
-               "per rank: one hot cache line, one cold");
+_Static_assert(sizeof(weft_shm_ctrl_t) == 192 && offsetof(weft_shm_ctrl_t, pid) == 64 &&
+                   offsetof(weft_shm_ctrl_t, done) == 128,
+               "per rank: the polled cache line, a cold one, the done counter's");
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,6 +386,68 @@ static double measure_copy(weft_shm_t *shm)
 }
 
 /*
+ * One flag handoff between local ranks 0 and 1, seconds: they bounce a
+ * counter through their control's `ping` (zero in a new segment)
+ * HANDOFF_PINGS times, and half the median round trip is
+ * local rank 0's answer (the others answer 0, and the agreement takes the
+ * largest). This is what a shared-memory round pays per phase, measured as
+ * the cost model's alpha is (world.c) and on the same machine at the same
+ * time, so the two compare. Ranks that share cores yield between polls,
+ * and so measure the descheduling too; so does a wait past HANDOFF_SPINS
+ * polls (a loaded machine: its handoffs are slow, and so is the answer). 0
+ * when the peer did not answer within HANDOFF_GIVE_UP_NS (the agreement then
+ * finds why, or it was slow).
+ */
+enum { HANDOFF_PINGS = 101 };
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+#define HANDOFF_GIVE_UP_NS 100000000ull
+#define HANDOFF_SPINS 4096u
+
+static double measure_handoff(struct weft_comm *comm, weft_shm_t *shm)
+{
+    uint64_t *mine = &shm->ctrl[shm->me].ping;
+    const uint64_t *theirs = &shm->ctrl[shm->me ^ 1].ping;
+    const uint64_t give_up = weft__time_ns() + HANDOFF_GIVE_UP_NS;
+    double rtt[HANDOFF_PINGS];
+
+    if (shm->L < 2 || shm->me > 1) {
+        return 0;
+    }
+    for (uint64_t i = 1; i <= HANDOFF_PINGS; i++) {
+        const uint64_t t0 = weft__time_ns();
+
+        if (shm->me == 0) {
+            __atomic_store_n(mine, i, __ATOMIC_RELEASE);
+        }
+        for (unsigned n = 0; __atomic_load_n(theirs, __ATOMIC_ACQUIRE) != i; n++) {
+            if (comm->oversubscribed || n >= HANDOFF_SPINS) {
+                sched_yield(); /* the peer may need this core */
+            } else {
+                weft__cpu_relax();
+            }
+            if (n % 256 == 255 && weft__time_ns() > give_up) {
+                return 0;
+            }
+        }
+        if (shm->me == 1) {
+            __atomic_store_n(mine, i, __ATOMIC_RELEASE);
+        } else {
+            rtt[i - 1] = (double)(weft__time_ns() - t0) * 1e-9;
+        }
+    }
+    if (shm->me == 1) {
+        return 0;
+    }
+    qsort(rtt, HANDOFF_PINGS, sizeof(rtt[0]), cmp_double);
+    return rtt[HANDOFF_PINGS / 2] / 2;
+}
+
+/*
  * The setup runs while the communicator is created, below the public entry
  * points: its messages are point-to-point schedules (tag SHM_TAG, matched
  * like weft_send/weft_recv), and the agreement is an allreduce of this layer
@@ -468,7 +532,8 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     int L = m->local_size, me = m->local_rank;
     char name[SHM_NAME_LEN] = "";
     weft_shm_t *shm = NULL;
-    double agree[3] = {0, 0, 0}; /* failed anywhere; slowest copy (s/byte); no CMA anywhere */
+    /* failed anywhere; slowest copy (s/byte); no CMA anywhere; slowest handoff (s) */
+    double agree[4] = {0, 0, 0, 0};
     weft_status_t status = WEFT_OK;
     int32_t ack;
 
@@ -520,13 +585,14 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         shm->local_ranks = m->local_ranks;
         shm->ctrl[me].start = weft__proc_start_time(getpid());
         __atomic_store_n(&shm->ctrl[me].pid, (int64_t)getpid(), __ATOMIC_RELAXED);
+        agree[3] = weft__coll_config.cost_measure ? measure_handoff(comm, shm) : 0;
         agree[1] = measure_copy(shm);
         agree[2] = !cma_works(shm);
     } else {
         agree[0] = 1;
     }
     if (status == WEFT_OK) {
-        status = setup_agree(comm, agree, 3);
+        status = setup_agree(comm, agree, 4);
     }
     if (status != WEFT_OK || agree[0] != 0) {
         weft__shm_release(shm);
@@ -537,9 +603,12 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     }
     shm->copy_gbs = 1e-9 / agree[1];
     shm->cma = agree[2] == 0 && open_pidfds(shm) == 0;
+    shm->handoff_s = agree[3];
     comm->coll->shm = shm;
-    weft__log_info("shared memory: %d local ranks, %zu KiB slots, copy %.1f GB/s%s", L,
-                   shm->slot_bytes >> 10, shm->copy_gbs, shm->cma ? ", single-copy reads" : "");
+    weft__log_info("shared memory: %d local ranks, %zu KiB slots, copy %.1f GB/s, handoff "
+                   "%.2f us%s",
+                   L, shm->slot_bytes >> 10, shm->copy_gbs, shm->handoff_s * 1e6,
+                   shm->cma ? ", single-copy reads" : "");
     return WEFT_OK;
 }
 

@@ -15,8 +15,9 @@
  *
  *   | header | ctrl[0] ... ctrl[L-1] | slot[0][0] slot[0][1] ... slot[L-1][1] |
  *
- * ctrl[r] holds rank r's two counters and the signature of its current
- * operation on one cache line, its pid on a second (only r writes them);
+ * ctrl[r] holds rank r's arrive counter and the signature of its current
+ * operation on one cache line, its pid on a second, its done counter on a
+ * third (only r writes them);
  * slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
  *
  * Rounds: every shared-memory step of a collective is a round with a
@@ -75,10 +76,8 @@
 
 typedef struct weft_shm_ctrl {
     /* written by the owner only, read by the others: the first cache line
-     * holds what every round reads, so a reader that checks both counters
-     * fetches it once */
+     * holds what every round's readers poll for */
     uint64_t arrive;
-    uint64_t done;
     uint32_t sig[2];   /* the hash of round R's operation signature in sig[R % 2] (written
                         * before arrive; coll/diag/sig.h): readers compare it with theirs */
     uint64_t src_addr; /* single-copy allreduce: this rank's buffers ... */
@@ -86,10 +85,18 @@ typedef struct weft_shm_ctrl {
     uint64_t progress; /* ... and how many of its slices are reduced */
     uint64_t tiny[2];  /* data of up to 8 bytes, round R in tiny[R % 2]: read with the
                         * counters, one cache line instead of two */
+    uint64_t pad_;
     /* second line: read only by liveness checks and to name a mismatch */
     int64_t pid;
     weft_coll_sig_t full[2]; /* the signatures whose hashes are in sig */
     uint64_t start;          /* the start time of process pid (base/proc.h), 0: unknown */
+    /* third line: done, stored at the end of every round and read only by
+     * ranks that did not see the owner's arrive of the round after (the
+     * bcast root, single copy): apart from arrive, so that the store does
+     * not take the line the peers poll away from them between two arrives */
+    uint64_t done;
+    uint64_t ping; /* the setup's handoff measurement (segment.c) */
+    uint64_t pad2_[6];
 } weft_shm_ctrl_t;
 
 typedef struct weft_shm {
@@ -106,6 +113,8 @@ typedef struct weft_shm {
     const char *broken;     /* why rounds can no longer be agreed, or NULL */
     uint64_t checked_ns;    /* last liveness check */
     double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
+    double handoff_s;       /* one flag handoff, measured at setup (the slowest node's);
+                             * 0: not measured (one local rank, WEFT_COST_MEASURE=no) */
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     uint64_t *seen;         /* [L] the largest arrive read of each local rank (private) */
     void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */

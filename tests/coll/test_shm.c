@@ -27,6 +27,8 @@
  * (call, rank, element); int32 sums and maxima are exact in any order.
  */
 #include <criterion/criterion.h>
+
+#include <math.h>
 #include "runtime/comm.h"
 
 #include "coll/coll.h"
@@ -528,6 +530,67 @@ Test(segment, slot_sizes, .timeout = 60)
                      sh.slot_bytes);
         cr_assert_eq(atomic_load(&sh.checked), cases[i].p);
         shared_done(&sh);
+    }
+    weft_finalize();
+}
+
+/* One flag handoff is measured when the segment is set up, and the cost
+ * model takes it instead of WEFT_COST_SHM_ALPHA_US (so the choice between
+ * shared memory and point-to-point compares two measured latencies); not
+ * with WEFT_COST_MEASURE=no. */
+static const char *selected(weft_comm_t comm, weft_coll_kind_t kind, size_t bytes);
+
+typedef struct handoff_shared {
+    shared_t sh;
+    double handoff[2], shm_alpha[2];
+    const char *small_allreduce[2];
+} handoff_shared_t;
+
+static void handoff_body(weft_comm_t comm, int rank, void *arg)
+{
+    handoff_shared_t *hs = arg;
+    weft_cost_params_t params;
+    const weft_shm_t *shm = weft__comm_of(comm)->coll->shm;
+
+    weft__cost_params(weft__comm_of(comm), &params);
+    hs->handoff[rank] = shm != NULL ? shm->handoff_s : -1;
+    hs->shm_alpha[rank] = params.shm_alpha;
+    hs->small_allreduce[rank] = selected(comm, WEFT_COLL_ALLREDUCE, 8);
+    collectives_body(comm, rank, &hs->sh);
+}
+
+Test(segment, handoff_measured, .timeout = 60)
+{
+    init();
+    weft__coll_config.cost_shm_alpha_us = 50; /* slower than any point-to-point message */
+    for (int measure = 1; measure >= 0; measure--) {
+        handoff_shared_t hs = {0};
+
+        weft__coll_config.cost_measure = measure;
+        shared_init(&hs.sh, 2);
+        run_world(&hs.sh, 2, 11, handoff_body);
+        cr_assert_eq(atomic_load(&hs.sh.with_shm), 2);
+        for (int r = 0; r < 2; r++) {
+            if (measure) {
+                /* a loaded machine measures slow handoffs: any time below
+                 * the measurement's 100 ms give-up */
+                cr_expect(hs.handoff[r] > 0 && hs.handoff[r] < 0.1,
+                          "rank %d: handoff %g s measured", r, hs.handoff[r]);
+                cr_expect_eq(hs.shm_alpha[r], hs.handoff[r], "rank %d: the cost model's %g s", r,
+                             hs.shm_alpha[r]);
+                if (hs.handoff[r] < 1e-6) { /* below the 2 us of a message (WEFT_COST_ALPHA_US) */
+                    cr_expect_str_eq(hs.small_allreduce[r], "shm");
+                }
+            } else {
+                cr_expect_eq(hs.handoff[r], 0, "WEFT_COST_MEASURE=no: measured anyway");
+                cr_expect(fabs(hs.shm_alpha[r] - 50e-6) < 1e-12, "the configured 50 us, not %g s",
+                          hs.shm_alpha[r]);
+                cr_expect_str_neq(hs.small_allreduce[r], "shm",
+                                  "a 50 us handoff against a 2 us message");
+            }
+        }
+        cr_expect_eq(hs.handoff[0], hs.handoff[1], "every rank takes the agreed value");
+        shared_done(&hs.sh);
     }
     weft_finalize();
 }
