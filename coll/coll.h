@@ -196,6 +196,7 @@ typedef struct weft_coll_config {
     size_t shm_slot;          /* bytes per rank and round in the segment */
     size_t shm_small;         /* one-phase shared-memory allreduce/reduce up to here */
     size_t shm_cma;           /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
+    size_t shm_cma_copy;      /* single-copy shared-memory bcast and allgather from here */
     int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */
 } weft_coll_config_t;
 

@@ -82,6 +82,13 @@ static const weft_config_entry_t coll_entries[] = {
      "directly (process_vm_readv, one copy) where the kernel allows it; inf: never (the "
      "default: on the machines measured so far, staging through the segment was faster)",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma)},
+    {"SHM_CMA_COPY", "inf",
+     "shared-memory bcast and allgather of host buffers from this many bytes (the whole "
+     "result) up: every rank reads what it needs straight from the others' buffers "
+     "(process_vm_readv, one copy instead of two through the segment) where the kernel "
+     "allows it; inf: never (the default: on the machines measured so far it won only "
+     "between 64 KiB and 1 MiB, by under 10 %)",
+     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_copy)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "
      "every element is combined in rank order, grouped alike, whatever the placement, the "

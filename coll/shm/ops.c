@@ -569,6 +569,8 @@ static weft_status_t op_poll(void *state, int *peer_p)
         case OP_IPC_ALLGATHER:
         case OP_IPC_BCAST:
         case OP_IPC_REDUCE:
+        case OP_CMA_ALLGATHER:
+        case OP_CMA_BCAST:
             status = weft__shm_round_ipc(o, R, peer_p);
             break;
         default:
@@ -632,7 +634,8 @@ static shm_op_t *op_new(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, size_t
 static void op_reserve(shm_op_t *o, size_t total)
 {
     int single = o->kind == OP_ALLREDUCE_CMA || o->kind == OP_ALLREDUCE_IPC ||
-                 o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST || o->kind == OP_IPC_REDUCE;
+                 o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST ||
+                 o->kind == OP_IPC_REDUCE || o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST;
 
     o->nrounds =
         o->kind == OP_BARRIER || (single && total > 0) ? 1 : (total + o->chunk - 1) / o->chunk;
@@ -658,6 +661,13 @@ static int use_ipc(const weft_shm_t *shm, weft_memtype_t memtype)
            shm->slot_bytes >= 2 * WEFT_DEVICE_IPC_MAX;
 }
 
+/* Host memory the peers read where it is, by process_vm_readv, instead of
+ * through the slots: a copy instead of two, from WEFT_SHM_CMA_COPY bytes. */
+static int use_cma_copy(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
+{
+    return shm->cma && memtype == WEFT_MEM_HOST && bytes >= weft__coll_config.shm_cma_copy;
+}
+
 /* The operation that serves a vector collective of `bytes` on this node. */
 static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_t bytes,
                              weft_memtype_t memtype)
@@ -676,7 +686,9 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
     case WEFT_COLL_REDUCE:
         return use_ipc(shm, memtype) ? OP_IPC_REDUCE : one ? OP_REDUCE1 : OP_REDUCE2;
     case WEFT_COLL_BCAST:
-        return use_ipc(shm, memtype) ? OP_IPC_BCAST : OP_BCAST;
+        return use_ipc(shm, memtype)               ? OP_IPC_BCAST
+               : use_cma_copy(shm, memtype, bytes) ? OP_CMA_BCAST
+                                                   : OP_BCAST;
     default:
         return OP_BARRIER;
     }
@@ -766,8 +778,16 @@ int weft__shm_reduce_scatter(weft_sched_t *s, weft_shm_t *shm, const void *src, 
 int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
                         const size_t *boff, const size_t *bcnt, size_t esize)
 {
+    const weft_memtype_t memtype = weft__sched_dev(s)->memtype;
+    size_t bytes = 0;
+
+    for (int q = 0; q < shm->L; q++) {
+        bytes += bcnt[q] * esize;
+    }
     return blocks_add(s, shm,
-                      use_ipc(shm, weft__sched_dev(s)->memtype) ? OP_IPC_ALLGATHER : OP_ALLGATHER,
+                      use_ipc(shm, memtype)               ? OP_IPC_ALLGATHER
+                      : use_cma_copy(shm, memtype, bytes) ? OP_CMA_ALLGATHER
+                                                          : OP_ALLGATHER,
                       src, dst, boff, bcnt, esize);
 }
 

@@ -230,6 +230,32 @@ weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
     return WEFT_OK;
 }
 
+/* The read of a host allgather or bcast (OP_CMA_*): the peers' src,
+ * published as addresses, into this rank's dst by process_vm_readv. */
+static weft_status_t cma_work(shm_op_t *o)
+{
+    weft_shm_t *shm = o->shm;
+    int L = shm->L, me = shm->me;
+    size_t es = o->esize;
+    weft_status_t status = WEFT_OK;
+
+    if (o->kind == OP_CMA_BCAST) {
+        return me == o->root
+                   ? WEFT_OK
+                   : cma_read(o, o->root, o->dst, shm->ctrl[o->root].src_addr, o->count * es);
+    }
+    for (int q = 0; q < L && status == WEFT_OK; q++) {
+        char *to = o->dst + o->boff[q] * es;
+
+        if (q != me) {
+            status = cma_read(o, q, to, shm->ctrl[q].src_addr, o->bcnt[q] * es);
+        } else if (to != o->src) {
+            memcpy(to, o->src, o->bcnt[q] * es);
+        }
+    }
+    return status;
+}
+
 /* The IPC step of a device allgather, bcast or reduce: read the mapped
  * peers' src into this rank's dst (reduce: on the root only). */
 static weft_status_t ipc_work(shm_op_t *o)
@@ -264,19 +290,27 @@ static weft_status_t ipc_work(shm_op_t *o)
  * Device allgather, bcast, reduce (one round R): every rank publishes an IPC
  * handle of its src in its slot, maps the peers' (ipc_open), reads what it
  * needs straight from their buffers on the device, and waits until every
- * rank is done before returning (the peers read its src until then).
+ * rank is done before returning (the peers read its src until then). Host
+ * allgather and bcast from WEFT_SHM_CMA_COPY bytes (OP_CMA_*) do the same
+ * with src's address in the control line and process_vm_readv: one copy
+ * where the slots take two.
  */
 weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
 {
+    const int cma = o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST;
     weft_status_t status;
 
     if (o->phase == 0) {
         if (!weft__shm_op_reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
-        status = ipc_publish(o, R);
-        if (status != WEFT_OK) {
-            return status;
+        if (cma) {
+            o->shm->ctrl[o->shm->me].src_addr = (uint64_t)(uintptr_t)o->src;
+        } else {
+            status = ipc_publish(o, R);
+            if (status != WEFT_OK) {
+                return status;
+            }
         }
         weft__shm_op_publish(o, R, 1);
         o->phase = 1;
@@ -285,12 +319,18 @@ weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
         if (!weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {
             return WEFT_INPROGRESS;
         }
-        status = ipc_open(o, R);
-        if (status == WEFT_OK) {
-            status = ipc_work(o);
+        if (cma) {
+            status = cma_work(o);
+        } else {
+            status = ipc_open(o, R);
+            if (status == WEFT_OK) {
+                status = ipc_work(o);
+            }
+            if (status != WEFT_OK) {
+                ipc_close(o);
+            }
         }
         if (status != WEFT_OK) {
-            ipc_close(o);
             return status;
         }
         store(&o->shm->ctrl[o->shm->me].done, R + 1);
@@ -299,6 +339,8 @@ weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
     if (!weft__shm_op_ready_all(o, 1, R + 1, peer_p)) {
         return WEFT_INPROGRESS;
     }
-    ipc_close(o);
+    if (!cma) {
+        ipc_close(o);
+    }
     return WEFT_OK;
 }

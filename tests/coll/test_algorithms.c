@@ -523,6 +523,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
 /* single-copy shared-memory allreduce from this many bytes (the matrix's
  * default: never, so the staged rounds are what it tests) */
 static size_t matrix_shm_cma = SIZE_MAX;
+static size_t matrix_shm_cma_copy = SIZE_MAX; /* and allgather */
 
 static void run_matrix(weft_coll_kind_t kind, const char *algo)
 {
@@ -550,6 +551,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma = matrix_shm_cma;
+    weft__coll_config.shm_cma_copy = matrix_shm_cma_copy;
     weft__runtime_config.ranks_per_node = ranks_per_node;
 
     for (int p = 1; p <= 128; p = p < 64 ? p + 1 : 128) {
@@ -641,6 +643,12 @@ Test(matrix, reduce_scatter_hier, .timeout = 900)
 
 Test(matrix, allgather_shm, .timeout = 900)
 {
+    run_matrix(WEFT_COLL_ALLGATHER, "shm");
+}
+
+Test(matrix, allgather_shm_single_copy, .timeout = 900)
+{
+    matrix_shm_cma_copy = 0;
     run_matrix(WEFT_COLL_ALLGATHER, "shm");
 }
 

@@ -310,6 +310,10 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
 
 /* weft_init, the algorithm forced for every size; ranks_per_node > 0 cuts
  * the process into virtual nodes of that many ranks. */
+/* single-copy shared-memory bcast from this many bytes (the matrix's
+ * default: never, so the staged rounds are what it tests) */
+static size_t matrix_shm_cma_copy = SIZE_MAX;
+
 static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
     const char *why;
@@ -322,6 +326,7 @@ static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
      * only up to 64 bytes, so counts p-1 and p+1 take both forms */
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
+    weft__coll_config.shm_cma_copy = matrix_shm_cma_copy;
     weft__runtime_config.ranks_per_node = ranks_per_node;
 }
 
@@ -405,6 +410,14 @@ Test(rooted, reduce_ordered, .timeout = 300)
 
 Test(rooted, bcast_shm, .timeout = 300)
 {
+    run_matrix(WEFT_COLL_BCAST, "shm");
+}
+
+/* every size read from the root's buffer by process_vm_readv (in-process
+ * ranks read their own process, which the kernel always allows) */
+Test(rooted, bcast_shm_single_copy, .timeout = 300)
+{
+    matrix_shm_cma_copy = 0;
     run_matrix(WEFT_COLL_BCAST, "shm");
 }
 

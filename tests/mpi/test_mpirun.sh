@@ -69,16 +69,21 @@ for np in 2 3 4; do
             -f 1000 $coll
     done
 done
-# single-copy allreduce between processes (process_vm_readv), every size
+# single-copy allreduce, bcast and allgather between processes
+# (process_vm_readv), every size
 flush
-export WEFT_SHM_CMA=0
+export WEFT_SHM_CMA=0 WEFT_SHM_CMA_COPY=0
 for np in 2 3 4; do
     run $np "allreduce/shm single copy" --algo shm -d float32 -o sum -b 4 -e 16m -f 64 allreduce
     run $np "allreduce/shm single copy odd" --algo shm -d int32 -o max -b 4 -e 1000000 -f 999 \
         --in-place allreduce
+    run $np "bcast/shm single copy" --algo shm --root $((np - 1)) -d float32 -b 4 -e 16m -f 64 \
+        bcast
+    run $np "allgather/shm single copy" --algo shm -d uint8 -b 1 -e 1000001 -f 1000 --in-place \
+        allgather
 done
 flush
-unset WEFT_SHM_CMA
+unset WEFT_SHM_CMA WEFT_SHM_CMA_COPY
 export WEFT_RANKS_PER_NODE=2
 for spec in allreduce:hier bcast:hier reduce_scatter:hier allgather:hier; do
     coll=${spec%%:*} algo=${spec#*:}
