@@ -171,6 +171,49 @@ def test_nonblocking_starts_match_the_ctypes_path(comm):
     comm.barrier()
 
 
+@needs_core
+def test_nonblocking_bcast_allgather_compiled(comm):
+    """ibcast and iallgather (out= given) started by the module: the ctypes
+    path's results, the Hold released at completion, what it does not take
+    declined before anything starts."""
+    p, me, h = comm.size, comm.rank, comm._handle
+    for dt in (np.int32, np.float32, np.uint64):
+        for root in range(p):
+            x = data(dt, 29, me)
+            started = core.ibcast(h, me, p, x, root)
+            assert isinstance(started, tuple) and type(started[1]).__name__ == "Hold"
+            _comm.Request(comm, started[0], _comm._Call("bcast", (), [started[1]], None)).wait()
+            same(x, data(dt, 29, root))
+            y = data(dt, 29, me)
+            req = comm.ibcast(y, root)
+            assert type(req._keep[0]).__name__ == "Hold"
+            assert req.wait() is y and req._keep is None
+            same(y, data(dt, 29, root))
+        x = data(dt, 13, me)
+        out = np.empty((p, 13), dt)
+        req = comm.iallgather(x, out=out)
+        assert type(req._keep[0]).__name__ == "Hold"
+        assert req.wait() is out and req._keep is None
+        for q in range(p):
+            same(out[q], data(dt, 13, q))
+        same(out, comm.allgather(x))  # the blocking path agrees
+    x = np.arange(8, dtype=np.float32)
+    ro = x.copy()
+    ro.flags.writeable = False
+    declined = [
+        lambda: core.ibcast(h, me, p, x, p),                      # no such root
+        lambda: core.ibcast(h, me, p, np.arange(16, dtype=np.float32)[::2], 0),
+        lambda: core.ibcast(h, me, p, ro, (me + 1) % p if p > 1 else p),  # read-only receive
+        lambda: core.ibcast(None, me, p, x, 0),
+        lambda: core.iallgather(h, p, x, np.empty(8 * p + 1, np.float32)),
+        lambda: core.iallgather(h, p, x, None),                   # out= not given
+        lambda: core.iallgather(h, p, x, np.empty(8 * p, np.float64)),
+    ]
+    for i, call in enumerate(declined):
+        assert call() is NotImplemented, "case %d was handled" % i
+    comm.barrier()
+
+
 class _Sub(np.ndarray):
     pass
 

@@ -51,6 +51,8 @@ typedef __typeof__(weft_alltoall) alltoall_fn;
 typedef __typeof__(weft_gather) gather_fn;
 typedef __typeof__(weft_scatter) scatter_fn;
 typedef __typeof__(weft_iallreduce) iallreduce_fn;
+typedef __typeof__(weft_ibcast) ibcast_fn;
+typedef __typeof__(weft_iallgather) iallgather_fn;
 typedef __typeof__(weft_isend) isend_fn;
 typedef __typeof__(weft_irecv) irecv_fn;
 typedef __typeof__(weft_wait) wait_fn;
@@ -70,6 +72,8 @@ static struct {
     gather_fn *gather;
     scatter_fn *scatter;
     iallreduce_fn *iallreduce;
+    ibcast_fn *ibcast;
+    iallgather_fn *iallgather;
     isend_fn *isend;
     irecv_fn *irecv;
     wait_fn *wait;
@@ -585,6 +589,43 @@ static PyObject *py_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t
     return started(st, "weft_iallreduce", req, &in, &out);
 }
 
+/* ibcast(handle, rank, size, buf, root) -> (request, hold) or NotImplemented:
+ * bcast's arguments */
+static PyObject *py_ibcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    long rank, size;
+    if (nargs != 5 || !rank_size(args, 1, &rank, &size))
+        return not_handled();
+    weft_comm_t comm = comm_of(args[0]);
+    int root;
+    if (comm == NULL || !valid_rank(args[4], (int)size, &root))
+        return not_handled();
+    buf_t b;
+    if (!take(&b, args[3], rank != root))
+        return not_handled();
+    weft_request_t req = NULL;
+    weft_status_t st = core.ibcast(b.view.buf, b.count, b.dtype, root, comm, &req);
+    return started(st, "weft_ibcast", req, &b, NULL);
+}
+
+/* iallgather(handle, size, buf, out) -> (request, hold) or NotImplemented:
+ * allgather's arguments (out given, not in place) */
+static PyObject *py_iallgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    BOUND_OR_NOT_HANDLED();
+    long size;
+    weft_comm_t comm = out_of_place(args, nargs, 4, &size);
+    buf_t in, out;
+    if (comm == NULL || !take_pair(&in, args[2], &out, args[3], (size_t)size))
+        return not_handled();
+    weft_request_t req = NULL;
+    weft_status_t st = core.iallgather(in.view.buf, out.view.buf, in.count, in.dtype, comm, &req);
+    return started(st, "weft_iallgather", req, &in, &out);
+}
+
 /* send(handle, size, buf, dest, tag) and recv(handle, size, buf, source,
  * tag), blocking (None, or buf) or started (isend, irecv: (request, hold));
  * NotImplemented for what p2p_args does not take */
@@ -685,14 +726,14 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "weft._core.bind: raise_status must be callable");
         return NULL;
     }
-    void *p[17];
-    static const char *const names[17] = {
-        "weft_allreduce", "weft_reduce",         "weft_bcast",    "weft_allgather",
-        "weft_barrier",   "weft_send",           "weft_recv",     "weft_reduce_scatter",
-        "weft_alltoall",  "weft_gather",         "weft_scatter",  "weft_iallreduce",
-        "weft_isend",     "weft_irecv",          "weft_wait",     "weft_request_source",
-        "weft_request_free"};
-    for (int i = 0; i < 17; i++)
+    void *p[19];
+    static const char *const names[19] = {
+        "weft_allreduce", "weft_reduce",         "weft_bcast",        "weft_allgather",
+        "weft_barrier",   "weft_send",           "weft_recv",         "weft_reduce_scatter",
+        "weft_alltoall",  "weft_gather",         "weft_scatter",      "weft_iallreduce",
+        "weft_isend",     "weft_irecv",          "weft_wait",         "weft_request_source",
+        "weft_request_free", "weft_ibcast",      "weft_iallgather"};
+    for (int i = 0; i < 19; i++)
         if ((p[i] = address_of(functions, names[i])) == NULL)
             return NULL;
     core.bound = 0;
@@ -716,6 +757,8 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
     core.wait = (wait_fn *)p[14];
     core.source = (source_fn *)p[15];
     core.free = (free_fn *)p[16];
+    core.ibcast = (ibcast_fn *)p[17];
+    core.iallgather = (iallgather_fn *)p[18];
     Py_INCREF(ndarray);
     Py_INCREF(ops);
     Py_INCREF(raise_status);
@@ -764,6 +807,10 @@ static PyMethodDef methods[] = {
      "scatter(handle, rank, size, buf, root, out) -> out or NotImplemented"},
     {"iallreduce", (PyCFunction)(void (*)(void))py_iallreduce, METH_FASTCALL,
      "iallreduce(handle, buf, op, out) -> (request, hold) or NotImplemented"},
+    {"ibcast", (PyCFunction)(void (*)(void))py_ibcast, METH_FASTCALL,
+     "ibcast(handle, rank, size, buf, root) -> (request, hold) or NotImplemented"},
+    {"iallgather", (PyCFunction)(void (*)(void))py_iallgather, METH_FASTCALL,
+     "iallgather(handle, size, buf, out) -> (request, hold) or NotImplemented"},
     {"isend", (PyCFunction)(void (*)(void))py_isend, METH_FASTCALL,
      "isend(handle, size, buf, dest, tag) -> (request, hold) or NotImplemented"},
     {"irecv", (PyCFunction)(void (*)(void))py_irecv, METH_FASTCALL,
@@ -778,8 +825,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "weft._core",
-    .m_doc = "The compiled hot path of weft's blocking calls, and of iallreduce, isend and "
-             "irecv, on numpy arrays (see comm.py).",
+    .m_doc = "The compiled hot path of weft's blocking calls, and of iallreduce, ibcast, "
+             "iallgather, isend and irecv, on numpy arrays (see comm.py).",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -20,7 +20,8 @@ The blocking calls on numpy arrays that weft._core (the compiled module,
 _core.c) handles -- allreduce, reduce, bcast, barrier, send, recv, and
 allgather, reduce_scatter, alltoall, gather and scatter out of place with
 out= given -- go through it in one C call, and so do the starts of
-iallreduce, isend and irecv (the Request then holds the buffers, exported,
+iallreduce, ibcast, iallgather (out= given), isend and irecv (the Request
+then holds the buffers, exported,
 until the operation completes); everything else, and every
 argument it does not take (it returns NotImplemented), goes through ctypes
 here, which is also where every error is worded. WEFT_PYTHON_EXT=0 in the
@@ -128,7 +129,7 @@ def _bind_core():
         return None
     names = ("allreduce", "reduce", "bcast", "allgather", "barrier", "send", "recv",
              "reduce_scatter", "alltoall", "gather", "scatter", "iallreduce", "isend", "irecv",
-             "wait", "request_source", "request_free")
+             "wait", "request_source", "request_free", "ibcast", "iallgather")
     addresses = {"weft_" + n: ctypes.cast(getattr(lib, "weft_" + n), ctypes.c_void_p).value
                  for n in names}
     ops = {name: int(o) for name, o in _OP_NAMES.items()}
@@ -791,6 +792,10 @@ class Comm:
         return self._run(self._bcast(buf, root))
 
     def ibcast(self, buf, root=0):
+        if _core is not None:
+            r = _core.ibcast(self._handle, self.rank, self.size, buf, root)
+            if r is not NotImplemented:
+                return self._started("bcast", r, buf)
         return self._start(self._bcast(buf, root))
 
     def allgather(self, buf, *, out=None, inplace=False):
@@ -804,6 +809,10 @@ class Comm:
         return self._run(self._allgather(buf, out, inplace))
 
     def iallgather(self, buf, *, out=None, inplace=False):
+        if _core is not None and not inplace:
+            r = _core.iallgather(self._handle, self.size, buf, out)
+            if r is not NotImplemented:
+                return self._started("allgather", r, out)
         return self._start(self._allgather(buf, out, inplace))
 
     def allgatherv(self, buf, counts, displs=None, *, out=None, inplace=False):
