@@ -337,10 +337,13 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return finish(st, "weft_reduce", Py_None);
 }
 
-/* bcast(handle, rank, size, buf, root) */
-static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *started(weft_status_t st, const char *name, weft_request_t req, buf_t *a,
+                         buf_t *b);
+
+/* bcast(handle, rank, size, buf, root): blocking (buf) or started (ibcast:
+ * (request, hold)); NotImplemented for what it does not take */
+static PyObject *bcast_call(PyObject *const *args, Py_ssize_t nargs, int start)
 {
-    (void)self;
     BOUND_OR_NOT_HANDLED();
     long rank, size;
     if (nargs != 5 || !rank_size(args, 1, &rank, &size))
@@ -353,6 +356,11 @@ static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (!take(&b, args[3], rank != root))
         return not_handled();
     weft_status_t st;
+    if (start) {
+        weft_request_t req = NULL;
+        st = core.ibcast(b.view.buf, b.count, b.dtype, root, comm, &req);
+        return started(st, "weft_ibcast", req, &b, NULL);
+    }
     Py_BEGIN_ALLOW_THREADS
     st = core.bcast(b.view.buf, b.count, b.dtype, root, comm);
     Py_END_ALLOW_THREADS
@@ -360,10 +368,16 @@ static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return finish(st, "weft_bcast", args[3]);
 }
 
-/* allgather(handle, size, buf, out): out given, not in place */
-static PyObject *py_allgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
+    return bcast_call(args, nargs, 0);
+}
+
+/* allgather(handle, size, buf, out), out given, not in place: blocking (out)
+ * or started (iallgather: (request, hold)) */
+static PyObject *allgather_call(PyObject *const *args, Py_ssize_t nargs, int start)
+{
     BOUND_OR_NOT_HANDLED();
     long size;
     weft_comm_t comm = out_of_place(args, nargs, 4, &size);
@@ -371,10 +385,21 @@ static PyObject *py_allgather(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (comm == NULL || !take_pair(&in, args[2], &out, args[3], (size_t)size))
         return not_handled();
     weft_status_t st;
+    if (start) {
+        weft_request_t req = NULL;
+        st = core.iallgather(in.view.buf, out.view.buf, in.count, in.dtype, comm, &req);
+        return started(st, "weft_iallgather", req, &in, &out);
+    }
     Py_BEGIN_ALLOW_THREADS
     st = core.allgather(in.view.buf, out.view.buf, in.count, in.dtype, comm);
     Py_END_ALLOW_THREADS
     return finish_pair(st, "weft_allgather", &in, &out, args[3]);
+}
+
+static PyObject *py_allgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return allgather_call(args, nargs, 0);
 }
 
 /* barrier(handle) */
@@ -589,41 +614,16 @@ static PyObject *py_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t
     return started(st, "weft_iallreduce", req, &in, &out);
 }
 
-/* ibcast(handle, rank, size, buf, root) -> (request, hold) or NotImplemented:
- * bcast's arguments */
 static PyObject *py_ibcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    BOUND_OR_NOT_HANDLED();
-    long rank, size;
-    if (nargs != 5 || !rank_size(args, 1, &rank, &size))
-        return not_handled();
-    weft_comm_t comm = comm_of(args[0]);
-    int root;
-    if (comm == NULL || !valid_rank(args[4], (int)size, &root))
-        return not_handled();
-    buf_t b;
-    if (!take(&b, args[3], rank != root))
-        return not_handled();
-    weft_request_t req = NULL;
-    weft_status_t st = core.ibcast(b.view.buf, b.count, b.dtype, root, comm, &req);
-    return started(st, "weft_ibcast", req, &b, NULL);
+    return bcast_call(args, nargs, 1);
 }
 
-/* iallgather(handle, size, buf, out) -> (request, hold) or NotImplemented:
- * allgather's arguments (out given, not in place) */
 static PyObject *py_iallgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    BOUND_OR_NOT_HANDLED();
-    long size;
-    weft_comm_t comm = out_of_place(args, nargs, 4, &size);
-    buf_t in, out;
-    if (comm == NULL || !take_pair(&in, args[2], &out, args[3], (size_t)size))
-        return not_handled();
-    weft_request_t req = NULL;
-    weft_status_t st = core.iallgather(in.view.buf, out.view.buf, in.count, in.dtype, comm, &req);
-    return started(st, "weft_iallgather", req, &in, &out);
+    return allgather_call(args, nargs, 1);
 }
 
 /* send(handle, size, buf, dest, tag) and recv(handle, size, buf, source,
