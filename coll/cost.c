@@ -314,7 +314,11 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
         if (comm->coll->shm->copy_gbs > 0) {
             params->shm_copy = 1.0 / (comm->coll->shm->copy_gbs * 1e9);
         }
-        if (comm->coll->shm->handoff_s > 0) {
+        /* only against a measured alpha: the two are measured alike, at
+         * about the same time (a loaded machine slows both), and one
+         * measured against a configured other would tip the choice on
+         * the load of a moment */
+        if (comm->coll->shm->handoff_s > 0 && comm->coll->cost_measured) {
             params->shm_alpha = comm->coll->shm->handoff_s;
             if (comm->oversubscribed) {
                 params->shm_alpha += weft__coll_config.cost_oversub_us * 1e-6;

@@ -535,25 +535,34 @@ Test(segment, slot_sizes, .timeout = 60)
 }
 
 /* One flag handoff is measured when the segment is set up, and the cost
- * model takes it instead of WEFT_COST_SHM_ALPHA_US (so the choice between
- * shared memory and point-to-point compares two measured latencies); not
- * with WEFT_COST_MEASURE=no. */
+ * model takes it instead of WEFT_COST_SHM_ALPHA_US where alpha is measured
+ * too (so the choice between shared memory and point-to-point compares two
+ * latencies measured alike); not with WEFT_COST_MEASURE=no. In-process
+ * ranks measure no alpha: the test gives them one, as a process
+ * communicator's measurement does. */
 static const char *selected(weft_comm_t comm, weft_coll_kind_t kind, size_t bytes);
 
 typedef struct handoff_shared {
     shared_t sh;
-    double handoff[2], shm_alpha[2];
+    double handoff[2], shm_alpha_unmeasured[2], shm_alpha[2];
     const char *small_allreduce[2];
 } handoff_shared_t;
 
 static void handoff_body(weft_comm_t comm, int rank, void *arg)
 {
     handoff_shared_t *hs = arg;
+    struct weft_comm *c = weft__comm_of(comm);
     weft_cost_params_t params;
-    const weft_shm_t *shm = weft__comm_of(comm)->coll->shm;
+    const weft_shm_t *shm = c->coll->shm;
 
-    weft__cost_params(weft__comm_of(comm), &params);
     hs->handoff[rank] = shm != NULL ? shm->handoff_s : -1;
+    weft__cost_params(c, &params); /* alpha not measured: the configured handoff */
+    hs->shm_alpha_unmeasured[rank] = params.shm_alpha;
+    c->coll->cost_alpha = 2e-6;
+    c->coll->cost_beta = 1.0 / 8e9;
+    c->coll->cost_gamma = 1.0 / 5e9;
+    c->coll->cost_measured = 1;
+    weft__cost_params(c, &params);
     hs->shm_alpha[rank] = params.shm_alpha;
     hs->small_allreduce[rank] = selected(comm, WEFT_COLL_ALLREDUCE, 8);
     collectives_body(comm, rank, &hs->sh);
@@ -571,6 +580,9 @@ Test(segment, handoff_measured, .timeout = 60)
         run_world(&hs.sh, 2, 11, handoff_body);
         cr_assert_eq(atomic_load(&hs.sh.with_shm), 2);
         for (int r = 0; r < 2; r++) {
+            cr_expect(fabs(hs.shm_alpha_unmeasured[r] - 50e-6) < 1e-12,
+                      "rank %d: without a measured alpha the configured 50 us, not %g s", r,
+                      hs.shm_alpha_unmeasured[r]);
             if (measure) {
                 /* a loaded machine measures slow handoffs: any time below
                  * the measurement's 100 ms give-up */
@@ -578,7 +590,7 @@ Test(segment, handoff_measured, .timeout = 60)
                           "rank %d: handoff %g s measured", r, hs.handoff[r]);
                 cr_expect_eq(hs.shm_alpha[r], hs.handoff[r], "rank %d: the cost model's %g s", r,
                              hs.shm_alpha[r]);
-                if (hs.handoff[r] < 1e-6) { /* below the 2 us of a message (WEFT_COST_ALPHA_US) */
+                if (hs.handoff[r] < 1e-6) { /* below the 2 us of a message */
                     cr_expect_str_eq(hs.small_allreduce[r], "shm");
                 }
             } else {
