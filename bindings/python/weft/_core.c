@@ -276,9 +276,13 @@ static PyObject *finish_pair(weft_status_t st, const char *name, buf_t *in, buf_
     return finish(st, name, result);
 }
 
-/* weft_allreduce (root < 0), or weft_reduce on its root: in place when out is None or buf,
- * else into out. */
-static PyObject *reduction(weft_comm_t comm, PyObject *bufobj, PyObject *outobj, int op, int root)
+static PyObject *started(weft_status_t st, const char *name, weft_request_t req, buf_t *a,
+                         buf_t *b);
+
+/* weft_allreduce (root < 0; started: weft_iallreduce, (request, hold)), or
+ * weft_reduce on its root: in place when out is None or buf, else into out. */
+static PyObject *reduction(weft_comm_t comm, PyObject *bufobj, PyObject *outobj, int op, int root,
+                           int start)
 {
     int inplace = outobj == Py_None || outobj == bufobj;
     buf_t in, out = {.held = 0};
@@ -288,6 +292,11 @@ static PyObject *reduction(weft_comm_t comm, PyObject *bufobj, PyObject *outobj,
         return not_handled();
     const void *send = inplace ? WEFT_IN_PLACE : in.view.buf;
     void *recv = inplace ? in.view.buf : out.view.buf;
+    if (start) {
+        weft_request_t req = NULL;
+        st = core.iallreduce(send, recv, in.count, in.dtype, (weft_op_t)op, comm, &req);
+        return started(st, "weft_iallreduce", req, &in, &out);
+    }
     Py_BEGIN_ALLOW_THREADS
     if (root < 0)
         st = core.allreduce(send, recv, in.count, in.dtype, (weft_op_t)op, comm);
@@ -298,10 +307,9 @@ static PyObject *reduction(weft_comm_t comm, PyObject *bufobj, PyObject *outobj,
                        inplace ? bufobj : outobj);
 }
 
-/* allreduce(handle, buf, op, out) */
-static PyObject *py_allreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* allreduce(handle, buf, op, out): blocking, or started (iallreduce) */
+static PyObject *allreduce_call(PyObject *const *args, Py_ssize_t nargs, int start)
 {
-    (void)self;
     BOUND_OR_NOT_HANDLED();
     if (nargs != 4)
         return not_handled();
@@ -309,7 +317,7 @@ static PyObject *py_allreduce(PyObject *self, PyObject *const *args, Py_ssize_t 
     int op = op_of(args[2]);
     if (comm == NULL || op < 0)
         return not_handled();
-    return reduction(comm, args[1], args[3], op, -1);
+    return reduction(comm, args[1], args[3], op, -1, start);
 }
 
 /* reduce(handle, rank, size, buf, op, root, out) */
@@ -325,7 +333,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (comm == NULL || op < 0 || !valid_rank(args[5], (int)size, &root))
         return not_handled();
     if (rank == root)
-        return reduction(comm, args[3], args[6], op, root);
+        return reduction(comm, args[3], args[6], op, root, 0);
     buf_t in;
     weft_status_t st;
     if (!take(&in, args[3], 0))
@@ -336,9 +344,6 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     release(&in);
     return finish(st, "weft_reduce", Py_None);
 }
-
-static PyObject *started(weft_status_t st, const char *name, weft_request_t req, buf_t *a,
-                         buf_t *b);
 
 /* bcast(handle, rank, size, buf, root): blocking (buf) or started (ibcast:
  * (request, hold)); NotImplemented for what it does not take */
@@ -368,12 +373,6 @@ static PyObject *bcast_call(PyObject *const *args, Py_ssize_t nargs, int start)
     return finish(st, "weft_bcast", args[3]);
 }
 
-static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return bcast_call(args, nargs, 0);
-}
-
 /* allgather(handle, size, buf, out), out given, not in place: blocking (out)
  * or started (iallgather: (request, hold)) */
 static PyObject *allgather_call(PyObject *const *args, Py_ssize_t nargs, int start)
@@ -394,12 +393,6 @@ static PyObject *allgather_call(PyObject *const *args, Py_ssize_t nargs, int sta
     st = core.allgather(in.view.buf, out.view.buf, in.count, in.dtype, comm);
     Py_END_ALLOW_THREADS
     return finish_pair(st, "weft_allgather", &in, &out, args[3]);
-}
-
-static PyObject *py_allgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return allgather_call(args, nargs, 0);
 }
 
 /* barrier(handle) */
@@ -591,41 +584,6 @@ static PyObject *started(weft_status_t st, const char *name, weft_request_t req,
     return Py_BuildValue("(NN)", handle, (PyObject *)h);
 }
 
-/* iallreduce(handle, buf, op, out) -> (request, hold) or NotImplemented */
-static PyObject *py_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    BOUND_OR_NOT_HANDLED();
-    if (nargs != 4)
-        return not_handled();
-    weft_comm_t comm = comm_of(args[0]);
-    int op = op_of(args[2]);
-    if (comm == NULL || op < 0)
-        return not_handled();
-    PyObject *bufobj = args[1], *outobj = args[3];
-    int inplace = outobj == Py_None || outobj == bufobj;
-    buf_t in, out = {.held = 0};
-    if (inplace ? !take(&in, bufobj, 1) : !take_pair(&in, bufobj, &out, outobj, 1))
-        return not_handled();
-    weft_request_t req = NULL;
-    weft_status_t st = core.iallreduce(inplace ? WEFT_IN_PLACE : in.view.buf,
-                                       inplace ? in.view.buf : out.view.buf, in.count, in.dtype,
-                                       (weft_op_t)op, comm, &req);
-    return started(st, "weft_iallreduce", req, &in, &out);
-}
-
-static PyObject *py_ibcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return bcast_call(args, nargs, 1);
-}
-
-static PyObject *py_iallgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return allgather_call(args, nargs, 1);
-}
-
 /* send(handle, size, buf, dest, tag) and recv(handle, size, buf, source,
  * tag), blocking (None, or buf) or started (isend, irecv: (request, hold));
  * NotImplemented for what p2p_args does not take */
@@ -653,29 +611,25 @@ static PyObject *p2p(PyObject *const *args, Py_ssize_t nargs, int receive, int s
     return finish(st, receive ? "weft_recv" : "weft_send", receive ? args[2] : Py_None);
 }
 
-static PyObject *py_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return p2p(args, nargs, 0, 0);
-}
-
-static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return p2p(args, nargs, 1, 0);
-}
-
-static PyObject *py_isend(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return p2p(args, nargs, 0, 1);
-}
-
-static PyObject *py_irecv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    return p2p(args, nargs, 1, 1);
-}
+/* The CPython entry points of the calls above: py_NAME(self, args, nargs)
+ * runs CALL with args and nargs. */
+#define ENTRY(name, call, ...)                                                                     \
+    static PyObject *py_##name(PyObject *self, PyObject *const *args, Py_ssize_t nargs)            \
+    {                                                                                              \
+        (void)self;                                                                                \
+        return call(args, nargs, __VA_ARGS__);                                                     \
+    }
+ENTRY(allreduce, allreduce_call, 0)
+ENTRY(iallreduce, allreduce_call, 1)
+ENTRY(bcast, bcast_call, 0)
+ENTRY(ibcast, bcast_call, 1)
+ENTRY(allgather, allgather_call, 0)
+ENTRY(iallgather, allgather_call, 1)
+ENTRY(send, p2p, 0, 0)
+ENTRY(recv, p2p, 1, 0)
+ENTRY(isend, p2p, 0, 1)
+ENTRY(irecv, p2p, 1, 1)
+#undef ENTRY
 
 /* wait(request, want_source) -> (status, source or -1): weft_wait (the GIL
  * released), the sender of a completed receive when asked, then
