@@ -19,6 +19,7 @@ struct weft_coll_comm {
     double cost_alpha;
     double cost_beta;
     double cost_gamma;
+    double cost_shm_alpha;    /* one flag handoff through the segment (0: not measured) */
     struct weft_comm_choice { /* the last algorithm chosen per collective (coll/select.c) */
         const void *algo;
         size_t bytes;

@@ -290,6 +290,13 @@ void weft__cost_defaults(weft_cost_params_t *params)
     params->reproducible = weft__coll_config.reproducible;
 }
 
+double weft__cost_measure_shm_alpha(struct weft_comm *comm)
+{
+    return comm->coll->shm != NULL
+               ? weft__shm_measure_handoff(comm->coll->shm, comm->oversubscribed)
+               : 0;
+}
+
 void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
 {
     weft__cost_defaults(params);
@@ -298,6 +305,9 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
         params->alpha = comm->coll->cost_alpha;
         params->beta = comm->coll->cost_beta;
         params->gamma = comm->coll->cost_gamma;
+        if (comm->coll->cost_shm_alpha > 0) { /* measured with alpha: the two compare */
+            params->shm_alpha = comm->coll->cost_shm_alpha;
+        }
     }
     if (comm->oversubscribed) {
         /* every message may wait for the receiver to get a core back */
@@ -313,16 +323,6 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
         params->shm_slot = comm->coll->shm->slot_bytes;
         if (comm->coll->shm->copy_gbs > 0) {
             params->shm_copy = 1.0 / (comm->coll->shm->copy_gbs * 1e9);
-        }
-        /* only against a measured alpha: the two are measured alike, at
-         * about the same time (a loaded machine slows both), and one
-         * measured against a configured other would tip the choice on
-         * the load of a moment */
-        if (comm->coll->shm->handoff_s > 0 && comm->coll->cost_measured) {
-            params->shm_alpha = comm->coll->shm->handoff_s;
-            if (comm->oversubscribed) {
-                params->shm_alpha += weft__coll_config.cost_oversub_us * 1e-6;
-            }
         }
     }
 }

@@ -44,6 +44,12 @@ void weft__cost_defaults(weft_cost_params_t *params);
 /* The parameters of comm: measured ones where they were, its node map, the
  * oversubscription penalty. */
 void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params);
+/* One flag handoff through comm's shared-memory segment, seconds, measured
+ * between its local ranks 0 and 1 (every local rank calls it; local rank 0
+ * answers, the others and ranks without a segment answer 0): measured with
+ * alpha when a communicator is created (runtime/world.c), so the two
+ * compare. */
+double weft__cost_measure_shm_alpha(struct weft_comm *comm);
 
 /* Whether the ranks are where algo's layout needs them (with flat_only, only
  * WEFT_COLL_LAYOUT_ANY fits), and whether the row belongs to the mode

@@ -47,9 +47,8 @@ static const weft_config_entry_t coll_entries[] = {
      weft__config_parse_bool, offsetof(weft_coll_config_t, cost_measure)},
     {"COST_SHM_ALPHA_US", "0.5",
      "cost model: microseconds for one flag handoff between ranks of a node through shared "
-     "memory, where it is not measured (measured when a communicator's segment is set up "
-     "and used where alpha is measured too, i.e. between processes, unless "
-     "WEFT_COST_MEASURE=no)",
+     "memory, where it is not measured (measured with alpha when a communicator between "
+     "processes is created, unless WEFT_COST_MEASURE=no)",
      weft__config_parse_double, offsetof(weft_coll_config_t, cost_shm_alpha_us)},
     {"COST_SHM_COPY_GBS", "40",
      "cost model: GB/s copied through shared memory where it is not measured (it is measured "

@@ -339,6 +339,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
     child->coll->cost_measured = comm->coll->cost_measured;
     weft__obs_comm_inherit(child, comm); /* one trace per rank of the job */
     child->coll->cost_alpha = comm->coll->cost_alpha;
+    child->coll->cost_shm_alpha = comm->coll->cost_shm_alpha;
     child->coll->cost_beta = comm->coll->cost_beta;
     child->coll->cost_gamma = comm->coll->cost_gamma;
     status = weft__comm_node_setup(child, nmap);

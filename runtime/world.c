@@ -34,16 +34,17 @@ static int cmp_double(const void *a, const void *b)
 /*
  * Measure the cost model's parameters (coll/cost.h) for a new communicator:
  * pairs of ranks (r, r ^ 1) time 8-byte and 256 KiB ping-pongs (the median
- * of a few rounds after one that connects), every rank times a local
- * reduction, and all ranks take the largest values, so they select the
- * same algorithms.
+ * of a few rounds after one that connects), local ranks 0 and 1 of each
+ * node time a flag handoff through the node's segment (first, while the
+ * ranks arrive together), every rank times a local reduction, and all
+ * ranks take the largest values, so they select the same algorithms.
  */
 static weft_status_t measure_cost(struct weft_comm *comm)
 {
     enum { SMALL_ROUNDS = 16, BIG_ROUNDS = 4, BIG = 256 << 10 };
     const weft_device_ops_t *dev = &weft__device_host_ops;
     weft_cost_params_t def;
-    double m[3] = {0, 0, 0};
+    double m[4] = {0, 0, 0, 0}; /* alpha, beta, gamma, shm alpha */
     const weft_node_map_t *map = comm->node;
     int partner = comm->rank ^ 1, first;
     float *a = calloc(BIG / sizeof(float), sizeof(float));
@@ -57,6 +58,7 @@ static weft_status_t measure_cost(struct weft_comm *comm)
         free(b);
         return weft__error(WEFT_ERR_NO_MEMORY, "cost measurement buffers");
     }
+    m[3] = weft__cost_measure_shm_alpha(comm);
     /* between nodes where there are several: that is where point-to-point
      * algorithms run when a node's ranks share memory */
     if (map != NULL && map->nnodes > 1) {
@@ -107,7 +109,7 @@ static weft_status_t measure_cost(struct weft_comm *comm)
             status = dev->reduce(a, srcs, 2, BIG / sizeof(float), WEFT_FLOAT32, WEFT_SUM);
         }
         m[2] = (double)(weft__time_ns() - t0) / 1e9 / 4 / BIG;
-        status = weft_allreduce(WEFT_IN_PLACE, m, 3, WEFT_FLOAT64, WEFT_MAX, comm->handle);
+        status = weft_allreduce(WEFT_IN_PLACE, m, 4, WEFT_FLOAT64, WEFT_MAX, comm->handle);
     }
     free(a);
     free(b);
@@ -117,9 +119,12 @@ static weft_status_t measure_cost(struct weft_comm *comm)
     comm->coll->cost_alpha = m[0] > 0 ? m[0] : def.alpha;
     comm->coll->cost_beta = m[1] > 0 ? m[1] : def.beta;
     comm->coll->cost_gamma = m[2] > 0 ? m[2] : def.gamma;
+    comm->coll->cost_shm_alpha = m[3];
     comm->coll->cost_measured = 1;
-    weft__log_info("cost model: alpha %.2f us, beta %.2f GB/s, gamma %.2f GB/s",
-                   comm->coll->cost_alpha * 1e6, 1e-9 / comm->coll->cost_beta, 1e-9 / comm->coll->cost_gamma);
+    weft__log_info("cost model: alpha %.2f us, beta %.2f GB/s, gamma %.2f GB/s, shared-memory "
+                   "handoff %.2f us",
+                   comm->coll->cost_alpha * 1e6, 1e-9 / comm->coll->cost_beta,
+                   1e-9 / comm->coll->cost_gamma, comm->coll->cost_shm_alpha * 1e6);
     return WEFT_OK;
 }
 

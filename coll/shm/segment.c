@@ -386,17 +386,15 @@ static double measure_copy(weft_shm_t *shm)
 }
 
 /*
- * One flag handoff between local ranks 0 and 1, seconds: they bounce a
- * counter through their control's `ping` (zero in a new segment)
- * HANDOFF_PINGS times, and half the median round trip is
- * local rank 0's answer (the others answer 0, and the agreement takes the
- * largest). This is what a shared-memory round pays per phase, measured as
- * the cost model's alpha is (world.c) and on the same machine at the same
- * time, so the two compare. Ranks that share cores yield between polls,
- * and so measure the descheduling too; so does a wait past HANDOFF_SPINS
- * polls (a loaded machine: its handoffs are slow, and so is the answer). 0
- * when the peer did not answer within HANDOFF_GIVE_UP_NS (the agreement then
- * finds why, or it was slow).
+ * One flag handoff between local ranks 0 and 1: they bounce a counter
+ * through their control's `ping` (zero in a new segment, so once per
+ * segment) HANDOFF_PINGS times, and half the median round trip is local
+ * rank 0's answer (the cost measurement's agreement takes the largest).
+ * This is what a shared-memory round pays per phase. Ranks that share
+ * cores yield between polls, and so measure the descheduling too; so does a
+ * wait past HANDOFF_SPINS polls (a loaded machine: its handoffs are slow,
+ * and so is the answer). 0 when the peer did not answer within
+ * HANDOFF_GIVE_UP_NS.
  */
 enum { HANDOFF_PINGS = 101 };
 static int cmp_double(const void *a, const void *b)
@@ -408,7 +406,7 @@ static int cmp_double(const void *a, const void *b)
 #define HANDOFF_GIVE_UP_NS 100000000ull
 #define HANDOFF_SPINS 4096u
 
-static double measure_handoff(struct weft_comm *comm, weft_shm_t *shm)
+double weft__shm_measure_handoff(weft_shm_t *shm, int oversubscribed)
 {
     uint64_t *mine = &shm->ctrl[shm->me].ping;
     const uint64_t *theirs = &shm->ctrl[shm->me ^ 1].ping;
@@ -425,7 +423,7 @@ static double measure_handoff(struct weft_comm *comm, weft_shm_t *shm)
             __atomic_store_n(mine, i, __ATOMIC_RELEASE);
         }
         for (unsigned n = 0; __atomic_load_n(theirs, __ATOMIC_ACQUIRE) != i; n++) {
-            if (comm->oversubscribed || n >= HANDOFF_SPINS) {
+            if (oversubscribed || n >= HANDOFF_SPINS) {
                 sched_yield(); /* the peer may need this core */
             } else {
                 weft__cpu_relax();
@@ -532,8 +530,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     int L = m->local_size, me = m->local_rank;
     char name[SHM_NAME_LEN] = "";
     weft_shm_t *shm = NULL;
-    /* failed anywhere; slowest copy (s/byte); no CMA anywhere; slowest handoff (s) */
-    double agree[4] = {0, 0, 0, 0};
+    double agree[3] = {0, 0, 0}; /* failed anywhere; slowest copy (s/byte); no CMA anywhere */
     weft_status_t status = WEFT_OK;
     int32_t ack;
 
@@ -585,14 +582,13 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         shm->local_ranks = m->local_ranks;
         shm->ctrl[me].start = weft__proc_start_time(getpid());
         __atomic_store_n(&shm->ctrl[me].pid, (int64_t)getpid(), __ATOMIC_RELAXED);
-        agree[3] = weft__coll_config.cost_measure ? measure_handoff(comm, shm) : 0;
         agree[1] = measure_copy(shm);
         agree[2] = !cma_works(shm);
     } else {
         agree[0] = 1;
     }
     if (status == WEFT_OK) {
-        status = setup_agree(comm, agree, 4);
+        status = setup_agree(comm, agree, 3);
     }
     if (status != WEFT_OK || agree[0] != 0) {
         weft__shm_release(shm);
@@ -603,12 +599,9 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     }
     shm->copy_gbs = 1e-9 / agree[1];
     shm->cma = agree[2] == 0 && open_pidfds(shm) == 0;
-    shm->handoff_s = agree[3];
     comm->coll->shm = shm;
-    weft__log_info("shared memory: %d local ranks, %zu KiB slots, copy %.1f GB/s, handoff "
-                   "%.2f us%s",
-                   L, shm->slot_bytes >> 10, shm->copy_gbs, shm->handoff_s * 1e6,
-                   shm->cma ? ", single-copy reads" : "");
+    weft__log_info("shared memory: %d local ranks, %zu KiB slots, copy %.1f GB/s%s", L,
+                   shm->slot_bytes >> 10, shm->copy_gbs, shm->cma ? ", single-copy reads" : "");
     return WEFT_OK;
 }
 

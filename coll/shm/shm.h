@@ -95,7 +95,7 @@ typedef struct weft_shm_ctrl {
      * bcast root, single copy): apart from arrive, so that the store does
      * not take the line the peers poll away from them between two arrives */
     uint64_t done;
-    uint64_t ping; /* the setup's handoff measurement (segment.c) */
+    uint64_t ping; /* weft__shm_measure_handoff's counter */
     uint64_t pad2_[6];
 } weft_shm_ctrl_t;
 
@@ -113,8 +113,6 @@ typedef struct weft_shm {
     const char *broken;     /* why rounds can no longer be agreed, or NULL */
     uint64_t checked_ns;    /* last liveness check */
     double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
-    double handoff_s;       /* one flag handoff, measured at setup (the slowest node's);
-                             * 0: not measured (one local rank, WEFT_COST_MEASURE=no) */
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     uint64_t *seen;         /* [L] the largest arrive read of each local rank (private) */
     void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */
@@ -135,6 +133,10 @@ typedef struct weft_shm {
  * then use point-to-point algorithms), a communication failure is.
  */
 weft_status_t weft__shm_setup(struct weft_comm *comm);
+/* One flag handoff between local ranks 0 and 1, seconds (segment.c): local
+ * rank 0's answer, 0 from the others or when the peer did not answer;
+ * once per segment (weft__cost_measure_shm_alpha). */
+double weft__shm_measure_handoff(weft_shm_t *shm, int oversubscribed);
 void weft__shm_release(weft_shm_t *shm);
 /* Map the segment at name (shm_open's form, "/weft-...") made for L local
  * ranks; NULL, with nothing mapped and the reason recorded (weft_last_error)

@@ -534,18 +534,18 @@ Test(segment, slot_sizes, .timeout = 60)
     weft_finalize();
 }
 
-/* One flag handoff is measured when the segment is set up, and the cost
- * model takes it instead of WEFT_COST_SHM_ALPHA_US where alpha is measured
- * too (so the choice between shared memory and point-to-point compares two
- * latencies measured alike); not with WEFT_COST_MEASURE=no. In-process
- * ranks measure no alpha: the test gives them one, as a process
- * communicator's measurement does. */
+/* One flag handoff through the segment, measured between local ranks 0
+ * and 1 (weft__cost_measure_shm_alpha, which a communicator between
+ * processes runs with its alpha measurement): the cost model takes the
+ * agreed value where alpha is measured, the configured
+ * WEFT_COST_SHM_ALPHA_US where not (in-process communicators measure
+ * nothing: the test measures and agrees as world.c does). */
 static const char *selected(weft_comm_t comm, weft_coll_kind_t kind, size_t bytes);
 
 typedef struct handoff_shared {
     shared_t sh;
     double handoff[2], shm_alpha_unmeasured[2], shm_alpha[2];
-    const char *small_allreduce[2];
+    const char *small_allreduce_unmeasured[2], *small_allreduce[2];
 } handoff_shared_t;
 
 static void handoff_body(weft_comm_t comm, int rank, void *arg)
@@ -553,14 +553,16 @@ static void handoff_body(weft_comm_t comm, int rank, void *arg)
     handoff_shared_t *hs = arg;
     struct weft_comm *c = weft__comm_of(comm);
     weft_cost_params_t params;
-    const weft_shm_t *shm = c->coll->shm;
 
-    hs->handoff[rank] = shm != NULL ? shm->handoff_s : -1;
-    weft__cost_params(c, &params); /* alpha not measured: the configured handoff */
+    hs->handoff[rank] = weft__cost_measure_shm_alpha(c);
+    weft__cost_params(c, &params); /* nothing measured: the configured handoff */
     hs->shm_alpha_unmeasured[rank] = params.shm_alpha;
+    hs->small_allreduce_unmeasured[rank] = selected(comm, WEFT_COLL_ALLREDUCE, 8);
+    pthread_barrier_wait(&hs->sh.barrier);
     c->coll->cost_alpha = 2e-6;
     c->coll->cost_beta = 1.0 / 8e9;
     c->coll->cost_gamma = 1.0 / 5e9;
+    c->coll->cost_shm_alpha = fmax(hs->handoff[0], hs->handoff[1]); /* the agreement */
     c->coll->cost_measured = 1;
     weft__cost_params(c, &params);
     hs->shm_alpha[rank] = params.shm_alpha;
@@ -570,40 +572,30 @@ static void handoff_body(weft_comm_t comm, int rank, void *arg)
 
 Test(segment, handoff_measured, .timeout = 60)
 {
+    handoff_shared_t hs = {0};
+
     init();
     weft__coll_config.cost_shm_alpha_us = 50; /* slower than any point-to-point message */
-    for (int measure = 1; measure >= 0; measure--) {
-        handoff_shared_t hs = {0};
-
-        weft__coll_config.cost_measure = measure;
-        shared_init(&hs.sh, 2);
-        run_world(&hs.sh, 2, 11, handoff_body);
-        cr_assert_eq(atomic_load(&hs.sh.with_shm), 2);
-        for (int r = 0; r < 2; r++) {
-            cr_expect(fabs(hs.shm_alpha_unmeasured[r] - 50e-6) < 1e-12,
-                      "rank %d: without a measured alpha the configured 50 us, not %g s", r,
-                      hs.shm_alpha_unmeasured[r]);
-            if (measure) {
-                /* a loaded machine measures slow handoffs: any time below
-                 * the measurement's 100 ms give-up */
-                cr_expect(hs.handoff[r] > 0 && hs.handoff[r] < 0.1,
-                          "rank %d: handoff %g s measured", r, hs.handoff[r]);
-                cr_expect_eq(hs.shm_alpha[r], hs.handoff[r], "rank %d: the cost model's %g s", r,
-                             hs.shm_alpha[r]);
-                if (hs.handoff[r] < 1e-6) { /* below the 2 us of a message */
-                    cr_expect_str_eq(hs.small_allreduce[r], "shm");
-                }
-            } else {
-                cr_expect_eq(hs.handoff[r], 0, "WEFT_COST_MEASURE=no: measured anyway");
-                cr_expect(fabs(hs.shm_alpha[r] - 50e-6) < 1e-12, "the configured 50 us, not %g s",
-                          hs.shm_alpha[r]);
-                cr_expect_str_neq(hs.small_allreduce[r], "shm",
-                                  "a 50 us handoff against a 2 us message");
-            }
+    shared_init(&hs.sh, 2);
+    run_world(&hs.sh, 2, 11, handoff_body);
+    cr_assert_eq(atomic_load(&hs.sh.with_shm), 2);
+    /* local rank 0 answers; a loaded machine measures slow handoffs: any
+     * time below the measurement's 100 ms give-up */
+    cr_expect(hs.handoff[0] > 0 && hs.handoff[0] < 0.1, "handoff %g s measured", hs.handoff[0]);
+    cr_expect_eq(hs.handoff[1], 0, "local rank 1 answered %g s", hs.handoff[1]);
+    for (int r = 0; r < 2; r++) {
+        cr_expect(fabs(hs.shm_alpha_unmeasured[r] - 50e-6) < 1e-12,
+                  "rank %d: without a measured alpha the configured 50 us, not %g s", r,
+                  hs.shm_alpha_unmeasured[r]);
+        cr_expect_str_neq(hs.small_allreduce_unmeasured[r], "shm",
+                          "a 50 us handoff against a 2 us message");
+        cr_expect_eq(hs.shm_alpha[r], hs.handoff[0], "rank %d: the cost model's %g s", r,
+                     hs.shm_alpha[r]);
+        if (hs.handoff[0] < 1e-6) { /* below the 2 us of a message */
+            cr_expect_str_eq(hs.small_allreduce[r], "shm");
         }
-        cr_expect_eq(hs.handoff[0], hs.handoff[1], "every rank takes the agreed value");
-        shared_done(&hs.sh);
     }
+    shared_done(&hs.sh);
     weft_finalize();
 }
 
