@@ -48,12 +48,13 @@ typedef struct weft_pt2pt_ops {
     void (*cancel)(void *ep, weft_p2p_req_t *req);
     int (*progress)(void *ep);
     void (*idle_wait)(void *ep, uint64_t max_ns);
-    /* The communicator comm_id is gone (its receives completed or cancelled):
-     * drop the messages for it that arrived and that nothing will receive,
-     * and those of the last few gone before it that arrived since (a peer
+    /* A communicator is gone (its receives completed or cancelled): drop
+     * the messages that arrived for the n communicator ids given and that
+     * nothing will receive. The caller names the gone one and the last few
+     * gone before it whose ids no live communicator took again (a peer
      * that had sent before it saw the end). NULL: the transport keeps no
      * unexpected messages beyond the communicator's own table. */
-    void (*discard)(void *ep, uint32_t comm_id);
+    void (*discard)(void *ep, const uint32_t *comm_ids, unsigned n);
     /* frees the context; pending requests must have been completed or cancelled */
     void (*ep_release)(void *ep);
 } weft_pt2pt_ops_t;

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 
 #define ID_MASK ((1u << WEFT_TAG_COMM_BITS) - 1)
-#define IDS_GONE 256 /* more than the transports remember (pt2pt/ucx/ucx.c: 64) */
+#define IDS_GONE 256 /* ids a new split avoids */
+#define IDS_DROP 64  /* the last released ids whose late messages a release drops */
 
 /* Tag ids in use: live communicators per id, and the last ones released. */
 static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -157,8 +158,39 @@ void weft__comm_unpin(struct weft_comm *comm)
     }
 }
 
+/*
+ * id is released: it joins the released ids, and drop gets the ids whose
+ * unexpected messages the transport drops now: the last IDS_DROP released
+ * (id first) that no live communicator holds. A world communicator takes
+ * the same id each time (runtime/world.c): a live one's messages stay.
+ */
+static unsigned released_id(uint32_t id, uint32_t drop[IDS_DROP])
+{
+    unsigned n = 0;
+
+    pthread_mutex_lock(&ids_lock);
+    ids_live[id & ID_MASK]--;
+    ids_gone[ngone++ % IDS_GONE] = id & ID_MASK;
+    for (unsigned i = 0; i < IDS_DROP && i < ngone; i++) {
+        uint32_t gone = ids_gone[(ngone - 1 - i) % IDS_GONE];
+        int dup = ids_live[gone] > 0;
+
+        for (unsigned j = 0; j < n && !dup; j++) {
+            dup = drop[j] == gone;
+        }
+        if (!dup) {
+            drop[n++] = gone;
+        }
+    }
+    pthread_mutex_unlock(&ids_lock);
+    return n;
+}
+
 void weft__comm_put(struct weft_comm *comm)
 {
+    uint32_t drop[IDS_DROP];
+    unsigned n;
+
     if (atomic_fetch_sub(&comm->refs, 1) != 1) {
         return;
     }
@@ -170,15 +202,12 @@ void weft__comm_put(struct weft_comm *comm)
     weft__comm_notice_release(comm);
     weft__node_map_free(comm->node);
     comm->node = NULL;
+    n = released_id(comm->id, drop);
     if (comm->p2p->discard != NULL) { /* what peers sent that nobody will receive */
-        comm->p2p->discard(comm->p2p_ep, comm->id);
+        comm->p2p->discard(comm->p2p_ep, drop, n);
     }
     comm->p2p->ep_release(comm->p2p_ep);
     comm->boot->release(comm->boot_ctx);
-    pthread_mutex_lock(&ids_lock);
-    ids_live[comm->id & ID_MASK]--;
-    ids_gone[ngone++ % IDS_GONE] = comm->id & ID_MASK;
-    pthread_mutex_unlock(&ids_lock);
     comm->p2p_ep = NULL;
     comm->boot_ctx = NULL;
     weft__comm_unpin(comm);

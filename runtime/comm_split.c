@@ -95,12 +95,12 @@ static void map_idle_wait(void *ep_, uint64_t max_ns)
     ep->parent->p2p->idle_wait(ep->parent->p2p_ep, max_ns);
 }
 
-static void map_discard(void *ep_, uint32_t comm_id)
+static void map_discard(void *ep_, const uint32_t *comm_ids, unsigned n)
 {
     map_ep_t *ep = ep_;
 
     if (ep->parent->p2p->discard != NULL) {
-        ep->parent->p2p->discard(ep->parent->p2p_ep, comm_id);
+        ep->parent->p2p->discard(ep->parent->p2p_ep, comm_ids, n);
     }
 }
 

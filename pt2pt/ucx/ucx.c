@@ -625,17 +625,14 @@ static void drop_unexpected(weft_ucx_context_t *ctx, uint32_t comm_id)
     }
 }
 
-static void ucx_discard(void *ep, uint32_t comm_id)
+static void ucx_discard(void *ep, const uint32_t *comm_ids, unsigned n)
 {
     ucx_comm_t *comm = ep;
     weft_ucx_context_t *ctx = comm->ctx;
-    unsigned n;
 
     pthread_mutex_lock(&ctx->lock);
-    ctx->gone_ids[ctx->ngone++ % 64] = comm_id;
-    n = ctx->ngone < 64 ? ctx->ngone : 64;
     for (unsigned i = 0; i < n; i++) {
-        drop_unexpected(ctx, ctx->gone_ids[i]);
+        drop_unexpected(ctx, comm_ids[i]);
     }
     pthread_mutex_unlock(&ctx->lock);
 }

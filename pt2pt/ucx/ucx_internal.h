@@ -82,8 +82,6 @@ struct weft_ucx_context {
     uint64_t cancel_last;  /* when the last cancel returned */
     unsigned memtypes;     /* bit t: UCX carries weft memory type t itself */
     void *stage_streams[WEFT_MEM_TYPE_COUNT]; /* staging stream per device (ucx_stage.c) */
-    uint32_t gone_ids[64]; /* communicators released lately, whose late messages are dropped */
-    unsigned ngone;        /* released so far: the ring's next slot is ngone % 64 */
 };
 
 /* The endpoint table of one communicator (ucx.c). */
