@@ -36,6 +36,16 @@ int weft__comm_id_taken(uint32_t id)
     return taken;
 }
 
+uint32_t weft__comm_free_id(uint32_t from)
+{
+    for (uint32_t i = 0; i < (1u << WEFT_TAG_COMM_BITS); i++) {
+        if (!weft__comm_id_taken(from + i)) {
+            return from + i;
+        }
+    }
+    return from; /* 65536 live communicators: nothing is free */
+}
+
 weft_status_t weft__comm_create(int rank, int size, uint32_t id, const weft_pt2pt_ops_t *p2p,
                                 void *p2p_ep, const weft_bootstrap_ops_t *boot, void *boot_ctx,
                                 struct weft_comm **comm_p)

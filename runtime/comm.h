@@ -41,5 +41,8 @@ void weft__comm_unpin(struct weft_comm *comm);
  * ids wrap there), or one of the last 256 released had: their late messages
  * may still be dropped by the transport (weft_pt2pt_ops_t.discard). */
 int weft__comm_id_taken(uint32_t id);
+/* The first id from `from` on that no communicator of this process holds or
+ * held lately (in the bits a tag carries); `from` when all are. */
+uint32_t weft__comm_free_id(uint32_t from);
 
 #endif /* WEFT_RUNTIME_COMM_H */

@@ -19,7 +19,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Ids 0..: world communicators use 0; children take ids from here. */
+/* Children take ids from here up (world communicators from 0 or a unique
+ * id's hash, runtime/world.c). */
 static atomic_uint next_comm_id = 1;
 
 typedef struct map_ep {
@@ -195,18 +196,6 @@ static int member_cmp(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* The first id from `from` on that no communicator of this process holds or
- * held lately (in the bits a tag carries; runtime/comm.h). */
-static uint32_t free_id_from(uint32_t from)
-{
-    for (uint32_t i = 0; i < (1u << WEFT_TAG_COMM_BITS); i++) {
-        if (!weft__comm_id_taken(from + i)) {
-            return from + i;
-        }
-    }
-    return from; /* 65536 live communicators: nothing is free */
-}
-
 /*
  * Every rank proposes (color, key, id) with the first id free on it from what
  * its color agreed last (first: this process's next id); a color whose
@@ -220,7 +209,7 @@ static weft_status_t agree_id(weft_comm_t parent, int size, int color, int key, 
     uint32_t from = atomic_load(&next_comm_id);
 
     for (int round = 0; round < 64; round++) {
-        int64_t mine[3] = {color, key, free_id_from(from)};
+        int64_t mine[3] = {color, key, weft__comm_free_id(from)};
         weft_status_t status = weft_allgather(mine, all, 3, WEFT_INT64, parent);
         int agreed = 1;
 

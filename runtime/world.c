@@ -129,14 +129,59 @@ static weft_status_t measure_cost(struct weft_comm *comm)
 }
 
 /* What each rank tells the others first: its UCX worker address's length,
- * its node and its machine (comm/node.h). */
+ * its node, its machine (comm/node.h) and the communicator id it proposes. */
 typedef struct rank_info {
     uint64_t addr_len;
     uint64_t node;
+    uint64_t id;
     weft_machine_info_t machine;
 } rank_info_t;
 
-/* Exchange worker addresses and build the communicator (takes boot_ctx). */
+/*
+ * The communicator's id (part of every tag; ids wrap in WEFT_TAG_COMM_BITS):
+ * one that no communicator of any member holds or held lately, since they
+ * share each process's UCX worker with this one (two worlds at once, a
+ * world made again after one was released, two unique-id jobs between the
+ * same processes). Each rank proposed the first id free on it from the
+ * job's starting id; while the proposals differ, all go round again from
+ * the largest, as weft_comm_split does (runtime/comm_split.c).
+ */
+static weft_status_t agree_id(const weft_bootstrap_ops_t *boot, void *boot_ctx,
+                              const rank_info_t *infos, int size, uint64_t deadline, uint32_t *id_p)
+{
+    uint64_t top = 0, mine, *ids = NULL;
+    int same = 1;
+    weft_status_t status = WEFT_OK;
+
+    for (int r = 0; r < size; r++) {
+        top = infos[r].id > top ? infos[r].id : top;
+        same = same && infos[r].id == infos[0].id;
+    }
+    for (int round = 0; !same && status == WEFT_OK; round++) {
+        if (round == 64) {
+            status = weft__error(WEFT_ERR_INTERNAL, "no communicator id free on every rank after "
+                                                    "64 rounds");
+            break;
+        }
+        if (ids == NULL && (ids = calloc((size_t)size, sizeof(*ids))) == NULL) {
+            status = weft__error(WEFT_ERR_NO_MEMORY, "communicator ids of %d ranks", size);
+            break;
+        }
+        mine = weft__comm_free_id((uint32_t)top);
+        status = boot->allgather(boot_ctx, &mine, ids, sizeof(mine), deadline);
+        same = 1;
+        for (int r = 0; r < size && status == WEFT_OK; r++) {
+            top = ids[r] > top ? ids[r] : top;
+            same = same && ids[r] == ids[0];
+        }
+    }
+    free(ids);
+    *id_p = (uint32_t)top;
+    return status;
+}
+
+/* Exchange worker addresses and build the communicator (takes boot_ctx); its
+ * id is the first free on every rank from id on (agree_id). */
 static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void *boot_ctx,
                                          uint32_t id, int rank, int size, struct weft_comm **comm_p)
 {
@@ -162,10 +207,13 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
         status = weft__error(WEFT_ERR_NO_MEMORY, "address table of %d ranks", size);
         goto err_free;
     }
+    memset(&mine, 0, sizeof(mine));
     mine.addr_len = len;
     mine.node = weft__node_key();
+    mine.id = weft__comm_free_id(id);
     weft__machine_info(&mine.machine);
     WEFT_CHECK_GOTO(boot->allgather(boot_ctx, &mine, infos, sizeof(mine), deadline), err_free);
+    WEFT_CHECK_GOTO(agree_id(boot, boot_ctx, infos, size, deadline, &id), err_free);
     for (int r = 0; r < size; r++) {
         alens[r] = (size_t)infos[r].addr_len;
         maxlen = alens[r] > maxlen ? alens[r] : maxlen;
@@ -244,12 +292,12 @@ err_release_boot:
 }
 
 /*
- * The communicator id (part of every tag) of a job made from a unique id:
+ * Where the id search of a job made from a unique id starts (agree_id):
  * from the id's bytes (its random job token among them), in the upper half
- * of the id space, so that two such communicators between the same
- * processes (they share one UCX worker) almost never match each other's
- * messages, and never those of communicators split or duplicated (ids from
- * 1 up, runtime/comm_split.c) or of the PMIx world (id 0).
+ * of the id space, so that two such jobs between the same processes,
+ * created at once by two threads, almost never propose the same id, nor
+ * the ids of communicators split or duplicated (from 1 up,
+ * runtime/comm_split.c) or of the PMIx world (from 0).
  */
 static uint32_t id_comm_id(const weft_tcp_id_t *id)
 {

@@ -514,3 +514,25 @@ def test_released_communicator_keeps_a_live_ones_messages():
         same(got, x)
     same(w.allreduce(np.ones(2, np.int32)), np.full(2, w.size, np.int32))
     w.destroy()
+
+
+def test_two_worlds_keep_their_messages_apart(comm):
+    """Each weft_comm_world is a new communicator: two at once (and the
+    fixture's) take different ids, so the same tag from the same rank on
+    each reaches only its own communicator's receive."""
+    if comm.size < 2:
+        pytest.skip("needs two ranks")
+    w1, w2 = weft.Comm.world(), weft.Comm.world()
+    one, two = np.full(2, 1, np.int32), np.full(2, 2, np.int32)
+    if w1.rank == 1:
+        w2.send(two, 0, tag=5)
+        comm.send(two + 1, 0, tag=5)
+        w1.send(one, 0, tag=5)
+    elif w1.rank == 0:
+        same(w1.recv(np.zeros(2, np.int32), 1, tag=5), one)
+        same(comm.recv(np.zeros(2, np.int32), 1, tag=5), two + 1)
+        same(w2.recv(np.zeros(2, np.int32), 1, tag=5), two)
+    same(w1.allreduce(np.ones(1, np.int32)), np.full(1, w1.size, np.int32))
+    same(w2.allreduce(np.full(1, 3, np.int32)), np.full(1, 3 * w2.size, np.int32))
+    w1.destroy()
+    w2.destroy()
