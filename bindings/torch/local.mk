@@ -7,11 +7,12 @@ torch_package = \
 	bindings/torch/csrc/module.cpp bindings/torch/csrc/process_group.hpp \
 	bindings/torch/csrc/process_group.cpp bindings/torch/csrc/collectives.cpp \
 	bindings/torch/csrc/types.hpp \
-	bindings/torch/csrc/types.cpp
+	bindings/torch/csrc/types.cpp bindings/torch/csrc/device.hpp bindings/torch/csrc/device.cpp
 
 # tests/torch/test_torch.sh: second in TESTS (Makefile.am)
 EXTRA_DIST += $(torch_package) tests/torch/test_torch.sh tests/torch/common.py \
 	tests/torch/test_backend.py tests/torch/test_collectives.py tests/torch/test_ddp.py \
+	tests/torch/test_device.py \
 	tools/torch_env.sh tools/torch_suite.sh tests/torch/build_ext.sh tests/torch/torch_suite.py
 
 clean-local: clean-torch-ext

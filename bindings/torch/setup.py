@@ -55,7 +55,7 @@ setup(
         CppExtension(
             "weft_torch._C",
             sources=["csrc/module.cpp", "csrc/process_group.cpp", "csrc/collectives.cpp",
-                     "csrc/types.cpp"],
+                     "csrc/types.cpp", "csrc/device.cpp"],
             include_dirs=[include_dir],
             library_dirs=[library_dir],
             libraries=["weft"],

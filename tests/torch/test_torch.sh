@@ -5,7 +5,8 @@
 # the pytest suites (test_backend.py, test_collectives.py: jobs of 2, 3 and 4
 # processes whose every result is checked against gloo's and a locally
 # computed one; test_ddp.py: DDP training under weft and gloo) and a short
-# run of python -m weft_torch.bench.
+# run of python -m weft_torch.bench; test_device.py: the stream-ordered path
+# of device tensors, run with tensors in weft's emulated device memory.
 # The extension is built in the build tree (tests/torch/build_ext.sh).
 set -u
 : "${top_builddir:?run through make check}" "${top_srcdir:?run through make check}"
@@ -21,7 +22,7 @@ ext=$(bash "$top_srcdir/tests/torch/build_ext.sh" "$python") || exit 1
 export PYTHONPATH=$ext PYTHONDONTWRITEBYTECODE=1
 timeout -k 10 1200 "$python" -m pytest -q -p no:cacheprovider -o console_output_style=classic \
     -rs "$top_srcdir/tests/torch/test_backend.py" "$top_srcdir/tests/torch/test_collectives.py" \
-    "$top_srcdir/tests/torch/test_ddp.py"
+    "$top_srcdir/tests/torch/test_ddp.py" "$top_srcdir/tests/torch/test_device.py"
 rc=$?
 [ $rc -eq 0 ] || echo "FAIL: pytest exit $rc"
 # the benchmark module runs and times every collective on both backends

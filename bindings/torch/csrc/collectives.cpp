@@ -6,6 +6,12 @@
  * Data that is not reduced moves as bytes (WEFT_UINT8), so every dtype
  * works. Lists of tensors go through one flat contiguous buffer; a single
  * contiguous tensor is used in place.
+ *
+ * Device tensors (device.hpp) of all_reduce, broadcast, reduce,
+ * all_gather_into_tensor and reduce_scatter_tensor go to weft's _enqueue
+ * forms on the group's stream, in place: they must be contiguous, and a
+ * reduction must need no conversion (no PREMUL_SUM, no int16/uint16); the
+ * other collectives refuse device tensors.
  */
 #include <numeric>
 
@@ -126,6 +132,48 @@ void reduce_scatter_into(const at::Tensor &output, const at::Tensor &input, cons
     reduce_result(output, plan, out);
 }
 
+/* ------------------------------------------------------ Device tensors */
+
+/* The single tensor of a call takes the device path. */
+bool device_call(const std::vector<at::Tensor> &tensors)
+{
+    return tensors.size() == 1 && tensors[0].defined() &&
+           lane_kind(tensors[0]) != LaneKind::none;
+}
+
+/* t is a dense contiguous tensor on like's device (and lane) of like's dtype. */
+void check_device_tensor(const at::Tensor &t, const at::Tensor &like, const char *call)
+{
+    TORCH_CHECK_VALUE(t.defined(), "weft: ", call, ": a tensor is undefined");
+    TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft: ", call,
+                      ": only dense (strided) tensors are supported, got layout ", t.layout());
+    TORCH_CHECK_VALUE(t.device() == like.device() && lane_kind(t) == lane_kind(like), "weft: ",
+                      call, ": tensors on different devices (", t.device(), " and ", like.device(),
+                      ", or one in weft's emulated device memory and one not)");
+    TORCH_CHECK_VALUE(t.is_contiguous(), "weft: ", call,
+                      ": a non-contiguous device tensor is not supported yet (pass a contiguous "
+                      "one)");
+    check_equal_types(t, like, call);
+}
+
+/* How a device tensor of type t is reduced: weft's dtype and op as they
+ * are (complex as twice as many reals); refuses what needs a conversion. */
+ReducePlan device_plan(const at::Tensor &t, const c10d::ReduceOp &op, const char *call)
+{
+    const ReducePlan plan = reduce_plan(t.scalar_type(), op);
+    TORCH_CHECK_VALUE(!plan.premul, "weft: ", call,
+                      ": ReduceOp.PREMUL_SUM of a device tensor is not supported yet");
+    TORCH_CHECK_VALUE(!plan.widen, "weft: ", call, ": reductions of ", t.scalar_type(),
+                      " device tensors are not supported yet");
+    return plan;
+}
+
+/* elements weft reduces for t */
+size_t device_count(const at::Tensor &t, const ReducePlan &plan)
+{
+    return (size_t)t.numel() * (plan.complex ? 2 : 1);
+}
+
 } // namespace
 
 /* ----------------------------------------------------------- Collectives */
@@ -133,9 +181,21 @@ void reduce_scatter_into(const at::Tensor &output, const at::Tensor &input, cons
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tensor> &tensors,
                                                            const c10d::AllreduceOptions &opts)
 {
+    weft_comm_t comm = comm_;
+    if (device_call(tensors)) {
+        const at::Tensor &t = tensors[0];
+        check_device_tensor(t, t, "allreduce");
+        const ReducePlan plan = device_plan(t, opts.reduceOp, "allreduce");
+        return enqueue_device(c10d::OpType::ALLREDUCE, "weft:all_reduce", tensors, {},
+                              [comm, t, plan](weft_stream_t stream, uint64_t seq) {
+                                  check(weft_allreduce_enqueue(WEFT_IN_PLACE, t.data_ptr(),
+                                                               device_count(t, plan), plan.dtype,
+                                                               plan.op, comm, stream),
+                                        "allreduce", seq);
+                              });
+    }
     const at::Tensor &t = single_cpu_tensor(tensors, "allreduce");
     const ReducePlan plan = reduce_plan(t.scalar_type(), opts.reduceOp);
-    weft_comm_t comm = comm_;
 
     return enqueue_collective(c10d::OpType::ALLREDUCE, "weft:all_reduce", tensors, tensors,
                               [comm, t, plan](uint64_t seq) {
@@ -146,12 +206,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tensor> &tensors,
                                                            const c10d::BroadcastOptions &opts)
 {
-    const at::Tensor &t = single_cpu_tensor(tensors, "broadcast");
+    const bool device = device_call(tensors);
+    const at::Tensor &t = device ? tensors[0] : single_cpu_tensor(tensors, "broadcast");
     TORCH_CHECK_VALUE(opts.rootTensor == 0, "weft: broadcast: rootTensor ", opts.rootTensor,
                       " out of range (one tensor per process)");
     check_root(opts.rootRank, size_, "broadcast");
     weft_comm_t comm = comm_;
     const int root = (int)opts.rootRank;
+
+    if (device) {
+        check_device_tensor(t, t, "broadcast");
+        return enqueue_device(c10d::OpType::BROADCAST, "weft:broadcast", tensors, {},
+                              [comm, t, root](weft_stream_t stream, uint64_t seq) {
+                                  check(weft_bcast_enqueue(t.data_ptr(), (size_t)t.nbytes(),
+                                                           WEFT_UINT8, root, comm, stream),
+                                        "broadcast", seq);
+                              });
+    }
 
     return enqueue_collective(c10d::OpType::BROADCAST, "weft:broadcast", tensors, tensors,
                               [comm, t, root](uint64_t seq) {
@@ -193,14 +264,30 @@ ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce(std::vector<at::Tensor> &tensors,
                                                         const c10d::ReduceOptions &opts)
 {
-    const at::Tensor &t = single_cpu_tensor(tensors, "reduce");
-    const ReducePlan plan = reduce_plan(t.scalar_type(), opts.reduceOp);
+    const bool device = device_call(tensors);
+    const at::Tensor &t = device ? tensors[0] : single_cpu_tensor(tensors, "reduce");
+    if (device) {
+        check_device_tensor(t, t, "reduce");
+    }
+    const ReducePlan plan = device ? device_plan(t, opts.reduceOp, "reduce")
+                                   : reduce_plan(t.scalar_type(), opts.reduceOp);
     TORCH_CHECK_VALUE(opts.rootTensor == 0, "weft: reduce: rootTensor ", opts.rootTensor,
                       " out of range (one tensor per process)");
     check_root(opts.rootRank, size_, "reduce");
     weft_comm_t comm = comm_;
     const int root = (int)opts.rootRank;
     const bool is_root = root == rank_;
+
+    if (device) {
+        return enqueue_device(
+            c10d::OpType::REDUCE, "weft:reduce", tensors, {},
+            [comm, t, plan, root, is_root](weft_stream_t stream, uint64_t seq) {
+                check(weft_reduce_enqueue(is_root ? WEFT_IN_PLACE : t.data_ptr(),
+                                          is_root ? t.data_ptr() : nullptr, device_count(t, plan),
+                                          plan.dtype, plan.op, root, comm, stream),
+                      "reduce", seq);
+            });
+    }
 
     return enqueue_collective(
         c10d::OpType::REDUCE, "weft:reduce", tensors, tensors,
@@ -244,8 +331,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor &out
                                                                  at::Tensor &input,
                                                                  const c10d::AllgatherOptions &)
 {
-    check_whole_and_part(output, input, size_, "all_gather_into_tensor");
     weft_comm_t comm = comm_;
+    if (device_call({output})) {
+        check_device_tensor(output, output, "all_gather_into_tensor");
+        check_device_tensor(input, output, "all_gather_into_tensor");
+        TORCH_CHECK_VALUE(output.numel() == size_ * input.numel(), "weft: all_gather_into_tensor: ",
+                          output.numel(), " elements, not the group's ", size_, " times ",
+                          input.numel());
+        return enqueue_device(c10d::OpType::_ALLGATHER_BASE, "weft:all_gather_into_tensor",
+                              {output}, {input},
+                              [comm, output, input](weft_stream_t stream, uint64_t seq) {
+                                  check(weft_allgather_enqueue(input.data_ptr(), output.data_ptr(),
+                                                               (size_t)input.nbytes(), WEFT_UINT8,
+                                                               comm, stream),
+                                        "all_gather_into_tensor", seq);
+                              });
+    }
+    check_whole_and_part(output, input, size_, "all_gather_into_tensor");
 
     return enqueue_collective(c10d::OpType::_ALLGATHER_BASE, "weft:all_gather_into_tensor",
                               {output}, {input}, [comm, output, input](uint64_t seq) {
@@ -406,10 +508,27 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupWeft::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
                                        const c10d::ReduceScatterOptions &opts)
 {
-    check_whole_and_part(input, output, size_, "reduce_scatter_tensor");
-    const ReducePlan plan = reduce_plan(output.scalar_type(), opts.reduceOp);
     weft_comm_t comm = comm_;
     const int size = size_;
+    if (device_call({output})) {
+        check_device_tensor(output, output, "reduce_scatter_tensor");
+        check_device_tensor(input, output, "reduce_scatter_tensor");
+        TORCH_CHECK_VALUE(input.numel() == size * output.numel(), "weft: reduce_scatter_tensor: ",
+                          input.numel(), " elements, not the group's ", size, " times ",
+                          output.numel());
+        const ReducePlan plan = device_plan(output, opts.reduceOp, "reduce_scatter_tensor");
+        return enqueue_device(c10d::OpType::_REDUCE_SCATTER_BASE, "weft:reduce_scatter_tensor",
+                              {output}, {input},
+                              [comm, output, input, plan](weft_stream_t stream, uint64_t seq) {
+                                  check(weft_reduce_scatter_enqueue(
+                                            input.data_ptr(), output.data_ptr(),
+                                            device_count(output, plan), plan.dtype, plan.op, comm,
+                                            stream),
+                                        "reduce_scatter_tensor", seq);
+                              });
+    }
+    check_whole_and_part(input, output, size_, "reduce_scatter_tensor");
+    const ReducePlan plan = reduce_plan(output.scalar_type(), opts.reduceOp);
 
     return enqueue_collective(c10d::OpType::_REDUCE_SCATTER_BASE, "weft:reduce_scatter_tensor",
                               {output}, {input}, [comm, output, input, plan, size](uint64_t seq) {

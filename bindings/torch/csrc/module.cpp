@@ -3,6 +3,7 @@
 #include <pybind11/chrono.h>
 #include <torch/python.h>
 
+#include "device.hpp"
 #include "process_group.hpp"
 
 PYBIND11_MODULE(_C, m)
@@ -23,6 +24,8 @@ PYBIND11_MODULE(_C, m)
         /* the worker may need the GIL to complete what is queued before */
         pybind11::call_guard<pybind11::gil_scoped_release>(),
         "weft's reproducible mode for the group's reductions from now on.");
+    m.def("emu_empty", &weft_torch::emu_empty, pybind11::arg("numel"), pybind11::arg("dtype"),
+          "A 1-d CPU tensor in weft's emulated device memory.");
     m.def(
         "weft_version",
         [] {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include "types.hpp"
@@ -40,10 +41,11 @@ constexpr std::chrono::microseconds kPollInterval(50);
 /* ------------------------------------------------------------------ Work */
 
 WorkWeft::WorkWeft(int rank, c10d::OpType type, const char *title, std::vector<at::Tensor> outputs,
-                   const std::optional<std::vector<at::Tensor>> &inputs)
+                   const std::optional<std::vector<at::Tensor>> &inputs,
+                   std::vector<c10::Device> devices)
     : c10d::Work(rank, type, title, inputs), outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get())))
+          c10::ListType::create(c10::TensorType::get()), std::move(devices)))
 {
 }
 
@@ -77,7 +79,22 @@ void WorkWeft::complete(std::exception_ptr error)
     if (error) {
         future_->setError(error);
     } else {
+        /* a device operation's future: ready once the group's stream is
+         * past it (the future records its events on the current stream) */
+        c10::OptionalStreamGuard guard(device_ ? device_->stream() : std::nullopt);
         future_->markCompleted(c10::IValue(outputs_));
+    }
+}
+
+bool WorkWeft::isCompleted()
+{
+    return c10d::Work::isCompleted() && (!device_ || device_->query());
+}
+
+void WorkWeft::synchronize()
+{
+    if (device_) {
+        device_->block_current();
     }
 }
 
@@ -89,7 +106,11 @@ bool WorkWeft::wait(std::chrono::milliseconds timeout)
             static_cast<ProcessGroupWeft *>(group.get())->run_until(*this);
         }
     }
-    return c10d::Work::wait(timeout);
+    const bool done = c10d::Work::wait(timeout); /* raises the operation's error */
+    if (done && device_) {
+        device_->block_current();
+    }
+    return done;
 }
 
 /* --------------------------------------------------------- ProcessGroup */
@@ -200,7 +221,11 @@ void ProcessGroupWeft::setReproducible(bool on)
 ProcessGroupWeft::~ProcessGroupWeft()
 {
     stop_worker();
+    for (auto &lane : lanes_) {
+        lane.second->drain();
+    }
     weft_comm_destroy(comm_);
+    lanes_.clear();
     weft_finalize();
 }
 
@@ -297,7 +322,7 @@ void ProcessGroupWeft::run_next(std::unique_lock<std::mutex> &lock)
     } catch (...) {
         error = std::current_exception();
     }
-    if (error || pending.req == nullptr) {
+    if (error || (pending.req == nullptr && !pending.done)) {
         item.first->complete(error);
     } else {
         in_flight_.push_back(
@@ -334,14 +359,22 @@ bool ProcessGroupWeft::poll_in_flight()
         InFlight &f = in_flight_[i];
         std::exception_ptr error;
         int done = 0;
-        weft_status_t status = weft_test(f.pending.req, &done);
+        weft_status_t status = WEFT_OK;
 
+        if (f.pending.req != nullptr) {
+            status = weft_test(f.pending.req, &done);
+        } else {
+            done = f.pending.done() ? 1 : 0;
+        }
         if (!done && status == WEFT_OK && now > f.deadline) {
             /* weft cannot withdraw the request while it may still write the
              * tensor: abort the communicator, which ends it (and every other
-             * operation of the group) with WEFT_ERR_ABORTED */
+             * operation of the group) with WEFT_ERR_ABORTED; an enqueued
+             * operation ends too, and its lane keeps the tensors until then */
             weft_comm_abort(comm_);
-            status = weft_wait(f.pending.req);
+            if (f.pending.req != nullptr) {
+                status = weft_wait(f.pending.req);
+            }
             done = 1;
             try {
                 C10_THROW_ERROR(DistBackendError,
@@ -361,8 +394,9 @@ bool ProcessGroupWeft::poll_in_flight()
                 if (status != WEFT_OK) {
                     raise_status(status, f.pending.what.c_str(), f.work->seq_);
                 }
-                if (f.work->retrieveOpType() == c10d::OpType::RECV ||
-                    f.work->retrieveOpType() == c10d::OpType::RECVANYSOURCE) {
+                if (f.pending.req != nullptr &&
+                    (f.work->retrieveOpType() == c10d::OpType::RECV ||
+                     f.work->retrieveOpType() == c10d::OpType::RECVANYSOURCE)) {
                     int src = -1;
 
                     check(weft_request_source(f.pending.req, &src), f.pending.what.c_str(),
@@ -376,7 +410,9 @@ bool ProcessGroupWeft::poll_in_flight()
                 error = std::current_exception();
             }
         }
-        weft_request_free(f.pending.req);
+        if (f.pending.req != nullptr) {
+            weft_request_free(f.pending.req);
+        }
         f.work->complete(error);
         in_flight_.erase(in_flight_.begin() + (long)i);
         finished = true;
@@ -415,6 +451,87 @@ ProcessGroupWeft::enqueue_collective(c10d::OpType type, const char *title,
         run(*seq);
         return Pending{};
     });
+}
+
+/* ------------------------------------------------------ Device tensors */
+
+Lane *ProcessGroupWeft::lane_for(const at::Tensor &t)
+{
+    const bool emu = lane_kind(t) == LaneKind::emu;
+    const std::pair<int, int> key =
+        emu ? std::make_pair(-1, -1)
+            : std::make_pair((int)t.device().type(), (int)t.device().index());
+    std::lock_guard<std::mutex> lock(lanes_mutex_);
+    std::unique_ptr<Lane> &lane = lanes_[key];
+
+    if (!lane) {
+        lane = make_lane(t);
+    }
+    return lane.get();
+}
+
+c10::intrusive_ptr<WorkWeft>
+ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
+                                 std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
+                                 std::function<void(weft_stream_t stream, uint64_t seq)> run)
+{
+    const at::Tensor &like = outputs.empty() ? inputs.at(0) : outputs.at(0);
+    Lane *lane = lane_for(like);
+    std::vector<at::Tensor> used = outputs;
+    used.insert(used.end(), inputs.begin(), inputs.end());
+    lane->prepare(used);
+
+    std::vector<c10::Device> devices;
+    if (!lane->host_completed()) {
+        devices.push_back(like.device());
+    }
+    auto work = c10::make_intrusive<WorkWeft>(rank_, type, title, std::move(outputs),
+                                              std::optional<std::vector<at::Tensor>>(inputs),
+                                              std::move(devices));
+    WorkWeft *w = work.get(); /* queued with its Run: alive while that runs */
+    const char *call = std::strncmp(title, "weft:", 5) == 0 ? title + 5 : title;
+
+    return enqueue(work, [this, lane, w, call, run = std::move(run), used = std::move(used)] {
+        for (const InFlight &f : in_flight_) {
+            /* weft refuses to enqueue on a communicator with requests in
+             * flight: waiting for them here could wait for a peer's send
+             * queued behind its own device operation */
+            TORCH_CHECK(f.pending.req == nullptr, "weft: ", call,
+                        " of a device tensor: the group has a point-to-point operation in "
+                        "flight (",
+                        f.pending.what, "); wait for it first");
+        }
+        run(lane->stream(), w->seq_);
+        std::shared_ptr<DeviceDone> end = lane->mark(used);
+        if (!lane->host_completed()) {
+            w->device_ = std::move(end);
+            return Pending{};
+        }
+        Pending p;
+        p.done = [end] { return end->query(); };
+        p.after = [this, lane, w, call] { check_device(lane, call, w->seq_); };
+        p.what = call;
+        return p;
+    });
+}
+
+void ProcessGroupWeft::check_device(Lane *lane, const char *what, uint64_t seq)
+{
+    const weft_status_t status = weft_stream_synchronize(lane->stream());
+
+    if (status != WEFT_OK) {
+        if (device_error_.empty()) {
+            device_error_ = c10::str(what, " #", seq, ": ", weft_status_name(status), ": ",
+                                     weft_last_error());
+        }
+        raise_status(status, what, seq);
+    }
+    if (!device_error_.empty()) {
+        C10_THROW_ERROR(DistBackendError,
+                        c10::str("weft: ", what, " #", seq,
+                                 " failed: an earlier device operation of the group failed (",
+                                 device_error_, ")"));
+    }
 }
 
 } // namespace weft_torch

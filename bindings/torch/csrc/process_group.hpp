@@ -44,6 +44,17 @@
  * Tensors: dense CPU tensors (as c10d passes them). A non-contiguous tensor
  * goes through a contiguous copy; collectives of a list of tensors go
  * through one flat buffer.
+ *
+ * Device tensors (CUDA, and CPU tensors in weft's emulated device memory)
+ * take weft's stream-ordered collectives for all_reduce, broadcast, reduce,
+ * all_gather_into_tensor and reduce_scatter_tensor (device.hpp): queued
+ * like the others, and what runs in turn is the _enqueue call on the
+ * group's stream of that device. A CUDA operation's Work is complete for
+ * torch once it is enqueued; wait() orders the caller's current stream
+ * after it, as ProcessGroupNCCL's does, and a failure shows at the group's
+ * next operation. An emu operation's Work completes when its stream is
+ * past it, with its failure (or the failure of an operation enqueued after
+ * it, seen first: the communicator is broken either way).
  */
 #pragma once
 
@@ -51,6 +62,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -64,6 +76,8 @@
 
 #include <weft.h>
 
+#include "device.hpp"
+
 namespace weft_torch {
 
 /* The Work of one queued operation. Completed by the group's worker thread:
@@ -72,8 +86,11 @@ namespace weft_torch {
  * future's value are the operation's output tensors. */
 class WorkWeft : public c10d::Work {
   public:
+    /* devices: of a device operation's outputs (its future is then a
+     * stream-aware one, as ProcessGroupNCCL's) */
     WorkWeft(int rank, c10d::OpType type, const char *title, std::vector<at::Tensor> outputs,
-             const std::optional<std::vector<at::Tensor>> &inputs);
+             const std::optional<std::vector<at::Tensor>> &inputs,
+             std::vector<c10::Device> devices = {});
 
     std::vector<at::Tensor> result() override;
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
@@ -91,11 +108,19 @@ class WorkWeft : public c10d::Work {
      * of ProcessGroupWeft), then waits as c10d::Work does. */
     bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
 
+    /* A device operation: also its stream is past it. */
+    bool isCompleted() override;
+    /* A device operation: the current stream waits for it (host: nothing). */
+    void synchronize() override;
+
     uint64_t seq_ = 0;
     std::atomic<int> source_{-1};   /* set before complete() */
     std::atomic<bool> done_{false}; /* set by complete(), after finish() */
     /* the group that queued it (set by enqueue; a Work may outlive it) */
     std::optional<c10::weak_intrusive_ptr<c10d::Backend>> group_;
+    /* a torch device's operation: its end on the group's stream (set
+     * before complete()) */
+    std::shared_ptr<DeviceDone> device_;
 
   private:
     std::vector<at::Tensor> outputs_;
@@ -190,6 +215,7 @@ class ProcessGroupWeft : public c10d::Backend {
      * received contiguous buffer back), and what to name in a timeout. */
     struct Pending {
         weft_request_t req = nullptr;
+        std::function<bool()> done; /* without a request: tells when it is done */
         std::function<void()> after;
         std::string what;
     };
@@ -207,6 +233,17 @@ class ProcessGroupWeft : public c10d::Backend {
     /* A change of the group's settings: set() on the worker, between the
      * operations queued before and after, waited for (raises its error). */
     void set_on_worker(const char *profile, std::function<void()> set);
+    /* A device operation (device.hpp) on the lane of like's device: run()
+     * enqueues it on the given stream in turn; tensors: what it reads and
+     * writes. */
+    c10::intrusive_ptr<WorkWeft>
+    enqueue_device(c10d::OpType type, const char *title, std::vector<at::Tensor> outputs,
+                   std::vector<at::Tensor> inputs,
+                   std::function<void(weft_stream_t stream, uint64_t seq)> run);
+    Lane *lane_for(const at::Tensor &t);
+    /* After an emu operation's stream passed it: its failure, or an earlier
+     * device operation's (the turn holder's). */
+    void check_device(Lane *lane, const char *what, uint64_t seq);
     /* A collective: run() does everything on the worker. */
     c10::intrusive_ptr<WorkWeft> enqueue_collective(c10d::OpType type, const char *title,
                                                     std::vector<at::Tensor> outputs,
@@ -241,6 +278,11 @@ class ProcessGroupWeft : public c10d::Backend {
                                (kLook in process_group.cpp) */
     bool stop_ = false;
     std::thread worker_;
+
+    std::mutex lanes_mutex_;
+    /* (device type, index) -> lane; the emu lane at (-1, -1) */
+    std::map<std::pair<int, int>, std::unique_ptr<Lane>> lanes_;
+    std::string device_error_; /* the first failed device operation's (turn holder's) */
 };
 
 } // namespace weft_torch

@@ -210,8 +210,10 @@ void copy_back(const at::Tensor &dst, const at::Tensor &buf)
 void check_cpu_tensor(const at::Tensor &t, const char *call)
 {
     TORCH_CHECK_VALUE(t.defined(), "weft: ", call, ": a tensor is undefined");
-    TORCH_CHECK_VALUE(t.device().is_cpu(), "weft: ", call,
-                      ": only CPU tensors are supported so far, got a tensor on ", t.device());
+    TORCH_CHECK_VALUE(t.device().is_cpu(), "weft: ", call, ": takes CPU tensors, got one on ",
+                      t.device(),
+                      " (device tensors: all_reduce, broadcast, reduce, all_gather_into_tensor, "
+                      "reduce_scatter_tensor)");
     TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft: ", call,
                       ": only dense (strided) tensors are supported, got layout ", t.layout());
 }

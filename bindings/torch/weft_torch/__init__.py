@@ -5,8 +5,10 @@
 
     dist.init_process_group("weft", rank=rank, world_size=world_size, init_method=...)
 
-Importing the package registers "weft" for CPU tensors with
-torch.distributed.Backend.register_backend. Every process group (the default
+Importing the package registers "weft" for CPU and CUDA tensors with
+torch.distributed.Backend.register_backend (one weft communicator per group
+serves both; CUDA tensors take weft's stream-ordered collectives, see the
+package's README). Every process group (the default
 one and each new_group) gets its own weft communicator: group rank 0 puts a
 weft unique id in the group's c10d Store and every rank joins with it, so any
 init method works (env://, file://, tcp://, a Store).
@@ -17,7 +19,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["BACKEND_NAME", "weft_version", "set_reproducible"]
+__all__ = ["BACKEND_NAME", "weft_version", "set_reproducible", "emu_empty"]
 
 BACKEND_NAME = "weft"
 weft_version = _C.weft_version
@@ -34,9 +36,22 @@ def set_reproducible(on=True, group=None):
     _C.set_reproducible(pg._get_backend(torch.device("cpu")), bool(on))
 
 
+def emu_empty(shape, dtype=torch.float32):
+    """An uninitialized CPU tensor of the given shape whose memory is weft's
+    emulated accelerator's (weft_mem_alloc(WEFT_MEM_EMU)). The group's
+    all_reduce, broadcast, reduce, all_gather_into_tensor and
+    reduce_scatter_tensor take such tensors through weft's stream-ordered
+    collectives, the path of CUDA tensors: it runs without a GPU."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    numel = 1
+    for n in shape:
+        numel *= int(n)
+    return _C.emu_empty(numel, dtype).view(shape)
+
+
 def _create(store, rank, size, timeout):
     return _C.create_backend(store, rank, size, timeout)
 
 
 if BACKEND_NAME not in dist.Backend.backend_list:
-    dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])

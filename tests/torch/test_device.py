@@ -1,0 +1,182 @@
+"""weft_torch's device path (bindings/torch/csrc/device.hpp) without a GPU:
+CPU tensors in weft's emulated device memory (weft_torch.emu_empty) take
+weft's stream-ordered collectives on the group's emu stream, as CUDA tensors
+take them on a stream of the group's. Every result is checked against a
+locally computed reference and against gloo on plain CPU copies.
+
+Run by tests/torch/test_torch.sh with the extension on PYTHONPATH.
+"""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from common import (ALL_DTYPES, ARITH_OPS, BIT_OPS, ReduceOp, assert_same, gloo_supports,
+                    make_input, reference, spawn, valid)
+
+
+def emu(t):
+    """A copy of t in emu memory (same shape and dtype)."""
+    import weft_torch
+
+    e = weft_torch.emu_empty(t.shape, t.dtype)
+    e.copy_(t)
+    return e
+
+
+# ------------------------------------------------------------ the checks
+
+
+def check_allreduce(rank, size, gloo):
+    seed = 0
+    for dtype in ALL_DTYPES:
+        if dtype == torch.int16:
+            continue  # widened for weft: refused on devices (check_refusals)
+        for op in ARITH_OPS + BIT_OPS:
+            if not valid(dtype, op):
+                continue
+            for count in (1, 7, 4099):
+                seed += 1
+                what = f"emu all_reduce {dtype} {op} count {count} np {size}"
+                inputs = [make_input(r, seed, dtype, count, op) for r in range(size)]
+                t = emu(inputs[rank])
+                dist.all_reduce(t, op=op)
+                assert_same(t, reference(inputs, op, size), what)
+                if gloo_supports(dtype, op):
+                    g = inputs[rank].clone()
+                    dist.all_reduce(g, op=op, group=gloo)
+                    assert_same(t, g, what + " (against gloo)")
+    # complex as its real view
+    inputs = [torch.complex(make_input(r, 99, torch.float32, 33, ReduceOp.SUM),
+                            make_input(r, 98, torch.float32, 33, ReduceOp.SUM))
+              for r in range(size)]
+    t = emu(inputs[rank])
+    dist.all_reduce(t)
+    assert torch.equal(t, sum(inputs)), "emu all_reduce complex64"
+    # an empty tensor
+    z = emu(torch.empty(0))
+    dist.all_reduce(z)
+    assert z.numel() == 0
+
+
+def check_rooted(rank, size, gloo):
+    for root in range(size):
+        for dtype in (torch.float32, torch.int64, torch.bool, torch.float16):
+            inputs = [make_input(r, 7 + root, dtype, 1001, ReduceOp.SUM) for r in range(size)]
+            t = emu(inputs[rank])
+            dist.broadcast(t, src=root)
+            assert_same(t, inputs[root], f"emu broadcast {dtype} root {root}")
+            t = emu(inputs[rank])
+            dist.reduce(t, dst=root, op=ReduceOp.MAX)
+            if rank == root:
+                assert_same(t, reference(inputs, ReduceOp.MAX, size),
+                            f"emu reduce {dtype} root {root}")
+            else:
+                assert_same(t, inputs[rank], f"emu reduce leaves rank {rank}'s input")
+
+
+def check_gather_scatter(rank, size, gloo):
+    for dtype in (torch.float32, torch.int8, torch.bfloat16):
+        for count in (1, 5, 3000):
+            inputs = [make_input(r, count, dtype, count, ReduceOp.SUM) for r in range(size)]
+            out = emu(torch.zeros(size * count, dtype=dtype))
+            dist.all_gather_into_tensor(out, emu(inputs[rank]))
+            assert_same(out, torch.cat(inputs), f"emu all_gather_into_tensor {dtype} {count}")
+            whole = [make_input(r, count + 1, dtype, size * count, ReduceOp.SUM)
+                     for r in range(size)]
+            part = emu(torch.zeros(count, dtype=dtype))
+            dist.reduce_scatter_tensor(part, emu(whole[rank]))
+            want = reference(whole, ReduceOp.SUM, size)[rank * count:(rank + 1) * count]
+            assert_same(part, want, f"emu reduce_scatter_tensor {dtype} {count}")
+            g = torch.zeros(count, dtype=dtype)
+            dist.reduce_scatter_tensor(g, whole[rank].clone(), group=gloo)
+            assert_same(part, g, f"emu reduce_scatter_tensor {dtype} {count} (against gloo)")
+
+
+def check_async(rank, size, gloo):
+    # many started at once, a CPU operation between them, then waited for
+    # in reverse: each result is its own, in call order
+    ts = [emu(torch.full((257,), float(rank + i))) for i in range(12)]
+    works = []
+    for i, t in enumerate(ts):
+        works.append(dist.all_reduce(t, async_op=True))
+        if i == 5:
+            c = torch.full((3,), float(rank))
+            works.append(dist.all_reduce(c, async_op=True))
+    futs = [w.get_future() for w in works]
+    for w in reversed(works):
+        w.wait()
+        assert w.is_completed()
+    for i, t in enumerate(ts):
+        want = float(sum(r + i for r in range(size)))
+        assert torch.equal(t, torch.full((257,), want)), f"async emu all_reduce {i}"
+    assert torch.equal(c, torch.full((3,), float(sum(range(size)))))
+    # the future's value is the tensor (DDP's comm hooks read it)
+    for f, t in zip(futs, ts[:6] + [c] + ts[6:]):
+        assert f.done()
+        assert f.value()[0] is t or torch.equal(f.value()[0], t)
+    # is_completed() without wait(): completes on its own
+    t = emu(torch.ones(64))
+    w = dist.all_reduce(t, async_op=True)
+    import time
+    deadline = time.monotonic() + 60
+    while not w.is_completed():
+        assert time.monotonic() < deadline, "an unwaited emu all_reduce never completed"
+        time.sleep(0.001)
+    assert torch.equal(t, torch.full((64,), float(size)))
+
+
+def check_refusals(rank, size, gloo):
+    # refused on the caller's thread, nothing sent: the next operation works
+    base = emu(torch.zeros(16))
+    with pytest.raises(ValueError, match="non-contiguous device tensor"):
+        dist.all_reduce(base.view(8, 2)[:, 0])
+    with pytest.raises(ValueError, match="PREMUL_SUM of a device tensor"):
+        dist.all_reduce(base, op=dist._make_nccl_premul_sum(2.0))
+    with pytest.raises(ValueError, match="Short device tensors"):
+        dist.all_reduce(emu(torch.zeros(4, dtype=torch.int16)))
+    with pytest.raises(ValueError, match="different devices"):
+        dist.all_gather_into_tensor(emu(torch.zeros(2 * size)), torch.zeros(2))
+    with pytest.raises(ValueError, match="elements, not the group's"):
+        dist.all_gather_into_tensor(emu(torch.zeros(2 * size + 1)), emu(torch.zeros(2)))
+    t = emu(torch.ones(4))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(size)))
+    # a receive in flight: a device operation refuses to start (on every
+    # rank alike here: nobody sends before all refused), the group goes on
+    peer = (rank + 1) % size
+    r = dist.irecv(torch.empty(2), src=(rank - 1) % size, tag=3)
+    w = dist.all_reduce(emu(torch.ones(2)), async_op=True)
+    with pytest.raises(RuntimeError, match="point-to-point operation in flight"):
+        w.wait()
+    dist.barrier(group=gloo)
+    dist.send(torch.ones(2), dst=peer, tag=3)
+    r.wait()
+    t = emu(torch.ones(4))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(size)))
+
+
+# ----------------------------------------------------------------- tests
+
+
+def _all_checks(rank, size, gloo):
+    for check in (check_allreduce, check_rooted, check_gather_scatter, check_async,
+                  check_refusals):
+        check(rank, size, gloo)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_emu_tensors(size):
+    spawn(_all_checks, size)
+
+
+def test_emu_empty():
+    import weft_torch
+
+    t = weft_torch.emu_empty((3, 4), torch.int32)
+    assert t.shape == (3, 4) and t.dtype == torch.int32 and t.device.type == "cpu"
+    t.fill_(5)
+    assert int(t.sum()) == 60
+    with pytest.raises(ValueError, match="negative"):
+        weft_torch._C.emu_empty(-1, torch.float32)
