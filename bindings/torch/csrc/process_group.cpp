@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
@@ -482,8 +483,10 @@ ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
     lane->prepare(used);
 
     std::vector<c10::Device> devices;
+    std::optional<c10::Device> device; /* the turn holder enqueues on it */
     if (!lane->host_completed()) {
         devices.push_back(like.device());
+        device = like.device();
     }
     auto work = c10::make_intrusive<WorkWeft>(rank_, type, title, std::move(outputs),
                                               std::optional<std::vector<at::Tensor>>(inputs),
@@ -491,7 +494,8 @@ ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
     WorkWeft *w = work.get(); /* queued with its Run: alive while that runs */
     const char *call = std::strncmp(title, "weft:", 5) == 0 ? title + 5 : title;
 
-    return enqueue(work, [this, lane, w, call, run = std::move(run), used = std::move(used)] {
+    return enqueue(work, [this, lane, w, call, device, run = std::move(run),
+                          used = std::move(used)] {
         for (const InFlight &f : in_flight_) {
             /* weft refuses to enqueue on a communicator with requests in
              * flight: waiting for them here could wait for a peer's send
@@ -501,6 +505,7 @@ ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
                         "flight (",
                         f.pending.what, "); wait for it first");
         }
+        c10::OptionalDeviceGuard guard(device);
         run(lane->stream(), w->seq_);
         std::shared_ptr<DeviceDone> end = lane->mark(used);
         if (!lane->host_completed()) {
