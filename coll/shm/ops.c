@@ -18,6 +18,9 @@
  *       every slot into dst
  *   allgather: copy mine in | wait all | copy every slot out
  *   bcast: root copies in | the others wait for root and copy out
+ *   (one-phase data of up to 8 bytes per rank, in host memory, goes in the
+ *   rank's control line instead of its slot: the flag a reader waits for
+ *   brings it along; allreduce, reduce, allgather, bcast, gather)
  *   reduce: as allreduce, only root copies out (small: root reduces all)
  *   barrier: publish | wait all
  *   gather: copy my block in | root waits all and copies every slot out
@@ -302,8 +305,9 @@ static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
                                            weft__shm_op_span(o->bcnt[q], o->chunk, o->r));
             }
         } else {
-            status = weft__shm_op_copy(o, SLOT(o, me, R), o->src + e0 * es,
-                                       weft__shm_op_span(o->bcnt[me], o->chunk, o->r));
+            const size_t n = weft__shm_op_span(o->bcnt[me], o->chunk, o->r);
+
+            status = weft__shm_op_copy(o, DATA1(o, me, R, n), o->src + e0 * es, n);
         }
         weft__shm_op_publish(o, R, 1);
         o->phase = 1;
@@ -320,9 +324,9 @@ static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
     }
     for (int q = 0; q < L && status == WEFT_OK; q++) {
         char *to = o->dst + (o->boff[q] + e0) * es;
+        const size_t n = weft__shm_op_span(o->bcnt[q], o->chunk, o->r);
 
-        status = weft__shm_op_copy(o, to, q == me ? o->src + e0 * es : SLOT(o, q, R),
-                                   weft__shm_op_span(o->bcnt[q], o->chunk, o->r));
+        status = weft__shm_op_copy(o, to, q == me ? o->src + e0 * es : DATA1(o, q, R, n), n);
     }
     return status;
 }
@@ -338,7 +342,7 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
         if (!weft__shm_op_reusable(o, R, peer_p)) {
             return WEFT_INPROGRESS;
         }
-        status = weft__shm_op_copy(o, SLOT(o, o->root, R), o->src + e0 * es, n);
+        status = weft__shm_op_copy(o, DATA1(o, o->root, R, n), o->src + e0 * es, n);
         weft__shm_op_publish(o, R, 1);
         return status;
     }
@@ -356,7 +360,7 @@ static weft_status_t round_bcast(shm_op_t *o, uint64_t R, int *peer_p)
     if (!ready_one(o, o->root, 4 * R + 1, peer_p)) {
         return WEFT_INPROGRESS;
     }
-    return weft__shm_op_copy(o, o->dst + e0 * es, SLOT(o, o->root, R), n);
+    return weft__shm_op_copy(o, o->dst + e0 * es, DATA1(o, o->root, R, n), n);
 }
 
 /* Round R of a gather: everyone's piece of its block in its slot (in the
