@@ -71,6 +71,16 @@ coll_t plain(coll_t c)
                                         : c;
 }
 
+int pingpong_peer(void)
+{
+    int half = nranks / 2;
+
+    if (half == 0 || rank >= 2 * half) {
+        return -1;
+    }
+    return rank < half ? rank + half : rank - half;
+}
+
 /* Expected element i of this rank's result. */
 void expected(const options_t *o, size_t i, size_t count, int iter, void *out)
 {
@@ -87,6 +97,9 @@ void expected(const options_t *o, size_t i, size_t count, int iter, void *out)
         return;
     case COLL_SCATTER:
         store(o->dtype, out, 0, value(o->root, (size_t)rank * count + i, iter));
+        return;
+    case COLL_PINGPONG: /* the partner's vector */
+        store(o->dtype, out, 0, value(pingpong_peer(), i, iter));
         return;
     case COLL_ALLTOALL: /* block j came from rank j's block for us */
         store(o->dtype, out, 0, value((int)(i / count), (size_t)rank * count + i % count, iter));

@@ -4,6 +4,7 @@
  *   mpirun -np 4 weft_bench [options] COLLECTIVE
  *   COLLECTIVE: allreduce allgather reduce_scatter bcast reduce gather scatter alltoall barrier
  *               allgatherv alltoallv reduce_scatter_v (the v forms with equal counts)
+ *               pingpong (point-to-point, below)
  *
  *   -b BYTES  smallest message (default 8)      -e BYTES  largest (default 64m)
  *   -f N      size multiplication factor (2)    -n N      timed iterations (default:
@@ -31,6 +32,12 @@
  * rank's result block (reduce_scatter), as in the OSU micro-benchmarks; the osu
  * and csv formats print this size. Times are the mean per iteration of the
  * slowest rank.
+ *
+ * pingpong: rank r and rank r + n/2 (n ranks; with an odd n the last one
+ * idles) exchange -b..-e bytes, the lower one sending first, weft_send and
+ * weft_recv against MPI_Send and MPI_Recv; the time is the one-way latency,
+ * half the round trip, as OSU's osu_latency gives it. With the ranks of a
+ * host numbered together (mpirun's default), the pairs cross hosts.
  *
  * The nccl format prints nccl-tests' columns with nccl-tests' size: the bytes
  * of the vector for allreduce, bcast and reduce, of all ranks' blocks together
@@ -69,7 +76,8 @@
 static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
                                          "bcast",     "reduce",    "gather",
                                          "scatter",   "alltoall",  "barrier",
-                                         "allgatherv", "alltoallv", "reduce_scatter_v"};
+                                         "allgatherv", "alltoallv", "reduce_scatter_v",
+                                         "pingpong"};
 
 int rank, nranks;
 
@@ -303,6 +311,21 @@ static weft_status_t run_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
         return weft_alltoallv(send, b->recv, vcounts, vdispls, vcounts, vdispls, o->dtype, comm);
     case COLL_REDUCE_SCATTER_V:
         return weft_reduce_scatter_v(send, b->recv, vcounts, o->dtype, o->op, comm);
+    case COLL_PINGPONG: {
+        const int peer = pingpong_peer();
+        weft_status_t status = WEFT_OK;
+
+        if (peer >= 0 && rank < peer) {
+            status = weft_send(send, b->count, o->dtype, peer, 7, comm);
+        }
+        if (peer >= 0 && status == WEFT_OK) {
+            status = weft_recv(b->recv, b->count, o->dtype, peer, 7, comm);
+        }
+        if (peer >= 0 && rank > peer && status == WEFT_OK) {
+            status = weft_send(send, b->count, o->dtype, peer, 7, comm);
+        }
+        return status;
+    }
     default:
         return weft_barrier(comm);
     }
@@ -343,6 +366,22 @@ static int run_mpi(const options_t *o, bufs_t *b)
                              MPI_COMM_WORLD);
     case COLL_REDUCE_SCATTER_V:
         return MPI_Reduce_scatter(send, b->recv, mcounts, dt, mpi_op(o->op), MPI_COMM_WORLD);
+    case COLL_PINGPONG: {
+        const int peer = pingpong_peer();
+        int err = MPI_SUCCESS;
+
+        if (peer >= 0 && rank < peer) {
+            err = MPI_Send(send, (int)b->count, dt, peer, 7, MPI_COMM_WORLD);
+        }
+        if (peer >= 0 && err == MPI_SUCCESS) {
+            err = MPI_Recv(b->recv, (int)b->count, dt, peer, 7, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE);
+        }
+        if (peer >= 0 && rank > peer && err == MPI_SUCCESS) {
+            err = MPI_Send(send, (int)b->count, dt, peer, 7, MPI_COMM_WORLD);
+        }
+        return err;
+    }
     default:
         return MPI_Barrier(MPI_COMM_WORLD);
     }
@@ -356,6 +395,7 @@ static double bus_factor(coll_t c)
         return 2.0 * (nranks - 1) / nranks;
     case COLL_BCAST:
     case COLL_REDUCE:
+    case COLL_PINGPONG:
         return 1.0;
     case COLL_BARRIER:
         return 0.0;
@@ -371,6 +411,7 @@ static const char *bus_factor_name(coll_t c)
         return "2(n-1)/n";
     case COLL_BCAST:
     case COLL_REDUCE:
+    case COLL_PINGPONG:
         return "1";
     default:
         return "(n-1)/n";
@@ -380,14 +421,17 @@ static const char *bus_factor_name(coll_t c)
 /* nccl-tests' size: the whole vector, or all ranks' blocks together */
 static size_t nccl_size(coll_t c, size_t bytes)
 {
-    return c == COLL_ALLREDUCE || c == COLL_BCAST || c == COLL_REDUCE ? bytes
-                                                                      : bytes * (size_t)nranks;
+    return c == COLL_ALLREDUCE || c == COLL_BCAST || c == COLL_REDUCE || c == COLL_PINGPONG
+               ? bytes
+               : bytes * (size_t)nranks;
 }
 
 static const char usage[] =
     "usage: mpirun -np N weft_bench [options] COLLECTIVE\n"
     "  COLLECTIVE: allreduce (default) allgather reduce_scatter bcast reduce gather scatter\n"
     "              alltoall barrier allgatherv alltoallv reduce_scatter_v (v: equal counts)\n"
+    "              pingpong (weft_send/weft_recv between ranks r and r + n/2; one-way\n"
+    "              latency: half the round trip)\n"
     "  -b BYTES     smallest message, k/m/g suffixes (default 8)\n"
     "  -e BYTES     largest message (default 64m); -b/-e: one rank's vector or block\n"
     "  -f N         size multiplication factor (default 2)\n"
@@ -512,6 +556,9 @@ static void parse(int argc, char **argv, options_t *o)
     if (o->in_place && o->coll > COLL_REDUCE_SCATTER) {
         die("--in-place: only for allreduce, allgather, reduce_scatter (not %s)",
             coll_names[o->coll]);
+    }
+    if (o->coll == COLL_PINGPONG && o->enqueue) {
+        die("--enqueue: %s", "not for pingpong (weft_send_enqueue is not timed here)");
     }
     if (o->vs_mpi && (mpi_dtype(o->dtype) == MPI_DATATYPE_NULL || mpi_op(o->op) == MPI_OP_NULL)) {
         die("--vs-mpi: MPI has no equivalent of this dtype/op (%s)", "float16, bfloat16, avg");
@@ -719,6 +766,9 @@ static int run_segment(const options_t *op)
         case COLL_REDUCE:
             b.recv_count = rank == o.root ? b.count : 0;
             break;
+        case COLL_PINGPONG:
+            b.recv_count = pingpong_peer() >= 0 ? b.count : 0;
+            break;
         case COLL_BARRIER:
             b.recv_count = 0;
             break;
@@ -755,7 +805,7 @@ static int run_segment(const options_t *op)
             MPI_Barrier(MPI_COMM_WORLD);
             t = MPI_Wtime();
             status = run_weft(&o, &b, comm);
-            t = MPI_Wtime() - t;
+            t = (MPI_Wtime() - t) / (o.coll == COLL_PINGPONG ? 2 : 1); /* one way */
             if (status != WEFT_OK) {
                 fprintf(stderr, "weft_bench rank %d: %s\n", rank, weft_last_error());
                 MPI_Abort(MPI_COMM_WORLD, 1);
@@ -778,7 +828,7 @@ static int run_segment(const options_t *op)
                 sync_device(&o, &b, 0, 1, o.in_place || o.coll == COLL_BCAST);
                 run_mpi(&o, &b);
                 sync_device(&o, &b, 1, 0, 1);
-                t = MPI_Wtime() - t;
+                t = (MPI_Wtime() - t) / (o.coll == COLL_PINGPONG ? 2 : 1);
                 compute(o.compute_us);
                 if (it >= 0) {
                     t_mpi += t;

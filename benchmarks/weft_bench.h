@@ -26,6 +26,7 @@ typedef enum {
     COLL_ALLGATHERV,
     COLL_ALLTOALLV,
     COLL_REDUCE_SCATTER_V,
+    COLL_PINGPONG, /* point-to-point: weft_send/weft_recv between pairs of ranks */
     COLL_COUNT
 } coll_t;
 typedef enum { FORMAT_OSU, FORMAT_NCCL, FORMAT_CSV } format_t;
@@ -56,6 +57,9 @@ extern int rank, nranks;
 int64_t value(int r, size_t i, int iter);
 void store(weft_dtype_t d, void *buf, size_t i, int64_t v);
 coll_t plain(coll_t c);
+/* pingpong's partner of this rank: rank + n/2 or rank - n/2; -1 for the
+ * last rank of an odd job (it idles) and for a job of one. */
+int pingpong_peer(void);
 void expected(const options_t *o, size_t i, size_t count, int iter, void *out);
 
 /* bench_copy.c: memory-copy bandwidth, the reference of the %copy column

@@ -51,6 +51,9 @@ for np in 1 2 3 4; do
     for coll in allgatherv alltoallv reduce_scatter_v; do
         run $np "$coll" -d int32 -o sum -b 4 -e 4m -f 1024 $coll
     done
+    # point-to-point between pairs (the last rank idles at odd np)
+    run $np "pingpong" -d int32 -b 4 -e 4m -f 1024 pingpong
+    run $np "pingpong odd" -d uint8 -b 1 -e 1000001 -f 1000 pingpong
 done
 # the ordered reductions of WEFT_REPRODUCIBLE=yes (weft_bench --algo ordered sets it)
 for coll in allreduce reduce reduce_scatter reduce_scatter_v; do
