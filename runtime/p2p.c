@@ -32,10 +32,10 @@ static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype
     if (status != WEFT_OK) {
         return status;
     }
-    snprintf(what, sizeof(what), "%s: comm", call);
-    status = weft__comm_check(handle, what, &comm);
-    if (status != WEFT_OK) {
-        return status;
+    comm = weft__comm_of(handle);
+    if (WEFT_UNLIKELY(comm == NULL)) { /* the message names the call (formatted only then) */
+        snprintf(what, sizeof(what), "%s: comm", call);
+        return weft__comm_check(handle, what, &comm);
     }
     *comm_p = comm;
     if (esize == 0) {

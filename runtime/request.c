@@ -50,7 +50,11 @@ static weft_status_t check(weft_request_t handle, const char *call, struct weft_
 {
     char what[48];
 
-    snprintf(what, sizeof(what), "%s: req", call);
+    *req_p = weft__handle_get(&requests, handle);
+    if (*req_p != NULL) {
+        return WEFT_OK;
+    }
+    snprintf(what, sizeof(what), "%s: req", call); /* formatted for the message only */
     return weft__handle_lookup(&requests, handle, what, (void **)req_p);
 }
 

@@ -136,6 +136,9 @@ static void bad_body(weft_comm_t comm, int rank, void *arg)
     CHECK(weft_send(NULL, 1, WEFT_INT32, 1 - rank, 0, comm) == WEFT_ERR_INVALID_ARG, "NULL buf");
     CHECK(weft_send(v, 1, WEFT_DTYPE_COUNT, 1 - rank, 0, comm) == WEFT_ERR_INVALID_ARG, "dtype");
     CHECK(weft_send(v, 1, WEFT_INT32, 1 - rank, 0, NULL) == WEFT_ERR_INVALID_ARG, "NULL comm");
+    CHECK(strstr(weft_last_error(), "weft_send: comm is NULL") != NULL, "error names the call");
+    CHECK(weft_wait(NULL) == WEFT_ERR_INVALID_ARG, "NULL request");
+    CHECK(strstr(weft_last_error(), "weft_wait: req is NULL") != NULL, "error names the call");
     CHECK(v[0] == 1 && v[3] == 4, "buffer untouched");
     /* a size mismatch is an error on the receiver, and nothing hangs */
     if (rank == 0) {
