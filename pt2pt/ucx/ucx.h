@@ -28,6 +28,16 @@
  * (UCX_MM_ERROR_HANDLING=y), which UCX 1.13 leaves off: without it endpoints
  * with error handling use TCP over loopback instead of shared memory.
  *
+ * Rendezvous over TCP: where UCX has no network transport but TCP (no
+ * InfiniBand/RoCE or Cray device, or UCX_TLS names none), the context sets
+ * UCX_RNDV_THRESH=WEFT_UCX_TCP_RNDV_THRESH unless the user set it: UCX's
+ * automatic threshold sends messages from a few KiB on with a rendezvous
+ * round trip, which over TCP costs more than the copy it saves (measured
+ * across two simulated hosts: allgather 1.29 -> 0.96 of Open MPI's time,
+ * geomean 4 KiB-16 MiB; a 32 KiB allreduce 1.01 -> 0.55). Shared memory on
+ * one host showed no loss from it (its single-copy rendezvous wins only
+ * above that size).
+ *
  * Cancel: UCX cannot withdraw a send, nor a receive already matched to a
  * message in flight. cancel waits for them (one bounded wait, about 1 s, for
  * a burst of cancels), then closes the connection to the peer to take the
@@ -52,6 +62,8 @@
 /* Keepalive round applied unless UCX_KEEPALIVE_INTERVAL is set (UCX's default
  * is 20 s): UCX notices a dead peer on shared memory within one round. */
 #define WEFT_UCX_KEEPALIVE_INTERVAL "1s"
+/* UCX_RNDV_THRESH applied where the network is TCP only (above). */
+#define WEFT_UCX_TCP_RNDV_THRESH "1m"
 
 typedef struct weft_ucx_context weft_ucx_context_t;
 

@@ -109,11 +109,51 @@ static int tls_may_use_shm(void)
     return 0;
 }
 
+/* A network transport of UCX other than TCP (InfiniBand/RoCE verbs, Cray
+ * uGNI) can run here: its component has a device, and UCX_TLS, where set,
+ * does not leave it out. */
+static int rdma_available(void)
+{
+    static const char *const rdma[] = {"ib", "ugni"};
+    static const char *const rdma_tls[] = {"rc", "ud", "dc", "ib", "ugni", "all"};
+    const char *tls = getenv("UCX_TLS");
+    uct_component_h *comps = NULL;
+    unsigned ncomps = 0;
+    int found = 0;
+
+    if (tls != NULL && tls[0] != '^') {
+        for (size_t i = 0; i < sizeof(rdma_tls) / sizeof(rdma_tls[0]) && !found; i++) {
+            found = strstr(tls, rdma_tls[i]) != NULL;
+        }
+        if (!found) {
+            return 0;
+        }
+    }
+    if (uct_query_components(&comps, &ncomps) != UCS_OK) {
+        return 1; /* unknown: UCX's own choice stays */
+    }
+    found = 0;
+    for (unsigned i = 0; i < ncomps && !found; i++) {
+        uct_component_attr_t attr = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME |
+                                                   UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT};
+
+        if (uct_component_query(comps[i], &attr) != UCS_OK) {
+            continue;
+        }
+        for (size_t k = 0; k < sizeof(rdma) / sizeof(rdma[0]); k++) {
+            found = found || (strcmp(attr.name, rdma[k]) == 0 && attr.md_resource_count > 0);
+        }
+    }
+    uct_release_component_list(comps);
+    return found;
+}
+
 static weft_status_t config_create(ucp_config_t **config_p)
 {
     static const char *const keepalive_env[] = {"UCX_KEEPALIVE_INTERVAL", NULL};
     static const char *const mm_errh_env[] = {"UCX_MM_ERROR_HANDLING", "UCX_POSIX_ERROR_HANDLING",
                                               "UCX_SYSV_ERROR_HANDLING", NULL};
+    static const char *const rndv_env[] = {"UCX_RNDV_THRESH", NULL};
     ucp_config_t *config = NULL;
     ucs_status_t ucs;
     weft_status_t status;
@@ -132,6 +172,13 @@ static weft_status_t config_create(ucp_config_t **config_p)
     if (tls_may_use_shm()) {
         WEFT_CHECK_GOTO(config_default(config, "MM_ERROR_HANDLING", "y", mm_errh_env),
                         err_release_config);
+    }
+    if (getenv("UCX_RNDV_THRESH") == NULL && !rdma_available()) {
+        WEFT_CHECK_GOTO(config_default(config, "RNDV_THRESH", WEFT_UCX_TCP_RNDV_THRESH, rndv_env),
+                        err_release_config);
+        weft__log_info("ucx: no network transport but TCP: UCX_RNDV_THRESH=%s (set "
+                       "UCX_RNDV_THRESH to choose another)",
+                       WEFT_UCX_TCP_RNDV_THRESH);
     }
     *config_p = config;
     return WEFT_OK;

@@ -10,6 +10,7 @@
 #include "pt2pt/ucx/ucx.h"
 
 #include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
 
 #include <pthread.h>
 #include <stdint.h>

@@ -90,6 +90,15 @@ if [ $rc -ne 0 ] || [ "$nodes" -ne 4 ]; then
         exit 1
     fi
 fi
+# UCX has TCP only between the hosts: every rank takes weft's rendezvous
+# threshold for TCP (pt2pt/ucx/ucx.h), unless UCX_RNDV_THRESH is set
+if [ -z "${UCX_RNDV_THRESH:-}" ]; then
+    tcp_rndv=$(grep -c "no network transport but TCP: UCX_RNDV_THRESH=" <<<"$out")
+    if [ "$tcp_rndv" -ne 4 ]; then
+        failures=$((failures + 1))
+        echo "FAIL (TCP rendezvous threshold) $tcp_rndv of 4 ranks set it"
+    fi
+fi
 
 for coll in "${colls[@]}"; do
     algos=(default)
