@@ -4,7 +4,8 @@
 # bridge between them), Open MPI seeing two nodes of two slots each.
 #
 # Then weft_bench --check at np 4 (2 hosts x 2 ranks) for each collective's
-# default selection and every algorithm in the list below, after checking
+# default selection and every algorithm in the list below, and for the
+# point-to-point ping-pong between the hosts, after checking
 # that weft itself counted 2 ranks on each node; the runs go in one mpirun
 # job (weft_bench --then). Needs root (namespaces); skips otherwise. Every
 # job has a deadline and is killed with all its processes when it
@@ -27,7 +28,8 @@ specs=(
     barrier:dissemination
     alltoall:pairwise alltoall:bruck
 )
-colls=(allreduce reduce_scatter allgather bcast reduce barrier alltoall)
+# pingpong: weft_send/weft_recv between rank r and r + 2, across the hosts
+colls=(allreduce reduce_scatter allgather bcast reduce barrier alltoall pingpong)
 deadline=90 # seconds per mpirun job, past WEFT_TIMEOUT (60) so that weft reports a hang first
 
 skip() {
