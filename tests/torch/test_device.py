@@ -93,6 +93,30 @@ def check_gather_scatter(rank, size, gloo):
             assert_same(part, g, f"emu reduce_scatter_tensor {dtype} {count} (against gloo)")
 
 
+def check_alltoall(rank, size, gloo):
+    # equal splits: block d of rank r's rows goes to rank d
+    for dtype in (torch.float32, torch.int64, torch.uint8):
+        rows = 3 * size
+        inputs = [(torch.arange(rows * 2) + 1000 * r).view(rows, 2).to(dtype) for r in range(size)]
+        out = emu(torch.zeros(rows, 2, dtype=dtype))
+        dist.all_to_all_single(out, emu(inputs[rank]))
+        want = torch.cat([inputs[r][3 * rank:3 * rank + 3] for r in range(size)])
+        assert_same(out, want, f"emu all_to_all_single {dtype}")
+        g = torch.zeros(rows, 2, dtype=dtype)
+        dist.all_to_all_single(g, inputs[rank].clone(), group=gloo)
+        assert_same(out, g, f"emu all_to_all_single {dtype} (against gloo)")
+    # uneven splits: rank r sends r + d + 1 rows to rank d
+    sends = [[r + d + 1 for d in range(size)] for r in range(size)]
+    inputs = [torch.arange(sum(sends[r]), dtype=torch.float64) + 100 * r for r in range(size)]
+    recv = [sends[r][rank] for r in range(size)]
+    out = emu(torch.full((sum(recv),), -1.0, dtype=torch.float64))
+    dist.all_to_all_single(out, emu(inputs[rank]), output_split_sizes=recv,
+                           input_split_sizes=sends[rank])
+    want = torch.cat([inputs[r][sum(sends[r][:rank]):sum(sends[r][:rank + 1])]
+                      for r in range(size)])
+    assert_same(out, want, "emu all_to_all_single with split sizes")
+
+
 def check_async(rank, size, gloo):
     # many started at once, a CPU operation between them, then waited for
     # in reverse: each result is its own, in call order
@@ -161,8 +185,8 @@ def check_refusals(rank, size, gloo):
 
 
 def _all_checks(rank, size, gloo):
-    for check in (check_allreduce, check_rooted, check_gather_scatter, check_async,
-                  check_refusals):
+    for check in (check_allreduce, check_rooted, check_gather_scatter, check_alltoall,
+                  check_async, check_refusals):
         check(rank, size, gloo)
 
 

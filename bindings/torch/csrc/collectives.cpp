@@ -8,8 +8,8 @@
  * contiguous tensor is used in place.
  *
  * Device tensors (device.hpp) of all_reduce, broadcast, reduce,
- * all_gather_into_tensor and reduce_scatter_tensor go to weft's _enqueue
- * forms on the group's stream, in place: they must be contiguous, and a
+ * all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single go to
+ * weft's _enqueue forms on the group's stream, in place: they must be contiguous, and a
  * reduction must need no conversion (no PREMUL_SUM, no int16/uint16); the
  * other collectives refuse device tensors.
  */
@@ -604,13 +604,32 @@ ProcessGroupWeft::alltoall_base(at::Tensor &output, at::Tensor &input,
                                 std::vector<int64_t> &input_split_sizes,
                                 const c10d::AllToAllOptions &)
 {
-    check_cpu_tensor(input, "all_to_all_single");
-    check_cpu_tensor(output, "all_to_all_single");
+    const bool device = device_call({output});
+    if (device) {
+        check_device_tensor(output, output, "all_to_all_single");
+        check_device_tensor(input, output, "all_to_all_single");
+    } else {
+        check_cpu_tensor(input, "all_to_all_single");
+        check_cpu_tensor(output, "all_to_all_single");
+    }
     check_equal_types(output, input, "all_to_all_single");
     std::vector<size_t> scounts, sdispls, rcounts, rdispls;
     byte_splits(input, input_split_sizes, size_, "input", scounts, sdispls);
     byte_splits(output, output_split_sizes, size_, "output", rcounts, rdispls);
     weft_comm_t comm = comm_;
+
+    if (device) {
+        /* weft copies the count arrays when it enqueues */
+        return enqueue_device(
+            c10d::OpType::ALLTOALL_BASE, "weft:all_to_all_single", {output}, {input},
+            [comm, output, input, scounts, sdispls, rcounts, rdispls](weft_stream_t stream,
+                                                                       uint64_t seq) {
+                check(weft_alltoallv_enqueue(input.data_ptr(), output.data_ptr(), scounts.data(),
+                                             sdispls.data(), rcounts.data(), rdispls.data(),
+                                             WEFT_UINT8, comm, stream),
+                      "all_to_all_single", seq);
+            });
+    }
 
     return enqueue_collective(
         c10d::OpType::ALLTOALL_BASE, "weft:all_to_all_single", {output}, {input},

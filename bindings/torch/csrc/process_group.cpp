@@ -75,8 +75,8 @@ int WorkWeft::sourceRank() const
 
 void WorkWeft::complete(std::exception_ptr error)
 {
-    finish(error);
-    done_.store(true, std::memory_order_release);
+    /* the future first: whoever wait() releases finds it done too (as
+     * ProcessGroupGloo orders them) */
     if (error) {
         future_->setError(error);
     } else {
@@ -85,6 +85,8 @@ void WorkWeft::complete(std::exception_ptr error)
         c10::OptionalStreamGuard guard(device_ ? device_->stream() : std::nullopt);
         future_->markCompleted(c10::IValue(outputs_));
     }
+    finish(error);
+    done_.store(true, std::memory_order_release);
 }
 
 bool WorkWeft::isCompleted()

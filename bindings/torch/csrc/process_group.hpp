@@ -47,7 +47,8 @@
  *
  * Device tensors (CUDA, and CPU tensors in weft's emulated device memory)
  * take weft's stream-ordered collectives for all_reduce, broadcast, reduce,
- * all_gather_into_tensor and reduce_scatter_tensor (device.hpp): queued
+ * all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single
+ * (device.hpp): queued
  * like the others, and what runs in turn is the _enqueue call on the
  * group's stream of that device. A CUDA operation's Work is complete for
  * torch once it is enqueued; wait() orders the caller's current stream
