@@ -156,6 +156,16 @@ void check_device_tensor(const at::Tensor &t, const at::Tensor &like, const char
     check_equal_types(t, like, call);
 }
 
+/* Device tensors of one device and dtype, whole of size x part's numel. */
+void check_device_whole_and_part(const at::Tensor &whole, const at::Tensor &part, int size,
+                                 const char *call)
+{
+    check_device_tensor(whole, whole, call);
+    check_device_tensor(part, whole, call);
+    TORCH_CHECK_VALUE(whole.numel() == size * part.numel(), "weft: ", call, ": ", whole.numel(),
+                      " elements, not the group's ", size, " times ", part.numel());
+}
+
 /* How a device tensor of type t is reduced: weft's dtype and op as they
  * are (complex as twice as many reals); refuses what needs a conversion. */
 ReducePlan device_plan(const at::Tensor &t, const c10d::ReduceOp &op, const char *call)
@@ -333,11 +343,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor &out
 {
     weft_comm_t comm = comm_;
     if (device_call({output})) {
-        check_device_tensor(output, output, "all_gather_into_tensor");
-        check_device_tensor(input, output, "all_gather_into_tensor");
-        TORCH_CHECK_VALUE(output.numel() == size_ * input.numel(), "weft: all_gather_into_tensor: ",
-                          output.numel(), " elements, not the group's ", size_, " times ",
-                          input.numel());
+        check_device_whole_and_part(output, input, size_, "all_gather_into_tensor");
         return enqueue_device(c10d::OpType::_ALLGATHER_BASE, "weft:all_gather_into_tensor",
                               {output}, {input},
                               [comm, output, input](weft_stream_t stream, uint64_t seq) {
@@ -511,11 +517,7 @@ ProcessGroupWeft::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
     weft_comm_t comm = comm_;
     const int size = size_;
     if (device_call({output})) {
-        check_device_tensor(output, output, "reduce_scatter_tensor");
-        check_device_tensor(input, output, "reduce_scatter_tensor");
-        TORCH_CHECK_VALUE(input.numel() == size * output.numel(), "weft: reduce_scatter_tensor: ",
-                          input.numel(), " elements, not the group's ", size, " times ",
-                          output.numel());
+        check_device_whole_and_part(input, output, size, "reduce_scatter_tensor");
         const ReducePlan plan = device_plan(output, opts.reduceOp, "reduce_scatter_tensor");
         return enqueue_device(c10d::OpType::_REDUCE_SCATTER_BASE, "weft:reduce_scatter_tensor",
                               {output}, {input},
