@@ -171,8 +171,9 @@ void weft__comm_unpin(struct weft_comm *comm)
 /*
  * id is released: it joins the released ids, and drop gets the ids whose
  * unexpected messages the transport drops now: the last IDS_DROP released
- * (id first) that no live communicator holds. A world communicator takes
- * the same id each time (runtime/world.c): a live one's messages stay.
+ * (id first) that no live communicator holds. New communicators take ids
+ * free on every member (weft__comm_free_id), so a live one holds such an id
+ * only when none was free; its messages stay then too.
  */
 static unsigned released_id(uint32_t id, uint32_t drop[IDS_DROP])
 {
