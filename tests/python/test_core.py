@@ -6,6 +6,7 @@ errors. Runs alone and under mpirun; skipped where the package has no
 compiled module, unless WEFT_EXPECT_EXTENSION=1 (then that fails).
 """
 import os
+import time
 
 import numpy as np
 import pytest
@@ -285,3 +286,40 @@ def test_weft_errors_are_raised_with_the_status(comm):
     assert e.value.status == weft.Status.ERR_INVALID_ARG
     assert "not defined for dtype" in str(e.value)
     same(f, np.ones(8, np.float32))
+
+
+@needs_core
+def test_request_test_compiled(comm):
+    """Request.test in one C call of the module: False while the operation
+    runs, then True with the sender of a receive from any source (the C
+    request freed, test() again True); a receive whose message is larger
+    raises its mismatch from test(), and again after."""
+    p, me = comm.size, comm.rank
+    if p < 2:
+        pytest.skip("needs two ranks")
+    if me == 0:
+        b = np.zeros(5, np.int64)
+        r = comm.irecv(b, weft.ANY_SOURCE, 9)
+        assert not r.done and r._handle is not None
+        comm.barrier()  # rank 1 sends only now: the first tests find nothing
+        deadline = time.monotonic() + 60
+        while not r.test():
+            assert time.monotonic() < deadline, "the receive never completed"
+        assert r.done and r._handle is None and r.source == 1 and r.test()
+        same(b, data(np.int64, 5, 1))
+        small = np.full(4, -1, np.int32)
+        r = comm.irecv(small, 1, 10)
+        deadline = time.monotonic() + 60
+        with pytest.raises(weft.Error) as e:
+            while not r.test():
+                assert time.monotonic() < deadline, "the receive never completed"
+        assert e.value.status == weft.Status.ERR_MISMATCH
+        assert r.done
+        with pytest.raises(weft.Error):
+            r.test()
+    else:
+        comm.barrier()
+        if me == 1:
+            comm.send(data(np.int64, 5, 1), 0, 9)
+            comm.send(np.arange(5, dtype=np.int32), 0, 10)
+    comm.barrier()

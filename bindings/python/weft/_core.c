@@ -58,6 +58,7 @@ typedef __typeof__(weft_irecv) irecv_fn;
 typedef __typeof__(weft_wait) wait_fn;
 typedef __typeof__(weft_request_source) source_fn;
 typedef __typeof__(weft_request_free) free_fn;
+typedef __typeof__(weft_test) test_fn;
 
 static struct {
     allreduce_fn *allreduce;
@@ -79,6 +80,7 @@ static struct {
     wait_fn *wait;
     source_fn *source;
     free_fn *free;
+    test_fn *test;
     PyObject *ndarray;      /* numpy.ndarray: the only type handled */
     PyObject *ops;          /* name or int -> weft_op_t value */
     PyObject *raise_status; /* raise_status(status, function name): raises weft.Error */
@@ -655,6 +657,29 @@ static PyObject *py_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return Py_BuildValue("(ii)", (int)st, src);
 }
 
+/* test(request, want_source) -> (status, done, source or -1): weft_test;
+ * once done (or failed) the sender is read and the request freed, as wait
+ * does; otherwise the handle stays */
+static PyObject *py_test(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (!core.bound || nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "weft._core.test(request, want_source): not bound");
+        return NULL;
+    }
+    weft_request_t req = PyLong_AsVoidPtr(args[0]);
+    int want = PyObject_IsTrue(args[1]), src = -1, flag = 0;
+    if ((req == NULL && PyErr_Occurred()) || want < 0)
+        return NULL;
+    weft_status_t st = core.test(req, &flag);
+    if (!flag && st == WEFT_OK)
+        return Py_BuildValue("(iii)", 0, 0, -1);
+    if (st == WEFT_OK && want && core.source(req, &src) != WEFT_OK)
+        src = -1;
+    core.free(req);
+    return Py_BuildValue("(iii)", (int)st, 1, src);
+}
+
 static void *address_of(PyObject *functions, const char *name)
 {
     PyObject *v = PyDict_GetItemString(functions, name); /* borrowed */
@@ -680,14 +705,14 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "weft._core.bind: raise_status must be callable");
         return NULL;
     }
-    void *p[19];
-    static const char *const names[19] = {
+    void *p[20];
+    static const char *const names[20] = {
         "weft_allreduce", "weft_reduce",         "weft_bcast",        "weft_allgather",
         "weft_barrier",   "weft_send",           "weft_recv",         "weft_reduce_scatter",
         "weft_alltoall",  "weft_gather",         "weft_scatter",      "weft_iallreduce",
         "weft_isend",     "weft_irecv",          "weft_wait",         "weft_request_source",
-        "weft_request_free", "weft_ibcast",      "weft_iallgather"};
-    for (int i = 0; i < 19; i++)
+        "weft_request_free", "weft_ibcast",      "weft_iallgather",   "weft_test"};
+    for (int i = 0; i < 20; i++)
         if ((p[i] = address_of(functions, names[i])) == NULL)
             return NULL;
     core.bound = 0;
@@ -713,6 +738,7 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
     core.free = (free_fn *)p[16];
     core.ibcast = (ibcast_fn *)p[17];
     core.iallgather = (iallgather_fn *)p[18];
+    core.test = (test_fn *)p[19];
     Py_INCREF(ndarray);
     Py_INCREF(ops);
     Py_INCREF(raise_status);
@@ -771,6 +797,8 @@ static PyMethodDef methods[] = {
      "irecv(handle, size, buf, source, tag) -> (request, hold) or NotImplemented"},
     {"wait", (PyCFunction)(void (*)(void))py_wait, METH_FASTCALL,
      "wait(request, want_source) -> (status, source): waits, then frees the request"},
+    {"test", (PyCFunction)(void (*)(void))py_test, METH_FASTCALL,
+     "test(request, want_source) -> (status, done, source): frees the request once done"},
     {"dtype_of", py_dtype_of, METH_VARARGS,
      "dtype_of(format, itemsize): the weft dtype of a buffer format, -1 if none"},
     {NULL, NULL, 0, NULL},

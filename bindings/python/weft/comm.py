@@ -129,7 +129,7 @@ def _bind_core():
         return None
     names = ("allreduce", "reduce", "bcast", "allgather", "barrier", "send", "recv",
              "reduce_scatter", "alltoall", "gather", "scatter", "iallreduce", "isend", "irecv",
-             "wait", "request_source", "request_free", "ibcast", "iallgather")
+             "wait", "request_source", "request_free", "ibcast", "iallgather", "test")
     addresses = {"weft_" + n: ctypes.cast(getattr(lib, "weft_" + n), ctypes.c_void_p).value
                  for n in names}
     ops = {name: int(o) for name, o in _OP_NAMES.items()}
@@ -273,7 +273,16 @@ class Request:
 
     def test(self):
         self._check_not_freed()
-        if self._handle is not None:
+        if self._handle is not None and _core is not None and _usable():
+            # tests, and once done reads the sender and frees, in one C call
+            status, done, src = _core.test(self._handle, self._is_recv)
+            if not done:
+                return False
+            self._handle = None
+            if status == Status.OK and self._is_recv:
+                self._source = src
+            self._settle(status, "weft_test")
+        elif self._handle is not None:
             flag = ctypes.c_int(0)
             status = lib.weft_test(self._handle, ctypes.byref(flag))
             if not flag.value and status == Status.OK:
