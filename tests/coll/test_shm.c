@@ -960,6 +960,11 @@ Test(segment, names_of_dead_creators_removed_at_setup, .timeout = 60)
     cr_assert(WIFSIGNALED(procs.wstatus[0]) && WTERMSIG(procs.wstatus[0]) == SIGKILL,
               "the creating child did not die by SIGKILL (status %#x)", procs.wstatus[0]);
     planted[KILLED] = present(names + KILLED * NAME_CHARS);
+    if (!planted[KILLED] && names[KILLED * NAME_CHARS] == '/') {
+        /* another weft job's setup (make check runs tests at once) reaped it
+         * already: the same name back, as the killed creator left it */
+        planted[KILLED] = plant(names + KILLED * NAME_CHARS, 1 << 20, -1) == 0;
+    }
     creator_name(names + RECYCLED * NAME_CHARS, NAME_CHARS, parent, parent_start + 1, ns, 1);
     creator_name(names + LIVE * NAME_CHARS, NAME_CHARS, parent, parent_start, ns, 2);
     creator_name(names + OTHER_NS * NAME_CHARS, NAME_CHARS, (long)procs.pid[0], 1, ns + 1, 3);
