@@ -635,49 +635,46 @@ ENTRY(irecv, p2p, 1, 1)
 
 /* wait(request, want_source) -> (status, source or -1): weft_wait (the GIL
  * released), the sender of a completed receive when asked, then
- * weft_request_free: the handle is gone afterwards */
-static PyObject *py_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+ * weft_request_free: the handle is gone afterwards.
+ * test(request, want_source) -> (status, done, source or -1): weft_test;
+ * once done (or failed) the same as wait, otherwise the handle stays. */
+static PyObject *completion(PyObject *const *args, Py_ssize_t nargs, int is_test)
 {
-    (void)self;
     if (!core.bound || nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "weft._core.wait(request, want_source): not bound");
+        PyErr_Format(PyExc_TypeError, "weft._core.%s(request, want_source): not bound",
+                     is_test ? "test" : "wait");
         return NULL;
     }
     weft_request_t req = PyLong_AsVoidPtr(args[0]);
-    int want = PyObject_IsTrue(args[1]), src = -1;
+    int want = PyObject_IsTrue(args[1]), src = -1, done = 0;
     if ((req == NULL && PyErr_Occurred()) || want < 0)
         return NULL;
     weft_status_t st;
+    if (is_test) {
+        st = core.test(req, &done);
+        if (!done && st == WEFT_OK)
+            return Py_BuildValue("(iii)", 0, 0, -1);
+    }
     Py_BEGIN_ALLOW_THREADS
-    st = core.wait(req);
+    if (!is_test)
+        st = core.wait(req);
     if (st == WEFT_OK && want && core.source(req, &src) != WEFT_OK)
         src = -1;
     core.free(req);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("(ii)", (int)st, src);
+    return is_test ? Py_BuildValue("(iii)", (int)st, 1, src) : Py_BuildValue("(ii)", (int)st, src);
 }
 
-/* test(request, want_source) -> (status, done, source or -1): weft_test;
- * once done (or failed) the sender is read and the request freed, as wait
- * does; otherwise the handle stays */
+static PyObject *py_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return completion(args, nargs, 0);
+}
+
 static PyObject *py_test(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (!core.bound || nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "weft._core.test(request, want_source): not bound");
-        return NULL;
-    }
-    weft_request_t req = PyLong_AsVoidPtr(args[0]);
-    int want = PyObject_IsTrue(args[1]), src = -1, flag = 0;
-    if ((req == NULL && PyErr_Occurred()) || want < 0)
-        return NULL;
-    weft_status_t st = core.test(req, &flag);
-    if (!flag && st == WEFT_OK)
-        return Py_BuildValue("(iii)", 0, 0, -1);
-    if (st == WEFT_OK && want && core.source(req, &src) != WEFT_OK)
-        src = -1;
-    core.free(req);
-    return Py_BuildValue("(iii)", (int)st, 1, src);
+    return completion(args, nargs, 1);
 }
 
 static void *address_of(PyObject *functions, const char *name)
