@@ -44,12 +44,6 @@ class TorchDone : public DeviceDone
             c10::impl::getDeviceGuardImpl(stream_.device_type());
         event_.block(impl->getStream(stream_.device()));
     }
-    void synchronize() override
-    {
-        event_.synchronize();
-        /* an operation that failed released the stream, its error kept by weft */
-        check(weft_stream_synchronize(stream_.native_handle()), "synchronize", 0);
-    }
     std::optional<c10::Stream> stream() const override
     {
         return stream_;
@@ -113,8 +107,7 @@ struct EmuMark {
 class EmuDone : public DeviceDone
 {
   public:
-    EmuDone(std::shared_ptr<EmuMark> mark, weft_stream_t stream)
-        : mark_(std::move(mark)), stream_(stream)
+    explicit EmuDone(std::shared_ptr<EmuMark> mark) : mark_(std::move(mark))
     {
     }
     bool query() override
@@ -123,11 +116,6 @@ class EmuDone : public DeviceDone
     }
     void block_current() override
     {
-        synchronize(); /* torch has no stream for emu memory: the host waits */
-    }
-    void synchronize() override
-    {
-        check(weft_stream_synchronize(stream_), "synchronize", 0);
     }
     std::optional<c10::Stream> stream() const override
     {
@@ -136,7 +124,6 @@ class EmuDone : public DeviceDone
 
   private:
     std::shared_ptr<EmuMark> mark_;
-    weft_stream_t stream_;
 };
 
 class EmuLane : public Lane
@@ -169,7 +156,7 @@ class EmuLane : public Lane
             kept_.pop_front();
         }
         kept_.emplace_back(m, keep);
-        return std::make_shared<EmuDone>(m, stream_);
+        return std::make_shared<EmuDone>(m);
     }
     void drain() override
     {

@@ -9,9 +9,9 @@
  *    waits for the caller's current stream at the call, so the operation
  *    sees everything the caller queued before it and nothing after. The
  *    Work's end is an event recorded on that stream after the operation:
- *    wait() makes the caller's current stream wait for it (the host does not
- *    block), is_completed() queries it, synchronize() waits on the host and
- *    reports a failed operation with weft's diagnosis. The tensors' memory is
+ *    wait() and synchronize() make the caller's current stream wait for it
+ *    (the host does not block), is_completed() queries it; a failed
+ *    operation shows at the group's next one. The tensors' memory is
  *    recorded on the group's stream, so torch's caching allocator keeps it
  *    until the stream is past the operation.
  *
@@ -56,10 +56,9 @@ class DeviceDone
     virtual ~DeviceDone() = default;
     /* the stream is past the operation */
     virtual bool query() = 0;
-    /* the calling thread's current stream of the device waits for it */
+    /* the calling thread's current stream of the device waits for it
+     * (emu: nothing, its Work completes on the host) */
     virtual void block_current() = 0;
-    /* the host waits for it; raises a failure of the operation */
-    virtual void synchronize() = 0;
     /* the group's stream it ran on (torch devices), for the Work's future */
     virtual std::optional<c10::Stream> stream() const = 0;
 };
