@@ -4,14 +4,15 @@
 static const size_t dtype_sizes[WEFT_DTYPE_COUNT] = {
     [WEFT_INT8] = 1,    [WEFT_UINT8] = 1,    [WEFT_INT32] = 4,   [WEFT_UINT32] = 4,
     [WEFT_INT64] = 8,   [WEFT_UINT64] = 8,   [WEFT_FLOAT16] = 2, [WEFT_BFLOAT16] = 2,
-    [WEFT_FLOAT32] = 4, [WEFT_FLOAT64] = 8,
+    [WEFT_FLOAT32] = 4, [WEFT_FLOAT64] = 8,  [WEFT_FLOAT8_E4M3] = 1, [WEFT_FLOAT8_E5M2] = 1,
 };
 
 static const char *const dtype_names[WEFT_DTYPE_COUNT] = {
     [WEFT_INT8] = "int8",       [WEFT_UINT8] = "uint8",       [WEFT_INT32] = "int32",
     [WEFT_UINT32] = "uint32",   [WEFT_INT64] = "int64",       [WEFT_UINT64] = "uint64",
     [WEFT_FLOAT16] = "float16", [WEFT_BFLOAT16] = "bfloat16", [WEFT_FLOAT32] = "float32",
-    [WEFT_FLOAT64] = "float64",
+    [WEFT_FLOAT64] = "float64", [WEFT_FLOAT8_E4M3] = "float8_e4m3",
+    [WEFT_FLOAT8_E5M2] = "float8_e5m2",
 };
 
 static const char *const op_names[WEFT_OP_COUNT] = {

@@ -1,5 +1,6 @@
 /* The expected results of weft_bench --check (benchmarks/weft_bench.h). */
 #include "benchmarks/weft_bench.h"
+#include "device/host/half.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -38,6 +39,12 @@ void store(weft_dtype_t d, void *buf, size_t i, int64_t v)
         ((uint16_t *)buf)[i] = (uint16_t)(s | h);
         break;
     }
+    case WEFT_FLOAT8_E4M3: /* exact for |v| <= 16 */
+        ((uint8_t *)buf)[i] = weft__float_to_f8e4m3((float)v);
+        break;
+    case WEFT_FLOAT8_E5M2: /* exact for |v| <= 8 */
+        ((uint8_t *)buf)[i] = weft__float_to_f8e5m2((float)v);
+        break;
     default: break;
     }
 }

@@ -58,6 +58,8 @@ static const bench_op_t bench_ops[] = {
     {.name = "reduce float16 sum", .dtype = WEFT_FLOAT16, .traffic_factor = 3},
     {.name = "reduce bfloat16 sum", .dtype = WEFT_BFLOAT16, .traffic_factor = 3},
     {.name = "reduce float64 sum", .dtype = WEFT_FLOAT64, .traffic_factor = 3},
+    {.name = "reduce float8_e4m3 sum", .dtype = WEFT_FLOAT8_E4M3, .traffic_factor = 3},
+    {.name = "reduce float8_e5m2 sum", .dtype = WEFT_FLOAT8_E5M2, .traffic_factor = 3},
 };
 
 static int parse_size(const char *text, size_t *value_p)
@@ -110,6 +112,12 @@ static void fill_input(unsigned char *out, size_t bytes, weft_dtype_t dtype, int
             break;
         case WEFT_FLOAT64:
             ((double *)out)[i] = x;
+            break;
+        case WEFT_FLOAT8_E4M3:
+            out[i] = weft__float_to_f8e4m3(x);
+            break;
+        case WEFT_FLOAT8_E5M2:
+            out[i] = weft__float_to_f8e5m2(x);
             break;
         default:
             ((float *)out)[i] = x;

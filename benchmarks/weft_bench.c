@@ -438,7 +438,7 @@ static const char usage[] =
     "  -n N         timed iterations (default 1000 up to 64 KiB, 100 up to 4 MiB, 20 above)\n"
     "  -w N         warm-up iterations (default n/10)\n"
     "  -d DTYPE     float32 (default) float64 int32 int64 int8 uint8 uint32 uint64 float16\n"
-    "               bfloat16\n"
+    "               bfloat16 float8_e4m3 float8_e5m2 (no --vs-mpi for the 16- and 8-bit floats)\n"
     "  -d MEM       host (default) emu cuda: where weft's buffers live; the MPI side\n"
     "               (--vs-mpi) then copies to host memory, calls MPI and copies back,\n"
     "               as a CUDA-aware MPI without device support does; timed with the copies\n"

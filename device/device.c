@@ -136,7 +136,8 @@ uint32_t weft__device_flag_get(const uint32_t *flag)
 int weft__op_valid_for_dtype(weft_op_t op, weft_dtype_t dtype)
 {
     int is_float = dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16 || dtype == WEFT_FLOAT32 ||
-                   dtype == WEFT_FLOAT64;
+                   dtype == WEFT_FLOAT64 || dtype == WEFT_FLOAT8_E4M3 ||
+                   dtype == WEFT_FLOAT8_E5M2;
 
     if ((unsigned)dtype >= WEFT_DTYPE_COUNT || (unsigned)op >= WEFT_OP_COUNT) {
         return 0;

@@ -65,6 +65,11 @@ typedef enum {
     WEFT_BFLOAT16, /* bfloat16: the upper half of a binary32 */
     WEFT_FLOAT32,
     WEFT_FLOAT64,
+    /* 8-bit floats (OCP 8-bit floating point): reductions widen to float32, combine there and
+     * round once to nearest even; the bitwise and logical ops are not defined for them. */
+    WEFT_FLOAT8_E4M3, /* 1 sign, 4 exponent, 3 mantissa bits; no inf; results beyond the
+                       * largest finite, 448, saturate to it (as torch's float8_e4m3fn) */
+    WEFT_FLOAT8_E5M2, /* 1 sign, 5 exponent, 2 mantissa bits; inf and NaN as IEEE 754 */
     WEFT_DTYPE_COUNT
 } weft_dtype_t;
 

@@ -60,6 +60,29 @@ struct bf16 {
     }
 };
 
+struct f8e4m3 {
+    typedef float compute;
+    WEFT_HD static float load(uint8_t x)
+    {
+        return weft__f8e4m3_to_float(x);
+    }
+    WEFT_HD static uint8_t store(float x)
+    {
+        return weft__float_to_f8e4m3(x);
+    }
+};
+struct f8e5m2 {
+    typedef float compute;
+    WEFT_HD static float load(uint8_t x)
+    {
+        return weft__f8e5m2_to_float(x);
+    }
+    WEFT_HD static uint8_t store(float x)
+    {
+        return weft__float_to_f8e5m2(x);
+    }
+};
+
 WEFT_HD inline const void *input(const weft_cuda_reduce_args_t &a, int j)
 {
     return j < WEFT_CUDA_INLINE_SRCS ? a.srcs[j] : a.more[j - WEFT_CUDA_INLINE_SRCS];

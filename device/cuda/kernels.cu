@@ -45,7 +45,7 @@ using namespace weft_cuda;
     WEFT_CUDA_REDUCE(lor, dtype, U, plain<U>, lor_##u)                                             \
     WEFT_CUDA_REDUCE(lxor, dtype, U, plain<U>, lxor_##u)
 
-/* Floats; half types combine in float (f32) */
+/* Floats; half and 8-bit types combine in float (f32) */
 #define WEFT_CUDA_FLOAT_KERNELS(dtype, S, F, c)                                                    \
     WEFT_CUDA_REDUCE(sum, dtype, S, F, sum_##c)                                                    \
     WEFT_CUDA_REDUCE(prod, dtype, S, F, prod_##c)                                                  \
@@ -62,6 +62,8 @@ WEFT_CUDA_FLOAT_KERNELS(float16, uint16_t, f16, f32)
 WEFT_CUDA_FLOAT_KERNELS(bfloat16, uint16_t, bf16, f32)
 WEFT_CUDA_FLOAT_KERNELS(float32, float, plain<float>, f32)
 WEFT_CUDA_FLOAT_KERNELS(float64, double, plain<double>, f64)
+WEFT_CUDA_FLOAT_KERNELS(float8_e4m3, uint8_t, f8e4m3, f32)
+WEFT_CUDA_FLOAT_KERNELS(float8_e5m2, uint8_t, f8e5m2, f32)
 
 /* kernel weft_avg_<dtype>: buf[i] = DIV(buf[i], divisor), half types in float */
 #define WEFT_CUDA_AVG(dtype, S, F, DIV)                                                            \
@@ -81,3 +83,5 @@ WEFT_CUDA_AVG(float16, uint16_t, f16, weft__elem_div_f32)
 WEFT_CUDA_AVG(bfloat16, uint16_t, bf16, weft__elem_div_f32)
 WEFT_CUDA_AVG(float32, float, plain<float>, weft__elem_div_f32)
 WEFT_CUDA_AVG(float64, double, plain<double>, weft__elem_div_f64)
+WEFT_CUDA_AVG(float8_e4m3, uint8_t, f8e4m3, weft__elem_div_f32)
+WEFT_CUDA_AVG(float8_e5m2, uint8_t, f8e5m2, weft__elem_div_f32)

@@ -29,10 +29,11 @@ weft_status_t weft__host_avg_finalize(void *buf, size_t count, weft_dtype_t dtyp
  * default): with the CPU's instructions where it has them. Returns the previous setting. */
 int weft__host_reduce_simd(int on);
 
-/* The array conversions the host reductions use for dtype (WEFT_FLOAT16 or WEFT_BFLOAT16):
+/* The array conversions the host reductions use for a narrow float dtype (WEFT_FLOAT16,
+ * WEFT_BFLOAT16, WEFT_FLOAT8_E4M3, WEFT_FLOAT8_E5M2; in and out hold elements of that dtype):
  * simd 0 the portable ones, 1 the fastest this CPU has (as weft__host_reduce_simd allows).
  * Returns 1 when CPU-specific code ran, 0 for the portable loops. */
-int weft__host_half_widen(weft_dtype_t dtype, float *out, const uint16_t *in, size_t n, int simd);
-int weft__host_half_narrow(weft_dtype_t dtype, uint16_t *out, const float *in, size_t n, int simd);
+int weft__host_half_widen(weft_dtype_t dtype, float *out, const void *in, size_t n, int simd);
+int weft__host_half_narrow(weft_dtype_t dtype, void *out, const float *in, size_t n, int simd);
 
 #endif /* WEFT_DEVICE_HOST_HOST_H */

@@ -22,8 +22,9 @@
  *
  * Arithmetic: each element is combined by the functions of device/reduce_elem.h, the ones the
  * CUDA kernels run (integer wrap-around, float MIN/MAX NaN and signed-zero rules are stated
- * there). Half types widen each block of every input to a float buffer on the stack, combine
- * there with the float kernels, and round once into dst.
+ * there). Half types (and the 8-bit floats) widen each block of every input to a float buffer
+ * on the stack, combine there with the float kernels, and round once into dst: float32
+ * accumulation for FLOAT8_E4M3 and FLOAT8_E5M2, with their portable conversions.
  *
  * Half conversions at memory speed: the portable conversions (device/host/half.h) run a few
  * dozen integer operations an element. On x86-64 CPUs with F16C and AVX2 (checked at run time)
@@ -58,9 +59,11 @@ typedef struct {
     void (*accumulate)(void *restrict d, const void *restrict b, size_t n);
 } kernel_t;
 
+/* A narrow float format (the 16- and 8-bit dtypes): arrays widened to float and rounded back. */
 typedef struct {
-    void (*widen)(float *restrict out, const uint16_t *restrict in, size_t n);
-    void (*narrow)(uint16_t *restrict out, const float *restrict in, size_t n);
+    size_t size; /* bytes per element */
+    void (*widen)(float *restrict out, const void *restrict in, size_t n);
+    void (*narrow)(void *restrict out, const float *restrict in, size_t n);
 } half_format_t;
 
 /* The binary and accumulate loops of one (type, op), and the kernel_t `name` holding them. */
@@ -132,33 +135,41 @@ KERNEL(prod_f64, double, weft__elem_prod_f64)
         [WEFT_MAX] = &max_##f, [WEFT_AVG] = &sum_##f,                                              \
     }
 
-/* NULL where the op is not defined for the dtype. Half types run the float kernels on widened
- * blocks. */
+/* NULL where the op is not defined for the dtype. The narrow float types (16 and 8 bits) run the
+ * float kernels on widened blocks. */
 static const kernel_t *const kernels[WEFT_DTYPE_COUNT][WEFT_OP_COUNT] = {
-    [WEFT_INT8] = INT_ROW(i8, u8),    [WEFT_UINT8] = INT_ROW(u8, u8),
-    [WEFT_INT32] = INT_ROW(i32, u32), [WEFT_UINT32] = INT_ROW(u32, u32),
-    [WEFT_INT64] = INT_ROW(i64, u64), [WEFT_UINT64] = INT_ROW(u64, u64),
-    [WEFT_FLOAT16] = FLOAT_ROW(f32),  [WEFT_BFLOAT16] = FLOAT_ROW(f32),
-    [WEFT_FLOAT32] = FLOAT_ROW(f32),  [WEFT_FLOAT64] = FLOAT_ROW(f64),
+    [WEFT_INT8] = INT_ROW(i8, u8),       [WEFT_UINT8] = INT_ROW(u8, u8),
+    [WEFT_INT32] = INT_ROW(i32, u32),    [WEFT_UINT32] = INT_ROW(u32, u32),
+    [WEFT_INT64] = INT_ROW(i64, u64),    [WEFT_UINT64] = INT_ROW(u64, u64),
+    [WEFT_FLOAT16] = FLOAT_ROW(f32),     [WEFT_BFLOAT16] = FLOAT_ROW(f32),
+    [WEFT_FLOAT32] = FLOAT_ROW(f32),     [WEFT_FLOAT64] = FLOAT_ROW(f64),
+    [WEFT_FLOAT8_E4M3] = FLOAT_ROW(f32), [WEFT_FLOAT8_E5M2] = FLOAT_ROW(f32),
 };
 
-#define HALF_FORMAT(name, to_float, from_float, ATTR)                                              \
-    ATTR static void name##_widen(float *restrict out, const uint16_t *restrict in, size_t n)      \
+#define HALF_FORMAT(name, T, to_float, from_float)                                                 \
+    static void name##_widen(float *restrict out, const void *restrict inv, size_t n)              \
     {                                                                                              \
+        const T *restrict in = inv;                                                                \
+                                                                                                   \
         for (size_t i = 0; i < n; i++) {                                                           \
             out[i] = to_float(in[i]);                                                              \
         }                                                                                          \
     }                                                                                              \
-    ATTR static void name##_narrow(uint16_t *restrict out, const float *restrict in, size_t n)     \
+    static void name##_narrow(void *restrict outv, const float *restrict in, size_t n)             \
     {                                                                                              \
+        T *restrict out = outv;                                                                    \
+                                                                                                   \
         for (size_t i = 0; i < n; i++) {                                                           \
             out[i] = from_float(in[i]);                                                            \
         }                                                                                          \
     }                                                                                              \
-    static const half_format_t name = {.widen = name##_widen, .narrow = name##_narrow};
+    static const half_format_t name = {                                                            \
+        .size = sizeof(T), .widen = name##_widen, .narrow = name##_narrow};
 
-HALF_FORMAT(f16_format, weft__f16_to_float, weft__float_to_f16, )
-HALF_FORMAT(bf16_format, weft__bf16_to_float, weft__float_to_bf16, )
+HALF_FORMAT(f16_format, uint16_t, weft__f16_to_float, weft__float_to_f16)
+HALF_FORMAT(bf16_format, uint16_t, weft__bf16_to_float, weft__float_to_bf16)
+HALF_FORMAT(f8e4m3_format, uint8_t, weft__f8e4m3_to_float, weft__float_to_f8e4m3)
+HALF_FORMAT(f8e5m2_format, uint8_t, weft__f8e5m2_to_float, weft__float_to_f8e5m2)
 
 static atomic_int simd_allowed = 1;
 
@@ -242,8 +253,9 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
  * alias any input. Tails go through the portable conversions.
  */
 #define X86_HALF(name, ATTR, LOAD8, ARITH_LOAD8, ROUND8, to_float, from_float)                     \
-    ATTR static void name##_widen(float *restrict out, const uint16_t *restrict in, size_t n)      \
+    ATTR static void name##_widen(float *restrict out, const void *restrict inv, size_t n)         \
     {                                                                                              \
+        const uint16_t *restrict in = inv;                                                         \
         size_t i = 0;                                                                              \
                                                                                                    \
         for (; i + 8 <= n; i += 8) {                                                               \
@@ -253,8 +265,9 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
             out[i] = to_float(in[i]);                                                              \
         }                                                                                          \
     }                                                                                              \
-    ATTR static void name##_narrow(uint16_t *restrict out, const float *restrict in, size_t n)     \
+    ATTR static void name##_narrow(void *restrict outv, const float *restrict in, size_t n)        \
     {                                                                                              \
+        uint16_t *restrict out = outv;                                                             \
         size_t i = 0;                                                                              \
                                                                                                    \
         for (; i + 8 <= n; i += 8) {                                                               \
@@ -290,7 +303,8 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
             dst[i] = from_float(acc);                                                              \
         }                                                                                          \
     }                                                                                              \
-    static const half_format_t name = {.widen = name##_widen, .narrow = name##_narrow};
+    static const half_format_t name = {                                                            \
+        .size = sizeof(uint16_t), .widen = name##_widen, .narrow = name##_narrow};
 
 X86_HALF(f16_x86, X86_F16, f16c_load8, f16c_load8_arith, f16c_round8, weft__f16_to_float,
          weft__float_to_f16)
@@ -319,36 +333,55 @@ static int x86_features(void)
 }
 #endif
 
-/* The conversions of dtype (FLOAT16 or BFLOAT16) this CPU runs fastest, or the portable ones. */
+/* The portable conversions of a narrow dtype (FLOAT16, BFLOAT16, FLOAT8_*), NULL for the others. */
+static const half_format_t *portable_format(weft_dtype_t dtype)
+{
+    switch (dtype) {
+    case WEFT_FLOAT16:
+        return &f16_format;
+    case WEFT_BFLOAT16:
+        return &bf16_format;
+    case WEFT_FLOAT8_E4M3:
+        return &f8e4m3_format;
+    case WEFT_FLOAT8_E5M2:
+        return &f8e5m2_format;
+    default:
+        return NULL;
+    }
+}
+
+/* The conversions of a narrow dtype this CPU runs fastest, or the portable ones; NULL for the
+ * other dtypes. */
 static const half_format_t *half_format(weft_dtype_t dtype, int simd)
 {
 #ifdef HOST_X86
     int need = dtype == WEFT_FLOAT16 ? 3 : 1;
 
-    if (simd && atomic_load_explicit(&simd_allowed, memory_order_relaxed) &&
+    if ((dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16) && simd &&
+        atomic_load_explicit(&simd_allowed, memory_order_relaxed) &&
         (x86_features() & need) == need) {
         return dtype == WEFT_FLOAT16 ? &f16_x86 : &bf16_x86;
     }
 #else
     (void)simd;
 #endif
-    return dtype == WEFT_FLOAT16 ? &f16_format : &bf16_format;
+    return portable_format(dtype);
 }
 
-int weft__host_half_widen(weft_dtype_t dtype, float *out, const uint16_t *in, size_t n, int simd)
+int weft__host_half_widen(weft_dtype_t dtype, float *out, const void *in, size_t n, int simd)
 {
     const half_format_t *f = half_format(dtype, simd);
 
     f->widen(out, in, n);
-    return f != &f16_format && f != &bf16_format;
+    return f != portable_format(dtype);
 }
 
-int weft__host_half_narrow(weft_dtype_t dtype, uint16_t *out, const float *in, size_t n, int simd)
+int weft__host_half_narrow(weft_dtype_t dtype, void *out, const float *in, size_t n, int simd)
 {
     const half_format_t *f = half_format(dtype, simd);
 
     f->narrow(out, in, n);
-    return f != &f16_format && f != &bf16_format;
+    return f != portable_format(dtype);
 }
 
 static size_t min_size(size_t a, size_t b)
@@ -394,7 +427,7 @@ static void reduce_full(const kernel_t *k, void *dst, const void *const *srcs, i
 }
 
 /* All inputs of a block are read before its dst is written, so any aliasing is safe here. */
-static void reduce_half(const kernel_t *k, const half_format_t *format, uint16_t *dst,
+static void reduce_half(const kernel_t *k, const half_format_t *format, void *dst,
                         const void *const *srcs, int nsrcs, size_t count)
 {
     float acc[HALF_BLOCK];
@@ -402,13 +435,14 @@ static void reduce_half(const kernel_t *k, const half_format_t *format, uint16_t
 
     for (size_t off = 0; off < count; off += HALF_BLOCK) {
         size_t len = min_size(HALF_BLOCK, count - off);
+        size_t at = off * format->size;
 
-        format->widen(acc, (const uint16_t *)srcs[0] + off, len);
+        format->widen(acc, (const char *)srcs[0] + at, len);
         for (int j = 1; j < nsrcs; j++) {
-            format->widen(in, (const uint16_t *)srcs[j] + off, len);
+            format->widen(in, (const char *)srcs[j] + at, len);
             k->accumulate(acc, in, len);
         }
-        format->narrow(dst + off, acc, len);
+        format->narrow((char *)dst + at, acc, len);
     }
 }
 
@@ -439,7 +473,9 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
     }
     switch (dtype) {
     case WEFT_FLOAT16:
-    case WEFT_BFLOAT16: {
+    case WEFT_BFLOAT16:
+    case WEFT_FLOAT8_E4M3:
+    case WEFT_FLOAT8_E5M2: {
         const half_format_t *format = half_format(dtype, 1);
 
 #ifdef HOST_X86
@@ -484,16 +520,17 @@ DIVIDE(divide_u64, uint64_t, weft__elem_div_u64)
 DIVIDE(divide_f32, float, weft__elem_div_f32)
 DIVIDE(divide_f64, double, weft__elem_div_f64)
 
-static void divide_half(const half_format_t *format, uint16_t *buf, size_t count, size_t divisor)
+static void divide_half(const half_format_t *format, void *buf, size_t count, size_t divisor)
 {
     float tmp[HALF_BLOCK];
 
     for (size_t off = 0; off < count; off += HALF_BLOCK) {
         size_t len = min_size(HALF_BLOCK, count - off);
+        char *at = (char *)buf + off * format->size;
 
-        format->widen(tmp, buf + off, len);
+        format->widen(tmp, at, len);
         divide_f32(tmp, len, divisor);
-        format->narrow(buf + off, tmp, len);
+        format->narrow(at, tmp, len);
     }
 }
 
@@ -523,6 +560,8 @@ weft_status_t weft__host_avg_finalize(void *buf, size_t count, weft_dtype_t dtyp
         break;
     case WEFT_FLOAT16:
     case WEFT_BFLOAT16:
+    case WEFT_FLOAT8_E4M3:
+    case WEFT_FLOAT8_E5M2:
         divide_half(half_format(dtype, 1), buf, count, divisor);
         break;
     case WEFT_FLOAT32:

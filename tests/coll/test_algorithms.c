@@ -15,6 +15,7 @@
 
 #include "coll/coll.h"
 #include "coll/shm/shm.h"
+#include "device/host/half.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
 #include "tests/coll/check.h"
@@ -37,11 +38,11 @@ typedef struct combo {
 } combo_t;
 
 static const combo_t combos[] = {
-    {WEFT_FLOAT32, WEFT_SUM, 0}, {WEFT_INT64, WEFT_SUM, 0},    {WEFT_INT32, WEFT_PROD, 0},
-    {WEFT_UINT8, WEFT_BXOR, 0},  {WEFT_INT8, WEFT_MAX, 0},     {WEFT_FLOAT64, WEFT_MIN, 0},
-    {WEFT_FLOAT16, WEFT_SUM, 0}, {WEFT_BFLOAT16, WEFT_MAX, 0}, {WEFT_FLOAT32, WEFT_AVG, 0},
-    {WEFT_INT32, WEFT_AVG, 0},   {WEFT_UINT32, WEFT_BAND, 0},  {WEFT_UINT64, WEFT_LOR, 0},
-    {WEFT_FLOAT32, WEFT_SUM, 1},
+    {WEFT_FLOAT32, WEFT_SUM, 0}, {WEFT_INT64, WEFT_SUM, 0},       {WEFT_INT32, WEFT_PROD, 0},
+    {WEFT_UINT8, WEFT_BXOR, 0},  {WEFT_INT8, WEFT_MAX, 0},        {WEFT_FLOAT64, WEFT_MIN, 0},
+    {WEFT_FLOAT16, WEFT_SUM, 0}, {WEFT_BFLOAT16, WEFT_MAX, 0},    {WEFT_FLOAT32, WEFT_AVG, 0},
+    {WEFT_INT32, WEFT_AVG, 0},   {WEFT_UINT32, WEFT_BAND, 0},     {WEFT_UINT64, WEFT_LOR, 0},
+    {WEFT_FLOAT32, WEFT_SUM, 1}, {WEFT_FLOAT8_E4M3, WEFT_MAX, 0}, {WEFT_FLOAT8_E5M2, WEFT_MIN, 0},
 };
 #define NCOMBOS ((int)(sizeof(combos) / sizeof(combos[0])))
 
@@ -126,6 +127,12 @@ static void gen(const combo_t *c, int ci, int r, size_t i, void *dst)
         memcpy(dst, &v, 2);
         break;
     }
+    case WEFT_FLOAT8_E4M3: /* integers of magnitude <= 16 are exact */
+        *(uint8_t *)dst = weft__float_to_f8e4m3((float)((int)(h % 29) - 14));
+        break;
+    case WEFT_FLOAT8_E5M2: /* and <= 8 */
+        *(uint8_t *)dst = weft__float_to_f8e5m2((float)((int)(h % 17) - 8));
+        break;
     case WEFT_INT8:
     case WEFT_UINT8:
         *(uint8_t *)dst = (uint8_t)h;
@@ -204,6 +211,24 @@ static void expect(const combo_t *c, int ci, int p, size_t i, void *dst, double 
         }
         uint16_t v = float_to_bf16_exact((float)m);
         memcpy(dst, &v, 2);
+        break;
+    }
+    case WEFT_FLOAT8_E4M3: { /* MAX */
+        int m = -1000;
+        for (int r = 0; r < p; r++) {
+            int v = (int)(hash3(r, i, ci) % 29) - 14;
+            m = v > m ? v : m;
+        }
+        *(uint8_t *)dst = weft__float_to_f8e4m3((float)m);
+        break;
+    }
+    case WEFT_FLOAT8_E5M2: { /* MIN */
+        int m = 1000;
+        for (int r = 0; r < p; r++) {
+            int v = (int)(hash3(r, i, ci) % 17) - 8;
+            m = v < m ? v : m;
+        }
+        *(uint8_t *)dst = weft__float_to_f8e5m2((float)m);
         break;
     }
     case WEFT_UINT8: { /* BXOR */

@@ -8,8 +8,7 @@
 
 int is_float(weft_dtype_t dtype)
 {
-    return dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16 || dtype == WEFT_FLOAT32 ||
-           dtype == WEFT_FLOAT64;
+    return is_half(dtype) || dtype == WEFT_FLOAT32 || dtype == WEFT_FLOAT64;
 }
 
 static int is_signed_int(weft_dtype_t dtype)
@@ -19,7 +18,8 @@ static int is_signed_int(weft_dtype_t dtype)
 
 int is_half(weft_dtype_t dtype)
 {
-    return dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16;
+    return dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16 || dtype == WEFT_FLOAT8_E4M3 ||
+           dtype == WEFT_FLOAT8_E5M2;
 }
 
 /* One element as raw bits, zero-extended; and back, truncated to the element size. */
@@ -79,6 +79,10 @@ int is_nan_bits(weft_dtype_t dtype, uint64_t bits)
         return (bits & 0x7fffffffu) > 0x7f800000u;
     case WEFT_FLOAT64:
         return (bits & 0x7fffffffffffffffu) > 0x7ff0000000000000u;
+    case WEFT_FLOAT8_E4M3:
+        return (bits & 0x7f) == 0x7f;
+    case WEFT_FLOAT8_E5M2:
+        return (bits & 0x7f) > 0x7c;
     default:
         return 0;
     }
@@ -150,21 +154,86 @@ double ref_bf16_value(uint16_t h)
     return h & 0x8000 ? -v : v;
 }
 
+/* The OCP 8-bit formats: E5M2 as IEEE 754 (bias 15), E4M3 (bias 7) with no inf and only
+ * S.1111.111 NaN. */
+double ref_f8e5m2_value(uint8_t h)
+{
+    int exponent = (h >> 2) & 0x1f;
+    int mantissa = h & 0x3;
+    double v;
+
+    if (exponent == 0x1f) {
+        v = mantissa ? NAN : INFINITY;
+    } else if (exponent == 0) {
+        v = ldexp(mantissa, -16);
+    } else {
+        v = ldexp(4 + mantissa, exponent - 17);
+    }
+    return h & 0x80 ? -v : v;
+}
+
+double ref_f8e4m3_value(uint8_t h)
+{
+    int exponent = (h >> 3) & 0xf;
+    int mantissa = h & 0x7;
+    double v;
+
+    if ((h & 0x7f) == 0x7f) {
+        v = NAN;
+    } else if (exponent == 0) {
+        v = ldexp(mantissa, -9);
+    } else {
+        v = ldexp(8 + mantissa, exponent - 10);
+    }
+    return h & 0x80 ? -v : v;
+}
+
 double ref_half_value(weft_dtype_t dtype, unsigned h)
 {
-    return dtype == WEFT_FLOAT16 ? ref_f16_value((uint16_t)h) : ref_bf16_value((uint16_t)h);
+    switch (dtype) {
+    case WEFT_FLOAT16:
+        return ref_f16_value((uint16_t)h);
+    case WEFT_BFLOAT16:
+        return ref_bf16_value((uint16_t)h);
+    case WEFT_FLOAT8_E4M3:
+        return ref_f8e4m3_value((uint8_t)h);
+    default:
+        return ref_f8e5m2_value((uint8_t)h);
+    }
+}
+
+void ref_half_limits(weft_dtype_t dtype, unsigned *top_p, double *beyond_p, unsigned *sign_p)
+{
+    switch (dtype) {
+    case WEFT_FLOAT16:
+        *top_p = 0x7c00, *beyond_p = 65536.0, *sign_p = 0x8000;
+        break;
+    case WEFT_BFLOAT16:
+        *top_p = 0x7f80, *beyond_p = ldexp(1.0, 128), *sign_p = 0x8000;
+        break;
+    case WEFT_FLOAT8_E4M3: /* past 448 (0x7e) the next pattern, 480's, is NaN (saturated) */
+        *top_p = 0x7f, *beyond_p = 480.0, *sign_p = 0x80;
+        break;
+    default:
+        *top_p = 0x7c, *beyond_p = 65536.0, *sign_p = 0x80;
+        break;
+    }
 }
 
 /*
  * The pattern nearest to x (not a NaN), ties to the even pattern. Positive patterns are ordered
- * like their values; past the largest finite one the next step would be `beyond` (2^16 and
- * 2^128), which decides where inf starts.
+ * like their values; past the largest finite one the next step would be `beyond` (2^16, 2^128,
+ * 480 and 2^16), which decides where the pattern `top` (inf, or E4M3's NaN) starts. E4M3
+ * saturates: what would round to its NaN pattern is 448.
  */
 uint16_t ref_half_round(weft_dtype_t dtype, double x)
 {
-    unsigned inf = dtype == WEFT_FLOAT16 ? 0x7c00 : 0x7f80;
-    double beyond = dtype == WEFT_FLOAT16 ? 65536.0 : ldexp(1.0, 128);
-    unsigned sign = signbit(x) ? 0x8000 : 0;
+    unsigned inf;
+    double beyond;
+    unsigned sign_bit;
+
+    ref_half_limits(dtype, &inf, &beyond, &sign_bit);
+    unsigned sign = signbit(x) ? sign_bit : 0;
     double a = fabs(x);
     unsigned lo = 0;
     unsigned hi = inf - 1;
@@ -172,7 +241,7 @@ uint16_t ref_half_round(weft_dtype_t dtype, double x)
     double above;
 
     if (a >= beyond) {
-        return (uint16_t)(sign | inf);
+        return (uint16_t)(sign | (dtype == WEFT_FLOAT8_E4M3 ? inf - 1 : inf));
     }
     while (lo < hi) {
         unsigned mid = (lo + hi + 1) / 2;
@@ -187,6 +256,9 @@ uint16_t ref_half_round(weft_dtype_t dtype, double x)
     above = (lo + 1 == inf ? beyond : ref_half_value(dtype, lo + 1)) - a;
     if (above < below || (above == below && lo % 2 == 1)) {
         lo++;
+    }
+    if (dtype == WEFT_FLOAT8_E4M3 && lo == inf) {
+        lo = inf - 1;
     }
     return (uint16_t)(sign | lo);
 }
@@ -356,6 +428,10 @@ static uint64_t random_element(weft_dtype_t dtype, uint64_t *state)
         return wild ? r >> 48 : sign << 15 | (15 + e - 4) << 10 | (r >> 20 & 0x3ff);
     case WEFT_BFLOAT16:
         return wild ? r >> 48 : sign << 15 | (127 + e - 4) << 7 | (r >> 20 & 0x7f);
+    case WEFT_FLOAT8_E4M3:
+        return wild ? r >> 56 : sign << 7 | (7 + e - 4) << 3 | (r >> 20 & 0x7);
+    case WEFT_FLOAT8_E5M2:
+        return wild ? r >> 56 : sign << 7 | (15 + e - 4) << 2 | (r >> 20 & 0x3);
     case WEFT_FLOAT32:
         return wild ? r >> 32 : sign << 31 | (127 + 2 * e - 8) << 23 | (r >> 20 & 0x7fffff);
     case WEFT_FLOAT64:

@@ -26,7 +26,12 @@ uint32_t bits_of_f32(float f);
 uint64_t bits_of_f64(double d);
 double ref_f16_value(uint16_t h);
 double ref_bf16_value(uint16_t h);
+double ref_f8e4m3_value(uint8_t h);
+double ref_f8e5m2_value(uint8_t h);
 double ref_half_value(weft_dtype_t dtype, unsigned h);
+/* The narrow format's first pattern past the largest finite one (inf; E4M3: its NaN), the value
+ * that step would have, and the sign bit. */
+void ref_half_limits(weft_dtype_t dtype, unsigned *top_p, double *beyond_p, unsigned *sign_p);
 /*
  * The pattern nearest to x (not a NaN), ties to the even pattern. Positive patterns are ordered
  * like their values; past the largest finite one the next step would be `beyond` (2^16 and

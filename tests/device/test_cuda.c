@@ -72,8 +72,8 @@ Test(cuda_pure, kernel_names_match_the_fatbin)
         snprintf(section, sizeof(section), ".text.%s", name);
         cr_assert(in_fatbin(section), "%s is not in the embedded fatbin", name);
     }
-    /* 6 integer types x 10 ops, 4 float types x 4 */
-    cr_assert_eq(kernels, 76);
+    /* 6 integer types x 10 ops, 6 float types (two of 8 bits) x 4 */
+    cr_assert_eq(kernels, 84);
     cr_assert_eq(weft__cuda_kernel_name(WEFT_SUM, WEFT_FLOAT32, name, 8), -1);
     cr_assert_eq(weft__cuda_kernel_name(WEFT_BAND, WEFT_FLOAT32, name, sizeof(name)), -1);
     cr_assert_eq(weft__cuda_kernel_name(WEFT_SUM, WEFT_DTYPE_COUNT, name, sizeof(name)), -1);
@@ -341,7 +341,8 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
 static int is_float(weft_dtype_t d)
 {
-    return d == WEFT_FLOAT16 || d == WEFT_BFLOAT16 || d == WEFT_FLOAT32 || d == WEFT_FLOAT64;
+    return d == WEFT_FLOAT16 || d == WEFT_BFLOAT16 || d == WEFT_FLOAT32 || d == WEFT_FLOAT64 ||
+           d == WEFT_FLOAT8_E4M3 || d == WEFT_FLOAT8_E5M2;
 }
 
 /* Integers: random bits. Floats: small values with a few exact sums, and every 61st element a
@@ -363,6 +364,12 @@ static void fill(weft_dtype_t d, void *buf, size_t count)
             break;
         case WEFT_BFLOAT16:
             ((uint16_t *)buf)[i] = weft__float_to_bf16(f);
+            break;
+        case WEFT_FLOAT8_E4M3:
+            ((uint8_t *)buf)[i] = weft__float_to_f8e4m3(f);
+            break;
+        case WEFT_FLOAT8_E5M2:
+            ((uint8_t *)buf)[i] = weft__float_to_f8e5m2(f);
             break;
         case WEFT_FLOAT32:
             ((float *)buf)[i] = f;
@@ -388,6 +395,10 @@ static int is_nan_elem(weft_dtype_t d, const void *p)
     case WEFT_BFLOAT16:
         memcpy(&h, p, 2);
         return (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
+    case WEFT_FLOAT8_E4M3:
+        return (*(const uint8_t *)p & 0x7f) == 0x7f;
+    case WEFT_FLOAT8_E5M2:
+        return (*(const uint8_t *)p & 0x7f) > 0x7c;
     case WEFT_FLOAT32:
         return isnan(*(const float *)p);
     case WEFT_FLOAT64:

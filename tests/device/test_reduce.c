@@ -496,24 +496,28 @@ Test(half, bfloat16_widen_exhaustive)
  */
 static void check_narrow_midpoints(weft_dtype_t dtype, uint16_t (*narrow)(float))
 {
-    unsigned inf = dtype == WEFT_FLOAT16 ? 0x7c00 : 0x7f80;
-    double beyond = dtype == WEFT_FLOAT16 ? 65536.0 : ldexp(1.0, 128);
+    unsigned inf;
+    double beyond;
+    unsigned sign_bit;
 
+    ref_half_limits(dtype, &inf, &beyond, &sign_bit);
     for (unsigned p = 0; p < inf; p++) {
         double lo = ref_half_value(dtype, p);
         double hi = p + 1 == inf ? beyond : ref_half_value(dtype, p + 1);
         float mid = (float)((lo + hi) / 2);
 
         cr_assert_eq((double)mid, (lo + hi) / 2, "0x%04x: midpoint is not a float", p);
-        for (unsigned sign = 0; sign <= 0x8000; sign += 0x8000) {
+        for (unsigned sign = 0; sign <= sign_bit; sign += sign_bit) {
             float s = sign ? -1.0f : 1.0f;
             unsigned even = p % 2 == 0 ? p : p + 1;
+            /* E4M3 saturates where the next pattern is its NaN */
+            unsigned next = dtype == WEFT_FLOAT8_E4M3 && p + 1 == inf ? p : p + 1;
 
             cr_assert_eq(narrow(s * (float)lo), sign | p, "0x%04x", sign | p);
             cr_assert_eq(narrow(s * mid), sign | even, "midpoint above 0x%04x", sign | p);
             cr_assert_eq(narrow(s * nextafterf(mid, 0)), sign | p, "below midpoint of 0x%04x",
                          sign | p);
-            cr_assert_eq(narrow(s * nextafterf(mid, INFINITY)), sign | (p + 1),
+            cr_assert_eq(narrow(s * nextafterf(mid, INFINITY)), sign | next,
                          "above midpoint of 0x%04x", sign | p);
         }
     }
@@ -584,6 +588,200 @@ Test(half, narrow_special_patterns)
         cr_assert_eq(weft__float_to_bf16(f), cases[c].bf16, "0x%08x to bfloat16: 0x%04x",
                      cases[c].f, weft__float_to_bf16(f));
     }
+}
+
+/* ---- the 8-bit floats ---- */
+
+static uint16_t narrow_e4m3(float f)
+{
+    return weft__float_to_f8e4m3(f);
+}
+
+static uint16_t narrow_e5m2(float f)
+{
+    return weft__float_to_f8e5m2(f);
+}
+
+Test(float8, widen_exhaustive)
+{
+    for (unsigned h = 0; h <= 0xff; h++) {
+        float e4 = weft__f8e4m3_to_float((uint8_t)h);
+        float e5 = weft__f8e5m2_to_float((uint8_t)h);
+        double want4 = ref_f8e4m3_value((uint8_t)h);
+        double want5 = ref_f8e5m2_value((uint8_t)h);
+
+        cr_assert_eq(bits_of_f32(e4) >> 31, h >> 7, "e4m3 0x%02x: sign lost", h);
+        cr_assert_eq(bits_of_f32(e5) >> 31, h >> 7, "e5m2 0x%02x: sign lost", h);
+        if (isnan(want4)) {
+            cr_assert_eq(bits_of_f32(e4) & 0x7fffffffu, 0x7fc00000u, "e4m3 0x%02x: 0x%08x", h,
+                         bits_of_f32(e4));
+        } else {
+            cr_assert((double)e4 == want4, "e4m3 0x%02x: %a, expected %a", h, (double)e4, want4);
+        }
+        if (isnan(want5)) { /* the payload kept */
+            cr_assert(isnan(e5) && (bits_of_f32(e5) & 0x7fffff) == (h & 0x3u) << 21,
+                      "e5m2 0x%02x: 0x%08x is not the same NaN", h, bits_of_f32(e5));
+        } else {
+            cr_assert((double)e5 == want5, "e5m2 0x%02x: %a, expected %a", h, (double)e5, want5);
+        }
+    }
+    /* the definitions' landmarks */
+    cr_assert_eq(ref_f8e4m3_value(0x7e), 448.0);
+    cr_assert_eq(ref_f8e4m3_value(0x01), ldexp(1.0, -9));
+    cr_assert_eq(ref_f8e4m3_value(0x08), ldexp(1.0, -6));
+    cr_assert_eq(ref_f8e5m2_value(0x7b), 57344.0);
+    cr_assert_eq(ref_f8e5m2_value(0x01), ldexp(1.0, -16));
+    cr_assert(isinf(ref_f8e5m2_value(0x7c)));
+}
+
+Test(float8, narrow_midpoints)
+{
+    check_narrow_midpoints(WEFT_FLOAT8_E4M3, narrow_e4m3);
+    check_narrow_midpoints(WEFT_FLOAT8_E5M2, narrow_e5m2);
+}
+
+Test(float8, narrow_special_patterns)
+{
+    static const struct {
+        uint32_t f;
+        uint8_t e4m3;
+        uint8_t e5m2;
+    } cases[] = {
+        {0x3f800000, 0x38, 0x3c}, /* 1 */
+        {0x3f880000, 0x38, 0x3c}, /* 1 + 2^-4: E4M3 tie to even */
+        {0x3f880001, 0x39, 0x3c}, /* just above */
+        {0x3f980000, 0x3a, 0x3d}, /* 1 + 3 * 2^-4: E4M3 tie, to even 1 + 2^-2 */
+        {0x3f900000, 0x39, 0x3c}, /* 1 + 2^-3: E5M2 tie to even */
+        {0x3fb00000, 0x3b, 0x3e}, /* 1 + 3 * 2^-3: E5M2 tie, to even 1.5 */
+        {0x43e00000, 0x7e, 0x5f}, /* 448, E4M3's largest */
+        {0x43e80000, 0x7e, 0x5f}, /* 464: tie between 448 and the NaN pattern, to 448 */
+        {0x43e80001, 0x7e, 0x5f}, /* above it: E4M3 saturates */
+        {0x43f00000, 0x7e, 0x60}, /* 480 */
+        {0x47600000, 0x7e, 0x7b}, /* 57344, E5M2's largest */
+        {0x476fffff, 0x7e, 0x7b}, /* just under 61440 */
+        {0x47700000, 0x7e, 0x7c}, /* 61440: tie at the top, to inf */
+        {0x7f7fffff, 0x7e, 0x7c}, /* FLT_MAX */
+        {0xff7fffff, 0xfe, 0xfc}, /* -FLT_MAX */
+        {0x7f800000, 0x7e, 0x7c}, /* inf: E4M3 has none, 448 */
+        {0xff800000, 0xfe, 0xfc}, /* -inf */
+        {0x3b000000, 0x01, 0x18}, /* 2^-9, the smallest E4M3 subnormal */
+        {0x3a800000, 0x00, 0x14}, /* 2^-10: tie, to even 0 */
+        {0x3a800001, 0x01, 0x14}, /* just above */
+        {0x3b400000, 0x02, 0x1a}, /* 3 * 2^-10: tie, to even 2 */
+        {0x3c700000, 0x08, 0x24}, /* tie between the largest E4M3 subnormal and 2^-6 */
+        {0x37800000, 0x00, 0x01}, /* 2^-16, the smallest E5M2 subnormal */
+        {0x37000000, 0x00, 0x00}, /* 2^-17: tie, to even 0 */
+        {0x37c00000, 0x00, 0x02}, /* 3 * 2^-17: tie, to even 2 */
+        {0x38600000, 0x00, 0x04}, /* tie between the largest E5M2 subnormal and 2^-14 */
+        {0x00000001, 0x00, 0x00}, /* the smallest float */
+        {0x80000001, 0x80, 0x80},
+        {0x00000000, 0x00, 0x00},
+        {0x80000000, 0x80, 0x80},
+        /* NaN: the format's NaN with the sign */
+        {0x7fc00000, 0x7f, 0x7f},
+        {0xffc00000, 0xff, 0xff},
+        {0x7f800001, 0x7f, 0x7f},
+        {0x7fa00000, 0x7f, 0x7f},
+    };
+
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        float f = f32_of(cases[c].f);
+
+        cr_assert_eq(weft__float_to_f8e4m3(f), cases[c].e4m3, "0x%08x to e4m3: 0x%02x", cases[c].f,
+                     weft__float_to_f8e4m3(f));
+        cr_assert_eq(weft__float_to_f8e5m2(f), cases[c].e5m2, "0x%08x to e5m2: 0x%02x", cases[c].f,
+                     weft__float_to_f8e5m2(f));
+    }
+}
+
+/* 2^22 random floats (every bit pattern possible, NaNs left out) and as many of moderate
+ * magnitude: the nearest pattern by search over the format's values, ties to even */
+Test(float8, narrow_agrees_with_a_nearest_search)
+{
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    const weft_dtype_t dtypes[] = {WEFT_FLOAT8_E4M3, WEFT_FLOAT8_E5M2};
+
+    for (size_t d = 0; d < 2; d++) {
+        for (uint32_t i = 0; i < (1u << 23); i++) {
+            uint32_t bits;
+            float f;
+            uint16_t got;
+
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            bits = (uint32_t)x;
+            if (i % 2) { /* exponents of 2^-20 .. 2^20 */
+                bits = (bits & 0x807fffffu) | (uint32_t)(107 + (x >> 40) % 41) << 23;
+            }
+            f = f32_of(bits);
+            if (isnan(f)) {
+                continue;
+            }
+            got =
+                dtypes[d] == WEFT_FLOAT8_E4M3 ? weft__float_to_f8e4m3(f) : weft__float_to_f8e5m2(f);
+            cr_assert_eq(got, ref_half_round(dtypes[d], f), "%s 0x%08x: 0x%02x, expected 0x%02x",
+                         weft_dtype_name(dtypes[d]), bits, got, ref_half_round(dtypes[d], f));
+        }
+    }
+}
+
+/* sums accumulate in float and round once; overflow */
+Test(reduce, float8_rounding_edges)
+{
+    static const edge_t e4m3[] = {
+        /* 1 + 2^-4 + 2^-4 = 1.125 in float; pairwise rounding would give 1 */
+        {WEFT_SUM, 3, {0x38, 0x18, 0x18}, 0x39},
+        {WEFT_SUM, 2, {0x38, 0x18}, 0x38},       /* the tie alone: to even 1 */
+        {WEFT_SUM, 2, {0x7e, 0x58}, 0x7e},       /* 448 + 16 = 464: tie, to 448 */
+        {WEFT_SUM, 2, {0x7e, 0x5c}, 0x7e},       /* 448 + 24: saturates */
+        {WEFT_SUM, 2, {0xfe, 0xfe}, 0xfe},       /* -896 too */
+        {WEFT_SUM, 3, {0x7e, 0x7e, 0xfe}, 0x7e}, /* 448 + 448 - 448: float holds 896 */
+        {WEFT_PROD, 2, {0x01, 0x01}, 0x00},      /* 2^-18 underflows to 0 */
+        {WEFT_PROD, 2, {0x81, 0x01}, 0x80},      /* to -0 */
+        {WEFT_MAX, 2, {0x7e, 0x7f}, ANY_NAN},
+        {WEFT_MIN, 2, {0xff, 0x38}, ANY_NAN},
+        {WEFT_SUM, 2, {0x80, 0x80}, 0x80},
+        {WEFT_MIN, 2, {0x00, 0x80}, 0x80},
+        {WEFT_MAX, 2, {0x80, 0x00}, 0x00},
+    };
+    static const edge_t e5m2[] = {
+        {WEFT_SUM, 3, {0x3c, 0x30, 0x30}, 0x3d}, /* 1 + 2^-3 + 2^-3 = 1.25 */
+        {WEFT_SUM, 2, {0x3c, 0x30}, 0x3c},       /* 1 + 2^-3: tie, to even 1 */
+        {WEFT_SUM, 2, {0x7b, 0x6c}, 0x7c},       /* 57344 + 4096 = 61440: to inf */
+        {WEFT_SUM, 2, {0x7b, 0x68}, 0x7b},       /* 57344 + 2048 */
+        {WEFT_SUM, 2, {0x7c, 0xfc}, ANY_NAN},    /* inf - inf */
+        {WEFT_PROD, 2, {0x7c, 0x00}, ANY_NAN},   {WEFT_MAX, 2, {0x7b, 0x7c}, 0x7c},
+        {WEFT_MIN, 2, {0xfc, 0x7b}, 0xfc},       {WEFT_SUM, 2, {0x3c, 0x7e}, ANY_NAN},
+    };
+
+    check_edges(WEFT_FLOAT8_E4M3, e4m3, sizeof(e4m3) / sizeof(e4m3[0]));
+    check_edges(WEFT_FLOAT8_E5M2, e5m2, sizeof(e5m2) / sizeof(e5m2[0]));
+}
+
+Test(avg_finalize, float8_divides_in_float)
+{
+    const uint8_t e4[] = {0x38, 0xc8, 0x7e, 0x01, 0x03, 0x7f};
+    const uint8_t e5[] = {0x3c, 0xc8, 0x7b, 0x01, 0x03, 0x7c};
+    uint8_t b4[sizeof(e4)], b5[sizeof(e5)];
+
+    memcpy(b4, e4, sizeof(e4));
+    memcpy(b5, e5, sizeof(e5));
+    cr_assert_eq(weft__host_avg_finalize(b4, sizeof(b4), WEFT_FLOAT8_E4M3, 3), WEFT_OK);
+    cr_assert_eq(weft__host_avg_finalize(b5, sizeof(b5), WEFT_FLOAT8_E5M2, 3), WEFT_OK);
+    for (size_t i = 0; i < sizeof(e4); i++) {
+        float q4 = (float)ref_f8e4m3_value(e4[i]) / 3.0f;
+        float q5 = (float)ref_f8e5m2_value(e5[i]) / 3.0f;
+
+        cr_assert_eq(b4[i], isnan(q4) ? 0x7f : ref_half_round(WEFT_FLOAT8_E4M3, q4),
+                     "e4m3 %zu: 0x%02x", i, b4[i]);
+        cr_assert_eq(b5[i], ref_half_round(WEFT_FLOAT8_E5M2, q5), "e5m2 %zu: 0x%02x", i, b5[i]);
+    }
+    cr_assert_eq(b4[0], 0x2b); /* 1/3: between 0.3125 and 0.34375, nearer 0.34375 */
+    cr_assert_eq(b4[2], 0x71); /* 448/3 = 149.33: 144 + 8 */
+    cr_assert_eq(b4[3], 0x00); /* 2^-9 / 3 */
+    cr_assert_eq(b4[4], 0x01); /* 3 * 2^-9 / 3 */
+    cr_assert_eq(b4[5], 0x7f); /* NaN */
+    cr_assert_eq(b5[0], 0x35); /* 1/3: 0.3125 */
+    cr_assert_eq(b5[5], 0x7c); /* inf */
 }
 
 /* ---- avg_finalize ---- */

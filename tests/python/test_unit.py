@@ -98,11 +98,24 @@ def test_bfloat16():
     assert weft.numpy_dtype(weft.Dtype.BFLOAT16) == np.dtype(ml_dtypes.bfloat16)
 
 
+def test_float8():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert weft.weft_dtype(ml_dtypes.float8_e4m3fn) is weft.Dtype.FLOAT8_E4M3
+    assert weft.weft_dtype(ml_dtypes.float8_e5m2) is weft.Dtype.FLOAT8_E5M2
+    assert weft.numpy_dtype(weft.Dtype.FLOAT8_E4M3) == np.dtype(ml_dtypes.float8_e4m3fn)
+    assert weft.numpy_dtype(weft.Dtype.FLOAT8_E5M2) == np.dtype(ml_dtypes.float8_e5m2)
+    # the other float8 variants are other formats
+    with pytest.raises(TypeError, match="weft"):
+        weft.weft_dtype(ml_dtypes.float8_e4m3fnuz)
+
+
 def test_bfloat16_without_ml_dtypes():
     if weft._buffer.BFLOAT16 is not None:
         pytest.skip("ml_dtypes is installed")
-    with pytest.raises(TypeError, match="ml_dtypes"):
+    with pytest.raises(TypeError, match="bfloat16 arrays need the ml_dtypes"):
         weft.numpy_dtype(weft.Dtype.BFLOAT16)
+    with pytest.raises(TypeError, match="float8_e4m3 arrays need the ml_dtypes"):
+        weft.numpy_dtype(weft.Dtype.FLOAT8_E4M3)
 
 
 def test_parse_op():

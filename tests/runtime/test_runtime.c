@@ -188,10 +188,18 @@ Test(dtype, sizes_and_names)
         size_t size;
         const char *name;
     } expect[] = {
-        {WEFT_INT8, 1, "int8"},       {WEFT_UINT8, 1, "uint8"},       {WEFT_INT32, 4, "int32"},
-        {WEFT_UINT32, 4, "uint32"},   {WEFT_INT64, 8, "int64"},       {WEFT_UINT64, 8, "uint64"},
-        {WEFT_FLOAT16, 2, "float16"}, {WEFT_BFLOAT16, 2, "bfloat16"}, {WEFT_FLOAT32, 4, "float32"},
+        {WEFT_INT8, 1, "int8"},
+        {WEFT_UINT8, 1, "uint8"},
+        {WEFT_INT32, 4, "int32"},
+        {WEFT_UINT32, 4, "uint32"},
+        {WEFT_INT64, 8, "int64"},
+        {WEFT_UINT64, 8, "uint64"},
+        {WEFT_FLOAT16, 2, "float16"},
+        {WEFT_BFLOAT16, 2, "bfloat16"},
+        {WEFT_FLOAT32, 4, "float32"},
         {WEFT_FLOAT64, 8, "float64"},
+        {WEFT_FLOAT8_E4M3, 1, "float8_e4m3"},
+        {WEFT_FLOAT8_E5M2, 1, "float8_e5m2"},
     };
 
     cr_assert_eq(sizeof(expect) / sizeof(expect[0]), WEFT_DTYPE_COUNT);

@@ -290,9 +290,57 @@ def check_mismatch_refused(rank, size, gloo):
     assert torch.all(t == sum(range(size))), "the group works after refused calls"
 
 
+FLOAT8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+def same_bits(got, want, what):
+    # torch compares no 8-bit floats: compare their bytes
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    assert_same(got.view(torch.uint8), want.view(torch.uint8), what)
+
+
+def check_float8(rank, size, gloo):
+    """8-bit floats (gloo has none): sums of integers every partial sum of which
+    is exact (whatever the algorithm), min/max/avg, the rounding and
+    saturation of one combination at size 2 against torch's own float
+    arithmetic, broadcast and all_gather_into_tensor of any bits."""
+    for dtype, top in zip(FLOAT8, (4, 2)):  # |partial sums| <= 16 and 8: exact
+        for count in (1, 7, 4099):
+            ins = [(torch.randint(-top, top + 1, (count,),
+                                  generator=torch.Generator().manual_seed(r * 31 + count)))
+                   .to(torch.float32).to(dtype) for r in range(size)]
+            wide = torch.stack([t.to(torch.float32) for t in ins])
+            for op, want in ((ReduceOp.SUM, wide.sum(0)), (ReduceOp.MAX, wide.max(0).values),
+                             (ReduceOp.MIN, wide.min(0).values),
+                             (ReduceOp.AVG, wide.sum(0) / size)):
+                t = ins[rank].clone()
+                dist.all_reduce(t, op=op)
+                same_bits(t, want.to(dtype), f"all_reduce {dtype} {op} count {count}")
+            out = torch.empty(size * count, dtype=dtype)
+            dist.all_gather_into_tensor(out, ins[rank])
+            same_bits(out, torch.cat(ins), f"all_gather_into_tensor {dtype} count {count}")
+            b = ins[rank].clone()
+            dist.broadcast(b, src=size - 1)
+            same_bits(b, ins[size - 1], f"broadcast {dtype} count {count}")
+        if size == 2:
+            # one combination: weft's result is torch's float sum rounded once,
+            # saturation (e4m3: 448 + 448 is 448) and inf (e5m2) included
+            g = torch.Generator().manual_seed(7)
+            big = torch.finfo(dtype).max
+            vals = [torch.cat([torch.randn(4096, generator=g) * 8, torch.tensor([big, -big])])
+                    .to(dtype) for _ in range(2)]
+            t = vals[rank].clone()
+            dist.all_reduce(t)
+            want = (vals[0].to(torch.float32) + vals[1].to(torch.float32)).to(dtype)
+            same_bits(t, want, f"all_reduce {dtype} rounding")
+    with pytest.raises(ValueError, match="PREMUL_SUM"):
+        dist.all_reduce(torch.ones(4, dtype=torch.float8_e4m3fn),
+                        op=dist._make_nccl_premul_sum(2.0))
+
+
 def _checks(rank, size, gloo):
     for check in (check_reduce, check_allgather, check_reduce_scatter, check_alltoall,
-                  check_gather_scatter, check_p2p, check_mismatch_refused):
+                  check_gather_scatter, check_p2p, check_mismatch_refused, check_float8):
         check(rank, size, gloo)
 
 

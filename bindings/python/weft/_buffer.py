@@ -13,12 +13,17 @@ import numpy as np
 
 from ._lib import Dtype
 
-try:  # bfloat16 is a numpy dtype only through ml_dtypes
+try:  # bfloat16 and the 8-bit floats are numpy dtypes only through ml_dtypes
     import ml_dtypes as _ml_dtypes
 
     BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
+    # weft's FLOAT8_E4M3 is the "fn" variant (no inf), as torch's float8_e4m3fn
+    _ML_DTYPES = {BFLOAT16: Dtype.BFLOAT16,
+                  np.dtype(_ml_dtypes.float8_e4m3fn): Dtype.FLOAT8_E4M3,
+                  np.dtype(_ml_dtypes.float8_e5m2): Dtype.FLOAT8_E5M2}
 except ImportError:  # pragma: no cover - depends on the environment
     BFLOAT16 = None
+    _ML_DTYPES = {}
 
 _BY_KIND = {
     ("i", 1): Dtype.INT8, ("u", 1): Dtype.UINT8,
@@ -33,8 +38,8 @@ _NUMPY = {
     Dtype.FLOAT16: np.dtype(np.float16), Dtype.FLOAT32: np.dtype(np.float32),
     Dtype.FLOAT64: np.dtype(np.float64),
 }
-if BFLOAT16 is not None:
-    _NUMPY[Dtype.BFLOAT16] = BFLOAT16
+for _dt, _weft in _ML_DTYPES.items():
+    _NUMPY[_weft] = _dt
 
 # DLPack: device types and (type code, bits) of the dtypes weft has
 _DL_CPU, _DL_CUDA_HOST = 1, 3
@@ -58,9 +63,10 @@ def weft_dtype(dtype):
         dt = np.dtype(dtype)
     except TypeError as e:
         raise TypeError("weft: %r is not a dtype (%s)" % (dtype, e)) from None
-    if BFLOAT16 is not None and dt == BFLOAT16:
-        _KNOWN[dt] = Dtype.BFLOAT16
-        return Dtype.BFLOAT16
+    found = _ML_DTYPES.get(dt)
+    if found is not None:
+        _KNOWN[dt] = found
+        return found
     if not dt.isnative:
         raise TypeError("weft: dtype %s is not in native byte order" % dt.str)
     found = _BY_KIND.get((dt.kind, dt.itemsize))
@@ -68,16 +74,17 @@ def weft_dtype(dtype):
         _KNOWN[dt] = found
     else:
         raise TypeError("weft: numpy dtype %s has no weft dtype (weft has int8, uint8, int32, "
-                        "uint32, int64, uint64, float16, %sfloat32, float64)"
-                        % (dt, "bfloat16, " if BFLOAT16 is not None else ""))
+                        "uint32, int64, uint64, float16, %sfloat32, float64%s)"
+                        % (dt, "bfloat16, " if BFLOAT16 is not None else "",
+                           ", float8_e4m3fn, float8_e5m2" if _ML_DTYPES else ""))
     return found
 
 
 def numpy_dtype(dtype):
-    """The numpy dtype of a weft.Dtype (bfloat16 needs ml_dtypes)."""
+    """The numpy dtype of a weft.Dtype (bfloat16 and the 8-bit floats need ml_dtypes)."""
     dtype = Dtype(dtype)
     if dtype not in _NUMPY:
-        raise TypeError("weft: bfloat16 arrays need the ml_dtypes package")
+        raise TypeError("weft: %s arrays need the ml_dtypes package" % dtype.name.lower())
     return _NUMPY[dtype]
 
 
@@ -113,8 +120,8 @@ def _from_numpy(obj, arr, what, write, keep):
     if write and not arr.flags.writeable and obj is arr:
         raise ValueError("weft: %s is read-only and weft writes the result into it" % what)
     dtype = weft_dtype(arr.dtype)
-    if arr.flags.writeable and arr.nbytes and dtype != Dtype.BFLOAT16:
-        # the fast way to the address (the buffer protocol has no bfloat16)
+    if arr.flags.writeable and arr.nbytes and arr.dtype not in _ML_DTYPES:
+        # the fast way to the address (the buffer protocol has no ml_dtypes types)
         ptr = ctypes.addressof(ctypes.c_char.from_buffer(arr))
     else:
         ptr = arr.ctypes.data

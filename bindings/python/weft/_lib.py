@@ -42,6 +42,8 @@ class Dtype(enum.IntEnum):
     BFLOAT16 = 7
     FLOAT32 = 8
     FLOAT64 = 9
+    FLOAT8_E4M3 = 10
+    FLOAT8_E5M2 = 11
 
 
 class Op(enum.IntEnum):

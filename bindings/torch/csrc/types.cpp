@@ -71,6 +71,12 @@ bool direct_dtype(at::ScalarType t, weft_dtype_t *dtype_p)
     case at::kUInt64:
         *dtype_p = WEFT_UINT64;
         return true;
+    case at::kFloat8_e4m3fn: /* both saturate as torch's conversion does */
+        *dtype_p = WEFT_FLOAT8_E4M3;
+        return true;
+    case at::kFloat8_e5m2:
+        *dtype_p = WEFT_FLOAT8_E5M2;
+        return true;
     default:
         return false;
     }
@@ -141,6 +147,9 @@ ReducePlan reduce_plan(at::ScalarType t, const c10d::ReduceOp &reduce_op)
                       " with non-integral dtype ", t);
     TORCH_CHECK_VALUE(floating || op != c10d::ReduceOp::PREMUL_SUM,
                       "weft: ReduceOp.PREMUL_SUM needs a floating-point tensor, not ", t);
+    TORCH_CHECK_VALUE(!(at::isFloat8Type(t) && op == c10d::ReduceOp::PREMUL_SUM),
+                      "weft: ReduceOp.PREMUL_SUM of ", t,
+                      " is not supported (torch does not multiply 8-bit float tensors)");
     if (!direct_dtype(t, &plan.dtype)) {
         if (t == at::kShort) {
             plan.wide_type = at::kInt;
