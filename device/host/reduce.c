@@ -33,7 +33,8 @@
  * them on every half and on millions of floats; signaling NaNs keep their payload), and
  * bfloat16 with AVX2 integer operations (a shift to widen, the portable rounding on eight
  * lanes). Sums and products of both go further: one pass widens every input's eight elements,
- * combines them in input order and rounds once (the arithmetic of the block loops).
+ * combines them in input order and rounds once (the arithmetic of the block loops). The 8-bit
+ * floats the same way with AVX2 (half.h's integer steps on eight lanes).
  * weft__host_reduce_simd(0) keeps to the portable loops (tests).
  */
 #include "device/host/host.h"
@@ -311,6 +312,171 @@ X86_HALF(f16_x86, X86_F16, f16c_load8, f16c_load8_arith, f16c_round8, weft__f16_
 X86_HALF(bf16_x86, X86_AVX2, bf16_load8, bf16_load8, bf16_round8, weft__bf16_to_float,
          weft__float_to_bf16)
 
+/*
+ * The 8-bit floats with AVX2: the portable conversions of device/host/half.h on eight lanes,
+ * the same integer operations and the same float addition for subnormal results, so the same
+ * bits (tests/device/test_reduce.c compares them on every pattern and on millions of floats).
+ */
+X86_AVX2 static inline __m256i f8_lanes(const uint8_t *p)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+/* cond lanes (all ones or zero) ? a : b */
+X86_AVX2 static inline __m256i f8_select(__m256i cond, __m256i a, __m256i b)
+{
+    return _mm256_blendv_epi8(b, a, cond);
+}
+
+X86_AVX2 static inline __m256 f8e4m3_load8(const uint8_t *p)
+{
+    __m256i h = f8_lanes(p);
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x80)), 24);
+    __m256i low = _mm256_and_si256(h, _mm256_set1_epi32(0x7f));
+    __m256i body = _mm256_slli_epi32(low, 20);
+    __m256i normal = _mm256_add_epi32(body, _mm256_set1_epi32((127 - 7) << 23));
+    __m256 sub = _mm256_sub_ps(
+        _mm256_castsi256_ps(_mm256_add_epi32(body, _mm256_set1_epi32((127 - 6) << 23))),
+        _mm256_set1_ps(0x1p-6f));
+    __m256i zero_exponent =
+        _mm256_cmpeq_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x78)), _mm256_setzero_si256());
+    __m256i bits = f8_select(zero_exponent, _mm256_castps_si256(sub), normal);
+
+    bits = f8_select(_mm256_cmpeq_epi32(low, _mm256_set1_epi32(0x7f)),
+                     _mm256_set1_epi32(0x7fc00000), bits);
+    return _mm256_castsi256_ps(_mm256_or_si256(sign, bits));
+}
+
+X86_AVX2 static inline __m256 f8e5m2_load8(const uint8_t *p)
+{
+    __m256i h = f8_lanes(p);
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x80)), 24);
+    __m256i body = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7f)), 21);
+    __m256i exponent = _mm256_and_si256(body, _mm256_set1_epi32(0x0f800000));
+    __m256i normal = _mm256_add_epi32(body, _mm256_set1_epi32((127 - 15) << 23));
+    __m256i special = _mm256_or_si256(body, _mm256_set1_epi32(0x7f800000));
+    __m256 sub = _mm256_sub_ps(
+        _mm256_castsi256_ps(_mm256_add_epi32(body, _mm256_set1_epi32((127 - 14) << 23))),
+        _mm256_set1_ps(0x1p-14f));
+    __m256i bits = f8_select(_mm256_cmpeq_epi32(exponent, _mm256_setzero_si256()),
+                             _mm256_castps_si256(sub), normal);
+
+    bits = f8_select(_mm256_cmpeq_epi32(exponent, _mm256_set1_epi32(0x0f800000)), special, bits);
+    return _mm256_castsi256_ps(_mm256_or_si256(sign, bits));
+}
+
+/* eight lanes of codes (0..255) stored as bytes */
+X86_AVX2 static inline void f8_store8(uint8_t *p, __m256i codes)
+{
+    __m128i words =
+        _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+
+    _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(words, words));
+}
+
+/* abs > limit, as signed compares: abs has no sign bit */
+#define F8_ABOVE(abs, limit) _mm256_cmpgt_epi32((abs), _mm256_set1_epi32((int)(limit)))
+
+X86_AVX2 static inline void f8e4m3_round8(uint8_t *p, __m256 f)
+{
+    __m256i bits = _mm256_castps_si256(f);
+    __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80));
+    __m256i abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(abs, 20), _mm256_set1_epi32(1));
+    __m256i normal = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_sub_epi32(abs, _mm256_set1_epi32((127 - 7) << 23)),
+                         _mm256_add_epi32(_mm256_set1_epi32(0x07ffff), odd)),
+        20);
+    __m256i sub = _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(abs), _mm256_set1_ps(0x1p14f))),
+        _mm256_set1_epi32(0x46800000));
+    __m256i r = f8_select(F8_ABOVE(abs, 0x3c7fffff), normal, sub); /* from 2^-6: normal */
+
+    r = f8_select(F8_ABOVE(abs, 0x43e80000), _mm256_set1_epi32(0x7e), r);
+    r = f8_select(F8_ABOVE(abs, 0x7f800000), _mm256_set1_epi32(0x7f), r);
+    f8_store8(p, _mm256_or_si256(sign, r));
+}
+
+X86_AVX2 static inline void f8e5m2_round8(uint8_t *p, __m256 f)
+{
+    __m256i bits = _mm256_castps_si256(f);
+    __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80));
+    __m256i abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(abs, 21), _mm256_set1_epi32(1));
+    __m256i normal = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_sub_epi32(abs, _mm256_set1_epi32((127 - 15) << 23)),
+                         _mm256_add_epi32(_mm256_set1_epi32(0x0fffff), odd)),
+        21);
+    __m256i sub = _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(abs), _mm256_set1_ps(0x1p7f))),
+        _mm256_set1_epi32(0x43000000));
+    __m256i r = f8_select(F8_ABOVE(abs, 0x387fffff), normal, sub); /* from 2^-14: normal */
+
+    r = f8_select(F8_ABOVE(abs, 0x476fffff), _mm256_set1_epi32(0x7c), r); /* 61440 and up */
+    r = f8_select(F8_ABOVE(abs, 0x7f800000), _mm256_set1_epi32(0x7f), r);
+    f8_store8(p, _mm256_or_si256(sign, r));
+}
+
+/* The array conversions and the one-pass sum or product of the X86_HALF block, for bytes. */
+#define X86_F8(name, ATTR, LOAD8, ROUND8, to_float, from_float)                                    \
+    ATTR static void name##_widen(float *restrict out, const void *restrict inv, size_t n)         \
+    {                                                                                              \
+        const uint8_t *restrict in = inv;                                                          \
+        size_t i = 0;                                                                              \
+                                                                                                   \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            _mm256_storeu_ps(out + i, LOAD8(in + i));                                              \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            out[i] = to_float(in[i]);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    ATTR static void name##_narrow(void *restrict outv, const float *restrict in, size_t n)        \
+    {                                                                                              \
+        uint8_t *restrict out = outv;                                                              \
+        size_t i = 0;                                                                              \
+                                                                                                   \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            ROUND8(out + i, _mm256_loadu_ps(in + i));                                              \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            out[i] = from_float(in[i]);                                                            \
+        }                                                                                          \
+    }                                                                                              \
+    ATTR static void name##_sum_prod(uint8_t *dst, const void *const *srcs, int nsrcs,             \
+                                     size_t count, int mul)                                        \
+    {                                                                                              \
+        size_t i = 0;                                                                              \
+                                                                                                   \
+        for (; i + 8 <= count; i += 8) {                                                           \
+            __m256 acc = LOAD8((const uint8_t *)srcs[0] + i);                                      \
+                                                                                                   \
+            for (int j = 1; j < nsrcs; j++) {                                                      \
+                __m256 x = LOAD8((const uint8_t *)srcs[j] + i);                                    \
+                                                                                                   \
+                acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);                         \
+            }                                                                                      \
+            ROUND8(dst + i, acc);                                                                  \
+        }                                                                                          \
+        for (; i < count; i++) {                                                                   \
+            float acc = to_float(((const uint8_t *)srcs[0])[i]);                                   \
+                                                                                                   \
+            for (int j = 1; j < nsrcs; j++) {                                                      \
+                float x = to_float(((const uint8_t *)srcs[j])[i]);                                 \
+                                                                                                   \
+                acc = mul ? acc * x : acc + x;                                                     \
+            }                                                                                      \
+            dst[i] = from_float(acc);                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    static const half_format_t name = {                                                            \
+        .size = sizeof(uint8_t), .widen = name##_widen, .narrow = name##_narrow};
+
+X86_F8(f8e4m3_x86, X86_AVX2, f8e4m3_load8, f8e4m3_round8, weft__f8e4m3_to_float,
+       weft__float_to_f8e4m3)
+X86_F8(f8e5m2_x86, X86_AVX2, f8e5m2_load8, f8e5m2_round8, weft__f8e5m2_to_float,
+       weft__float_to_f8e5m2)
+
 /* What the CPU has, found once: bit 0 AVX2 (with the OS saving its registers:
  * __builtin_cpu_supports checks that), bit 1 F16C (CPUID leaf 1, ECX bit 29: clang's
  * __builtin_cpu_supports has no "f16c"). CPUID can cost microseconds in a virtual machine, so
@@ -357,10 +523,20 @@ static const half_format_t *half_format(weft_dtype_t dtype, int simd)
 #ifdef HOST_X86
     int need = dtype == WEFT_FLOAT16 ? 3 : 1;
 
-    if ((dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16) && simd &&
-        atomic_load_explicit(&simd_allowed, memory_order_relaxed) &&
+    if (simd && atomic_load_explicit(&simd_allowed, memory_order_relaxed) &&
         (x86_features() & need) == need) {
-        return dtype == WEFT_FLOAT16 ? &f16_x86 : &bf16_x86;
+        switch (dtype) {
+        case WEFT_FLOAT16:
+            return &f16_x86;
+        case WEFT_BFLOAT16:
+            return &bf16_x86;
+        case WEFT_FLOAT8_E4M3:
+            return &f8e4m3_x86;
+        case WEFT_FLOAT8_E5M2:
+            return &f8e5m2_x86;
+        default:
+            break;
+        }
     }
 #else
     (void)simd;
@@ -486,6 +662,14 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
             }
             if (format == &bf16_x86) {
                 bf16_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
+                break;
+            }
+            if (format == &f8e4m3_x86) {
+                f8e4m3_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
+                break;
+            }
+            if (format == &f8e5m2_x86) {
+                f8e5m2_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
                 break;
             }
         }

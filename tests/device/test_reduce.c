@@ -1144,3 +1144,111 @@ Test(reduce, half_types_give_the_same_bits_both_ways)
     free(d1);
     free(d2);
 }
+
+/* The 8-bit floats' CPU conversions (AVX2) against the portable ones: every pattern widened
+ * (offset by one, so the tail loop runs too); narrowed, every float whose top 16 bits are any
+ * and whose low 16 are one of the patterns around a rounding midpoint (the dropped bits of both
+ * formats start at bit 19 or 20), and 2^22 random floats. */
+Test(float8, cpu_conversions_give_the_portable_bits)
+{
+    static const uint32_t low16[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff};
+    const weft_dtype_t dtypes[] = {WEFT_FLOAT8_E4M3, WEFT_FLOAT8_E5M2};
+    const size_t n = (size_t)6 << 16;
+    const size_t nr = (size_t)1 << 22;
+    uint8_t codes[256], *a8 = malloc(n + nr), *b8 = malloc(n + nr);
+    float fa[256], fb[256], *in = malloc((n + nr) * sizeof(*in));
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int cpu = 0;
+
+    cr_assert(a8 && b8 && in);
+    for (unsigned i = 0; i < 256; i++) {
+        codes[i] = (uint8_t)i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        in[i] = f32_of((uint32_t)(i / 6) << 16 | low16[i % 6]);
+    }
+    for (size_t i = n; i < n + nr; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        in[i] = f32_of((uint32_t)x);
+    }
+    for (int d = 0; d < 2; d++) {
+        weft_dtype_t dt = dtypes[d];
+
+        weft__host_half_widen(dt, fa, codes, 256, 0);
+        cpu |= weft__host_half_widen(dt, fb, codes + 1, 255, 1);
+        for (unsigned i = 1; i < 256; i++) {
+            cr_assert_eq(bits_of_f32(fb[i - 1]), bits_of_f32(fa[i]), "%s widen 0x%02x: 0x%08x",
+                         weft_dtype_name(dt), i, bits_of_f32(fb[i - 1]));
+        }
+        weft__host_half_narrow(dt, a8, in, n + nr, 0);
+        cpu |= weft__host_half_narrow(dt, b8, in, n + nr - 3, 1);
+        for (size_t i = 0; i + 3 < n + nr; i++) {
+            cr_assert_eq(b8[i], a8[i], "%s narrow 0x%08x: 0x%02x, portable 0x%02x",
+                         weft_dtype_name(dt), bits_of_f32(in[i]), b8[i], a8[i]);
+        }
+    }
+    cr_log_info("float8 conversions: %s", cpu ? "CPU instructions compared with the portable code"
+                                              : "this CPU has none: portable code only");
+    free(a8);
+    free(b8);
+    free(in);
+}
+
+/* Whole reductions of random bytes (NaNs, subnormals, the largest values), every float op, 2..7
+ * inputs, counts around the 8-element steps, dst distinct or the last input: the same bits both
+ * ways, except the sign of a NaN that a sum or product of two NaNs gives (see
+ * half_types_give_the_same_bits_both_ways). */
+Test(reduce, float8_gives_the_same_bits_both_ways)
+{
+    const weft_dtype_t dtypes[] = {WEFT_FLOAT8_E4M3, WEFT_FLOAT8_E5M2};
+    const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG};
+    const size_t counts[] = {1, 7, 8, 9, 31, 2049, 5000};
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    enum { MAXN = 5000 };
+    uint8_t src[MAX_SRCS][MAXN], d[2][MAXN];
+
+    for (size_t t = 0; t < 2; t++) {
+        for (size_t o = 0; o < 5; o++) {
+            for (int nsrcs = 2; nsrcs <= MAX_SRCS; nsrcs++) {
+                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                    for (int alias = -1; alias < nsrcs; alias += nsrcs) {
+                        const void *in[MAX_SRCS];
+                        size_t n = counts[c];
+
+                        for (int j = 0; j < nsrcs; j++) {
+                            for (size_t i = 0; i < n; i++) {
+                                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                                src[j][i] = (uint8_t)(x >> 24);
+                            }
+                            in[j] = src[j];
+                        }
+                        for (int pass = 0; pass < 2; pass++) {
+                            if (alias >= 0) { /* dst is the last input: reduce into a copy */
+                                memcpy(d[pass], src[nsrcs - 1], n);
+                                in[nsrcs - 1] = d[pass];
+                            }
+                            weft__host_reduce_simd(pass);
+                            cr_assert_eq(
+                                weft__host_reduce(d[pass], in, nsrcs, n, dtypes[t], ops[o]),
+                                WEFT_OK);
+                        }
+                        weft__host_reduce_simd(1);
+                        for (size_t i = 0; i < n; i++) {
+                            int both_nan =
+                                is_nan_bits(dtypes[t], d[0][i]) && is_nan_bits(dtypes[t], d[1][i]);
+
+                            if (ops[o] != WEFT_MIN && ops[o] != WEFT_MAX && both_nan) {
+                                continue;
+                            }
+                            cr_assert_eq(d[1][i], d[0][i],
+                                         "%s %s, %d inputs, %zu elements%s: element %zu is "
+                                         "0x%02x, portable 0x%02x",
+                                         weft_dtype_name(dtypes[t]), weft_op_name(ops[o]), nsrcs, n,
+                                         alias >= 0 ? ", dst the last" : "", i, d[1][i], d[0][i]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
