@@ -89,6 +89,11 @@ static const weft_config_entry_t coll_entries[] = {
      "allows it; inf: never (the default: on the machines measured so far it won only "
      "between 64 KiB and 1 MiB, by under 10 %)",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_copy)},
+    {"SHM_STREAM", "8m",
+     "shared-memory allreduce of host buffers from this many bytes (the whole vector) writes "
+     "its result with non-temporal stores: past the caches, which it would not stay in, "
+     "without reading it first, leaving them to the segment's buffers; inf: never",
+     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_stream)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "
      "every element is combined in rank order, grouped alike, whatever the placement, the "

@@ -50,6 +50,7 @@ typedef struct shm_op {
     size_t k;    /* single copy: chunks reduced by this rank */
     size_t kout; /* single copy: chunks whose results this rank has */
     int differs; /* a local rank whose signature differs from ours (-1: none seen) */
+    int stream;  /* results copied out with non-temporal stores (WEFT_SHM_STREAM) */
 } shm_op_t;
 
 static inline uint64_t load(const uint64_t *p)

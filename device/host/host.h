@@ -36,4 +36,8 @@ int weft__host_reduce_simd(int on);
 int weft__host_half_widen(weft_dtype_t dtype, float *out, const void *in, size_t n, int simd);
 int weft__host_half_narrow(weft_dtype_t dtype, void *out, const float *in, size_t n, int simd);
 
+/* memcpy with non-temporal stores (where the CPU has them): for results nobody reads soon, larger
+ * than the caches; dst == src copies nothing. Ordered before later stores of this thread. */
+void weft__host_copy_stream(void *dst, const void *src, size_t bytes);
+
 #endif /* WEFT_DEVICE_HOST_HOST_H */

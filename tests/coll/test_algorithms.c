@@ -577,6 +577,9 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma = matrix_shm_cma;
     weft__coll_config.shm_cma_copy = matrix_shm_cma_copy;
+    /* allreduce results copied out with non-temporal stores from 16 KiB: the large counts of
+     * the wider dtypes, not the small counts */
+    weft__coll_config.shm_stream = 16384;
     weft__runtime_config.ranks_per_node = ranks_per_node;
 
     for (int p = 1; p <= 128; p = p < 64 ? p + 1 : 128) {

@@ -87,6 +87,16 @@ for np in 2 3 4; do
 done
 flush
 unset WEFT_SHM_CMA WEFT_SHM_CMA_COPY
+# allreduce results written with non-temporal stores (every size), odd sizes, in place
+export WEFT_SHM_STREAM=0
+for np in 2 3 4; do
+    run $np "allreduce/shm streamed" --algo shm -d int32 -o sum -b 4 -e 4000000 -f 37 --in-place \
+        allreduce
+    run $np "allreduce/shm streamed float64" --algo shm -d float64 -o max -b 8 -e 2000008 -f 33 \
+        allreduce
+done
+flush
+unset WEFT_SHM_STREAM
 export WEFT_RANKS_PER_NODE=2
 for spec in allreduce:hier bcast:hier reduce_scatter:hier allgather:hier; do
     coll=${spec%%:*} algo=${spec#*:}
