@@ -62,8 +62,9 @@
  * than ours: recorded in o->differs (op_poll fails the operation). */
 static inline int differs(shm_op_t *o, int q, uint64_t v)
 {
-    if ((v & 3) == 1 && WEFT_UNLIKELY(__atomic_load_n(&o->shm->ctrl[q].sig[(v >> 2) & 1],
-                                                      __ATOMIC_RELAXED) != o->desc->sig_hash)) {
+    if ((v & 3) == 1 &&
+        WEFT_UNLIKELY(__atomic_load_n(&o->shm->ctrl[q].sig[(v >> 2) % WEFT_SHM_LINE_DEPTH],
+                                      __ATOMIC_RELAXED) != o->desc->sig_hash)) {
         o->differs = q;
         return 1;
     }
@@ -123,27 +124,62 @@ static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
     return !differs(o, q, v);
 }
 
+/* Round o->r of the operation keeps its data in the control lines (up to 8 bytes per rank of
+ * host memory, or none): every local rank decides alike, from what all of them know. */
+static int line_round(const shm_op_t *o)
+{
+    size_t n = 0;
+
+    switch (o->kind) {
+    case OP_BARRIER:
+        return 1;
+    case OP_ALLREDUCE1:
+    case OP_REDUCE1:
+    case OP_BCAST:
+        n = weft__shm_op_span(o->count, o->chunk, o->r);
+        break;
+    case OP_ALLGATHER:
+        for (int q = 0; q < o->shm->L; q++) {
+            size_t b = weft__shm_op_span(o->bcnt[q], o->chunk, o->r);
+
+            n = b > n ? b : n;
+        }
+        break;
+    case OP_GATHER:
+        n = weft__shm_op_span(o->count, o->chunk, o->r);
+        break;
+    default:
+        return 0;
+    }
+    return n * o->esize <= sizeof(uint64_t) && o->dev->memtype == WEFT_MEM_HOST;
+}
+
 /*
- * Nobody still reads round R - 2, the last user of round R's buffers: every
- * local rank's done >= R - 1. A rank runs its rounds in order and stores
- * done = R' + 1 at the end of round R', so one that published phase 1 of
- * round R - 1 (arrive >= 4(R - 1) + 1) is done with round R - 2: most
- * rounds read peers' arrive for the round before, and the value this rank
- * saw then answers without touching their control lines again (no
- * cache-line transfer at the start of a round; their done is read only when
- * it did not see that much).
+ * Round R's buffers are free: nobody still reads round R - 2, their last
+ * user (slot R % 2), or for a round that uses only the control lines,
+ * round R - WEFT_SHM_LINE_DEPTH (their tiny and sig entries): every local
+ * rank's done >= R - 1 (R - LINE_DEPTH + 1). A rank runs its rounds in
+ * order and stores done = R' + 1 at the end of round R', so one that
+ * published phase 1 of round R' + 1 (arrive >= 4(R' + 1) + 1) is done with
+ * round R': most rounds read peers' arrive for the round before, and the
+ * value this rank saw then answers without touching their control lines
+ * again (no cache-line transfer at the start of a round; their done is
+ * read only when it did not see that much). The deeper control lines let a
+ * rank that reads nobody's line in its rounds (a bcast root, gather's
+ * senders) pass on what it read a few rounds ago.
  */
 int weft__shm_op_reusable(shm_op_t *o, uint64_t R, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
+    uint64_t back = line_round(o) ? WEFT_SHM_LINE_DEPTH - 1 : 1;
 
-    if (R < 2) {
+    if (R <= back) {
         return 1;
     }
     for (; o->waiting < shm->L; o->waiting++) {
         int q = o->waiting;
 
-        if (!arrived(shm, q, 4 * (R - 1) + 1) && load(&shm->ctrl[q].done) < R - 1) {
+        if (!arrived(shm, q, 4 * (R - back) + 1) && load(&shm->ctrl[q].done) < R - back) {
             *peer_p = shm->local_ranks[q];
             return 0;
         }
@@ -156,11 +192,11 @@ void weft__shm_op_publish(shm_op_t *o, uint64_t R, int ph)
 {
     weft_shm_ctrl_t *c = &o->shm->ctrl[o->shm->me];
 
-    if (ph == 1 && c->sig[R & 1] != o->desc->sig_hash) {
+    if (ph == 1 && c->sig[R % WEFT_SHM_LINE_DEPTH] != o->desc->sig_hash) {
         /* the signature travels with phase 1 (the cold line is written only
          * when it changes, so repeated operations leave it in our cache) */
-        c->full[R & 1] = o->desc->sig;
-        __atomic_store_n(&c->sig[R & 1], o->desc->sig_hash, __ATOMIC_RELAXED);
+        c->full[R % WEFT_SHM_LINE_DEPTH] = o->desc->sig;
+        __atomic_store_n(&c->sig[R % WEFT_SHM_LINE_DEPTH], o->desc->sig_hash, __ATOMIC_RELAXED);
     }
     store(&c->arrive, 4 * R + (uint64_t)ph);
 }
@@ -221,7 +257,7 @@ size_t weft__shm_op_span(size_t total, size_t chunk, uint64_t r)
 /* one-phase data of n elements: in the control line when it fits */
 #define DATA1(o, q, R, n)                                                                          \
     ((n) * (o)->esize <= sizeof(uint64_t) && (o)->dev->memtype == WEFT_MEM_HOST                    \
-         ? (char *)&(o)->shm->ctrl[(q)].tiny[(R)&1]                                                \
+         ? (char *)&(o)->shm->ctrl[(q)].tiny[(R) % WEFT_SHM_LINE_DEPTH]                            \
          : SLOT((o), (q), (R)))
 
 static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
@@ -526,7 +562,7 @@ static weft_status_t mismatch(shm_op_t *o, uint64_t R)
             if (q == shm->me) {
                 sigs[q] = o->desc->sig;
             } else if (load(&shm->ctrl[q].arrive) >= 4 * R + 1) {
-                sigs[q] = shm->ctrl[q].full[R & 1];
+                sigs[q] = shm->ctrl[q].full[R % WEFT_SHM_LINE_DEPTH];
             }
         }
         len = weft__sig_describe(text, sizeof(text), sigs, ranks, shm->L);

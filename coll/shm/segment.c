@@ -4,9 +4,10 @@
 
 #include "base/proc.h"
 
-_Static_assert(sizeof(weft_shm_ctrl_t) == 192 && offsetof(weft_shm_ctrl_t, pid) == 64 &&
-                   offsetof(weft_shm_ctrl_t, done) == 128,
-               "per rank: the polled cache line, a cold one, the done counter's");
+_Static_assert(sizeof(weft_shm_ctrl_t) == 320 && offsetof(weft_shm_ctrl_t, pad_) == 56 &&
+                   offsetof(weft_shm_ctrl_t, src_addr) == 64 &&
+                   offsetof(weft_shm_ctrl_t, done) == 256,
+               "per rank: the polled cache line, three cold ones, the done counter's");
 
 #include <dirent.h>
 #include <errno.h>

@@ -15,9 +15,10 @@
  *
  *   | header | ctrl[0] ... ctrl[L-1] | slot[0][0] slot[0][1] ... slot[L-1][1] |
  *
- * ctrl[r] holds rank r's arrive counter and the signature of its current
- * operation on one cache line, its pid on a second, its done counter on a
- * third (only r writes them);
+ * ctrl[r] holds rank r's arrive counter, the signatures of its last
+ * WEFT_SHM_LINE_DEPTH rounds and their data of up to 8 bytes on one cache
+ * line, its pid and the full signatures on the next three, its done counter
+ * on a fifth (only r writes them);
  * slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
  *
  * Rounds: every shared-memory step of a collective is a round with a
@@ -28,7 +29,9 @@
  * peer's data once the peer's arrive >= 4R + ph (acquire); it stores
  * done = R + 1 when it no longer reads anything of round R. Before writing
  * its buffer for round R a rank waits until every local rank's done >= R - 1
- * (nobody still reads round R - 2, the buffer's last user); a rank whose
+ * (nobody still reads round R - 2, the buffer's last user; a round whose
+ * data all fits the control lines, or has none, uses only the line's
+ * entries R % WEFT_SHM_LINE_DEPTH and waits for done >= R - 3); a rank whose
  * phase 1 of round R - 1 it saw (it remembers the arrive values it read)
  * passed that already, so in a run of operations a round starts without
  * reading the peers' control lines again. A rank runs its
@@ -74,23 +77,32 @@
 
 #include <sys/types.h>
 
+/* Rounds whose signature and data (up to 8 bytes) a rank's control line holds at once: a
+ * round that needs nothing else (WEFT_SHM_LINE_ROUNDS) may start while the peers still read the
+ * round LINE_DEPTH - 1 before it. */
+#define WEFT_SHM_LINE_DEPTH 4
+
 typedef struct weft_shm_ctrl {
     /* written by the owner only, read by the others: the first cache line
      * holds what every round's readers poll for */
     uint64_t arrive;
-    uint32_t sig[2];   /* the hash of round R's operation signature in sig[R % 2] (written
-                        * before arrive; coll/diag/sig.h): readers compare it with theirs */
+    uint32_t sig[WEFT_SHM_LINE_DEPTH];  /* the hash of round R's operation signature in
+                                         * sig[R % LINE_DEPTH] (written before arrive;
+                                         * coll/diag/sig.h): readers compare it with theirs */
+    uint64_t tiny[WEFT_SHM_LINE_DEPTH]; /* data of up to 8 bytes, round R's in
+                                         * tiny[R % LINE_DEPTH]: read with the counters,
+                                         * one cache line instead of two */
+    uint64_t pad_;
+    /* second and third lines: the single-copy pointers, read once per operation, and what
+     * only liveness checks and the naming of a mismatch read */
     uint64_t src_addr; /* single-copy allreduce: this rank's buffers ... */
     uint64_t dst_addr;
     uint64_t progress; /* ... and how many of its slices are reduced */
-    uint64_t tiny[2];  /* data of up to 8 bytes, round R in tiny[R % 2]: read with the
-                        * counters, one cache line instead of two */
-    uint64_t pad_;
-    /* second line: read only by liveness checks and to name a mismatch */
     int64_t pid;
-    weft_coll_sig_t full[2]; /* the signatures whose hashes are in sig */
-    uint64_t start;          /* the start time of process pid (base/proc.h), 0: unknown */
-    /* third line: done, stored at the end of every round and read only by
+    uint64_t start; /* the start time of process pid (base/proc.h), 0: unknown */
+    weft_coll_sig_t full[WEFT_SHM_LINE_DEPTH]; /* the signatures whose hashes are in sig */
+    uint64_t pad1_[7];
+    /* fifth line: done, stored at the end of every round and read only by
      * ranks that did not see the owner's arrive of the round after (the
      * bcast root, single copy): apart from arrive, so that the store does
      * not take the line the peers poll away from them between two arrives */

@@ -599,6 +599,82 @@ Test(segment, handoff_measured, .timeout = 60)
     weft_finalize();
 }
 
+/* How far a bcast root runs ahead of a reader that has not started: rounds whose data fits the
+ * control lines take WEFT_SHM_LINE_DEPTH of them (the root finishes that many bcasts alone), slot
+ * rounds two; and no further, or the root would overwrite what the reader has yet to read. */
+typedef struct ahead_shared {
+    shared_t sh;
+    atomic_int root_done; /* bcasts the root has finished */
+} ahead_shared_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void ahead_phase(ahead_shared_t *as, weft_comm_t comm, int rank, size_t count, int ahead,
+                        int k0)
+{
+    const int calls = ahead + 3;
+    int32_t *buf = alloc32(count);
+
+    pthread_barrier_wait(&as->sh.barrier);
+    atomic_store(&as->root_done, 0);
+    pthread_barrier_wait(&as->sh.barrier);
+    if (rank == 1) {
+        double deadline = now_s() + 10;
+
+        while (atomic_load(&as->root_done) < ahead && now_s() < deadline) {
+            usleep(1000);
+        }
+        usleep(50000); /* time for a root that may run further to do so */
+        EXPECT(atomic_load(&as->root_done) == ahead,
+               "%zu-element bcasts: the root finished %d before the reader started, not %d", count,
+               atomic_load(&as->root_done), ahead);
+    }
+    for (int k = 0; k < calls; k++) {
+        for (size_t i = 0; i < count; i++) {
+            buf[i] = rank == 0 ? val(k0 + k, 0, i) : 0;
+        }
+        EXPECT(weft_bcast(buf, count, WEFT_INT32, 0, comm) == WEFT_OK, "bcast %d: %s", k,
+               weft_last_error());
+        for (size_t i = 0; i < count; i++) {
+            EXPECT(buf[i] == val(k0 + k, 0, i), "rank %d, bcast %d, element %zu: %d", rank, k, i,
+                   buf[i]);
+        }
+        if (rank == 0) {
+            atomic_fetch_add(&as->root_done, 1);
+        }
+    }
+    free(buf);
+}
+
+static void ahead_body(weft_comm_t comm, int rank, void *arg)
+{
+    ahead_shared_t *as = arg;
+
+    atomic_fetch_add(&as->sh.with_shm, weft__comm_of(comm)->coll->shm != NULL);
+    ahead_phase(as, comm, rank, 2, WEFT_SHM_LINE_DEPTH, 100); /* 8 bytes: in the lines */
+    ahead_phase(as, comm, rank, 3, 2, 200);                   /* 12 bytes: in the slots */
+}
+
+Test(rounds, bcast_root_runs_ahead_by_the_buffers_depth, .timeout = 60)
+{
+    ahead_shared_t as;
+
+    init();
+    force_all("shm");
+    shared_init(&as.sh, 2);
+    atomic_init(&as.root_done, 0);
+    run_world(&as.sh, 2, 5, ahead_body);
+    cr_assert_eq(atomic_load(&as.sh.with_shm), 2);
+    shared_done(&as.sh);
+    weft_finalize();
+}
+
 /* -------------------------------------------------------- 3. WEFT_SHM=no */
 
 static void no_shm_body(weft_comm_t comm, int rank, void *arg)
