@@ -103,5 +103,8 @@ void weft__log_set_rank(int rank);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t weft__time_ns(void);
+/* The same clock as of the last timer tick (1-4 ms behind, a fifth of the cost): for deadlines
+ * and rate limits that need no finer grain. */
+uint64_t weft__time_coarse_ns(void);
 
 #endif /* WEFT_BASE_BASE_H */

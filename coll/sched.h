@@ -170,7 +170,7 @@ int weft__comm_progress(struct weft_comm *comm);
 weft_status_t weft__sched_run(weft_sched_t *s);
 
 size_t weft__sched_num_tasks(const weft_sched_t *s);
-/* When s started (weft__time_ns), for the tracer. */
+/* When s started (weft__time_ns; 0 unless an observer was on then), for the tracer. */
 uint64_t weft__sched_start_ns(const weft_sched_t *s);
 /* Task `index` of s, for the tracer (coll/diag/trace.c): its step label,
  * peer (-1: none), bytes it sends or receives, and when it started and

@@ -134,8 +134,11 @@ weft_status_t weft__sched_start(weft_sched_t *s)
     }
     s->started = 1;
     s->status = s->ntasks > 0 ? WEFT_INPROGRESS : WEFT_OK;
-    s->start_ns = weft__time_ns();
-    s->deadline_ns = weft__comm_deadline_ns(s->comm);
+    /* the coarse clock for the deadline (a fifth of the fine one's cost, and ms do not matter
+     * there); the fine one only for the observers' times */
+    s->begun_ns = weft__time_coarse_ns();
+    s->deadline_ns = weft__comm_deadline_from(s->comm, s->begun_ns);
+    s->start_ns = WEFT_UNLIKELY(weft__obs_flags != 0) ? weft__time_ns() : 0;
     if (s->status == WEFT_INPROGRESS) {
         s->next_active = s->comm->coll->active;
         s->comm->coll->active = s;
@@ -398,6 +401,12 @@ void weft__sched_pos(const weft_sched_t *s, weft_sched_pos_t *pos, int *peers, i
 }
 
 /* One line naming the operation, where it is, and whom it waits for. */
+/* Seconds since s started (the deadline's clock). */
+static double waited_s(const weft_sched_t *s)
+{
+    return (double)(weft__time_coarse_ns() - s->begun_ns) / 1e9;
+}
+
 static weft_status_t report_timeout(weft_sched_t *s, double seconds)
 {
     char peers[256] = "";
@@ -465,8 +474,8 @@ int weft__comm_progress(struct weft_comm *comm)
         if (done) {
             completed++;
             reap(s);
-        } else if (s->detached && weft__time_ns() >= s->deadline_ns) {
-            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+        } else if (s->detached && weft__time_coarse_ns() >= s->deadline_ns) {
+            fail_sched(s, report_timeout(s, waited_s(s)));
             reap(s);
         }
         s = next;
@@ -501,10 +510,10 @@ static void fail_all(struct weft_comm *comm, weft_status_t status)
  */
 static int own_deadline_near(const weft_sched_t *s, weft_status_t health)
 {
-    uint64_t now = weft__time_ns();
+    uint64_t now = weft__time_coarse_ns();
 
     return health == WEFT_ERR_TIMEOUT && now < s->deadline_ns &&
-           s->deadline_ns - now <= (s->deadline_ns - s->start_ns) / 4;
+           s->deadline_ns - now <= (s->deadline_ns - s->begun_ns) / 4;
 }
 
 int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
@@ -517,8 +526,8 @@ int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
     if (s->status == WEFT_INPROGRESS) {
         /* past its own deadline, a rank reports its own timeout (not a
          * peer's notice of the same) */
-        if (weft__time_ns() >= s->deadline_ns) {
-            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+        if (weft__time_coarse_ns() >= s->deadline_ns) {
+            fail_sched(s, report_timeout(s, waited_s(s)));
         } else if ((health = weft__comm_health(s->comm)) != WEFT_OK &&
                    !own_deadline_near(s, health)) {
             fail_all(s->comm, health);
@@ -597,8 +606,8 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
         } else {
             idle_ns = weft__time_ns() - idle_since;
         }
-        if (weft__time_ns() >= s->deadline_ns) { /* first: see weft__sched_test */
-            fail_sched(s, report_timeout(s, (double)(weft__time_ns() - s->start_ns) / 1e9));
+        if (weft__time_coarse_ns() >= s->deadline_ns) { /* first: see weft__sched_test */
+            fail_sched(s, report_timeout(s, waited_s(s)));
             break;
         }
         status = weft__comm_health(comm);

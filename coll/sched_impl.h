@@ -73,8 +73,9 @@ struct weft_sched {
     int nscratch;
     int cap_scratch;
 
-    uint64_t start_ns;
-    uint64_t deadline_ns;
+    uint64_t start_ns;    /* weft__time_ns at the start, for the observers (0 when none is on) */
+    uint64_t begun_ns;    /* weft__time_coarse_ns at the start: where the deadline counts from */
+    uint64_t deadline_ns; /* of weft__time_coarse_ns */
     struct weft_sched *next_active; /* the communicator's started, unfinished schedules */
     int linked;
     int detached; /* nobody waits: destroy on completion */

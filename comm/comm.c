@@ -184,6 +184,16 @@ static uint64_t deadline_after(double t)
     return weft__time_ns() + (uint64_t)(t * 1e9);
 }
 
+uint64_t weft__comm_deadline_from(const struct weft_comm *comm, uint64_t now_ns)
+{
+    double t = comm->timeout_s > 0 ? comm->timeout_s : weft__runtime_config.timeout;
+
+    if (isinf(t) || t > 1e9) {
+        return UINT64_MAX;
+    }
+    return now_ns + (uint64_t)(t * 1e9);
+}
+
 uint64_t weft__deadline_ns(void)
 {
     return deadline_after(weft__runtime_config.timeout);

@@ -130,5 +130,7 @@ uint64_t weft__deadline_ns(void);
 /* Deadline for a wait of comm's starting now: its weft_comm_set_timeout, else
  * WEFT_TIMEOUT. */
 uint64_t weft__comm_deadline_ns(const struct weft_comm *comm);
+/* The same, counted from now_ns (of whichever clock the caller compares it with). */
+uint64_t weft__comm_deadline_from(const struct weft_comm *comm, uint64_t now_ns);
 
 #endif /* WEFT_COMM_LAYER_COMM_H */

@@ -616,7 +616,7 @@ weft_status_t weft__shm_health(weft_shm_t *shm)
                            "rank %d failed (its process %ld on this node is gone)", shm->dead_rank,
                            (long)shm->dead_pid);
     }
-    now = weft__time_ns();
+    now = weft__time_coarse_ns();
     if (now - shm->checked_ns < 100000000ull) {
         return WEFT_OK;
     }
