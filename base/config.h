@@ -65,6 +65,7 @@ typedef struct weft_runtime_config {
     int ranks_per_node;     /* > 0: cut nodes into virtual nodes of this many ranks */
     char *dump_dir;         /* flight recorder JSON files go here ("" = none) */
     int dump_on_signal;     /* SIGUSR1 dumps the flight recorders */
+    int cuda_device;        /* the CUDA device of a thread without a context (-1: by local rank) */
 } weft_runtime_config_t;
 
 /* Filled by the registry (runtime/config.c) at weft_init; read by every

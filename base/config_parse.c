@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-weft_runtime_config_t weft__runtime_config;
+weft_runtime_config_t weft__runtime_config = {.cuda_device = -1}; /* before weft_init too */
 
 weft_status_t weft__parse_size(const char *text, int allow_inf, size_t *size_p)
 {

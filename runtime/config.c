@@ -54,6 +54,12 @@ static const weft_config_entry_t runtime_entries[] = {
      "WEFT_DUMP_DIR when set); a rank blocked in a collective dumps within milliseconds, a rank "
      "outside weft at its next call",
      weft__config_parse_bool, offsetof(weft_runtime_config_t, dump_on_signal)},
+    {"CUDA_DEVICE", "-1",
+     "the CUDA device weft takes when the thread of its first CUDA call has no current "
+     "context (with one, the context's device); -1: the process's local rank (LOCAL_RANK, "
+     "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK, "
+     "the first one set) modulo the number of devices, device 0 without one",
+     weft__config_parse_int, offsetof(weft_runtime_config_t, cuda_device)},
 };
 
 static const char *runtime_values[sizeof(runtime_entries) / sizeof(runtime_entries[0])];

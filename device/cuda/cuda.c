@@ -62,11 +62,34 @@ static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static weft_status_t setup_status = WEFT_ERR_INTERNAL;
 static int setup_done; /* setup finished with WEFT_OK (atomic) */
 static char setup_why[256];
+/* A child forked after the table was loaded: CUDA's state does not survive fork (the driver
+ * answers a child with opaque errors), so every CUDA entry of the child fails, saying why. */
+static int forked; /* atomic */
+
+static void in_child(void)
+{
+    __atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
+}
 
 weft_status_t weft__cuda_ready(void)
 {
+    if (__atomic_load_n(&forked, __ATOMIC_RELAXED)) {
+        return WEFT_ERR_DEVICE;
+    }
     pthread_once(&setup_once, setup);
     return setup_status;
+}
+
+weft_status_t weft__cuda_device(int *dev_p)
+{
+    int pushed;
+    weft_status_t status = weft__cuda_enter(&pushed, "weft__cuda_device");
+
+    if (status == WEFT_OK) {
+        *dev_p = (int)weft__cuda.dev;
+        weft__cuda_leave(pushed);
+    }
+    return status;
 }
 
 weft_status_t weft__cuda_enter(int *pushed_p, const char *what)
@@ -74,6 +97,13 @@ weft_status_t weft__cuda_enter(int *pushed_p, const char *what)
     CUcontext current = NULL;
 
     *pushed_p = 0;
+    if (WEFT_UNLIKELY(__atomic_load_n(&forked, __ATOMIC_RELAXED))) {
+        return weft__error(WEFT_ERR_DEVICE,
+                           "%s: this process was forked after weft loaded CUDA, and a child "
+                           "does not inherit the driver's state: use device memory in the "
+                           "parent only, fork before weft_init, or exec in the child",
+                           what);
+    }
     pthread_once(&setup_once, setup);
     if (setup_status != WEFT_OK) {
         return weft__error(setup_status, "%s: CUDA cannot be used: %s", what, setup_why);
@@ -540,8 +570,58 @@ static int load_kernels(char *why, size_t len)
     return 0;
 }
 
+/* This process's rank among the node's, as the launchers tell it (-1: none says). */
+int weft__cuda_local_rank(void)
+{
+    static const char *const names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                                        "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        char *end;
+        long r;
+
+        if (v == NULL || *v == '\0') {
+            continue;
+        }
+        r = strtol(v, &end, 10);
+        if (*end == '\0' && r >= 0 && r < 1 << 20) {
+            return (int)r;
+        }
+    }
+    return -1;
+}
+
+/* The device of a thread without a context: WEFT_CUDA_DEVICE, or the local rank modulo the
+ * device count (so that the ranks of a node spread over its GPUs), or 0. */
+static CUresult choose_device(CUdevice *dev_p)
+{
+    int count = 0;
+    int want = weft__runtime_config.cuda_device;
+    CUresult result = weft__cu.cuDeviceGetCount(&count);
+
+    if (result != CUDA_SUCCESS) {
+        return result;
+    }
+    if (want >= count) {
+        snprintf(setup_why, sizeof(setup_why),
+                 "WEFT_CUDA_DEVICE is %d, but the driver sees %d "
+                 "device(s)",
+                 want, count);
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if (want < 0) {
+        int local = weft__cuda_local_rank();
+
+        want = local >= 0 && count > 0 ? local % count : 0;
+    }
+    return weft__cu.cuDeviceGet(dev_p, want);
+}
+
 /* The first use of the table: the context of the calling thread (current after
- * cudaSetDevice) or else device 0's primary one, its SM count, and the kernels. */
+ * cudaSetDevice) or else a device's primary one (choose_device), its SM count, and the kernels.
+ * A primary context is retained, also when it is the current one found (an application's
+ * cudaDeviceReset would otherwise destroy it under weft). */
 static void setup(void)
 {
     CUcontext current = NULL;
@@ -549,16 +629,26 @@ static void setup(void)
     CUresult result;
 
     if (weft__cu.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != NULL) {
-        weft__cuda.ctx = current;
+        CUcontext primary = NULL;
+
         result = weft__cu.cuCtxGetDevice(&weft__cuda.dev);
+        if (result == CUDA_SUCCESS) {
+            result = weft__cu.cuDevicePrimaryCtxRetain(&primary, weft__cuda.dev);
+        }
+        if (result == CUDA_SUCCESS && primary != current) { /* the application's own context */
+            weft__cu.cuDevicePrimaryCtxRelease(weft__cuda.dev);
+        }
+        weft__cuda.ctx = current;
     } else {
-        result = weft__cu.cuDeviceGet(&weft__cuda.dev, 0);
+        result = choose_device(&weft__cuda.dev);
         if (result == CUDA_SUCCESS) {
             result = weft__cu.cuDevicePrimaryCtxRetain(&weft__cuda.ctx, weft__cuda.dev);
         }
     }
     if (result != CUDA_SUCCESS) {
-        load_failed(setup_why, sizeof(setup_why), result, "cannot get a CUDA context");
+        if (setup_why[0] == '\0') {
+            load_failed(setup_why, sizeof(setup_why), result, "cannot get a CUDA context");
+        }
         setup_status = WEFT_ERR_DEVICE;
         return;
     }
@@ -618,6 +708,7 @@ const weft_device_ops_t *weft__device_cuda_load(char *why, size_t len)
         snprintf(why, len, "cannot create the per-thread CUDA stream key");
         return NULL;
     }
+    pthread_atfork(NULL, NULL, in_child);
     /* the context and the kernels wait for the first use (setup) */
     return &cuda_ops;
 }

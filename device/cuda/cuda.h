@@ -21,4 +21,7 @@
 
 const weft_device_ops_t *weft__device_cuda_load(char *why, size_t len);
 
+/* The ordinal of the device weft's CUDA context belongs to (set up on first use). */
+weft_status_t weft__cuda_device(int *dev_p);
+
 #endif /* WEFT_DEVICE_CUDA_CUDA_H */

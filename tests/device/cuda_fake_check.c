@@ -6,7 +6,14 @@
  * the inline ones), avg_finalize, streams, flags, the IPC cache, CUDA errors named in weft's
  * messages, and that every call leaves the thread's context stack as it found it. Prints
  * "cuda_fake_check: N checks passed" and exits 0, or names the first failed check and exits 1.
+ *
+ * cuda_fake_check device [D]: which device weft takes at its first CUDA call (with D, the
+ * application made device D's primary context current first): prints "device N, primary
+ * retains R" (R: the fake's count for N, the application's retain included).
+ * cuda_fake_check fork: weft uses CUDA, the process forks, the child's CUDA call must fail
+ * naming the fork; prints "fork: <the child's error>".
  */
+#include "device/cuda/cuda.h"
 #include "device/cuda/kernel_args.h"
 #include "device/cuda/util.h"
 #include "device/device.h"
@@ -15,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int checks;
 
@@ -194,11 +203,83 @@ static void check_ipc(const weft_device_ops_t *cu)
     CHECK(cu->free(dev) == WEFT_OK, "free");
 }
 
-int main(void)
+/* The device weft's first CUDA call takes (app_device >= 0: the application's current context is
+ * that device's primary one). */
+static int check_device(int app_device)
 {
-    const weft_device_ops_t *cu = weft__device_ops(WEFT_MEM_CUDA);
+    const weft_device_ops_t *cu = (weft_init(), weft__device_ops(WEFT_MEM_CUDA));
     void *fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*retains)(int) =
+        fake != NULL ? (int (*)(int))dlsym(fake, "fake_cuda_primary_retains") : NULL;
+    int (*retain)(void **, int) =
+        fake != NULL ? (int (*)(void **, int))dlsym(fake, "cuDevicePrimaryCtxRetain") : NULL;
+    int (*push)(void *) = fake != NULL ? (int (*)(void *))dlsym(fake, "cuCtxPushCurrent_v2") : NULL;
+    void *ctx = NULL;
+    void *p = NULL;
+    int dev = -1;
+
+    CHECK(cu != NULL && retains != NULL && retain != NULL && push != NULL,
+          "libcuda.so.1 is fake_cuda (weft loads it at weft_init, sets it up at first use)");
+    if (app_device >= 0) {
+        CHECK(retain(&ctx, app_device) == 0 && push(ctx) == 0, "the application's context");
+    }
+    if (cu->alloc(64, &p) != WEFT_OK) {
+        printf("device: %s\n", weft_last_error());
+        return 0;
+    }
+    CHECK(weft__cuda_device(&dev) == WEFT_OK, "weft's device");
+    cu->free(p);
+    printf("device %d, primary retains %d\n", dev, retains(dev));
+    return 0;
+}
+
+static int check_fork(void)
+{
+    const weft_device_ops_t *cu;
+    void *p = NULL;
+    int fds[2];
+    char text[400] = "";
+    pid_t pid;
+    int status = 0;
+
+    CHECK(weft_init() == WEFT_OK, "weft_init");
+    cu = weft__device_ops(WEFT_MEM_CUDA);
+    CHECK(cu != NULL && cu->alloc(64, &p) == WEFT_OK, "the parent uses CUDA");
+    CHECK(pipe(fds) == 0, "pipe");
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        void *q = NULL;
+        weft_status_t s = cu->alloc(64, &q);
+        int n = snprintf(text, sizeof(text), "%s %s", weft_status_name(s),
+                         s == WEFT_OK ? "" : weft_last_error());
+
+        (void)!write(fds[1], text, (size_t)n);
+        _exit(0);
+    }
+    close(fds[1]);
+    CHECK(read(fds[0], text, sizeof(text) - 1) > 0, "the child's answer");
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the child exits");
+    CHECK(cu->alloc(64, &p) == WEFT_OK, "the parent still uses CUDA");
+    printf("fork: %s\n", text);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const weft_device_ops_t *cu;
+    void *fake;
     void *ctx = (void *)1;
+
+    if (argc > 1 && strcmp(argv[1], "device") == 0) {
+        return check_device(argc > 2 ? atoi(argv[2]) : -1);
+    }
+    if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+        return check_fork();
+    }
+    cu = weft__device_ops(WEFT_MEM_CUDA);
+    fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 
     CHECK(cu != NULL, "the fake driver loads: %s", weft__device_unavailable(WEFT_MEM_CUDA));
     CHECK(fake != NULL && (fake_launch = dlsym(fake, "fake_cuda_launch")) != NULL &&

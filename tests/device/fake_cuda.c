@@ -24,7 +24,10 @@ typedef struct block {
 } block_t;
 
 static block_t *blocks;
-static int fake_ctx_object;
+/* devices: FAKE_CUDA_DEVICES (default 1, at most 8), each with its primary context */
+#define FAKE_MAX_DEVICES 8
+static int fake_ctx_object[FAKE_MAX_DEVICES];
+static int primary_retains[FAKE_MAX_DEVICES];
 static __thread CUcontext ctx_stack[8];
 static __thread int ctx_depth;
 static char launch_name[64];
@@ -34,6 +37,7 @@ static int launches;
 static int ipc_opens;
 static int ipc_closes;
 static int stream_tokens[64];
+static CUcontext stream_ctx[64]; /* the context current when each was created */
 static int nstreams;
 
 EXPORT int fake_cuda_launch(char *name, unsigned *grid_p, void *args, size_t len)
@@ -42,6 +46,20 @@ EXPORT int fake_cuda_launch(char *name, unsigned *grid_p, void *args, size_t len
     *grid_p = launch_grid;
     memcpy(args, launch_args, len < sizeof(launch_args) ? len : sizeof(launch_args));
     return launches;
+}
+
+/* cuDevicePrimaryCtxRetain calls minus cuDevicePrimaryCtxRelease calls of device d */
+EXPORT int fake_cuda_primary_retains(int d)
+{
+    return d >= 0 && d < FAKE_MAX_DEVICES ? primary_retains[d] : -1;
+}
+
+static int device_count(void)
+{
+    const char *v = getenv("FAKE_CUDA_DEVICES");
+    int n = v != NULL ? atoi(v) : 1;
+
+    return n < 1 ? 1 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
 }
 
 EXPORT void fake_cuda_ipc_counts(int *opens_p, int *closes_p)
@@ -134,13 +152,13 @@ EXPORT CUresult cuDriverGetVersion(int *v)
 }
 EXPORT CUresult cuDeviceGetCount(int *n)
 {
-    *n = 1;
+    *n = device_count();
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
     *d = ordinal;
-    return ordinal == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    return ordinal >= 0 && ordinal < device_count() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice d)
 {
@@ -158,13 +176,19 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
-    (void)d;
-    *c = (CUcontext)&fake_ctx_object;
+    if (d < 0 || d >= device_count()) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *c = (CUcontext)&fake_ctx_object[d];
+    primary_retains[d]++;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d)
 {
-    (void)d;
+    if (d < 0 || d >= device_count() || primary_retains[d] == 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    primary_retains[d]--;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
@@ -174,8 +198,15 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
 }
 EXPORT CUresult cuCtxGetDevice(CUdevice *d)
 {
-    *d = 0;
-    return ctx_depth > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    int *c = ctx_depth > 0 ? (int *)ctx_stack[ctx_depth - 1] : NULL;
+
+    if (c == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    /* a primary context names its device; any other context is device 0's */
+    *d = c >= fake_ctx_object && c < fake_ctx_object + FAKE_MAX_DEVICES ? (int)(c - fake_ctx_object)
+                                                                        : 0;
+    return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxPushCurrent(CUcontext c)
 {
@@ -304,8 +335,14 @@ EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned flag
 }
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags)
 {
+    int i = nstreams++ % 64;
+
     (void)flags;
-    *s = (CUstream)&stream_tokens[nstreams++ % 64];
+    if (ctx_depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    stream_ctx[i] = ctx_stack[ctx_depth - 1];
+    *s = (CUstream)&stream_tokens[i];
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamDestroy(CUstream s)
@@ -323,7 +360,7 @@ EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
     if ((int *)s < stream_tokens || (int *)s >= stream_tokens + 64) {
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    *c = (CUcontext)&fake_ctx_object;
+    *c = stream_ctx[(int *)s - stream_tokens];
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags)

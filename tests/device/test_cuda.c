@@ -325,6 +325,80 @@ Test(cuda_pure, host_side_against_a_fake_driver)
     cr_assert(strstr(out, "checks passed") != NULL, "%s", out);
 }
 
+/* cuda_fake_check with the fake driver, env settings (none of the launchers' local ranks but
+ * those) and args; its last output line in out. */
+static void run_fake(const char *env, const char *args, char *out, size_t len)
+{
+    char fake[512];
+    char dir[64];
+    char command[1024];
+    char line[512];
+    FILE *pipe;
+
+    snprintf(fake, sizeof(fake), "%s/tests/device/.libs/libfake_cuda.so", builddir());
+    cr_assert_eq(access(fake, R_OK), 0, "%s is not built", fake);
+    stand_in(dir, fake);
+    snprintf(command, sizeof(command),
+             "env -u LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID -u MPI_LOCALRANKID "
+             "-u MV2_COMM_WORLD_LOCAL_RANK -u WEFT_CUDA_DEVICE LD_LIBRARY_PATH='%s' %s "
+             "'%s/tests/device/cuda_fake_check' %s",
+             dir, env, builddir(), args);
+    pipe = popen(command, "r");
+    cr_assert_not_null(pipe);
+    out[0] = '\0';
+    while (fgets(line, sizeof(line), pipe) != NULL) {
+        snprintf(out, len, "%s", line);
+    }
+    cr_assert_eq(pclose(pipe), 0, "%s: %s", command, out);
+    remove_stand_in(dir);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* Without a current context, weft takes WEFT_CUDA_DEVICE, else the local rank modulo the
+ * devices (the first launcher variable set), else device 0, and retains its primary context;
+ * with one, the application's context (its primary context retained once more). */
+Test(cuda_pure, device_chosen_by_setting_or_local_rank)
+{
+    static const struct {
+        const char *env;
+        const char *args;
+        const char *expect;
+    } cases[] = {
+        {"", "device", "device 0, primary retains 1"},
+        {"FAKE_CUDA_DEVICES=4 OMPI_COMM_WORLD_LOCAL_RANK=2", "device",
+         "device 2, primary retains 1"},
+        {"FAKE_CUDA_DEVICES=4 SLURM_LOCALID=3", "device", "device 3, primary retains 1"},
+        {"FAKE_CUDA_DEVICES=4 LOCAL_RANK=5 OMPI_COMM_WORLD_LOCAL_RANK=2", "device",
+         "device 1, primary retains 1"},
+        {"FAKE_CUDA_DEVICES=4 WEFT_CUDA_DEVICE=3 OMPI_COMM_WORLD_LOCAL_RANK=2", "device",
+         "device 3, primary retains 1"},
+        {"FAKE_CUDA_DEVICES=4 OMPI_COMM_WORLD_LOCAL_RANK=2", "device 3",
+         "device 3, primary retains 2"},
+        {"FAKE_CUDA_DEVICES=4 WEFT_CUDA_DEVICE=7", "device",
+         "device: device error: cuda alloc of 64 bytes: CUDA cannot be used: WEFT_CUDA_DEVICE is "
+         "7, but the driver sees 4 device(s)"},
+    };
+    char out[512];
+
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        run_fake(cases[c].env, cases[c].args, out, sizeof(out));
+        cr_assert_str_eq(out, cases[c].expect, "%s cuda_fake_check %s", cases[c].env,
+                         cases[c].args);
+    }
+}
+
+/* A child forked after weft set CUDA up: its CUDA calls fail naming the fork (the parent's go
+ * on). */
+Test(cuda_pure, forked_child_is_told)
+{
+    char out[512];
+
+    run_fake("", "fork", out, sizeof(out));
+    cr_assert(strstr(out, "fork: WEFT_ERR_DEVICE") == out && strstr(out, "was forked after weft") &&
+                  strstr(out, "exec in the child"),
+              "%s", out);
+}
+
 /* ----------------------------------------------------------------- cuda_gpu */
 
 static const weft_device_ops_t *gpu_or_skip(void)
