@@ -253,10 +253,10 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
  * either way); every input's eight elements are read before dst's are written, so dst may
  * alias any input. Tails go through the portable conversions.
  */
-#define X86_HALF(name, ATTR, LOAD8, ARITH_LOAD8, ROUND8, to_float, from_float)                     \
+#define X86_NARROW(name, T, ATTR, LOAD8, ARITH_LOAD8, STORE8, to_float, from_float)                \
     ATTR static void name##_widen(float *restrict out, const void *restrict inv, size_t n)         \
     {                                                                                              \
-        const uint16_t *restrict in = inv;                                                         \
+        const T *restrict in = inv;                                                                \
         size_t i = 0;                                                                              \
                                                                                                    \
         for (; i + 8 <= n; i += 8) {                                                               \
@@ -268,36 +268,36 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
     }                                                                                              \
     ATTR static void name##_narrow(void *restrict outv, const float *restrict in, size_t n)        \
     {                                                                                              \
-        uint16_t *restrict out = outv;                                                             \
+        T *restrict out = outv;                                                                    \
         size_t i = 0;                                                                              \
                                                                                                    \
         for (; i + 8 <= n; i += 8) {                                                               \
-            _mm_storeu_si128((__m128i *)(out + i), ROUND8(_mm256_loadu_ps(in + i)));               \
+            STORE8(out + i, _mm256_loadu_ps(in + i));                                              \
         }                                                                                          \
         for (; i < n; i++) {                                                                       \
             out[i] = from_float(in[i]);                                                            \
         }                                                                                          \
     }                                                                                              \
-    ATTR static void name##_sum_prod(uint16_t *dst, const void *const *srcs, int nsrcs,            \
-                                     size_t count, int mul)                                        \
+    ATTR static void name##_sum_prod(T *dst, const void *const *srcs, int nsrcs, size_t count,     \
+                                     int mul)                                                      \
     {                                                                                              \
         size_t i = 0;                                                                              \
                                                                                                    \
         for (; i + 8 <= count; i += 8) {                                                           \
-            __m256 acc = ARITH_LOAD8((const uint16_t *)srcs[0] + i);                               \
+            __m256 acc = ARITH_LOAD8((const T *)srcs[0] + i);                                      \
                                                                                                    \
             for (int j = 1; j < nsrcs; j++) {                                                      \
-                __m256 x = ARITH_LOAD8((const uint16_t *)srcs[j] + i);                             \
+                __m256 x = ARITH_LOAD8((const T *)srcs[j] + i);                                    \
                                                                                                    \
                 acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);                         \
             }                                                                                      \
-            _mm_storeu_si128((__m128i *)(dst + i), ROUND8(acc));                                   \
+            STORE8(dst + i, acc);                                                                  \
         }                                                                                          \
         for (; i < count; i++) {                                                                   \
-            float acc = to_float(((const uint16_t *)srcs[0])[i]);                                  \
+            float acc = to_float(((const T *)srcs[0])[i]);                                         \
                                                                                                    \
             for (int j = 1; j < nsrcs; j++) {                                                      \
-                float x = to_float(((const uint16_t *)srcs[j])[i]);                                \
+                float x = to_float(((const T *)srcs[j])[i]);                                       \
                                                                                                    \
                 acc = mul ? acc * x : acc + x;                                                     \
             }                                                                                      \
@@ -305,12 +305,23 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
         }                                                                                          \
     }                                                                                              \
     static const half_format_t name = {                                                            \
-        .size = sizeof(uint16_t), .widen = name##_widen, .narrow = name##_narrow};
+        .size = sizeof(T), .widen = name##_widen, .narrow = name##_narrow};
 
-X86_HALF(f16_x86, X86_F16, f16c_load8, f16c_load8_arith, f16c_round8, weft__f16_to_float,
-         weft__float_to_f16)
-X86_HALF(bf16_x86, X86_AVX2, bf16_load8, bf16_load8, bf16_round8, weft__bf16_to_float,
-         weft__float_to_bf16)
+/* eight halves rounded and stored */
+X86_F16 static inline void f16c_store8(uint16_t *p, __m256 f)
+{
+    _mm_storeu_si128((__m128i *)p, f16c_round8(f));
+}
+
+X86_AVX2 static inline void bf16_store8(uint16_t *p, __m256 f)
+{
+    _mm_storeu_si128((__m128i *)p, bf16_round8(f));
+}
+
+X86_NARROW(f16_x86, uint16_t, X86_F16, f16c_load8, f16c_load8_arith, f16c_store8,
+           weft__f16_to_float, weft__float_to_f16)
+X86_NARROW(bf16_x86, uint16_t, X86_AVX2, bf16_load8, bf16_load8, bf16_store8, weft__bf16_to_float,
+           weft__float_to_bf16)
 
 /*
  * The 8-bit floats with AVX2: the portable conversions of device/host/half.h on eight lanes,
@@ -377,7 +388,7 @@ X86_AVX2 static inline void f8_store8(uint8_t *p, __m256i codes)
 /* abs > limit, as signed compares: abs has no sign bit */
 #define F8_ABOVE(abs, limit) _mm256_cmpgt_epi32((abs), _mm256_set1_epi32((int)(limit)))
 
-X86_AVX2 static inline void f8e4m3_round8(uint8_t *p, __m256 f)
+X86_AVX2 static inline void f8e4m3_store8(uint8_t *p, __m256 f)
 {
     __m256i bits = _mm256_castps_si256(f);
     __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80));
@@ -397,7 +408,7 @@ X86_AVX2 static inline void f8e4m3_round8(uint8_t *p, __m256 f)
     f8_store8(p, _mm256_or_si256(sign, r));
 }
 
-X86_AVX2 static inline void f8e5m2_round8(uint8_t *p, __m256 f)
+X86_AVX2 static inline void f8e5m2_store8(uint8_t *p, __m256 f)
 {
     __m256i bits = _mm256_castps_si256(f);
     __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80));
@@ -417,65 +428,10 @@ X86_AVX2 static inline void f8e5m2_round8(uint8_t *p, __m256 f)
     f8_store8(p, _mm256_or_si256(sign, r));
 }
 
-/* The array conversions and the one-pass sum or product of the X86_HALF block, for bytes. */
-#define X86_F8(name, ATTR, LOAD8, ROUND8, to_float, from_float)                                    \
-    ATTR static void name##_widen(float *restrict out, const void *restrict inv, size_t n)         \
-    {                                                                                              \
-        const uint8_t *restrict in = inv;                                                          \
-        size_t i = 0;                                                                              \
-                                                                                                   \
-        for (; i + 8 <= n; i += 8) {                                                               \
-            _mm256_storeu_ps(out + i, LOAD8(in + i));                                              \
-        }                                                                                          \
-        for (; i < n; i++) {                                                                       \
-            out[i] = to_float(in[i]);                                                              \
-        }                                                                                          \
-    }                                                                                              \
-    ATTR static void name##_narrow(void *restrict outv, const float *restrict in, size_t n)        \
-    {                                                                                              \
-        uint8_t *restrict out = outv;                                                              \
-        size_t i = 0;                                                                              \
-                                                                                                   \
-        for (; i + 8 <= n; i += 8) {                                                               \
-            ROUND8(out + i, _mm256_loadu_ps(in + i));                                              \
-        }                                                                                          \
-        for (; i < n; i++) {                                                                       \
-            out[i] = from_float(in[i]);                                                            \
-        }                                                                                          \
-    }                                                                                              \
-    ATTR static void name##_sum_prod(uint8_t *dst, const void *const *srcs, int nsrcs,             \
-                                     size_t count, int mul)                                        \
-    {                                                                                              \
-        size_t i = 0;                                                                              \
-                                                                                                   \
-        for (; i + 8 <= count; i += 8) {                                                           \
-            __m256 acc = LOAD8((const uint8_t *)srcs[0] + i);                                      \
-                                                                                                   \
-            for (int j = 1; j < nsrcs; j++) {                                                      \
-                __m256 x = LOAD8((const uint8_t *)srcs[j] + i);                                    \
-                                                                                                   \
-                acc = mul ? _mm256_mul_ps(acc, x) : _mm256_add_ps(acc, x);                         \
-            }                                                                                      \
-            ROUND8(dst + i, acc);                                                                  \
-        }                                                                                          \
-        for (; i < count; i++) {                                                                   \
-            float acc = to_float(((const uint8_t *)srcs[0])[i]);                                   \
-                                                                                                   \
-            for (int j = 1; j < nsrcs; j++) {                                                      \
-                float x = to_float(((const uint8_t *)srcs[j])[i]);                                 \
-                                                                                                   \
-                acc = mul ? acc * x : acc + x;                                                     \
-            }                                                                                      \
-            dst[i] = from_float(acc);                                                              \
-        }                                                                                          \
-    }                                                                                              \
-    static const half_format_t name = {                                                            \
-        .size = sizeof(uint8_t), .widen = name##_widen, .narrow = name##_narrow};
-
-X86_F8(f8e4m3_x86, X86_AVX2, f8e4m3_load8, f8e4m3_round8, weft__f8e4m3_to_float,
-       weft__float_to_f8e4m3)
-X86_F8(f8e5m2_x86, X86_AVX2, f8e5m2_load8, f8e5m2_round8, weft__f8e5m2_to_float,
-       weft__float_to_f8e5m2)
+X86_NARROW(f8e4m3_x86, uint8_t, X86_AVX2, f8e4m3_load8, f8e4m3_load8, f8e4m3_store8,
+           weft__f8e4m3_to_float, weft__float_to_f8e4m3)
+X86_NARROW(f8e5m2_x86, uint8_t, X86_AVX2, f8e5m2_load8, f8e5m2_load8, f8e5m2_store8,
+           weft__f8e5m2_to_float, weft__float_to_f8e5m2)
 
 /* What the CPU has, found once: bit 0 AVX2 (with the OS saving its registers:
  * __builtin_cpu_supports checks that), bit 1 F16C (CPUID leaf 1, ECX bit 29: clang's

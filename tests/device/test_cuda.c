@@ -209,15 +209,17 @@ static const char *builddir(void)
     return dir != NULL ? dir : ".";
 }
 
-/* Runs tests/device/<program> with LD_LIBRARY_PATH=dir; its last output line in out. */
-static void run_program(const char *program, const char *dir, char *out, size_t len)
+/* Runs `env` tests/device/<program> `args` with LD_LIBRARY_PATH=dir; its last output line in
+ * out. */
+static void run_program_with(const char *env, const char *program, const char *args,
+                             const char *dir, char *out, size_t len)
 {
     char command[1024];
     char line[512];
     FILE *pipe;
 
-    snprintf(command, sizeof(command), "LD_LIBRARY_PATH='%s' '%s/tests/device/%s'", dir, builddir(),
-             program);
+    snprintf(command, sizeof(command), "%s LD_LIBRARY_PATH='%s' '%s/tests/device/%s' %s", env, dir,
+             builddir(), program, args);
     pipe = popen(command, "r");
     cr_assert_not_null(pipe);
     out[0] = '\0';
@@ -226,6 +228,11 @@ static void run_program(const char *program, const char *dir, char *out, size_t 
     }
     cr_assert_eq(pclose(pipe), 0, "%s: %s", command, out);
     cr_assert_neq(out[0], '\0', "%s printed nothing", command);
+}
+
+static void run_program(const char *program, const char *dir, char *out, size_t len)
+{
+    run_program_with("", program, "", dir, out, len);
 }
 
 static void run_probe(const char *dir, char *out, size_t len)
@@ -331,25 +338,16 @@ static void run_fake(const char *env, const char *args, char *out, size_t len)
 {
     char fake[512];
     char dir[64];
-    char command[1024];
-    char line[512];
-    FILE *pipe;
+    char unset[512];
 
     snprintf(fake, sizeof(fake), "%s/tests/device/.libs/libfake_cuda.so", builddir());
     cr_assert_eq(access(fake, R_OK), 0, "%s is not built", fake);
     stand_in(dir, fake);
-    snprintf(command, sizeof(command),
+    snprintf(unset, sizeof(unset),
              "env -u LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID -u MPI_LOCALRANKID "
-             "-u MV2_COMM_WORLD_LOCAL_RANK -u WEFT_CUDA_DEVICE LD_LIBRARY_PATH='%s' %s "
-             "'%s/tests/device/cuda_fake_check' %s",
-             dir, env, builddir(), args);
-    pipe = popen(command, "r");
-    cr_assert_not_null(pipe);
-    out[0] = '\0';
-    while (fgets(line, sizeof(line), pipe) != NULL) {
-        snprintf(out, len, "%s", line);
-    }
-    cr_assert_eq(pclose(pipe), 0, "%s: %s", command, out);
+             "-u MV2_COMM_WORLD_LOCAL_RANK -u WEFT_CUDA_DEVICE %s",
+             env);
+    run_program_with(unset, "cuda_fake_check", args, dir, out, len);
     remove_stand_in(dir);
     out[strcspn(out, "\n")] = '\0';
 }

@@ -1063,10 +1063,15 @@ Test(half, cpu_conversions_give_the_portable_bits)
     free(in);
 }
 
-static int half_is_nan(weft_dtype_t dtype, uint16_t v)
+/* One element of dtype for the both-ways checks: float16/bfloat16 mostly ordinary values and
+ * some of every kind; the 8-bit floats any byte. */
+static uint64_t both_ways_element(weft_dtype_t dtype, uint64_t *x)
 {
-    return dtype == WEFT_FLOAT16 ? (v & 0x7c00) == 0x7c00 && (v & 0x3ff) != 0
-                                 : (v & 0x7f80) == 0x7f80 && (v & 0x7f) != 0;
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    if (weft_dtype_size(dtype) == 1) {
+        return *x >> 24 & 0xff;
+    }
+    return *x % 16 ? (*x & 0x87ff) | 0x3000 : *x >> 20 & 0xffff;
 }
 
 /* Whole reductions of random bit patterns (NaN, inf, subnormals included), every float op,
@@ -1075,64 +1080,62 @@ static int half_is_nan(weft_dtype_t dtype, uint16_t v)
  * product of two NaNs gives: x86 keeps its first operand's, and which operand comes first in
  * the compiled float loop is the compiler's choice (C leaves it open); a NaN either way. MIN
  * and MAX choose between NaNs by rule (device/reduce_elem.h): bitwise equal. */
-Test(reduce, half_types_give_the_same_bits_both_ways)
+static void check_both_ways(weft_dtype_t dtype, uint64_t seed)
 {
-    const weft_dtype_t dtypes[] = {WEFT_FLOAT16, WEFT_BFLOAT16};
     const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG};
     const size_t counts[] = {1, 7, 8, 9, 31, 2049, 5000};
-    uint64_t x = 88172645463325252ull;
+    const size_t es = weft_dtype_size(dtype);
     enum { MAXN = 5000 };
-    uint16_t *src[MAX_SRCS], *d1 = malloc(MAXN * 2), *d2 = malloc(MAXN * 2);
+    unsigned char *src[MAX_SRCS], *d[2] = {malloc(MAXN * es), malloc(MAXN * es)};
+    unsigned char *save = malloc(MAXN * es);
+    uint64_t x = seed;
 
-    cr_assert(d1 && d2);
+    cr_assert(d[0] && d[1] && save);
     for (int j = 0; j < MAX_SRCS; j++) {
-        src[j] = malloc(MAXN * 2);
+        src[j] = malloc(MAXN * es);
         cr_assert(src[j]);
     }
-    for (size_t d = 0; d < 2; d++) {
-        for (size_t o = 0; o < 5; o++) {
-            for (int nsrcs = 2; nsrcs <= MAX_SRCS; nsrcs++) {
-                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-                    for (int alias = -1; alias < nsrcs; alias += nsrcs) {
-                        const void *in[MAX_SRCS];
-                        size_t n = counts[c];
+    for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+        for (int nsrcs = 2; nsrcs <= MAX_SRCS; nsrcs++) {
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                for (int alias = -1; alias < nsrcs; alias += nsrcs) {
+                    const void *in[MAX_SRCS];
+                    size_t n = counts[c];
 
-                        for (int j = 0; j < nsrcs; j++) {
-                            for (size_t i = 0; i < n; i++) {
-                                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                                /* mostly ordinary values, some of every kind */
-                                src[j][i] = (uint16_t)(x % 16 ? (x & 0x87ff) | 0x3000 : x >> 20);
-                            }
-                        }
-                        for (int pass = 0; pass < 2; pass++) {
-                            uint16_t *out = pass ? d2 : d1;
-                            uint16_t save[MAXN];
-
-                            for (int j = 0; j < nsrcs; j++) {
-                                in[j] = src[j];
-                            }
-                            if (alias >= 0) { /* dst is the last input: reduce into a copy */
-                                memcpy(out, src[nsrcs - 1], n * 2);
-                                in[nsrcs - 1] = out;
-                            }
-                            memcpy(save, src[0], n * 2);
-                            weft__host_reduce_simd(pass);
-                            cr_assert_eq(weft__host_reduce(out, in, nsrcs, n, dtypes[d], ops[o]),
-                                         WEFT_OK);
-                            cr_assert_eq(memcmp(save, src[0], n * 2), 0);
-                        }
-                        weft__host_reduce_simd(1);
+                    for (int j = 0; j < nsrcs; j++) {
                         for (size_t i = 0; i < n; i++) {
-                            if (ops[o] != WEFT_MIN && ops[o] != WEFT_MAX &&
-                                half_is_nan(dtypes[d], d1[i]) && half_is_nan(dtypes[d], d2[i])) {
-                                continue; /* which input's NaN a sum keeps: see above */
-                            }
-                            cr_assert_eq(d2[i], d1[i],
-                                         "%s %s, %d inputs, %zu elements%s: element %zu is "
-                                         "0x%04x, portable 0x%04x",
-                                         weft_dtype_name(dtypes[d]), weft_op_name(ops[o]), nsrcs, n,
-                                         alias >= 0 ? ", dst the last" : "", i, d2[i], d1[i]);
+                            store_bits(dtype, src[j] + i * es, both_ways_element(dtype, &x));
                         }
+                    }
+                    for (int pass = 0; pass < 2; pass++) {
+                        for (int j = 0; j < nsrcs; j++) {
+                            in[j] = src[j];
+                        }
+                        if (alias >= 0) { /* dst is the last input: reduce into a copy */
+                            memcpy(d[pass], src[nsrcs - 1], n * es);
+                            in[nsrcs - 1] = d[pass];
+                        }
+                        memcpy(save, src[0], n * es);
+                        weft__host_reduce_simd(pass);
+                        cr_assert_eq(weft__host_reduce(d[pass], in, nsrcs, n, dtype, ops[o]),
+                                     WEFT_OK);
+                        cr_assert_eq(memcmp(save, src[0], n * es), 0);
+                    }
+                    weft__host_reduce_simd(1);
+                    for (size_t i = 0; i < n; i++) {
+                        uint64_t portable = load_bits(dtype, d[0] + i * es);
+                        uint64_t cpu = load_bits(dtype, d[1] + i * es);
+
+                        if (ops[o] != WEFT_MIN && ops[o] != WEFT_MAX &&
+                            is_nan_bits(dtype, portable) && is_nan_bits(dtype, cpu)) {
+                            continue; /* which input's NaN a sum keeps: see above */
+                        }
+                        cr_assert_eq(cpu, portable,
+                                     "%s %s, %d inputs, %zu elements%s: element %zu is 0x%llx, "
+                                     "portable 0x%llx",
+                                     weft_dtype_name(dtype), weft_op_name(ops[o]), nsrcs, n,
+                                     alias >= 0 ? ", dst the last" : "", i, (unsigned long long)cpu,
+                                     (unsigned long long)portable);
                     }
                 }
             }
@@ -1141,8 +1144,15 @@ Test(reduce, half_types_give_the_same_bits_both_ways)
     for (int j = 0; j < MAX_SRCS; j++) {
         free(src[j]);
     }
-    free(d1);
-    free(d2);
+    free(d[0]);
+    free(d[1]);
+    free(save);
+}
+
+Test(reduce, half_types_give_the_same_bits_both_ways)
+{
+    check_both_ways(WEFT_FLOAT16, 88172645463325252ull);
+    check_both_ways(WEFT_BFLOAT16, 88172645463325253ull);
 }
 
 /* The 8-bit floats' CPU conversions (AVX2) against the portable ones: every pattern widened
@@ -1194,61 +1204,9 @@ Test(float8, cpu_conversions_give_the_portable_bits)
     free(in);
 }
 
-/* Whole reductions of random bytes (NaNs, subnormals, the largest values), every float op, 2..7
- * inputs, counts around the 8-element steps, dst distinct or the last input: the same bits both
- * ways, except the sign of a NaN that a sum or product of two NaNs gives (see
- * half_types_give_the_same_bits_both_ways). */
+/* The same for the 8-bit floats, on random bytes (NaNs, subnormals, the largest values). */
 Test(reduce, float8_gives_the_same_bits_both_ways)
 {
-    const weft_dtype_t dtypes[] = {WEFT_FLOAT8_E4M3, WEFT_FLOAT8_E5M2};
-    const weft_op_t ops[] = {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG};
-    const size_t counts[] = {1, 7, 8, 9, 31, 2049, 5000};
-    uint64_t x = 0x2545f4914f6cdd1dull;
-    enum { MAXN = 5000 };
-    uint8_t src[MAX_SRCS][MAXN], d[2][MAXN];
-
-    for (size_t t = 0; t < 2; t++) {
-        for (size_t o = 0; o < 5; o++) {
-            for (int nsrcs = 2; nsrcs <= MAX_SRCS; nsrcs++) {
-                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-                    for (int alias = -1; alias < nsrcs; alias += nsrcs) {
-                        const void *in[MAX_SRCS];
-                        size_t n = counts[c];
-
-                        for (int j = 0; j < nsrcs; j++) {
-                            for (size_t i = 0; i < n; i++) {
-                                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                                src[j][i] = (uint8_t)(x >> 24);
-                            }
-                            in[j] = src[j];
-                        }
-                        for (int pass = 0; pass < 2; pass++) {
-                            if (alias >= 0) { /* dst is the last input: reduce into a copy */
-                                memcpy(d[pass], src[nsrcs - 1], n);
-                                in[nsrcs - 1] = d[pass];
-                            }
-                            weft__host_reduce_simd(pass);
-                            cr_assert_eq(
-                                weft__host_reduce(d[pass], in, nsrcs, n, dtypes[t], ops[o]),
-                                WEFT_OK);
-                        }
-                        weft__host_reduce_simd(1);
-                        for (size_t i = 0; i < n; i++) {
-                            int both_nan =
-                                is_nan_bits(dtypes[t], d[0][i]) && is_nan_bits(dtypes[t], d[1][i]);
-
-                            if (ops[o] != WEFT_MIN && ops[o] != WEFT_MAX && both_nan) {
-                                continue;
-                            }
-                            cr_assert_eq(d[1][i], d[0][i],
-                                         "%s %s, %d inputs, %zu elements%s: element %zu is "
-                                         "0x%02x, portable 0x%02x",
-                                         weft_dtype_name(dtypes[t]), weft_op_name(ops[o]), nsrcs, n,
-                                         alias >= 0 ? ", dst the last" : "", i, d[1][i], d[0][i]);
-                        }
-                    }
-                }
-            }
-        }
-    }
+    check_both_ways(WEFT_FLOAT8_E4M3, 0x2545f4914f6cdd1dull);
+    check_both_ways(WEFT_FLOAT8_E5M2, 0x2545f4914f6cdd1eull);
 }
