@@ -655,6 +655,18 @@ static void setup(void)
     result = weft__cu.cuDeviceGetAttribute(
         &weft__cuda.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, weft__cuda.dev);
     if (result == CUDA_SUCCESS) {
+        /* a stream that waits for a flag then reads memory that a NIC may have written (RDMA
+         * into device memory) must see those writes: FLUSH where the device supports it */
+        int flush = 0;
+
+        weft__cuda.wait_flags = CU_STREAM_WAIT_VALUE_GEQ;
+        if (weft__cu.cuDeviceGetAttribute(&flush, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES,
+                                          weft__cuda.dev) == CUDA_SUCCESS &&
+            flush) {
+            weft__cuda.wait_flags |= CU_STREAM_WAIT_VALUE_FLUSH;
+        }
+    }
+    if (result == CUDA_SUCCESS) {
         result = weft__cu.cuCtxPushCurrent(weft__cuda.ctx);
     }
     if (result != CUDA_SUCCESS) {

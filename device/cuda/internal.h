@@ -16,6 +16,7 @@ typedef struct {
     CUdevice dev;
     CUmodule module;
     int sm_count;
+    unsigned wait_flags; /* cuStreamWaitValue32's: GEQ, with FLUSH where the device can */
     CUfunction reduce[WEFT_DTYPE_COUNT][WEFT_OP_COUNT];
     CUfunction avg[WEFT_DTYPE_COUNT];
     pthread_key_t stream_key; /* the calling thread's internal stream */

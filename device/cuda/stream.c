@@ -9,7 +9,8 @@
  * the host reads and writes with atomics and a stream writes (cuStreamWriteValue32, after the
  * work queued before it, with the default memory barrier) or waits on
  * (cuStreamWaitValue32 GEQ, which compares as (int32_t)(*flag - value) >= 0: the same as >=
- * while flags count up from 0 and stay below 2^31 apart).
+ * while flags count up from 0 and stay below 2^31 apart; with FLUSH where the device reports
+ * CAN_FLUSH_REMOTE_WRITES, so that remote writes into its memory before the flag are seen).
  *
  * IPC: a handle carries cuIpcGetMemHandle of the allocation holding ptr and ptr's offset in
  * it (util.h). Imports are cached per allocation with a reference count, since CUDA maps an
@@ -184,7 +185,7 @@ static weft_status_t flag_op(void *stream, uint32_t *flag, uint32_t value, int w
     status = weft__cuda_check(weft__cu.cuMemHostGetDevicePointer(&dev, flag, 0), what);
     if (status == WEFT_OK && wait) {
         status = weft__cuda_check(
-            weft__cu.cuStreamWaitValue32((CUstream)stream, dev, value, CU_STREAM_WAIT_VALUE_GEQ),
+            weft__cu.cuStreamWaitValue32((CUstream)stream, dev, value, weft__cuda.wait_flags),
             what);
     } else if (status == WEFT_OK) {
         status = weft__cuda_check(weft__cu.cuStreamWriteValue32((CUstream)stream, dev, value,

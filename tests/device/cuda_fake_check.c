@@ -18,6 +18,7 @@
 #include "device/cuda/util.h"
 #include "device/device.h"
 
+#include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ static int (*fake_launch)(char *name, unsigned *grid_p, void *args, size_t len);
 static void (*fake_ipc_counts)(int *opens_p, int *closes_p);
 static int (*fake_is)(const void *p, int pinned);
 static int (*fake_ctx_get)(void **ctx_p);
+static unsigned (*fake_wait_flags)(void);
 
 static int launches(weft_cuda_reduce_args_t *args, char *name, unsigned *grid)
 {
@@ -170,6 +172,11 @@ static void check_streams(const weft_device_ops_t *cu)
     CHECK(cu->flag_alloc(&flag) == WEFT_OK && *flag == 0, "flag");
     CHECK(cu->stream_write_flag(stream, flag, 5) == WEFT_OK && *flag == 5, "write");
     CHECK(cu->stream_wait_flag(stream, flag, 6) == WEFT_OK, "wait (GEQ on the device pointer)");
+    /* FLUSH exactly where the device can flush remote writes (FAKE_CUDA_FLUSH=1) */
+    CHECK(fake_wait_flags() ==
+              (CU_STREAM_WAIT_VALUE_GEQ |
+               (getenv("FAKE_CUDA_FLUSH") != NULL ? CU_STREAM_WAIT_VALUE_FLUSH : 0)),
+          "wait flags 0x%x", fake_wait_flags());
     CHECK(cu->stream_sync(stream) == WEFT_OK, "sync");
     CHECK(cu->stream_destroy(stream) == WEFT_OK, "destroy");
     CHECK(cu->stream_destroy(NULL) == WEFT_ERR_INVALID_ARG, "destroy default");
@@ -285,7 +292,8 @@ int main(int argc, char **argv)
     CHECK(fake != NULL && (fake_launch = dlsym(fake, "fake_cuda_launch")) != NULL &&
               (fake_ipc_counts = dlsym(fake, "fake_cuda_ipc_counts")) != NULL &&
               (fake_is = dlsym(fake, "fake_cuda_is")) != NULL &&
-              (fake_ctx_get = dlsym(fake, "cuCtxGetCurrent")) != NULL,
+              (fake_ctx_get = dlsym(fake, "cuCtxGetCurrent")) != NULL &&
+              (fake_wait_flags = dlsym(fake, "fake_cuda_last_wait_flags")) != NULL,
           "libcuda.so.1 is fake_cuda");
     check_memory(cu);
     check_reduce(cu);

@@ -62,6 +62,14 @@ static int device_count(void)
     return n < 1 ? 1 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
 }
 
+/* FAKE_CUDA_FLUSH=1: the device can flush remote writes (CAN_FLUSH_REMOTE_WRITES) */
+static int can_flush(void)
+{
+    const char *v = getenv("FAKE_CUDA_FLUSH");
+
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
 EXPORT void fake_cuda_ipc_counts(int *opens_p, int *closes_p)
 {
     *opens_p = ipc_opens;
@@ -165,6 +173,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice d
     (void)d;
     *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT       ? 4
          : attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9
+         : attr == CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES  ? can_flush()
                                                                 : 0;
     return CUDA_SUCCESS;
 }
@@ -370,10 +379,22 @@ EXPORT CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t v,
     return CUDA_SUCCESS;
 }
 /* the work after the wait would run once the flag is >= v: here, only the argument is checked */
+static unsigned last_wait_flags;
+
+/* the flags of the last cuStreamWaitValue32 */
+EXPORT unsigned fake_cuda_last_wait_flags(void)
+{
+    return last_wait_flags;
+}
+
+/* GEQ, with FLUSH only where the device says it can (CUDA refuses it otherwise) */
 EXPORT CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags)
 {
     (void)s, (void)v;
-    return fake_cuda_is((void *)addr, 1) && flags == CU_STREAM_WAIT_VALUE_GEQ
+    last_wait_flags = flags;
+    return fake_cuda_is((void *)addr, 1) && (flags == CU_STREAM_WAIT_VALUE_GEQ ||
+                                             (can_flush() && flags == (CU_STREAM_WAIT_VALUE_GEQ |
+                                                                       CU_STREAM_WAIT_VALUE_FLUSH)))
                ? CUDA_SUCCESS
                : CUDA_ERROR_INVALID_VALUE;
 }

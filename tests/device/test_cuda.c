@@ -328,8 +328,11 @@ Test(cuda_pure, host_side_against_a_fake_driver)
     cr_assert_eq(access(fake, R_OK), 0, "%s is not built", fake);
     stand_in(dir, fake);
     run_program("cuda_fake_check", dir, out, sizeof(out));
-    remove_stand_in(dir);
     cr_assert(strstr(out, "checks passed") != NULL, "%s", out);
+    /* a device that can flush remote writes: stream waits flush them */
+    run_program_with("FAKE_CUDA_FLUSH=1", "cuda_fake_check", "", dir, out, sizeof(out));
+    cr_assert(strstr(out, "checks passed") != NULL, "with FAKE_CUDA_FLUSH=1: %s", out);
+    remove_stand_in(dir);
 }
 
 /* cuda_fake_check with the fake driver, env settings (none of the launchers' local ranks but
