@@ -544,9 +544,12 @@ static weft_status_t mismatch(shm_op_t *o, uint64_t R)
     size_t len = 0;
 
     if (sigs != NULL && ranks != NULL) {
-        /* the message names every rank's value: give the others a moment
-         * to publish this round (they may never: then they are left out) */
-        for (uint64_t until = weft__time_ns() + 20000000; weft__time_ns() < until;) {
+        /* the message names every rank's value: give the others time to
+         * publish this round (they may never: then they are left out). A
+         * rank that comes later than this sees the failure notice first and
+         * never publishes, so on a loaded machine the time must cover a
+         * descheduled rank (20 ms did not, in CI); only failures pay it */
+        for (uint64_t until = weft__time_ns() + 500000000; weft__time_ns() < until;) {
             int q = 0;
 
             while (q < shm->L && load(&shm->ctrl[q].arrive) >= 4 * R + 1) {
