@@ -400,15 +400,11 @@ void weft__sched_pos(const weft_sched_t *s, weft_sched_pos_t *pos, int *peers, i
     }
 }
 
-/* One line naming the operation, where it is, and whom it waits for. */
-/* Seconds since s started (the deadline's clock). */
-static double waited_s(const weft_sched_t *s)
+/* One line naming the operation, where it is, and whom it waits for; the time is counted on the
+ * deadline's clock since s started. */
+static weft_status_t report_timeout(weft_sched_t *s)
 {
-    return (double)(weft__time_coarse_ns() - s->begun_ns) / 1e9;
-}
-
-static weft_status_t report_timeout(weft_sched_t *s, double seconds)
-{
+    double seconds = (double)(weft__time_coarse_ns() - s->begun_ns) / 1e9;
     char peers[256] = "";
     size_t len = 0;
     const char *phase = "?";
@@ -475,7 +471,7 @@ int weft__comm_progress(struct weft_comm *comm)
             completed++;
             reap(s);
         } else if (s->detached && weft__time_coarse_ns() >= s->deadline_ns) {
-            fail_sched(s, report_timeout(s, waited_s(s)));
+            fail_sched(s, report_timeout(s));
             reap(s);
         }
         s = next;
@@ -527,7 +523,7 @@ int weft__sched_test(weft_sched_t *s, weft_status_t *status_p)
         /* past its own deadline, a rank reports its own timeout (not a
          * peer's notice of the same) */
         if (weft__time_coarse_ns() >= s->deadline_ns) {
-            fail_sched(s, report_timeout(s, waited_s(s)));
+            fail_sched(s, report_timeout(s));
         } else if ((health = weft__comm_health(s->comm)) != WEFT_OK &&
                    !own_deadline_near(s, health)) {
             fail_all(s->comm, health);
@@ -607,7 +603,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
             idle_ns = weft__time_ns() - idle_since;
         }
         if (weft__time_coarse_ns() >= s->deadline_ns) { /* first: see weft__sched_test */
-            fail_sched(s, report_timeout(s, waited_s(s)));
+            fail_sched(s, report_timeout(s));
             break;
         }
         status = weft__comm_health(comm);

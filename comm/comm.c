@@ -176,18 +176,9 @@ int weft__usable_cores(void)
     return (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
-static uint64_t deadline_after(double t)
+/* now_ns + t seconds (UINT64_MAX for inf or more than 1e9 s) */
+static uint64_t deadline_after(double t, uint64_t now_ns)
 {
-    if (isinf(t) || t > 1e9) {
-        return UINT64_MAX;
-    }
-    return weft__time_ns() + (uint64_t)(t * 1e9);
-}
-
-uint64_t weft__comm_deadline_from(const struct weft_comm *comm, uint64_t now_ns)
-{
-    double t = comm->timeout_s > 0 ? comm->timeout_s : weft__runtime_config.timeout;
-
     if (isinf(t) || t > 1e9) {
         return UINT64_MAX;
     }
@@ -196,12 +187,18 @@ uint64_t weft__comm_deadline_from(const struct weft_comm *comm, uint64_t now_ns)
 
 uint64_t weft__deadline_ns(void)
 {
-    return deadline_after(weft__runtime_config.timeout);
+    return deadline_after(weft__runtime_config.timeout, weft__time_ns());
+}
+
+uint64_t weft__comm_deadline_from(const struct weft_comm *comm, uint64_t now_ns)
+{
+    return deadline_after(comm->timeout_s > 0 ? comm->timeout_s : weft__runtime_config.timeout,
+                          now_ns);
 }
 
 uint64_t weft__comm_deadline_ns(const struct weft_comm *comm)
 {
-    return deadline_after(comm->timeout_s > 0 ? comm->timeout_s : weft__runtime_config.timeout);
+    return weft__comm_deadline_from(comm, weft__time_ns());
 }
 
 int weft__comm_world_rank(struct weft_comm *comm, int rank)

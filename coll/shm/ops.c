@@ -124,6 +124,12 @@ static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
     return !differs(o, q, v);
 }
 
+/* n elements of a one-phase round travel in the sender's control line (DATA1) */
+static inline int fits_line(const shm_op_t *o, size_t n)
+{
+    return n * o->esize <= sizeof(uint64_t) && o->dev->memtype == WEFT_MEM_HOST;
+}
+
 /* Round o->r of the operation keeps its data in the control lines (up to 8 bytes per rank of
  * host memory, or none): every local rank decides alike, from what all of them know. */
 static int line_round(const shm_op_t *o)
@@ -136,6 +142,7 @@ static int line_round(const shm_op_t *o)
     case OP_ALLREDUCE1:
     case OP_REDUCE1:
     case OP_BCAST:
+    case OP_GATHER:
         n = weft__shm_op_span(o->count, o->chunk, o->r);
         break;
     case OP_ALLGATHER:
@@ -145,13 +152,10 @@ static int line_round(const shm_op_t *o)
             n = b > n ? b : n;
         }
         break;
-    case OP_GATHER:
-        n = weft__shm_op_span(o->count, o->chunk, o->r);
-        break;
     default:
         return 0;
     }
-    return n * o->esize <= sizeof(uint64_t) && o->dev->memtype == WEFT_MEM_HOST;
+    return fits_line(o, n);
 }
 
 /*
@@ -256,9 +260,8 @@ size_t weft__shm_op_span(size_t total, size_t chunk, uint64_t r)
 
 /* one-phase data of n elements: in the control line when it fits */
 #define DATA1(o, q, R, n)                                                                          \
-    ((n) * (o)->esize <= sizeof(uint64_t) && (o)->dev->memtype == WEFT_MEM_HOST                    \
-         ? (char *)&(o)->shm->ctrl[(q)].tiny[(R) % WEFT_SHM_LINE_DEPTH]                            \
-         : SLOT((o), (q), (R)))
+    (fits_line((o), (n)) ? (char *)&(o)->shm->ctrl[(q)].tiny[(R) % WEFT_SHM_LINE_DEPTH]            \
+                         : SLOT((o), (q), (R)))
 
 static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
 {

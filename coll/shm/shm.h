@@ -78,8 +78,8 @@
 #include <sys/types.h>
 
 /* Rounds whose signature and data (up to 8 bytes) a rank's control line holds at once: a
- * round that needs nothing else (WEFT_SHM_LINE_ROUNDS) may start while the peers still read the
- * round LINE_DEPTH - 1 before it. */
+ * round that needs nothing else may start while the peers still read the round
+ * LINE_DEPTH - 1 before it. */
 #define WEFT_SHM_LINE_DEPTH 4
 
 typedef struct weft_shm_ctrl {
@@ -93,7 +93,7 @@ typedef struct weft_shm_ctrl {
                                          * tiny[R % LINE_DEPTH]: read with the counters,
                                          * one cache line instead of two */
     uint64_t pad_;
-    /* second and third lines: the single-copy pointers, read once per operation, and what
+    /* second to fourth lines: the single-copy pointers, read once per operation, and what
      * only liveness checks and the naming of a mismatch read */
     uint64_t src_addr; /* single-copy allreduce: this rank's buffers ... */
     uint64_t dst_addr;

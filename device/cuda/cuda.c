@@ -570,8 +570,9 @@ static int load_kernels(char *why, size_t len)
     return 0;
 }
 
-/* This process's rank among the node's, as the launchers tell it (-1: none says). */
-int weft__cuda_local_rank(void)
+/* This process's rank among its node's, from the launcher's environment (the first of these
+ * set); -1 when none is. */
+static int local_rank(void)
 {
     static const char *const names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
                                         "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK"};
@@ -605,13 +606,11 @@ static CUresult choose_device(CUdevice *dev_p)
     }
     if (want >= count) {
         snprintf(setup_why, sizeof(setup_why),
-                 "WEFT_CUDA_DEVICE is %d, but the driver sees %d "
-                 "device(s)",
-                 want, count);
+                 "WEFT_CUDA_DEVICE is %d, but the driver sees %d device(s)", want, count);
         return CUDA_ERROR_INVALID_DEVICE;
     }
     if (want < 0) {
-        int local = weft__cuda_local_rank();
+        int local = local_rank();
 
         want = local >= 0 && count > 0 ? local % count : 0;
     }

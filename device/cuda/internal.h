@@ -31,11 +31,6 @@ extern const unsigned long weft__cuda_fatbin_size;
 /* WEFT_OK for CUDA_SUCCESS; else the weft status, with "<what>: <error name> (<text>)". */
 weft_status_t weft__cuda_check(CUresult result, const char *what);
 
-/* This process's rank among its node's, from the launcher's environment (LOCAL_RANK,
- * OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK: the
- * first one set); -1 when none is. */
-int weft__cuda_local_rank(void);
-
 /* Sets up weft's context and kernels on first use; WEFT_OK, or why not (no message). */
 weft_status_t weft__cuda_ready(void);
 

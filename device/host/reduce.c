@@ -60,11 +60,13 @@ typedef struct {
     void (*accumulate)(void *restrict d, const void *restrict b, size_t n);
 } kernel_t;
 
-/* A narrow float format (the 16- and 8-bit dtypes): arrays widened to float and rounded back. */
+/* A narrow float format (the 16- and 8-bit dtypes): arrays widened to float and rounded back;
+ * the CPU-specific formats also sum (mul 0) or multiply (mul 1) nsrcs inputs in one pass. */
 typedef struct {
     size_t size; /* bytes per element */
     void (*widen)(float *restrict out, const void *restrict in, size_t n);
     void (*narrow)(void *restrict out, const float *restrict in, size_t n);
+    void (*sum_prod)(void *dst, const void *const *srcs, int nsrcs, size_t count, int mul);
 } half_format_t;
 
 /* The binary and accumulate loops of one (type, op), and the kernel_t `name` holding them. */
@@ -278,9 +280,10 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
             out[i] = from_float(in[i]);                                                            \
         }                                                                                          \
     }                                                                                              \
-    ATTR static void name##_sum_prod(T *dst, const void *const *srcs, int nsrcs, size_t count,     \
+    ATTR static void name##_sum_prod(void *dstv, const void *const *srcs, int nsrcs, size_t count, \
                                      int mul)                                                      \
     {                                                                                              \
+        T *dst = dstv;                                                                             \
         size_t i = 0;                                                                              \
                                                                                                    \
         for (; i + 8 <= count; i += 8) {                                                           \
@@ -304,8 +307,10 @@ X86_AVX2 static inline __m128i bf16_round8(__m256 f)
             dst[i] = from_float(acc);                                                              \
         }                                                                                          \
     }                                                                                              \
-    static const half_format_t name = {                                                            \
-        .size = sizeof(T), .widen = name##_widen, .narrow = name##_narrow};
+    static const half_format_t name = {.size = sizeof(T),                                          \
+                                       .widen = name##_widen,                                      \
+                                       .narrow = name##_narrow,                                    \
+                                       .sum_prod = name##_sum_prod};
 
 /* eight halves rounded and stored */
 X86_F16 static inline void f16c_store8(uint16_t *p, __m256 f)
@@ -610,26 +615,10 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
     case WEFT_FLOAT8_E5M2: {
         const half_format_t *format = half_format(dtype, 1);
 
-#ifdef HOST_X86
-        if (op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD) {
-            if (format == &f16_x86) {
-                f16_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
-                break;
-            }
-            if (format == &bf16_x86) {
-                bf16_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
-                break;
-            }
-            if (format == &f8e4m3_x86) {
-                f8e4m3_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
-                break;
-            }
-            if (format == &f8e5m2_x86) {
-                f8e5m2_x86_sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
-                break;
-            }
+        if (format->sum_prod != NULL && (op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD)) {
+            format->sum_prod(dst, srcs, nsrcs, count, op == WEFT_PROD);
+            break;
         }
-#endif
         reduce_half(k, format, dst, srcs, nsrcs, count);
         break;
     }

@@ -210,23 +210,32 @@ static void check_ipc(const weft_device_ops_t *cu)
     CHECK(cu->free(dev) == WEFT_OK, "free");
 }
 
+/* A symbol of the libcuda.so.1 weft loaded (NULL: none loaded, or not the fake). */
+static void *fake_sym(const char *name)
+{
+    void *fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    return fake != NULL ? dlsym(fake, name) : NULL;
+}
+
 /* The device weft's first CUDA call takes (app_device >= 0: the application's current context is
  * that device's primary one). */
 static int check_device(int app_device)
 {
-    const weft_device_ops_t *cu = (weft_init(), weft__device_ops(WEFT_MEM_CUDA));
-    void *fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    int (*retains)(int) =
-        fake != NULL ? (int (*)(int))dlsym(fake, "fake_cuda_primary_retains") : NULL;
-    int (*retain)(void **, int) =
-        fake != NULL ? (int (*)(void **, int))dlsym(fake, "cuDevicePrimaryCtxRetain") : NULL;
-    int (*push)(void *) = fake != NULL ? (int (*)(void *))dlsym(fake, "cuCtxPushCurrent_v2") : NULL;
+    const weft_device_ops_t *cu;
+    int (*retains)(int);
+    int (*retain)(void **, int);
+    int (*push)(void *);
     void *ctx = NULL;
     void *p = NULL;
     int dev = -1;
 
-    CHECK(cu != NULL && retains != NULL && retain != NULL && push != NULL,
-          "libcuda.so.1 is fake_cuda (weft loads it at weft_init, sets it up at first use)");
+    /* weft loads the driver at weft_init and sets CUDA up at its first use */
+    CHECK(weft_init() == WEFT_OK && (cu = weft__device_ops(WEFT_MEM_CUDA)) != NULL, "weft_init");
+    retains = (int (*)(int))fake_sym("fake_cuda_primary_retains");
+    retain = (int (*)(void **, int))fake_sym("cuDevicePrimaryCtxRetain");
+    push = (int (*)(void *))fake_sym("cuCtxPushCurrent_v2");
+    CHECK(retains != NULL && retain != NULL && push != NULL, "libcuda.so.1 is fake_cuda");
     if (app_device >= 0) {
         CHECK(retain(&ctx, app_device) == 0 && push(ctx) == 0, "the application's context");
     }
@@ -268,7 +277,7 @@ static int check_fork(void)
     close(fds[1]);
     CHECK(read(fds[0], text, sizeof(text) - 1) > 0, "the child's answer");
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the child exits");
-    CHECK(cu->alloc(64, &p) == WEFT_OK, "the parent still uses CUDA");
+    CHECK(cu->free(p) == WEFT_OK, "the parent still uses CUDA");
     printf("fork: %s\n", text);
     return 0;
 }
@@ -276,7 +285,6 @@ static int check_fork(void)
 int main(int argc, char **argv)
 {
     const weft_device_ops_t *cu;
-    void *fake;
     void *ctx = (void *)1;
 
     if (argc > 1 && strcmp(argv[1], "device") == 0) {
@@ -286,14 +294,12 @@ int main(int argc, char **argv)
         return check_fork();
     }
     cu = weft__device_ops(WEFT_MEM_CUDA);
-    fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-
     CHECK(cu != NULL, "the fake driver loads: %s", weft__device_unavailable(WEFT_MEM_CUDA));
-    CHECK(fake != NULL && (fake_launch = dlsym(fake, "fake_cuda_launch")) != NULL &&
-              (fake_ipc_counts = dlsym(fake, "fake_cuda_ipc_counts")) != NULL &&
-              (fake_is = dlsym(fake, "fake_cuda_is")) != NULL &&
-              (fake_ctx_get = dlsym(fake, "cuCtxGetCurrent")) != NULL &&
-              (fake_wait_flags = dlsym(fake, "fake_cuda_last_wait_flags")) != NULL,
+    CHECK((fake_launch = fake_sym("fake_cuda_launch")) != NULL &&
+              (fake_ipc_counts = fake_sym("fake_cuda_ipc_counts")) != NULL &&
+              (fake_is = fake_sym("fake_cuda_is")) != NULL &&
+              (fake_ctx_get = fake_sym("cuCtxGetCurrent")) != NULL &&
+              (fake_wait_flags = fake_sym("fake_cuda_last_wait_flags")) != NULL,
           "libcuda.so.1 is fake_cuda");
     check_memory(cu);
     check_reduce(cu);
