@@ -66,6 +66,7 @@ typedef struct weft_runtime_config {
     char *dump_dir;         /* flight recorder JSON files go here ("" = none) */
     int dump_on_signal;     /* SIGUSR1 dumps the flight recorders */
     int cuda_device;        /* the CUDA device of a thread without a context (-1: by local rank) */
+    size_t pinned_cache;    /* bytes of staging buffers kept for reuse (device/pinned.c) */
 } weft_runtime_config_t;
 
 /* Filled by the registry (runtime/config.c) at weft_init; read by every

@@ -77,13 +77,14 @@ typedef struct weft_device_ops {
     weft_status_t (*stream_destroy)(void *stream);
     weft_status_t (*stream_sync)(void *stream);
     weft_status_t (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
-    weft_status_t (*flag_alloc)(uint32_t **flag_p);
-    void (*flag_free)(uint32_t *flag);
     weft_status_t (*stream_write_flag)(void *stream, uint32_t *flag, uint32_t value);
     weft_status_t (*stream_wait_flag)(void *stream, uint32_t *flag, uint32_t value);
 
-    /* Host memory the device copies to and from fastest (pinned for CUDA,
-     * so copies overlap and never wait on the stream); NULL: malloc/free. */
+    /* Host memory the device copies to and from fastest and its streams
+     * can read and write as flags (pinned and mapped for CUDA); NULL for
+     * tables without streams. Only device/pinned.c calls them: everything
+     * else takes flags and staging buffers from there (weft__device_flag_alloc,
+     * weft__device_bounce_get), which never frees while a stream may wait. */
     weft_status_t (*host_alloc)(size_t bytes, void **ptr_p);
     void (*host_free)(void *ptr);
 
@@ -113,6 +114,32 @@ weft_status_t weft__device_check(const void *ptr, const char *call, const char *
  * (the stream of no built backend: WEFT_ERR_INVALID_ARG). */
 weft_status_t weft__device_stream_check(void *stream, const char *call,
                                         const weft_device_ops_t **dev_p);
+
+/* Pinned host memory (device/pinned.c). A flag: one 32-bit word, 0 when
+ * handed out, on a cache line of its own, that streams of dev write and wait
+ * on (stream_write_flag, stream_wait_flag) and the host reads and writes
+ * (weft__device_flag_get/set). A bounce buffer: at least bytes of host memory
+ * the device copies to and from fastest. Both come from memory that is
+ * reused, and handed back to the driver only while no flag of dev is in use
+ * (then no stream of weft's waits: CUDA may deadlock freeing pinned memory
+ * while a stream waits for the freeing thread); a flag is in use from alloc
+ * to free, which its user calls once no stream reads or writes it any more.
+ * Tables without host_alloc: WEFT_ERR_UNSUPPORTED. */
+weft_status_t weft__device_flag_alloc(const weft_device_ops_t *dev, uint32_t **flag_p);
+void weft__device_flag_free(const weft_device_ops_t *dev, uint32_t *flag);
+weft_status_t weft__device_bounce_get(const weft_device_ops_t *dev, size_t bytes, void **ptr_p);
+void weft__device_bounce_put(const weft_device_ops_t *dev, void *ptr);
+
+typedef struct weft_pinned_stats {
+    size_t flags_in_use;
+    size_t slabs;         /* of flags, allocated so far (never freed) */
+    size_t buffer_allocs; /* bounce buffers allocated from the driver */
+    size_t buffer_reuses; /* bounce_get served from the cache */
+    size_t buffer_frees;  /* handed back to the driver (beyond WEFT_PINNED_CACHE) */
+    size_t cached_bytes;  /* bounce buffers kept for reuse */
+} weft_pinned_stats_t;
+/* For tests and weft_info. */
+void weft__device_pinned_stats(const weft_device_ops_t *dev, weft_pinned_stats_t *stats_p);
 
 /* Host side of flags: an atomic store that also wakes emu workers waiting
  * on the flag, and an atomic load. */

@@ -2,7 +2,7 @@
 # own library, below) and the emulated accelerator. device/cuda/ has its own
 # local.mk.
 libweft_core_la_SOURCES += \
-	device/device.h device/device.c device/reduce_elem.h \
+	device/device.h device/device.c device/pinned.c device/reduce_elem.h \
 	device/host/host.h device/host/half.h device/host/host.c \
 	device/emu/emu.h device/emu/memory.c device/emu/stream.c device/emu/emu.c
 

@@ -60,6 +60,12 @@ static const weft_config_entry_t runtime_entries[] = {
      "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK, "
      "the first one set) modulo the number of devices, device 0 without one",
      weft__config_parse_int, offsetof(weft_runtime_config_t, cuda_device)},
+    {"PINNED_CACHE", "256m",
+     "bytes of pinned host memory (device buffers staged through the host) kept for reuse once "
+     "a message is done; more is handed back to the driver, but only at a moment when no "
+     "stream-ordered operation of that device is pending (freeing pinned memory while a stream "
+     "waits can deadlock CUDA)",
+     weft__config_parse_size, offsetof(weft_runtime_config_t, pinned_cache)},
 };
 
 static const char *runtime_values[sizeof(runtime_entries) / sizeof(runtime_entries[0])];

@@ -79,7 +79,7 @@ static void reap_flags(void)
 
         if (weft__device_flag_get(x->flag) == 3) {
             *r = x->next;
-            x->sdev->flag_free(x->flag);
+            weft__device_flag_free(x->sdev, x->flag);
             free(x);
         } else {
             r = &x->next;
@@ -289,7 +289,7 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     op->stream = stream;
     op->call = call;
     if (status == WEFT_OK) {
-        status = op->sdev->flag_alloc(&op->flag);
+        status = weft__device_flag_alloc(op->sdev, &op->flag);
     }
     if (status != WEFT_OK) {
         free(op->arrays);

@@ -53,8 +53,6 @@ weft_status_t weft__cuda_stream_create(void **stream_p);
 weft_status_t weft__cuda_stream_destroy(void *stream);
 weft_status_t weft__cuda_stream_sync(void *stream);
 weft_status_t weft__cuda_memcpy_async(void *dst, const void *src, size_t bytes, void *stream);
-weft_status_t weft__cuda_flag_alloc(uint32_t **flag_p);
-void weft__cuda_flag_free(uint32_t *flag);
 /* Pinned host memory (staging through the transports). */
 weft_status_t weft__cuda_host_alloc(size_t bytes, void **ptr_p);
 void weft__cuda_host_free(void *ptr);

@@ -5,7 +5,8 @@
  * (cuStreamGetCtx), as are the default stream (NULL) and the CU_STREAM_LEGACY and
  * CU_STREAM_PER_THREAD handles. Queued work reports its first error through stream_sync.
  *
- * Flags: one 32-bit word of mapped pinned host memory (cuMemHostAlloc with DEVICEMAP), which
+ * Flags: one 32-bit word of mapped pinned host memory (host_alloc: cuMemHostAlloc with
+ * DEVICEMAP; device/pinned.c hands them out from slabs and frees nothing while one is used), which
  * the host reads and writes with atomics and a stream writes (cuStreamWriteValue32, after the
  * work queued before it, with the default memory barrier) or waits on
  * (cuStreamWaitValue32 GEQ, which compares as (int32_t)(*flag - value) >= 0: the same as >=
@@ -108,28 +109,6 @@ weft_status_t weft__cuda_memcpy_async(void *dst, const void *src, size_t bytes, 
     return status;
 }
 
-weft_status_t weft__cuda_flag_alloc(uint32_t **flag_p)
-{
-    void *flag = NULL;
-    weft_status_t status;
-    int pushed;
-
-    status = weft__cuda_enter(&pushed, "cuda flag_alloc");
-    if (status != WEFT_OK) {
-        return status;
-    }
-    status = weft__cuda_check(
-        weft__cu.cuMemHostAlloc(&flag, sizeof(uint32_t),
-                                CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
-        "cuda flag_alloc: cuMemHostAlloc");
-    weft__cuda_leave(pushed);
-    if (status == WEFT_OK) {
-        __atomic_store_n((uint32_t *)flag, 0, __ATOMIC_RELEASE);
-        *flag_p = flag;
-    }
-    return status;
-}
-
 weft_status_t weft__cuda_host_alloc(size_t bytes, void **ptr_p)
 {
     void *p = NULL;
@@ -140,8 +119,9 @@ weft_status_t weft__cuda_host_alloc(size_t bytes, void **ptr_p)
     if (status != WEFT_OK) {
         return status;
     }
-    status = weft__cuda_check(weft__cu.cuMemHostAlloc(&p, bytes ? bytes : 1,
-                                                      CU_MEMHOSTALLOC_PORTABLE),
+    status = weft__cuda_check(
+        weft__cu.cuMemHostAlloc(&p, bytes ? bytes : 1,
+                                CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
                               "cuda host_alloc: cuMemHostAlloc");
     weft__cuda_leave(pushed);
     if (status == WEFT_OK) {
@@ -156,16 +136,6 @@ void weft__cuda_host_free(void *ptr)
 
     if (ptr != NULL && weft__cuda_enter(&pushed, "cuda host_free") == WEFT_OK) {
         weft__cu.cuMemFreeHost(ptr);
-        weft__cuda_leave(pushed);
-    }
-}
-
-void weft__cuda_flag_free(uint32_t *flag)
-{
-    int pushed;
-
-    if (flag != NULL && weft__cuda_enter(&pushed, "cuda flag_free") == WEFT_OK) {
-        weft__cu.cuMemFreeHost(flag);
         weft__cuda_leave(pushed);
     }
 }

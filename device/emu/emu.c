@@ -5,6 +5,8 @@
  */
 #include "device/emu/emu.h"
 
+#include <stdatomic.h>
+
 
 #include <stdlib.h>
 
@@ -55,22 +57,34 @@ static weft_status_t emu_avg_finalize(void *buf, size_t count, weft_dtype_t dtyp
     return run_sync(weft__emu_avg_async(st, buf, count, dtype, divisor), st);
 }
 
-static weft_status_t emu_flag_alloc(uint32_t **flag_p)
-{
-    void *p;
+/* Pinned host memory, emulated: a cache line aligned allocation. CUDA's rule
+ * comes with it: freeing while a stream waits on a flag is counted and
+ * logged (CUDA may deadlock there), so CI sees device/pinned.c keep it. */
+static atomic_ulong frees_while_waiting;
 
-    /* a cache line of its own: the host and the workers poll it */
-    if (posix_memalign(&p, 64, 64) != 0) {
-        return weft__error(WEFT_ERR_NO_MEMORY, "emu: cannot allocate a flag");
+static weft_status_t emu_host_alloc(size_t bytes, void **ptr_p)
+{
+    if (posix_memalign(ptr_p, 64, bytes ? bytes : 1) != 0) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "emu: cannot allocate %zu bytes of host memory",
+                           bytes);
     }
-    *(uint32_t *)p = 0;
-    *flag_p = p;
     return WEFT_OK;
 }
 
-static void emu_flag_free(uint32_t *flag)
+static void emu_host_free(void *ptr)
 {
-    free(flag);
+    if (weft__emu_streams_waiting() > 0) {
+        atomic_fetch_add(&frees_while_waiting, 1);
+        weft__log_error("emu: pinned host memory %p freed while a stream waits on a flag (CUDA "
+                        "may deadlock there)",
+                        ptr);
+    }
+    free(ptr);
+}
+
+unsigned long weft__emu_frees_while_waiting(void)
+{
+    return atomic_load(&frees_while_waiting);
 }
 
 const weft_device_ops_t weft__device_emu_ops = {
@@ -87,10 +101,10 @@ const weft_device_ops_t weft__device_emu_ops = {
     .stream_destroy = weft__emu_stream_destroy,
     .stream_sync = weft__emu_stream_sync,
     .memcpy_async = weft__emu_memcpy_async,
-    .flag_alloc = emu_flag_alloc,
-    .flag_free = emu_flag_free,
     .stream_write_flag = weft__emu_write_flag,
     .stream_wait_flag = weft__emu_wait_flag,
+    .host_alloc = emu_host_alloc,
+    .host_free = emu_host_free,
     .ipc_handle_size = WEFT_EMU_IPC_HANDLE_SIZE,
     .ipc_export = weft__emu_ipc_export,
     .ipc_import = weft__emu_ipc_import,

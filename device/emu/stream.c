@@ -80,12 +80,23 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static atomic_int waiting; /* workers blocked in wait_flag */
+
+int weft__emu_streams_waiting(void)
+{
+    return atomic_load(&waiting);
+}
+
 static void wait_flag(uint32_t *flag, uint32_t value)
 {
     uint64_t start = now_ns();
     _Atomic uint32_t *f = (_Atomic uint32_t *)flag;
     uint32_t seen;
 
+    if (atomic_load_explicit(f, memory_order_acquire) >= value) {
+        return;
+    }
+    atomic_fetch_add(&waiting, 1);
     while ((seen = atomic_load_explicit(f, memory_order_acquire)) < value) {
         if (now_ns() - start < WAIT_SPIN_NS) {
             sched_yield();
@@ -95,6 +106,7 @@ static void wait_flag(uint32_t *flag, uint32_t value)
             futex(flag, FUTEX_WAIT, seen, &nap);
         }
     }
+    atomic_fetch_sub(&waiting, 1);
 }
 
 static weft_status_t run_item(const item_t *it)

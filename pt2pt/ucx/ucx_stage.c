@@ -10,8 +10,8 @@
  *
  * Device memory that UCX cannot carry (every memory type but host, unless
  * ucp_context_query lists it: Debian's UCX has no CUDA transport, and no
- * UCX knows emu) is staged through a host bounce buffer (the device's
- * host_alloc: pinned memory for CUDA) on the context's staging stream of
+ * UCX knows emu) is staged through a host bounce buffer
+ * (weft__device_bounce_get: reused pinned memory for CUDA) on the context's staging stream of
  * that device, pipelined per fragment:
  *
  *   send  stream:  D2H f0 | D2H f1 | D2H f2 | ...        (queued at once)
@@ -170,12 +170,10 @@ static void stage_free(ucx_stage_t *st)
 {
     held_unlink(st);
     if (st->flag != NULL) {
-        st->dev->flag_free(st->flag);
+        weft__device_flag_free(st->dev, st->flag);
     }
-    if (st->bounce != NULL && st->dev->host_free != NULL) {
-        st->dev->host_free(st->bounce);
-    } else {
-        free(st->bounce);
+    if (st->bounce != NULL) {
+        weft__device_bounce_put(st->dev, st->bounce);
     }
     free(st->subs);
     free(st->landed);
@@ -217,17 +215,12 @@ weft_status_t weft__ucx_stage_post(ucx_comm_t *comm, int is_recv, int peer, void
                                  weft_memtype_name(memtype));
             goto err_free;
         }
-        if (st->dev->host_alloc != NULL) {
-            WEFT_CHECK_GOTO(st->dev->host_alloc(bytes, (void **)&st->bounce), err_free);
-        } else if ((st->bounce = malloc(bytes ? bytes : 1)) == NULL) {
-            status = weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate %zu bytes to stage", bytes);
-            goto err_free;
-        }
+        WEFT_CHECK_GOTO(weft__device_bounce_get(st->dev, bytes, (void **)&st->bounce), err_free);
         pthread_mutex_lock(&ctx->lock);
         status = stage_stream(ctx, st->dev, &st->stream);
         pthread_mutex_unlock(&ctx->lock);
         WEFT_CHECK_GOTO(status, err_free);
-        WEFT_CHECK_GOTO(st->dev->flag_alloc(&st->flag), err_free);
+        WEFT_CHECK_GOTO(weft__device_flag_alloc(st->dev, &st->flag), err_free);
     }
     if (st->dev != NULL && !is_recv) {
         /* every device-to-host copy at once; each fragment is sent when its own is done */

@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include "device/device.h"
+#include "device/emu/emu.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
 #include "tests/coll/device_data.h"
@@ -175,6 +176,8 @@ static inline void setup(void)
 static inline void teardown(void)
 {
     weft_finalize();
+    /* device/pinned.c freed no pinned memory while a stream waited on a flag */
+    cr_expect_eq(weft__emu_frees_while_waiting(), 0ul, "pinned memory freed while a stream waited");
 }
 
 /* A stream that runs nothing until open_gate: everything queued on it is
@@ -189,7 +192,7 @@ static inline void gated_create(world_t *w, int r, gated_t *g)
     const weft_device_ops_t *emu = &weft__device_emu_ops;
 
     CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &g->st));
-    CHECK_OK(emu->flag_alloc(&g->gate));
+    CHECK_OK(weft__device_flag_alloc(emu, &g->gate));
     CHECK_OK(emu->stream_wait_flag(g->st, g->gate, 1));
 }
 
@@ -201,7 +204,7 @@ static inline void gated_open(gated_t *g)
 static inline void gated_destroy(world_t *w, int r, gated_t *g)
 {
     CHECK_OK(weft_stream_destroy(g->st));
-    weft__device_emu_ops.flag_free(g->gate);
+    weft__device_flag_free(&weft__device_emu_ops, g->gate);
 }
 
 #endif /* WEFT_TESTS_DEVICE_WORLD_H */

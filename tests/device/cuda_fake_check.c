@@ -3,7 +3,8 @@
  * runs on the CPU (test_cuda runs this program with LD_LIBRARY_PATH pointing at it). Checks
  * what weft asks of the driver: allocations and their checks, copies, the staging of host
  * inputs and the kernel parameters of reduce (kernel, inputs, vector flag, grid, inputs beyond
- * the inline ones), avg_finalize, streams, flags, the IPC cache, CUDA errors named in weft's
+ * the inline ones), avg_finalize, streams, flags, pinned memory (no cuMemFreeHost while a
+ * stream waits), the IPC cache, CUDA errors named in weft's
  * messages, and that every call leaves the thread's context stack as it found it. Prints
  * "cuda_fake_check: N checks passed" and exits 0, or names the first failed check and exits 1.
  *
@@ -13,6 +14,7 @@
  * cuda_fake_check fork: weft uses CUDA, the process forks, the child's CUDA call must fail
  * naming the fork; prints "fork: <the child's error>".
  */
+#include "base/config.h"
 #include "device/cuda/cuda.h"
 #include "device/cuda/kernel_args.h"
 #include "device/cuda/util.h"
@@ -44,6 +46,7 @@ static void (*fake_ipc_counts)(int *opens_p, int *closes_p);
 static int (*fake_is)(const void *p, int pinned);
 static int (*fake_ctx_get)(void **ctx_p);
 static unsigned (*fake_wait_flags)(void);
+static int (*fake_frees_while_waiting)(void);
 
 static int launches(weft_cuda_reduce_args_t *args, char *name, unsigned *grid)
 {
@@ -169,7 +172,7 @@ static void check_streams(const weft_device_ops_t *cu)
 
     CHECK(cu->stream_create(&stream) == WEFT_OK && cu->stream_owns(stream), "create");
     CHECK(cu->stream_owns(NULL) == 1 && cu->stream_owns(&not_a_stream) == 0, "owns");
-    CHECK(cu->flag_alloc(&flag) == WEFT_OK && *flag == 0, "flag");
+    CHECK(weft__device_flag_alloc(cu, &flag) == WEFT_OK && *flag == 0, "flag");
     CHECK(cu->stream_write_flag(stream, flag, 5) == WEFT_OK && *flag == 5, "write");
     CHECK(cu->stream_wait_flag(stream, flag, 6) == WEFT_OK, "wait (GEQ on the device pointer)");
     /* FLUSH exactly where the device can flush remote writes (FAKE_CUDA_FLUSH=1) */
@@ -177,10 +180,50 @@ static void check_streams(const weft_device_ops_t *cu)
               (CU_STREAM_WAIT_VALUE_GEQ |
                (getenv("FAKE_CUDA_FLUSH") != NULL ? CU_STREAM_WAIT_VALUE_FLUSH : 0)),
           "wait flags 0x%x", fake_wait_flags());
+    *flag = 6; /* the wait ends (a sync before would wait forever on a GPU) */
     CHECK(cu->stream_sync(stream) == WEFT_OK, "sync");
     CHECK(cu->stream_destroy(stream) == WEFT_OK, "destroy");
     CHECK(cu->stream_destroy(NULL) == WEFT_ERR_INVALID_ARG, "destroy default");
-    cu->flag_free(flag);
+    weft__device_flag_free(cu, flag);
+}
+
+/* Flags come from slabs and bounce buffers from a cache (device/pinned.c): no cuMemFreeHost
+ * while a stream waits on a flag (the fake refuses it and counts), the cache trimmed after. */
+static void check_pinned(const weft_device_ops_t *cu)
+{
+    const size_t keep = weft__runtime_config.pinned_cache;
+    weft_pinned_stats_t s0, s;
+    uint32_t *gate, *other;
+    void *stream, *a, *b;
+
+    weft__device_pinned_stats(cu, &s0);
+    CHECK(cu->stream_create(&stream) == WEFT_OK, "create");
+    CHECK(weft__device_flag_alloc(cu, &gate) == WEFT_OK &&
+              weft__device_flag_alloc(cu, &other) == WEFT_OK,
+          "flags");
+    CHECK(fake_is(gate, 1) && fake_is(other, 1), "flags in mapped pinned memory");
+    CHECK(cu->stream_wait_flag(stream, gate, 2) == WEFT_OK, "wait");
+    weft__device_flag_free(cu, other);
+    weft__runtime_config.pinned_cache = 0;
+    CHECK(weft__device_bounce_get(cu, 3 << 20, &a) == WEFT_OK && fake_is(a, 1), "bounce buffer");
+    weft__device_bounce_put(cu, a);
+    CHECK(weft__device_bounce_get(cu, 3 << 20, &b) == WEFT_OK && b == a, "reused");
+    weft__device_bounce_put(cu, b);
+    weft__device_pinned_stats(cu, &s);
+    CHECK(fake_frees_while_waiting() == 0, "cuMemFreeHost while a stream waited on a flag");
+    CHECK(s.buffer_frees == s0.buffer_frees && fake_is(a, 1), "freed while a flag was in use");
+    CHECK(s.slabs == (s0.slabs > 0 ? s0.slabs : 1), "one slab: %zu", s.slabs);
+    *gate = 2; /* the stream is past its wait */
+    weft__device_flag_free(cu, gate);
+    weft__device_pinned_stats(cu, &s);
+    CHECK(s.buffer_frees == s0.buffer_frees + 1 && !fake_is(a, 1) && s.cached_bytes == 0,
+          "the cache trimmed once no flag was in use: frees %zu->%zu, cached %zu, in use %zu, "
+          "refused %d",
+          s0.buffer_frees, s.buffer_frees, s.cached_bytes, s.flags_in_use,
+          fake_frees_while_waiting());
+    CHECK(fake_frees_while_waiting() == 0, "cuMemFreeHost while a stream waited on a flag");
+    weft__runtime_config.pinned_cache = keep;
+    CHECK(cu->stream_destroy(stream) == WEFT_OK, "destroy");
 }
 
 static void check_ipc(const weft_device_ops_t *cu)
@@ -299,12 +342,14 @@ int main(int argc, char **argv)
               (fake_ipc_counts = fake_sym("fake_cuda_ipc_counts")) != NULL &&
               (fake_is = fake_sym("fake_cuda_is")) != NULL &&
               (fake_ctx_get = fake_sym("cuCtxGetCurrent")) != NULL &&
-              (fake_wait_flags = fake_sym("fake_cuda_last_wait_flags")) != NULL,
+              (fake_wait_flags = fake_sym("fake_cuda_last_wait_flags")) != NULL &&
+              (fake_frees_while_waiting = fake_sym("fake_cuda_frees_while_waiting")) != NULL,
           "libcuda.so.1 is fake_cuda");
     check_memory(cu);
     check_reduce(cu);
     check_avg(cu);
     check_streams(cu);
+    check_pinned(cu);
     check_ipc(cu);
     CHECK(fake_ctx_get(&ctx) == 0 && ctx == NULL, "the thread's context stack left as found");
     printf("cuda_fake_check: %d checks passed\n", checks);

@@ -2,9 +2,10 @@
  * A stand-in for libcuda.so.1 that runs on the CPU, for cuda_fake_check: "device" memory is
  * process memory the fake keeps a list of, copies are memcpy, streams are tokens whose work is
  * done at once, contexts are a per-thread stack, and kernel launches are recorded instead of
- * run (fake_cuda_launch() gives the last one). It lets the host side of device/cuda (staging,
- * launch parameters, context push/pop, IPC cache, error translation) run where no GPU is. Not a
- * model of CUDA's asynchrony: only of what weft's calls ask for.
+ * run (fake_cuda_launch() gives the last one). A flag wait stays pending until the flag reaches
+ * its value, and cuMemFreeHost is refused meanwhile (CUDA may deadlock there). It lets the host
+ * side of device/cuda (staging, launch parameters, context push/pop, IPC cache, error translation)
+ * run where no GPU is. Not a model of CUDA's asynchrony: only of what weft's calls ask for.
  *
  * Defined under the names cuda.h maps the API to (cuMemAlloc -> cuMemAlloc_v2), as a driver
  * exports them. Not thread-safe beyond what cuda_fake_check needs (one thread).
@@ -85,6 +86,37 @@ EXPORT int fake_cuda_is(const void *p, int pinned)
         }
     }
     return 0;
+}
+
+/* Waits queued on flags (cuStreamWaitValue32), pending while the flag is below the value. */
+#define FAKE_MAX_WAITS 256
+static struct {
+    volatile uint32_t *flag;
+    uint32_t value;
+    CUstream stream;
+} waits[FAKE_MAX_WAITS];
+static int frees_while_waiting;
+
+/* cuMemFreeHost calls refused because a stream waited on a flag */
+EXPORT int fake_cuda_frees_while_waiting(void)
+{
+    return frees_while_waiting;
+}
+
+/* Pending waits (of stream s; any stream: NULL); drops the ones that ended. */
+static int waits_pending(CUstream s)
+{
+    int n = 0;
+
+    for (int i = 0; i < FAKE_MAX_WAITS; i++) {
+        if (waits[i].flag != NULL && !fake_cuda_is((const void *)waits[i].flag, 1)) {
+            waits[i].flag = NULL; /* its flag was freed (that free was counted if it waited) */
+        } else if (waits[i].flag != NULL && *waits[i].flag >= waits[i].value) {
+            waits[i].flag = NULL;
+        }
+        n += waits[i].flag != NULL && (s == NULL || waits[i].stream == s);
+    }
+    return n;
 }
 
 static block_t *find(CUdeviceptr p)
@@ -328,8 +360,14 @@ EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned flags)
 {
     return flags & CU_MEMHOSTALLOC_DEVICEMAP ? add(size, 1, p) : CUDA_ERROR_INVALID_VALUE;
 }
+/* CUDA may block here until the device's streams are idle: a stream that waits on a flag
+ * the freeing thread would write never gets there (a deadlock). The fake refuses it. */
 EXPORT CUresult cuMemFreeHost(void *p)
 {
+    if (waits_pending(NULL) > 0) {
+        frees_while_waiting++;
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
     return drop(p, 1);
 }
 EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned flags)
@@ -359,10 +397,10 @@ EXPORT CUresult cuStreamDestroy(CUstream s)
     (void)s;
     return CUDA_SUCCESS;
 }
+/* a stream with a pending wait is not done (its flag is checked again at each query) */
 EXPORT CUresult cuStreamQuery(CUstream s)
 {
-    (void)s;
-    return CUDA_SUCCESS;
+    return waits_pending(s) > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
 {
@@ -387,16 +425,27 @@ EXPORT unsigned fake_cuda_last_wait_flags(void)
     return last_wait_flags;
 }
 
-/* GEQ, with FLUSH only where the device says it can (CUDA refuses it otherwise) */
+/* GEQ, with FLUSH only where the device says it can (CUDA refuses it otherwise); a wait on
+ * a flag below v is pending until the flag gets there */
 EXPORT CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags)
 {
-    (void)s, (void)v;
+    (void)s;
     last_wait_flags = flags;
-    return fake_cuda_is((void *)addr, 1) && (flags == CU_STREAM_WAIT_VALUE_GEQ ||
-                                             (can_flush() && flags == (CU_STREAM_WAIT_VALUE_GEQ |
-                                                                       CU_STREAM_WAIT_VALUE_FLUSH)))
-               ? CUDA_SUCCESS
-               : CUDA_ERROR_INVALID_VALUE;
+    if (!fake_cuda_is((void *)addr, 1) ||
+        !(flags == CU_STREAM_WAIT_VALUE_GEQ ||
+          (can_flush() && flags == (CU_STREAM_WAIT_VALUE_GEQ | CU_STREAM_WAIT_VALUE_FLUSH)))) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    waits_pending(NULL); /* drops the ones that ended */
+    for (int i = 0; i < FAKE_MAX_WAITS && *(volatile uint32_t *)addr < v; i++) {
+        if (waits[i].flag == NULL) {
+            waits[i].flag = (volatile uint32_t *)addr;
+            waits[i].value = v;
+            waits[i].stream = s;
+            break;
+        }
+    }
+    return CUDA_SUCCESS;
 }
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
 {

@@ -197,7 +197,7 @@ Test(cuda_pure, backend_loads_or_says_why)
     cr_assert_eq(ops->ipc_handle_size, WEFT_CUDA_IPC_HANDLE_SIZE);
     cr_assert(ops->owns && ops->alloc && ops->free && ops->copy && ops->reduce &&
               ops->avg_finalize && ops->stream_owns && ops->stream_create && ops->stream_destroy &&
-              ops->stream_sync && ops->memcpy_async && ops->flag_alloc && ops->flag_free &&
+              ops->stream_sync && ops->memcpy_async && ops->host_alloc && ops->host_free &&
               ops->stream_write_flag && ops->stream_wait_flag && ops->ipc_export &&
               ops->ipc_import && ops->ipc_close);
 }
@@ -669,8 +669,8 @@ Test(cuda_gpu, streams_order_work_through_flags, .timeout = 60)
     cr_assert_eq(cu->stream_create(&stream), WEFT_OK);
     cr_assert_eq(cu->stream_owns(stream), 1);
     cr_assert_eq(cu->stream_owns(NULL), 1);
-    cr_assert_eq(cu->flag_alloc(&go), WEFT_OK);
-    cr_assert_eq(cu->flag_alloc(&done), WEFT_OK);
+    cr_assert_eq(weft__device_flag_alloc(cu, &go), WEFT_OK);
+    cr_assert_eq(weft__device_flag_alloc(cu, &done), WEFT_OK);
     cr_assert_eq(weft__device_flag_get(go), 0);
     cr_assert_eq(weft__device_flag_get(done), 0);
     cr_assert_eq(cu->stream_wait_flag(stream, go, 2), WEFT_OK, "%s", weft_last_error());
@@ -692,8 +692,8 @@ Test(cuda_gpu, streams_order_work_through_flags, .timeout = 60)
     cr_assert_arr_eq(back, host, bytes);
     cr_assert_eq(cu->stream_destroy(stream), WEFT_OK);
     cr_assert_eq(cu->stream_destroy(NULL), WEFT_ERR_INVALID_ARG);
-    cu->flag_free(go);
-    cu->flag_free(done);
+    weft__device_flag_free(cu, go);
+    weft__device_flag_free(cu, done);
     cr_assert_eq(cu->free(src), WEFT_OK);
     cr_assert_eq(cu->free(dst), WEFT_OK);
     free(host);

@@ -17,6 +17,7 @@
  */
 #include <criterion/criterion.h>
 
+#include "base/config.h"
 #include "base/proc.h"
 #include "device/device.h"
 #include "device/emu/emu.h"
@@ -426,8 +427,8 @@ Test(flags, wait_holds_the_stream_and_writes_land_in_order)
     unsigned char *e = emu_alloc(1 << 20), *h = malloc(1 << 20);
 
     cr_assert_not_null(h);
-    cr_assert_eq(ops->flag_alloc(&gate), WEFT_OK);
-    cr_assert_eq(ops->flag_alloc(&step), WEFT_OK);
+    cr_assert_eq(weft__device_flag_alloc(ops, &gate), WEFT_OK);
+    cr_assert_eq(weft__device_flag_alloc(ops, &step), WEFT_OK);
     cr_assert_eq(weft__device_flag_get(gate), 0u, "a new flag is 0");
     memset(e, 0, 1 << 20);
     for (int i = 0; i < (1 << 20); i++) {
@@ -457,8 +458,8 @@ Test(flags, wait_holds_the_stream_and_writes_land_in_order)
     sync_ok(st);
     cr_assert_eq(weft__device_flag_get(step), 3u);
     cr_assert_eq(weft_stream_destroy(st), WEFT_OK);
-    ops->flag_free(gate);
-    ops->flag_free(step);
+    weft__device_flag_free(ops, gate);
+    weft__device_flag_free(ops, step);
     weft_mem_free(e);
     free(h);
 }
@@ -474,7 +475,7 @@ Test(flags, two_streams_ordered_through_a_flag)
     unsigned char *e = emu_alloc(bytes), *src = malloc(bytes), *out = malloc(bytes);
 
     cr_assert(src != NULL && out != NULL);
-    cr_assert_eq(ops->flag_alloc(&f), WEFT_OK);
+    cr_assert_eq(weft__device_flag_alloc(ops, &f), WEFT_OK);
     for (size_t i = 0; i < bytes; i++) {
         src[i] = (unsigned char)(i * 13 + (i >> 12));
     }
@@ -493,10 +494,90 @@ Test(flags, two_streams_ordered_through_a_flag)
     }
     cr_assert_eq(weft_stream_destroy(a), WEFT_OK);
     cr_assert_eq(weft_stream_destroy(b), WEFT_OK);
-    ops->flag_free(f);
+    weft__device_flag_free(ops, f);
     weft_mem_free(e);
     free(src);
     free(out);
+}
+
+/*
+ * Pinned host memory (device/pinned.c): flags from slabs, bounce buffers
+ * reused, and nothing handed back to the driver while a stream waits on a
+ * flag (CUDA may deadlock there; emu counts such frees).
+ */
+Test(flags, pinned_memory_is_not_freed_while_a_stream_waits)
+{
+    const weft_device_ops_t *ops = &weft__device_emu_ops;
+    const size_t keep = weft__runtime_config.pinned_cache;
+    const unsigned long bad = weft__emu_frees_while_waiting();
+    weft_stream_t st = new_stream();
+    weft_pinned_stats_t s0, s;
+    uint32_t *gate, *flags[3000];
+    void *a, *b, *c;
+    double deadline = harness_now_s() + DEADLINE_S;
+
+    weft__device_pinned_stats(ops, &s0);
+    cr_assert_eq(weft__device_flag_alloc(ops, &gate), WEFT_OK);
+    cr_assert_eq(ops->stream_wait_flag(st, gate, 1), WEFT_OK);
+    while (weft__emu_streams_waiting() == 0) {
+        cr_assert(harness_now_s() < deadline, "the stream never waited on the gate");
+        harness_sleep_s(0.001);
+    }
+
+    /* the emulated rule itself: a free now is counted */
+    cr_assert_eq(ops->host_alloc(100, &a), WEFT_OK);
+    ops->host_free(a);
+    cr_assert_eq(weft__emu_frees_while_waiting(), bad + 1, "emu did not see a free while waiting");
+
+    /* flags: 3000 more than fit a slab, each on its own cache line, 0 when handed out */
+    for (int i = 0; i < 3000; i++) {
+        cr_assert_eq(weft__device_flag_alloc(ops, &flags[i]), WEFT_OK, "%s", weft_last_error());
+        cr_assert_eq(weft__device_flag_get(flags[i]), 0u);
+        weft__device_flag_set(flags[i], 5);
+    }
+    for (int i = 1; i < 3000; i++) {
+        uintptr_t d = (uintptr_t)flags[i] > (uintptr_t)flags[i - 1]
+                          ? (uintptr_t)flags[i] - (uintptr_t)flags[i - 1]
+                          : (uintptr_t)flags[i - 1] - (uintptr_t)flags[i];
+
+        cr_assert_geq(d, 64u, "flags %d and %d share a cache line", i - 1, i);
+    }
+    weft__device_pinned_stats(ops, &s);
+    cr_assert_eq(s.flags_in_use, s0.flags_in_use + 3001);
+    for (int i = 0; i < 3000; i++) {
+        weft__device_flag_free(ops, flags[i]);
+    }
+
+    /* bounce buffers: nothing kept beyond the cache (0 here), yet nothing
+     * freed while the gate's wait is pending */
+    weft__runtime_config.pinned_cache = 0;
+    cr_assert_eq(weft__device_bounce_get(ops, 1000000, &a), WEFT_OK);
+    cr_assert_eq(weft__device_bounce_get(ops, 1000000, &b), WEFT_OK);
+    cr_assert_neq(a, b);
+    memset(a, 1, 1000000);
+    memset(b, 2, 1000000);
+    weft__device_bounce_put(ops, a);
+    weft__device_bounce_put(ops, b);
+    cr_assert_eq(weft__device_bounce_get(ops, 999999, &c), WEFT_OK);
+    cr_assert(c == a || c == b, "a cached buffer of the size class was not reused");
+    weft__device_bounce_put(ops, c);
+    weft__device_pinned_stats(ops, &s);
+    cr_assert_eq(s.buffer_frees, s0.buffer_frees, "freed while a flag was in use");
+    cr_assert_geq(s.cached_bytes, 2000000u);
+    cr_assert_eq(weft__emu_frees_while_waiting(), bad + 1, "a free while the stream waited");
+
+    /* the wait ends, its flag is freed: now the cache is trimmed */
+    weft__device_flag_set(gate, 1);
+    sync_ok(st);
+    weft__device_flag_free(ops, gate);
+    weft__device_pinned_stats(ops, &s);
+    cr_assert_eq(s.flags_in_use, s0.flags_in_use);
+    cr_assert_eq(s.cached_bytes, 0u, "the cache was not trimmed once no flag was in use");
+    cr_assert_eq(s.buffer_frees, s0.buffer_frees + 2);
+    cr_assert(s.slabs >= 3 && s.slabs <= s0.slabs + 3, "slabs: %zu (were %zu)", s.slabs, s0.slabs);
+    cr_assert_eq(weft__emu_frees_while_waiting(), bad + 1);
+    weft__runtime_config.pinned_cache = keep;
+    cr_assert_eq(weft_stream_destroy(st), WEFT_OK);
 }
 
 /* --------------------------------------------------------------------- IPC */
@@ -823,7 +904,7 @@ Test(reduce, runs_on_a_worker_not_the_caller, .timeout = 120)
         d[i] = -1.0f;
     }
     /* asynchronous on a stream: queued, held, then run */
-    cr_assert_eq(emu->flag_alloc(&gate), WEFT_OK);
+    cr_assert_eq(weft__device_flag_alloc(emu, &gate), WEFT_OK);
     cr_assert_eq(emu->stream_wait_flag(st, gate, 1), WEFT_OK);
     cr_assert_eq(weft__emu_reduce_async(st, d, srcs, 2, count, WEFT_FLOAT32, WEFT_SUM), WEFT_OK);
     harness_sleep_s(0.03);
@@ -834,7 +915,7 @@ Test(reduce, runs_on_a_worker_not_the_caller, .timeout = 120)
     for (size_t i = 0; i < count; i++) {
         cr_assert_eq(d[i], (float)(i % 1000) + (float)(i % 7) * 0.5f, "element %zu", i);
     }
-    emu->flag_free(gate);
+    weft__device_flag_free(emu, gate);
     cr_assert_eq(weft_stream_destroy(st), WEFT_OK);
 
     /* synchronous through the table: the work is done by another thread */
