@@ -4,7 +4,8 @@
  * they are, by process_vm_readv (host allreduce) or through IPC handles of
  * device memory (allgather, bcast, reduce). Both publish addresses or
  * handles in the segment and wait, before returning, until every peer is
- * done reading this rank's buffers.
+ * done reading this rank's buffers. A rank closes its imports of the peers'
+ * buffers before it says done, so that none is open once a call returned.
  */
 #include "coll/shm/op.h"
 
@@ -116,7 +117,7 @@ static void ipc_close(shm_op_t *o)
  * slice q of its src only with rank q's result, after rank q counted the
  * chunk, so after rank q read that slice.
  */
-weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
+static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
     weft_shm_ctrl_t *mine = &shm->ctrl[shm->me];
@@ -216,6 +217,11 @@ weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
         }
     }
     if (o->phase == 2) {
+        /* the imports of the peers' buffers closed before saying done: a peer may free its
+         * buffers once every rank said so (CUDA: closing after that is undefined) */
+        if (ipc) {
+            ipc_close(o);
+        }
         store(&mine->done, R + 1); /* nothing more to read here */
         o->phase = 3;
         o->waiting = 0;
@@ -224,10 +230,17 @@ weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
     if (!weft__shm_op_ready_all(o, 1, R + 1, peer_p)) {
         return WEFT_INPROGRESS;
     }
-    if (ipc) {
-        ipc_close(o);
-    }
     return WEFT_OK;
+}
+
+weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
+{
+    weft_status_t status = round_cma(o, R, peer_p);
+
+    if (status != WEFT_OK && status != WEFT_INPROGRESS && o->kind == OP_ALLREDUCE_IPC) {
+        ipc_close(o); /* a failed round leaves no import open */
+    }
+    return status;
 }
 
 /* The read of a host allgather or bcast (OP_CMA_*): the peers' src,
@@ -326,9 +339,9 @@ weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
             if (status == WEFT_OK) {
                 status = ipc_work(o);
             }
-            if (status != WEFT_OK) {
-                ipc_close(o);
-            }
+            /* closed before saying done: each peer may free its buffer once every rank
+             * said so (CUDA: closing an import after that is undefined) */
+            ipc_close(o);
         }
         if (status != WEFT_OK) {
             return status;
@@ -338,9 +351,6 @@ weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
     }
     if (!weft__shm_op_ready_all(o, 1, R + 1, peer_p)) {
         return WEFT_INPROGRESS;
-    }
-    if (!cma) {
-        ipc_close(o);
     }
     return WEFT_OK;
 }

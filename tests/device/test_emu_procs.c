@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,11 +67,14 @@ typedef struct slot {
     int staged;       /* the UCX transport made its emu staging stream: it staged emu memory */
     int staged_early; /* ... already before the first collective (it must not have) */
     uint64_t kind_imports[WEFT_COLL_KIND_COUNT]; /* imports made by each collective */
+    pid_t pid;
+    int maps_checked; /* peers' maps read at the return of an IPC bcast or allgather */
 } slot_t;
 
 typedef struct area {
     atomic_int id_ready;
     atomic_int enqueued; /* dead-peer job: rank 0's operation is queued */
+    int ipc;             /* the job forces the shared-memory forms (job_opts_t.ipc == 1) */
     weft_unique_id_t id;
     slot_t slot[MAX_PROCS];
 } area_t;
@@ -210,6 +214,94 @@ static int any_source_emu(rank_ctx_t *c, int nranks, int rank, weft_stream_t str
 }
 
 /* The whole life of one rank in the job: join, run every case, leave. */
+/* 1 when process pid maps the file of inode ino or ino2 (its /proc/<pid>/maps), -1 when that
+ * cannot be read. */
+static int maps_inode(pid_t pid, unsigned long ino, unsigned long ino2)
+{
+    char path[64], line[512];
+    FILE *f;
+    int found = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    if ((f = fopen(path, "r")) == NULL) {
+        return -1;
+    }
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long inode = 0;
+
+        found = sscanf(line, "%*s %*s %*s %*s %lu", &inode) == 1 && (inode == ino || inode == ino2);
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * At the return of a device bcast, allgather or allreduce that read this rank's buffers through
+ * IPC, no peer maps them any more: a peer closes its imports before it reports done (CUDA: closing
+ * an import after the exporter freed the allocation is undefined, and the exporter may free as soon
+ * as its call returns). Read in the peers' /proc/<pid>/maps right after the return, for bcast from
+ * every root, allgather and allreduce, 40 rounds. A peer cannot map the buffer again before the
+ * check ends: the next round's imports wait for this rank to publish it.
+ */
+static void imports_closed_at_return(area_t *area, int nranks, int rank, weft_comm_t comm)
+{
+    slot_t *slot = &area->slot[rank];
+    const size_t n = 16384; /* int32: 64 KiB a rank */
+    int32_t *src = NULL, *all = NULL;
+    weft_emu_ipc_handle_t h, h2;
+    struct stat st, st2;
+    char msg[600];
+
+    if (weft_barrier(comm) != WEFT_OK || /* every rank's pid is in the area */
+        weft_mem_alloc(WEFT_MEM_EMU, n * sizeof(int32_t), (void **)&src) != WEFT_OK ||
+        weft_mem_alloc(WEFT_MEM_EMU, n * nranks * sizeof(int32_t), (void **)&all) != WEFT_OK ||
+        weft__device_emu_ops.ipc_export(src, &h) != WEFT_OK || fstat(h.fd, &st) != 0 ||
+        weft__device_emu_ops.ipc_export(all, &h2) != WEFT_OK || fstat(h2.fd, &st2) != 0) {
+        snprintf(msg, sizeof(msg), "imports_closed_at_return: setup: %s", weft_last_error());
+        note_failure(slot, msg);
+        goto out;
+    }
+    for (int round = 0; round < 40 && slot->failures == 0; round++) {
+        int root = round % nranks, kind = round % 4; /* 0, 1: bcast, 2: allgather, 3: allreduce */
+        const char *name = kind < 2 ? "bcast" : kind == 2 ? "allgather" : "allreduce";
+        int is_bcast = kind < 2;
+        weft_status_t s;
+
+        for (size_t i = 0; i < n; i++) {
+            src[i] = (int32_t)(round * 1000003 + rank * 7919 + (int)i);
+        }
+        s = is_bcast    ? weft_bcast(src, n, WEFT_INT32, root, comm)
+            : kind == 2 ? weft_allgather(src, all, n, WEFT_INT32, comm)
+                        : weft_allreduce(src, all, n, WEFT_INT32, WEFT_SUM, comm);
+        if (s != WEFT_OK) {
+            snprintf(msg, sizeof(msg), "round %d: %s: %s", round, name, weft_last_error());
+            note_failure(slot, msg);
+            break;
+        }
+        for (int q = 0; q < nranks && (!is_bcast || rank == root); q++) {
+            int mapped = q == rank ? 0
+                                   : maps_inode(area->slot[q].pid, (unsigned long)st.st_ino,
+                                                (unsigned long)st2.st_ino);
+
+            if (mapped != 0) {
+                snprintf(msg, sizeof(msg),
+                         "round %d: rank %d %s rank %d's emu buffers when its %s returned", round,
+                         q, mapped > 0 ? "still mapped" : "(maps unreadable) may map", rank, name);
+                note_failure(slot, msg);
+            }
+            slot->maps_checked += q != rank;
+        }
+        if (is_bcast && src[n - 1] != (int32_t)(round * 1000003 + root * 7919 + (int)n - 1)) {
+            snprintf(msg, sizeof(msg), "round %d: bcast from %d: element %zu is %d", round, root,
+                     n - 1, (int)src[n - 1]);
+            note_failure(slot, msg);
+        }
+    }
+out:
+    weft_mem_free(src);
+    weft_mem_free(all);
+}
+
 static void rank_main(area_t *area, int nranks, int rank)
 {
     slot_t *slot = &area->slot[rank];
@@ -232,6 +324,7 @@ static void rank_main(area_t *area, int nranks, int rank)
         note_failure(slot, msg);
     }
     slot->staged_early = staged_through_host(ctx.comm);
+    slot->pid = getpid();
     nc = dd_build_cases(nranks, 1, cases);
     /* several MiB: many staging fragments, several shared-memory steps */
     for (int m = 0; m < DD_NMODES; m++) {
@@ -252,6 +345,9 @@ static void rank_main(area_t *area, int nranks, int rank)
     if (stream != NULL) {
         slot->ncases++;
         slot->checked += any_source_emu(&ctx, nranks, rank, stream);
+    }
+    if (area->ipc && nranks > 1) {
+        imports_closed_at_return(area, nranks, rank, ctx.comm);
     }
     slot->imports = weft__emu_ipc_imports_total();
     slot->imports_open = weft__emu_ipc_imports_open();
@@ -405,6 +501,7 @@ static void run_job(const job_opts_t *o)
     cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
     area = harness_shared(sizeof(*area));
     cr_assert_not_null(area, "mmap: %s", strerror(errno));
+    area->ipc = o->ipc == 1;
     ctx = (job_ctx_t){.o = o, .area = area};
     cr_assert_eq(harness_fork(&procs, 1, o->nranks, child_rank, &ctx), 0, "fork: %s",
                  strerror(errno));
@@ -446,6 +543,7 @@ static void run_job(const job_opts_t *o)
                       o->nranks, r, sl->staged_early, sl->staged);
         }
         if (o->ipc == 1 && o->nranks > 1) {
+            cr_assert_gt(sl->maps_checked, 0, "np=%d: rank %d read no peer's maps", o->nranks, r);
             cr_assert_gt(sl->kind_imports[WEFT_COLL_ALLREDUCE], 0,
                          "np=%d: rank %d's allreduces mapped no peer's emu buffer (IPC unused)",
                          o->nranks, r);
