@@ -88,8 +88,10 @@ typedef struct weft_device_ops {
     weft_status_t (*host_alloc)(size_t bytes, void **ptr_p);
     void (*host_free)(void *ptr);
 
-    /* IPC */
+    /* IPC. ipc_capable: 1 when ipc_export takes ptr (CUDA: not managed,
+     * pool or VMM memory); NULL: every pointer of the table. */
     size_t ipc_handle_size;
+    int (*ipc_capable)(const void *ptr);
     weft_status_t (*ipc_export)(const void *ptr, void *handle);
     weft_status_t (*ipc_import)(const void *handle, void **ptr_p);
     void (*ipc_close)(void *ptr);
@@ -115,7 +117,7 @@ weft_status_t weft__device_check(const void *ptr, const char *call, const char *
 weft_status_t weft__device_stream_check(void *stream, const char *call,
                                         const weft_device_ops_t **dev_p);
 
-/* Pinned host memory (device/pinned.c). A flag: one 32-bit word, 0 when
+/* Pinned host memory and device scratch (device/pinned.c). A flag: one 32-bit word, 0 when
  * handed out, on a cache line of its own, that streams of dev write and wait
  * on (stream_write_flag, stream_wait_flag) and the host reads and writes
  * (weft__device_flag_get/set). A bounce buffer: at least bytes of host memory
@@ -129,14 +131,18 @@ weft_status_t weft__device_flag_alloc(const weft_device_ops_t *dev, uint32_t **f
 void weft__device_flag_free(const weft_device_ops_t *dev, uint32_t *flag);
 weft_status_t weft__device_bounce_get(const weft_device_ops_t *dev, size_t bytes, void **ptr_p);
 void weft__device_bounce_put(const weft_device_ops_t *dev, void *ptr);
+/* Device memory of dev's own allocator (alloc: IPC-capable), cached and
+ * freed like bounce buffers. */
+weft_status_t weft__device_scratch_get(const weft_device_ops_t *dev, size_t bytes, void **ptr_p);
+void weft__device_scratch_put(const weft_device_ops_t *dev, void *ptr);
 
 typedef struct weft_pinned_stats {
     size_t flags_in_use;
     size_t slabs;         /* of flags, allocated so far (never freed) */
-    size_t buffer_allocs; /* bounce buffers allocated from the driver */
-    size_t buffer_reuses; /* bounce_get served from the cache */
+    size_t buffer_allocs; /* bounce and scratch buffers allocated from the driver */
+    size_t buffer_reuses; /* bounce_get and scratch_get served from the cache */
     size_t buffer_frees;  /* handed back to the driver (beyond WEFT_PINNED_CACHE) */
-    size_t cached_bytes;  /* bounce buffers kept for reuse */
+    size_t cached_bytes;  /* bounce and scratch buffers kept for reuse */
 } weft_pinned_stats_t;
 /* For tests and weft_info. */
 void weft__device_pinned_stats(const weft_device_ops_t *dev, weft_pinned_stats_t *stats_p);

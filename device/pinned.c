@@ -3,8 +3,8 @@
  * from a cache, and no memory handed back to the driver while a stream may
  * wait on a flag (device.h's contract).
  *
- * Why: CUDA's page-locked memory is freed with cuMemFreeHost, which may wait
- * for the device's streams; a stream blocked in cuStreamWaitValue32 on a flag
+ * Why: CUDA's page-locked memory is freed with cuMemFreeHost, and device
+ * memory with cuMemFree, which may wait for the device's streams; a stream blocked in cuStreamWaitValue32 on a flag
  * that only weft's progress thread will write never gets there if that thread
  * is the one freeing (the stream memory-operations page warns of deadlocks;
  * NCCL had a thread stuck in cuFreeHost while others waited). So:
@@ -12,8 +12,9 @@
  *   flags      slab 0: [flag|flag|flag|...]  (64 bytes each, 1024 a slab)
  *              slab 1: ...                    allocated when all are taken,
  *                                             never freed while the process runs
- *   buffers    live:   handed out by bounce_get, back by bounce_put
- *              cached: kept by size class for the next bounce_get; beyond
+ *   buffers    live:   handed out by bounce_get (pinned host memory) or
+ *                      scratch_get (device memory), back by _put
+ *              cached: kept by size class for the next _get; beyond
  *                      WEFT_PINNED_CACHE bytes freed, but only at a moment
  *                      when no flag of the table is in use
  *
@@ -50,6 +51,7 @@ typedef struct buf {
     struct buf *next;
     void *ptr;
     size_t size;
+    int device; /* device memory (scratch), else pinned host memory (bounce) */
     int cached;
 } buf_t;
 
@@ -118,7 +120,11 @@ static void trim(const weft_device_ops_t *dev, pool_t *p)
         if (b->cached) {
             *link = b->next;
             p->cached_bytes -= b->size;
-            dev->host_free(b->ptr);
+            if (b->device) {
+                dev->free(b->ptr);
+            } else {
+                dev->host_free(b->ptr);
+            }
             p->stats.buffer_frees++;
             free(b);
         } else {
@@ -179,7 +185,7 @@ static size_t size_class(size_t bytes)
     return pow + (bytes - pow + pow / 4 - 1) / (pow / 4) * (pow / 4);
 }
 
-weft_status_t weft__device_bounce_get(const weft_device_ops_t *dev, size_t bytes, void **ptr_p)
+static weft_status_t get(const weft_device_ops_t *dev, size_t bytes, int device, void **ptr_p)
 {
     size_t size = size_class(bytes);
     pool_t *p;
@@ -187,11 +193,12 @@ weft_status_t weft__device_bounce_get(const weft_device_ops_t *dev, size_t bytes
     weft_status_t status;
 
     if (dev->host_alloc == NULL) {
-        return no_pinned(dev, "bounce buffer");
+        return no_pinned(dev, device ? "scratch buffer" : "bounce buffer");
     }
     p = pool_of(dev);
     pthread_mutex_lock(&lock);
-    for (b = p->bufs; b != NULL && !(b->cached && b->size == size); b = b->next) {
+    for (b = p->bufs; b != NULL && !(b->cached && b->size == size && b->device == device);
+         b = b->next) {
     }
     if (b != NULL) {
         b->cached = 0;
@@ -205,14 +212,15 @@ weft_status_t weft__device_bounce_get(const weft_device_ops_t *dev, size_t bytes
 
     /* a new one, outside the lock (the driver may take a while) */
     if ((b = calloc(1, sizeof(*b))) == NULL) {
-        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a bounce buffer's record");
+        return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a buffer's record");
     }
-    status = dev->host_alloc(size, &b->ptr);
+    status = device ? dev->alloc(size, &b->ptr) : dev->host_alloc(size, &b->ptr);
     if (status != WEFT_OK) {
         free(b);
         return status;
     }
     b->size = size;
+    b->device = device;
     pthread_mutex_lock(&lock);
     b->next = p->bufs;
     p->bufs = b;
@@ -222,7 +230,7 @@ weft_status_t weft__device_bounce_get(const weft_device_ops_t *dev, size_t bytes
     return WEFT_OK;
 }
 
-void weft__device_bounce_put(const weft_device_ops_t *dev, void *ptr)
+static void put(const weft_device_ops_t *dev, void *ptr, const char *what)
 {
     pool_t *p = pool_of(dev);
     buf_t *b;
@@ -238,10 +246,29 @@ void weft__device_bounce_put(const weft_device_ops_t *dev, void *ptr)
         p->cached_bytes += b->size;
         trim(dev, p);
     } else {
-        weft__log_error("%s bounce_put: %p is not a bounce buffer in use (ignored)", dev->name,
-                        ptr);
+        weft__log_error("%s %s: %p is not one in use (ignored)", dev->name, what, ptr);
     }
     pthread_mutex_unlock(&lock);
+}
+
+weft_status_t weft__device_bounce_get(const weft_device_ops_t *dev, size_t bytes, void **ptr_p)
+{
+    return get(dev, bytes, 0, ptr_p);
+}
+
+void weft__device_bounce_put(const weft_device_ops_t *dev, void *ptr)
+{
+    put(dev, ptr, "bounce_put");
+}
+
+weft_status_t weft__device_scratch_get(const weft_device_ops_t *dev, size_t bytes, void **ptr_p)
+{
+    return get(dev, bytes, 1, ptr_p);
+}
+
+void weft__device_scratch_put(const weft_device_ops_t *dev, void *ptr)
+{
+    put(dev, ptr, "scratch_put");
 }
 
 void weft__device_pinned_stats(const weft_device_ops_t *dev, weft_pinned_stats_t *stats_p)

@@ -61,10 +61,10 @@ static const weft_config_entry_t runtime_entries[] = {
      "the first one set) modulo the number of devices, device 0 without one",
      weft__config_parse_int, offsetof(weft_runtime_config_t, cuda_device)},
     {"PINNED_CACHE", "256m",
-     "bytes of pinned host memory (device buffers staged through the host) kept for reuse once "
-     "a message is done; more is handed back to the driver, but only at a moment when no "
-     "stream-ordered operation of that device is pending (freeing pinned memory while a stream "
-     "waits can deadlock CUDA)",
+     "bytes of pinned host memory (device buffers staged through the host) and of device "
+     "scratch (copies of buffers the device cannot share) kept for reuse once an operation is "
+     "done; more is handed back to the driver, but only at a moment when no stream-ordered "
+     "operation of that device is pending (freeing while a stream waits can deadlock CUDA)",
      weft__config_parse_size, offsetof(weft_runtime_config_t, pinned_cache)},
 };
 

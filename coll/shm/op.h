@@ -51,6 +51,11 @@ typedef struct shm_op {
     size_t kout; /* single copy: chunks whose results this rank has */
     int differs; /* a local rank whose signature differs from ours (-1: none seen) */
     int stream;  /* results copied out with non-temporal stores (WEFT_SHM_STREAM) */
+    /* IPC of buffers the device cannot share (CUDA managed, pool, VMM memory): copies in
+     * scratch device memory are shared instead (single_copy.c, stage_unshareable) */
+    char *scratch_src; /* holds src's bytes, exported in its place */
+    char *scratch_dst; /* allreduce: the result is made here, then copied to user_dst */
+    char *user_dst;
 } shm_op_t;
 
 static inline uint64_t load(const uint64_t *p)
@@ -86,5 +91,8 @@ size_t weft__shm_op_span(size_t total, size_t chunk, uint64_t r);
  * while waiting for *peer_p, WEFT_OK when round R is done. */
 weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p);
 weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p);
+/* Returns the scratch of an IPC operation's unshareable buffers (when it
+ * ends, whatever way). */
+void weft__shm_ipc_release(shm_op_t *o);
 
 #endif /* WEFT_COLL_SHM_OP_H */

@@ -658,6 +658,7 @@ static void op_cancel(void *state)
 {
     shm_op_t *o = state;
 
+    weft__shm_ipc_release(o); /* scratch held by an IPC round cut short */
     if (o->r < o->nrounds && o->shm->broken == NULL) {
         o->shm->broken = "an operation ended before its shared-memory rounds ran";
     }

@@ -50,20 +50,113 @@ static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, siz
                                              o->shm->local_ranks[q], (long)pid);
 }
 
+/* Whether this rank maps local rank q's buffers in an IPC operation: bcast reads the root's,
+ * reduce the root reads everyone's, allgather and allreduce every rank reads every other's. */
+static int reads_from(const shm_op_t *o, int q)
+{
+    int me = o->shm->me;
+
+    return q != me && (o->kind == OP_IPC_BCAST    ? q == o->root
+                       : o->kind == OP_IPC_REDUCE ? me == o->root
+                                                  : 1);
+}
+
+/* Whether the peers map this rank's buffers. */
+static int read_by_peers(const shm_op_t *o)
+{
+    int me = o->shm->me;
+
+    return o->shm->L > 1 && (o->kind == OP_IPC_BCAST    ? me == o->root
+                             : o->kind == OP_IPC_REDUCE ? me != o->root
+                                                        : 1);
+}
+
+/* Scratch device memory of the operation holding bytes (none for 0). */
+static weft_status_t scratch(shm_op_t *o, size_t bytes, char **p)
+{
+    return weft__device_scratch_get(o->dev, bytes ? bytes : 1, (void **)p);
+}
+
+/*
+ * Buffers the device cannot share (ipc_capable 0: CUDA managed memory, pool and VMM
+ * allocations; emu's unshareable allocations) go through scratch device memory of weft's, which
+ * it can: src is copied there and the copy exported; an allreduce's dst is made there and
+ * copied to the caller's at the end (in place: one scratch for both, src's bytes in it, so the
+ * in-place rule of weft__shm_round_cma holds there). Each rank decides for its own buffers,
+ * nothing to agree on: the peers map whatever handle it publishes. Cost: one device copy of
+ * the bytes the peers read (and of the result).
+ */
+static weft_status_t stage_unshareable(shm_op_t *o)
+{
+    const int allreduce = o->kind == OP_ALLREDUCE_IPC;
+    size_t bytes = (o->kind == OP_IPC_ALLGATHER ? o->bcnt[o->shm->me] : o->count) * o->esize;
+    int src_ok, dst_ok;
+    weft_status_t status = WEFT_OK;
+
+    if (o->dev->ipc_capable == NULL || !read_by_peers(o)) {
+        return WEFT_OK;
+    }
+    src_ok = o->dev->ipc_capable(o->src);
+    dst_ok = !allreduce || o->dev->ipc_capable(o->dst);
+    if (src_ok && dst_ok) {
+        return WEFT_OK;
+    }
+    if (allreduce && o->src == o->dst) { /* in place */
+        status = scratch(o, bytes, &o->scratch_src);
+        if (status == WEFT_OK) {
+            status = weft__shm_op_copy(o, o->scratch_src, o->src, o->count);
+        }
+        o->user_dst = o->dst;
+        o->src = o->dst = o->scratch_src;
+        return status;
+    }
+    if (!src_ok) {
+        status = scratch(o, bytes, &o->scratch_src);
+        if (status == WEFT_OK) {
+            status = weft__shm_op_copy(o, o->scratch_src, o->src, bytes / o->esize);
+        }
+    }
+    if (status == WEFT_OK && !dst_ok) {
+        status = scratch(o, bytes, &o->scratch_dst);
+        o->user_dst = o->dst;
+        o->dst = o->scratch_dst;
+    }
+    return status;
+}
+
+void weft__shm_ipc_release(shm_op_t *o)
+{
+    if (o->user_dst != NULL) {
+        o->dst = o->user_dst;
+        o->user_dst = NULL;
+    }
+    weft__device_scratch_put(o->dev, o->scratch_src);
+    weft__device_scratch_put(o->dev, o->scratch_dst);
+    o->scratch_src = o->scratch_dst = NULL;
+}
+
 /* Device memory (IPC): this rank's src and dst handles at the start of its
- * slot of round R, for the peers to map. */
+ * slot of round R, for the peers to map (the scratch copies of unshareable
+ * ones). */
 static weft_status_t ipc_publish(shm_op_t *o, uint64_t R)
 {
     char *slot = SLOT(o, o->shm->me, R);
-    weft_status_t status = o->dev->ipc_export(o->src, slot);
+    weft_status_t status;
 
+    if (!read_by_peers(o)) {
+        return WEFT_OK;
+    }
+    status = stage_unshareable(o);
+    if (status == WEFT_OK) {
+        status = o->dev->ipc_export(o->scratch_src != NULL ? o->scratch_src : o->src, slot);
+    }
     if (status == WEFT_OK && o->kind == OP_ALLREDUCE_IPC) {
         status = o->dev->ipc_export(o->dst, slot + WEFT_DEVICE_IPC_MAX);
     }
     return status;
 }
 
-/* Map every peer's src and dst (the table caches what it can). */
+/* Map the src (and dst) of every peer this rank reads (the table caches what it can). */
 static weft_status_t ipc_open(shm_op_t *o, uint64_t R)
 {
     weft_shm_t *shm = o->shm;
@@ -73,7 +166,7 @@ static weft_status_t ipc_open(shm_op_t *o, uint64_t R)
         const char *slot = SLOT(o, q, R);
 
         shm->peer_src[q] = shm->peer_dst[q] = NULL;
-        if (q == shm->me) {
+        if (!reads_from(o, q)) {
             continue;
         }
         status = o->dev->ipc_import(slot, &shm->peer_src[q]);
@@ -222,6 +315,12 @@ static weft_status_t round_cma(shm_op_t *o, uint64_t R, int *peer_p)
         if (ipc) {
             ipc_close(o);
         }
+        if (o->user_dst != NULL) { /* the result was made in scratch (stage_unshareable) */
+            status = weft__shm_op_copy(o, o->user_dst, o->dst, o->count);
+            if (status != WEFT_OK) {
+                return status;
+            }
+        }
         store(&mine->done, R + 1); /* nothing more to read here */
         o->phase = 3;
         o->waiting = 0;
@@ -237,8 +336,9 @@ weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
 {
     weft_status_t status = round_cma(o, R, peer_p);
 
-    if (status != WEFT_OK && status != WEFT_INPROGRESS && o->kind == OP_ALLREDUCE_IPC) {
+    if (status != WEFT_INPROGRESS && o->kind == OP_ALLREDUCE_IPC) {
         ipc_close(o); /* a failed round leaves no import open */
+        weft__shm_ipc_release(o);
     }
     return status;
 }
@@ -322,6 +422,7 @@ weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
         } else {
             status = ipc_publish(o, R);
             if (status != WEFT_OK) {
+                weft__shm_ipc_release(o);
                 return status;
             }
         }
@@ -344,6 +445,7 @@ weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
             ipc_close(o);
         }
         if (status != WEFT_OK) {
+            weft__shm_ipc_release(o);
             return status;
         }
         store(&o->shm->ctrl[o->shm->me].done, R + 1);
@@ -352,5 +454,6 @@ weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
     if (!weft__shm_op_ready_all(o, 1, R + 1, peer_p)) {
         return WEFT_INPROGRESS;
     }
+    weft__shm_ipc_release(o); /* nobody reads its scratch any more */
     return WEFT_OK;
 }

@@ -206,6 +206,33 @@ static int cuda_owns(const void *ptr)
     return weft__cuda_is_device(ptr);
 }
 
+/* One 32-bit attribute of ptr (the driver writes a boolean into it); -1 when the driver cannot
+ * say (an attribute older drivers do not know). In weft's context. */
+static int pointer_flag(const void *ptr, CUpointer_attribute attr)
+{
+    unsigned int value = 0;
+    void *data = &value;
+    int pushed, out = -1;
+
+    if (weft__cuda_enter(&pushed, "cuda ipc_capable") == WEFT_OK) {
+        if (weft__cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)ptr) == CUDA_SUCCESS) {
+            out = value != 0;
+        }
+        weft__cuda_leave(pushed);
+    }
+    return out;
+}
+
+/* cuIpcGetMemHandle takes cuMemAlloc'd memory only: not managed memory (which may even report
+ * itself as DEVICE), nor pool (cuMemAllocAsync) or VMM (cuMemCreate: torch's expandable
+ * segments) allocations, which the driver tells by IS_LEGACY_CUDA_IPC_CAPABLE (CUDA 11.3 on; an
+ * older driver answers for managed memory only). */
+static int cuda_ipc_capable(const void *ptr)
+{
+    return pointer_flag(ptr, CU_POINTER_ATTRIBUTE_IS_MANAGED) != 1 &&
+           pointer_flag(ptr, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE) != 0;
+}
+
 static weft_status_t cuda_alloc(size_t bytes, void **ptr_p)
 {
     CUdeviceptr ptr = 0;
@@ -499,6 +526,7 @@ static const weft_device_ops_t cuda_ops = {
     .stream_write_flag = weft__cuda_stream_write_flag,
     .stream_wait_flag = weft__cuda_stream_wait_flag,
     .ipc_handle_size = WEFT_CUDA_IPC_HANDLE_SIZE,
+    .ipc_capable = cuda_ipc_capable,
     .ipc_export = weft__cuda_ipc_export,
     .ipc_import = weft__cuda_ipc_import,
     .ipc_close = weft__cuda_ipc_close,

@@ -106,6 +106,7 @@ const weft_device_ops_t weft__device_emu_ops = {
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,
     .ipc_handle_size = WEFT_EMU_IPC_HANDLE_SIZE,
+    .ipc_capable = weft__emu_ipc_capable,
     .ipc_export = weft__emu_ipc_export,
     .ipc_import = weft__emu_ipc_import,
     .ipc_close = weft__emu_ipc_close,

@@ -27,6 +27,12 @@ int weft__emu_owns(const void *ptr);
  * kept (for tests: bounded in a long job). */
 int weft__emu_table_entries(void);
 weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p);
+/* Emu memory that ipc_export refuses (WEFT_ERR_UNSUPPORTED), as CUDA refuses
+ * managed, pool (cudaMallocAsync) and VMM memory: for tests of the paths that
+ * stage such buffers through shareable memory. */
+weft_status_t weft__emu_alloc_unshareable(size_t bytes, void **ptr_p);
+/* 1 when ptr is in live emu memory that ipc_export takes. */
+int weft__emu_ipc_capable(const void *ptr);
 weft_status_t weft__emu_free(void *ptr);
 weft_status_t weft__emu_ipc_export(const void *ptr, void *handle);
 weft_status_t weft__emu_ipc_import(const void *handle, void **ptr_p);

@@ -31,8 +31,9 @@
 typedef struct emu_alloc {
     uintptr_t base;
     size_t size; /* mapped bytes (whole pages) */
-    int fd;      /* -1 once freed */
-    uint64_t id; /* unique in this process: imports are cached by (pid, start, id) */
+    int fd;        /* -1 once freed */
+    uint64_t id;   /* unique in this process: imports are cached by (pid, start, id) */
+    int shareable; /* ipc_export allowed (see weft__emu_alloc_unshareable) */
 } emu_alloc_t;
 
 typedef weft_emu_ipc_handle_t ipc_handle_t;
@@ -105,7 +106,7 @@ int weft__emu_owns(const void *ptr)
     return how;
 }
 
-static weft_status_t insert(uintptr_t base, size_t size, int fd)
+static weft_status_t insert(uintptr_t base, size_t size, int fd, int shareable)
 {
     int at = 0;
 
@@ -123,7 +124,8 @@ static weft_status_t insert(uintptr_t base, size_t size, int fd)
         at++;
     }
     memmove(&allocs[at + 1], &allocs[at], (size_t)(nallocs - at) * sizeof(*allocs));
-    allocs[at] = (emu_alloc_t){.base = base, .size = size, .fd = fd, .id = next_id++};
+    allocs[at] = (emu_alloc_t){
+        .base = base, .size = size, .fd = fd, .id = next_id++, .shareable = shareable};
     nallocs++;
     if (base < atomic_load(&lowest)) {
         atomic_store(&lowest, base);
@@ -134,7 +136,7 @@ static weft_status_t insert(uintptr_t base, size_t size, int fd)
     return WEFT_OK;
 }
 
-weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p)
+static weft_status_t emu_alloc(size_t bytes, int shareable, void **ptr_p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t size = bytes == 0 ? page : (bytes + page - 1) / page * page;
@@ -163,7 +165,7 @@ weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p)
         return status;
     }
     pthread_rwlock_wrlock(&lock);
-    status = insert((uintptr_t)p, size, fd);
+    status = insert((uintptr_t)p, size, fd, shareable);
     pthread_rwlock_unlock(&lock);
     if (status != WEFT_OK) {
         munmap(p, size);
@@ -172,6 +174,28 @@ weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p)
     }
     *ptr_p = p;
     return WEFT_OK;
+}
+
+weft_status_t weft__emu_alloc(size_t bytes, void **ptr_p)
+{
+    return emu_alloc(bytes, 1, ptr_p);
+}
+
+weft_status_t weft__emu_alloc_unshareable(size_t bytes, void **ptr_p)
+{
+    return emu_alloc(bytes, 0, ptr_p);
+}
+
+int weft__emu_ipc_capable(const void *ptr)
+{
+    int i, capable = 0;
+
+    pthread_rwlock_rdlock(&lock);
+    if ((i = find((uintptr_t)ptr)) >= 0) {
+        capable = allocs[i].fd >= 0 && allocs[i].shareable;
+    }
+    pthread_rwlock_unlock(&lock);
+    return capable;
 }
 
 /* Forget the oldest freed allocation: drop its entry (its range stays
@@ -239,6 +263,13 @@ weft_status_t weft__emu_ipc_export(const void *ptr, void *handle)
 
     pthread_rwlock_rdlock(&lock);
     i = find((uintptr_t)ptr);
+    if (i >= 0 && allocs[i].fd >= 0 && !allocs[i].shareable) {
+        pthread_rwlock_unlock(&lock);
+        return weft__error(WEFT_ERR_UNSUPPORTED,
+                           "emu ipc: %p is in an allocation that cannot be shared with another "
+                           "process",
+                           ptr);
+    }
     if (i >= 0 && allocs[i].fd >= 0) {
         h.fd = allocs[i].fd;
         h.id = allocs[i].id;

@@ -4,7 +4,7 @@
  * what weft asks of the driver: allocations and their checks, copies, the staging of host
  * inputs and the kernel parameters of reduce (kernel, inputs, vector flag, grid, inputs beyond
  * the inline ones), avg_finalize, streams, flags, pinned memory (no cuMemFreeHost while a
- * stream waits), the IPC cache, CUDA errors named in weft's
+ * stream waits), the IPC cache and which memory IPC takes, CUDA errors named in weft's
  * messages, and that every call leaves the thread's context stack as it found it. Prints
  * "cuda_fake_check: N checks passed" and exits 0, or names the first failed check and exits 1.
  *
@@ -47,6 +47,7 @@ static int (*fake_is)(const void *p, int pinned);
 static int (*fake_ctx_get)(void **ctx_p);
 static unsigned (*fake_wait_flags)(void);
 static int (*fake_frees_while_waiting)(void);
+static void *(*fake_alloc_kind)(size_t size, int kind);
 
 static int launches(weft_cuda_reduce_args_t *args, char *name, unsigned *grid)
 {
@@ -250,6 +251,22 @@ static void check_ipc(const weft_device_ops_t *cu)
     CHECK(closes == 1, "unmapped at the last close");
     handle[0] ^= 1;
     CHECK(cu->ipc_import(handle, &p1) == WEFT_ERR_INVALID_ARG, "bad handle");
+    /* which buffers IPC takes: cuMemAlloc's (and weft's scratch), not managed, pool or VMM
+     * memory (coll/shm/single_copy.c stages those through scratch) */
+    CHECK(cu->ipc_capable(dev) == 1 && cu->ipc_capable(dev + 100) == 1, "cuMemAlloc: capable");
+    CHECK((p1 = fake_alloc_kind(4096, 1)) != NULL && cu->owns(p1) == 1 &&
+              cu->ipc_capable(p1) == 0 && cu->ipc_export(p1, handle) != WEFT_OK,
+          "managed memory: not capable");
+    CHECK((p2 = fake_alloc_kind(4096, 2)) != NULL && cu->owns(p2) == 1 &&
+              cu->ipc_capable(p2) == 0 && cu->ipc_export(p2, handle) != WEFT_OK,
+          "pool or VMM memory: not capable");
+    CHECK(cu->free(p1) == WEFT_OK && cu->free(p2) == WEFT_OK, "free");
+    CHECK(weft__device_scratch_get(cu, 5000, &p1) == WEFT_OK && cu->owns(p1) == 1 &&
+              cu->ipc_capable(p1) == 1 && cu->ipc_export(p1, handle) == WEFT_OK,
+          "scratch: device memory IPC takes");
+    weft__device_scratch_put(cu, p1);
+    CHECK(weft__device_scratch_get(cu, 5100, &p2) == WEFT_OK && p2 == p1, "scratch reused");
+    weft__device_scratch_put(cu, p2);
     CHECK(cu->free(dev) == WEFT_OK, "free");
 }
 
@@ -343,7 +360,8 @@ int main(int argc, char **argv)
               (fake_is = fake_sym("fake_cuda_is")) != NULL &&
               (fake_ctx_get = fake_sym("cuCtxGetCurrent")) != NULL &&
               (fake_wait_flags = fake_sym("fake_cuda_last_wait_flags")) != NULL &&
-              (fake_frees_while_waiting = fake_sym("fake_cuda_frees_while_waiting")) != NULL,
+              (fake_frees_while_waiting = fake_sym("fake_cuda_frees_while_waiting")) != NULL &&
+              (fake_alloc_kind = fake_sym("fake_cuda_alloc_kind")) != NULL,
           "libcuda.so.1 is fake_cuda");
     check_memory(cu);
     check_reduce(cu);

@@ -22,6 +22,7 @@ typedef struct block {
     char *base;
     size_t size;
     int pinned; /* host memory of cuMemHostAlloc, else device */
+    int kind;   /* device memory: 0 cuMemAlloc, 1 managed, 2 a pool's or VMM (not IPC-capable) */
 } block_t;
 
 static block_t *blocks;
@@ -300,6 +301,12 @@ EXPORT CUresult cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, v
             *(unsigned *)data[i] = b == NULL   ? 0
                                    : b->pinned ? CU_MEMORYTYPE_HOST
                                                : CU_MEMORYTYPE_DEVICE;
+        } else if (attrs[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED && b != NULL) {
+            *(unsigned *)data[i] = b->kind == 1;
+        } else if (attrs[i] == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE && b != NULL) {
+            *(unsigned *)data[i] = !b->pinned && b->kind == 0;
+        } else if (attrs[i] != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+            return CUDA_ERROR_INVALID_VALUE; /* not a CUDA pointer, or an attribute not modelled */
         }
     }
     return CUDA_SUCCESS;
@@ -447,11 +454,23 @@ EXPORT CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t v, 
     }
     return CUDA_SUCCESS;
 }
+/* device memory of another kind than cuMemAlloc's (1 managed, 2 a pool's or VMM), for tests */
+EXPORT void *fake_cuda_alloc_kind(size_t size, int kind)
+{
+    void *p = NULL;
+
+    if (add(size, 0, &p) != CUDA_SUCCESS) {
+        return NULL;
+    }
+    find((CUdeviceptr)p)->kind = kind;
+    return p;
+}
+
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
 {
     block_t *b = find(p);
 
-    if (b == NULL || (char *)p != b->base) {
+    if (b == NULL || (char *)p != b->base || b->kind != 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     memset(h, 0, sizeof(*h));

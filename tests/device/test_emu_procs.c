@@ -302,6 +302,106 @@ out:
     weft_mem_free(all);
 }
 
+static int32_t unshareable_value(int round, int rank, size_t i)
+{
+    return (int32_t)(round * 131 + rank * 1009 + (int)(i % 100003));
+}
+
+/*
+ * Buffers the device cannot share (emu's unshareable allocations, as CUDA's managed, pool and
+ * VMM memory): the IPC forms export scratch copies instead. Two layouts: the odd ranks'
+ * buffers unshareable, then every rank's. bcast from every root, allgather, reduce to every
+ * root, allreduce (separate buffers, and in place) of 1 and 600,001 int32 (more than one IPC
+ * chunk), every element checked; IPC still used (imports made), and the scratch reused, not
+ * allocated per call.
+ */
+static void unshareable_buffers(area_t *area, int nranks, int rank, weft_comm_t comm)
+{
+    slot_t *slot = &area->slot[rank];
+    const size_t sizes[2] = {1, 600001};
+    weft_pinned_stats_t st0, st;
+    uint64_t imports0 = weft__emu_ipc_imports_total();
+    char msg[600];
+
+    weft__device_pinned_stats(&weft__device_emu_ops, &st0);
+    for (int layout = 0; layout < 2 && slot->failures == 0; layout++) {
+        int mine = layout == 1 || rank % 2 == 1; /* this rank's buffers unshareable */
+
+        for (int si = 0; si < 2 && slot->failures == 0; si++) {
+            size_t n = sizes[si];
+            int32_t *a = NULL, *b = NULL;
+            weft_status_t s = mine ? weft__emu_alloc_unshareable(n * nranks * 4, (void **)&a)
+                                   : weft_mem_alloc(WEFT_MEM_EMU, n * nranks * 4, (void **)&a);
+
+            if (s == WEFT_OK) {
+                s = mine ? weft__emu_alloc_unshareable(n * nranks * 4, (void **)&b)
+                         : weft_mem_alloc(WEFT_MEM_EMU, n * nranks * 4, (void **)&b);
+            }
+            for (int round = 0; round < 2 * nranks + 3 && s == WEFT_OK; round++) {
+                /* 0..p-1: bcast from root round; p..2p-1: reduce to root round-p; then
+                 * allgather, allreduce, allreduce in place */
+                int kind = round < nranks ? 0 : round < 2 * nranks ? 1 : round - 2 * nranks + 2;
+                int root = round % nranks;
+                const char *name = (const char *[]){"bcast", "reduce", "allgather", "allreduce",
+                                                    "allreduce in place"}[kind];
+
+                for (size_t i = 0; i < n; i++) {
+                    a[i] = unshareable_value(round, rank, i);
+                }
+                s = kind == 0   ? weft_bcast(a, n, WEFT_INT32, root, comm)
+                    : kind == 1 ? weft_reduce(a, b, n, WEFT_INT32, WEFT_SUM, root, comm)
+                    : kind == 2 ? weft_allgather(a, b, n, WEFT_INT32, comm)
+                    : kind == 3 ? weft_allreduce(a, b, n, WEFT_INT32, WEFT_SUM, comm)
+                                : weft_allreduce(a, a, n, WEFT_INT32, WEFT_SUM, comm);
+                if (s != WEFT_OK) {
+                    snprintf(msg, sizeof(msg), "unshareable layout %d, %zu: %s: %s", layout, n,
+                             name, weft_last_error());
+                    note_failure(slot, msg);
+                    break;
+                }
+                for (size_t i = 0; i < n * (kind == 2 ? (size_t)nranks : 1); i++) {
+                    int32_t want = 0, got;
+
+                    if (kind == 1 && rank != root) {
+                        break;
+                    }
+                    if (kind == 0) {
+                        want = unshareable_value(round, root, i);
+                    } else if (kind == 2) {
+                        want = unshareable_value(round, (int)(i / n), i % n);
+                    } else {
+                        for (int q = 0; q < nranks; q++) {
+                            want += unshareable_value(round, q, i);
+                        }
+                    }
+                    got = kind == 0 || kind == 4 ? a[i] : b[i];
+                    if (got != want) {
+                        snprintf(msg, sizeof(msg),
+                                 "unshareable layout %d, %zu: %s (root %d): element %zu is %d, "
+                                 "want %d",
+                                 layout, n, name, root, i, (int)got, (int)want);
+                        note_failure(slot, msg);
+                        s = WEFT_ERR_INTERNAL;
+                        break;
+                    }
+                }
+            }
+            weft_mem_free(a);
+            weft_mem_free(b);
+        }
+    }
+    weft__device_pinned_stats(&weft__device_emu_ops, &st);
+    if (slot->failures == 0 && weft__emu_ipc_imports_total() == imports0) {
+        note_failure(slot, "unshareable buffers: no IPC import made (the IPC forms unused)");
+    }
+    /* one scratch per size class and use (src, dst) at most, whatever the number of calls */
+    if (slot->failures == 0 && st.buffer_allocs - st0.buffer_allocs > 4) {
+        snprintf(msg, sizeof(msg), "unshareable buffers: %zu scratch buffers allocated",
+                 st.buffer_allocs - st0.buffer_allocs);
+        note_failure(slot, msg);
+    }
+}
+
 static void rank_main(area_t *area, int nranks, int rank)
 {
     slot_t *slot = &area->slot[rank];
@@ -348,6 +448,7 @@ static void rank_main(area_t *area, int nranks, int rank)
     }
     if (area->ipc && nranks > 1) {
         imports_closed_at_return(area, nranks, rank, ctx.comm);
+        unshareable_buffers(area, nranks, rank, ctx.comm);
     }
     slot->imports = weft__emu_ipc_imports_total();
     slot->imports_open = weft__emu_ipc_imports_open();
