@@ -117,6 +117,61 @@ def check_alltoall(rank, size, gloo):
     assert_same(out, want, "emu all_to_all_single with split sizes")
 
 
+def check_lists(rank, size, gloo):
+    """The list forms (all_gather, gather, scatter, reduce_scatter, all_to_all) of device
+    tensors: through a flat buffer of the lane's, copied on the stream, against a reference
+    and gloo."""
+    for dtype in (torch.float32, torch.int64, torch.bfloat16, torch.uint8):
+        for count in (1, 7, 3000):
+            what = f"{dtype} count {count} np {size}"
+            inputs = [make_input(r, count + 3, dtype, count, ReduceOp.SUM) for r in range(size)]
+            outs = [emu(torch.zeros(count, dtype=dtype)) for _ in range(size)]
+            dist.all_gather(outs, emu(inputs[rank]))
+            g = [torch.zeros(count, dtype=dtype) for _ in range(size)]
+            dist.all_gather(g, inputs[rank].clone(), group=gloo)
+            for r in range(size):
+                assert_same(outs[r], inputs[r], f"emu all_gather part {r} {what}")
+                assert_same(outs[r], g[r], f"emu all_gather part {r} {what} (against gloo)")
+            for root in range(size):
+                gl = [emu(torch.zeros(count, dtype=dtype)) for _ in range(size)]
+                dist.gather(emu(inputs[rank]), gl if rank == root else None, dst=root)
+                for r in range(size if rank == root else 0):
+                    assert_same(gl[r], inputs[r], f"emu gather to {root} part {r} {what}")
+                out = emu(torch.zeros(count, dtype=dtype))
+                parts = [emu(make_input(root, 50 + r, dtype, count, ReduceOp.SUM))
+                         for r in range(size)]
+                dist.scatter(out, parts if rank == root else None, src=root)
+                assert_same(out, make_input(root, 50 + rank, dtype, count, ReduceOp.SUM),
+                             f"emu scatter from {root} {what}")
+            # reduce_scatter: rank r's list, part d to rank d
+            lists = [[make_input(r, 80 + d, dtype, count, ReduceOp.SUM) for d in range(size)]
+                     for r in range(size)]
+            out = emu(torch.zeros(count, dtype=dtype))
+            dist.reduce_scatter(out, [emu(t) for t in lists[rank]])
+            assert_same(out, reference([lists[r][rank] for r in range(size)], ReduceOp.SUM, size),
+                        f"emu reduce_scatter {what}")
+            if gloo_supports(dtype, ReduceOp.SUM):
+                g = torch.zeros(count, dtype=dtype)
+                dist.reduce_scatter(g, [t.clone() for t in lists[rank]], group=gloo)
+                assert_same(out, g, f"emu reduce_scatter {what} (against gloo)")
+    # all_to_all of parts of different sizes: rank r sends r + d + 1 elements to rank d
+    ins = [[torch.arange(r + d + 1, dtype=torch.float64) + 100 * r + 10 * d for d in range(size)]
+           for r in range(size)]
+    outs = [emu(torch.full((r + rank + 1,), -1.0, dtype=torch.float64)) for r in range(size)]
+    dist.all_to_all(outs, [emu(t) for t in ins[rank]])
+    for r in range(size):
+        assert_same(outs[r], ins[r][rank], f"emu all_to_all part from {r}")
+    # lists must be device tensors of one lane, each contiguous
+    with pytest.raises(ValueError, match="different devices"):
+        dist.all_gather([emu(torch.zeros(2)) for _ in range(size - 1)] + [torch.zeros(2)],
+                        emu(torch.zeros(2)))
+    with pytest.raises(ValueError, match="non-contiguous device tensor"):
+        dist.all_gather([emu(torch.zeros(4)).view(2, 2)[:, 0] for _ in range(size)],
+                        emu(torch.zeros(2)))
+    with pytest.raises(ValueError, match="different sizes"):
+        dist.reduce_scatter(emu(torch.zeros(2)), [emu(torch.zeros(3)) for _ in range(size)])
+
+
 def check_async(rank, size, gloo):
     # many started at once, a CPU operation between them, then waited for
     # in reverse: each result is its own, in call order
@@ -186,7 +241,7 @@ def check_refusals(rank, size, gloo):
 
 def _all_checks(rank, size, gloo):
     for check in (check_allreduce, check_rooted, check_gather_scatter, check_alltoall,
-                  check_async, check_refusals):
+                  check_lists, check_async, check_refusals):
         check(rank, size, gloo)
 
 

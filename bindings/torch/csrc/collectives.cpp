@@ -9,9 +9,12 @@
  *
  * Device tensors (device.hpp) of all_reduce, broadcast, reduce,
  * all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single go to
- * weft's _enqueue forms on the group's stream, in place: they must be contiguous, and a
- * reduction must need no conversion (no PREMUL_SUM, no int16/uint16); the
- * other collectives refuse device tensors.
+ * weft's _enqueue forms on the group's stream, in place; those of the list
+ * forms (all_gather, gather, scatter, reduce_scatter, all_to_all) through a
+ * flat buffer of the lane's, copied into or out of on the same stream. They
+ * must be contiguous (as NCCL's), and a reduction must need no conversion
+ * (no PREMUL_SUM, no int16/uint16); the coalesced forms and point-to-point
+ * refuse device tensors.
  */
 #include <numeric>
 
@@ -184,6 +187,41 @@ size_t device_count(const at::Tensor &t, const ReducePlan &plan)
     return (size_t)t.numel() * (plan.complex ? 2 : 1);
 }
 
+/* The tensor of a one-tensor call: a device tensor (*device set) or a CPU one. */
+const at::Tensor &single_tensor(const std::vector<at::Tensor> &tensors, const char *call,
+                                bool *device)
+{
+    *device = device_call(tensors);
+    if (*device) {
+        check_device_tensor(tensors[0], tensors[0], call);
+        return tensors[0];
+    }
+    return single_cpu_tensor(tensors, call);
+}
+
+/* Every tensor of list is like like (dtype, numel) and where it is: on its
+ * device (and lane) when device, else a dense CPU tensor. */
+void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like, bool device,
+                const char *call)
+{
+    if (!device) {
+        check_like(list, like, call);
+        return;
+    }
+    for (const at::Tensor &t : list) {
+        check_device_tensor(t, like, call);
+        TORCH_CHECK_VALUE(t.numel() == like.numel(), "weft: ", call,
+                          ": tensors of different sizes (", t.numel(), " and ", like.numel(),
+                          " elements)");
+    }
+}
+
+/* Part r of n elements of a flat tensor. */
+at::Tensor part(const at::Tensor &flat, size_t r, int64_t n)
+{
+    return flat.narrow(0, (int64_t)r * n, n);
+}
+
 } // namespace
 
 /* ----------------------------------------------------------- Collectives */
@@ -197,10 +235,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tenso
         check_device_tensor(t, t, "allreduce");
         const ReducePlan plan = device_plan(t, opts.reduceOp, "allreduce");
         return enqueue_device(c10d::OpType::ALLREDUCE, "weft:all_reduce", tensors, {},
-                              [comm, t, plan](weft_stream_t stream, uint64_t seq) {
+                              [comm, t, plan](Lane &lane, uint64_t seq) {
                                   check(weft_allreduce_enqueue(WEFT_IN_PLACE, t.data_ptr(),
                                                                device_count(t, plan), plan.dtype,
-                                                               plan.op, comm, stream),
+                                                               plan.op, comm, lane.stream()),
                                         "allreduce", seq);
                               });
     }
@@ -227,9 +265,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tenso
     if (device) {
         check_device_tensor(t, t, "broadcast");
         return enqueue_device(c10d::OpType::BROADCAST, "weft:broadcast", tensors, {},
-                              [comm, t, root](weft_stream_t stream, uint64_t seq) {
+                              [comm, t, root](Lane &lane, uint64_t seq) {
                                   check(weft_bcast_enqueue(t.data_ptr(), (size_t)t.nbytes(),
-                                                           WEFT_UINT8, root, comm, stream),
+                                                           WEFT_UINT8, root, comm, lane.stream()),
                                         "broadcast", seq);
                               });
     }
@@ -291,10 +329,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce(std::vector<at::Tensor> 
     if (device) {
         return enqueue_device(
             c10d::OpType::REDUCE, "weft:reduce", tensors, {},
-            [comm, t, plan, root, is_root](weft_stream_t stream, uint64_t seq) {
+            [comm, t, plan, root, is_root](Lane &lane, uint64_t seq) {
                 check(weft_reduce_enqueue(is_root ? WEFT_IN_PLACE : t.data_ptr(),
                                           is_root ? t.data_ptr() : nullptr, device_count(t, plan),
-                                          plan.dtype, plan.op, root, comm, stream),
+                                          plan.dtype, plan.op, root, comm, lane.stream()),
                       "reduce", seq);
             });
     }
@@ -320,11 +358,28 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupWeft::allgather(std::vector<std::vector<at::Tensor>> &outputs,
                             std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &)
 {
-    const at::Tensor &in = single_cpu_tensor(inputs, "allgather");
+    bool device;
+    const at::Tensor &in = single_tensor(inputs, "allgather", &device);
     const std::vector<at::Tensor> &outs = one_list(outputs, size_, "allgather");
-    check_like(outs, in, "allgather");
+    check_list(outs, in, device, "allgather");
     weft_comm_t comm = comm_;
     const int size = size_;
+
+    if (device) {
+        /* into a flat buffer of the lane's, then each rank's part copied out on the stream */
+        at::Tensor flat = lane_for(in)->empty(size * in.numel(), in);
+        return enqueue_device(
+            c10d::OpType::ALLGATHER, "weft:all_gather", outs, inputs,
+            [comm, in, outs, flat](Lane &lane, uint64_t seq) {
+                check(weft_allgather_enqueue(in.data_ptr(), flat.data_ptr(), (size_t)in.nbytes(),
+                                             WEFT_UINT8, comm, lane.stream()),
+                      "allgather", seq);
+                for (size_t r = 0; r < outs.size(); r++) {
+                    lane.copy(outs[r], part(flat, r, in.numel()));
+                }
+            },
+            {flat});
+    }
 
     return enqueue_collective(c10d::OpType::ALLGATHER, "weft:all_gather", outs, inputs,
                               [comm, in, outs, size](uint64_t seq) {
@@ -346,10 +401,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor &out
         check_device_whole_and_part(output, input, size_, "all_gather_into_tensor");
         return enqueue_device(c10d::OpType::_ALLGATHER_BASE, "weft:all_gather_into_tensor",
                               {output}, {input},
-                              [comm, output, input](weft_stream_t stream, uint64_t seq) {
+                              [comm, output, input](Lane &lane, uint64_t seq) {
                                   check(weft_allgather_enqueue(input.data_ptr(), output.data_ptr(),
                                                                (size_t)input.nbytes(), WEFT_UINT8,
-                                                               comm, stream),
+                                                               comm, lane.stream()),
                                         "all_gather_into_tensor", seq);
                               });
     }
@@ -428,19 +483,43 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<
                                                         std::vector<at::Tensor> &inputs,
                                                         const c10d::GatherOptions &opts)
 {
-    const at::Tensor &in = single_cpu_tensor(inputs, "gather");
+    bool device;
+    const at::Tensor &in = single_tensor(inputs, "gather", &device);
     check_root(opts.rootRank, size_, "gather");
     const int root = (int)opts.rootRank;
     std::vector<at::Tensor> outs;
     if (rank_ == root) {
         outs = one_list(outputs, size_, "gather");
-        check_like(outs, in, "gather");
+        check_list(outs, in, device, "gather");
     } else {
         TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                           "weft: gather: only the root (rank ", root, ") takes an output list");
     }
     weft_comm_t comm = comm_;
     const int size = size_;
+
+    if (device) {
+        at::Tensor flat; /* the root's: every rank's part, copied out on the stream */
+        if (!outs.empty()) {
+            flat = lane_for(in)->empty(size * in.numel(), in);
+        }
+        std::vector<at::Tensor> scratch;
+        if (flat.defined()) {
+            scratch.push_back(flat);
+        }
+        return enqueue_device(
+            c10d::OpType::GATHER, "weft:gather", outs, inputs,
+            [comm, in, outs, flat, root](Lane &lane, uint64_t seq) {
+                check(weft_gather_enqueue(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr,
+                                          (size_t)in.nbytes(), WEFT_UINT8, root, comm,
+                                          lane.stream()),
+                      "gather", seq);
+                for (size_t r = 0; r < outs.size(); r++) {
+                    lane.copy(outs[r], part(flat, r, in.numel()));
+                }
+            },
+            scratch);
+    }
 
     return enqueue_collective(c10d::OpType::GATHER, "weft:gather", outs, inputs,
                               [comm, in, outs, root, size](uint64_t seq) {
@@ -464,18 +543,40 @@ ProcessGroupWeft::scatter(std::vector<at::Tensor> &outputs,
                           std::vector<std::vector<at::Tensor>> &inputs,
                           const c10d::ScatterOptions &opts)
 {
-    const at::Tensor &out = single_cpu_tensor(outputs, "scatter");
+    bool device;
+    const at::Tensor &out = single_tensor(outputs, "scatter", &device);
     check_root(opts.rootRank, size_, "scatter");
     const int root = (int)opts.rootRank;
     std::vector<at::Tensor> ins;
     if (rank_ == root) {
         ins = one_list(inputs, size_, "scatter");
-        check_like(ins, out, "scatter");
+        check_list(ins, out, device, "scatter");
     } else {
         TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                           "weft: scatter: only the root (rank ", root, ") takes an input list");
     }
     weft_comm_t comm = comm_;
+
+    if (device) {
+        at::Tensor flat; /* the root's: the parts copied in on the stream */
+        std::vector<at::Tensor> scratch;
+        if (!ins.empty()) {
+            flat = lane_for(out)->empty((int64_t)ins.size() * out.numel(), out);
+            scratch.push_back(flat);
+        }
+        return enqueue_device(
+            c10d::OpType::SCATTER, "weft:scatter", outputs, ins,
+            [comm, out, ins, flat, root](Lane &lane, uint64_t seq) {
+                for (size_t r = 0; r < ins.size(); r++) {
+                    lane.copy(part(flat, r, out.numel()), ins[r]);
+                }
+                check(weft_scatter_enqueue(flat.defined() ? flat.data_ptr() : nullptr,
+                                           out.data_ptr(), (size_t)out.nbytes(), WEFT_UINT8, root,
+                                           comm, lane.stream()),
+                      "scatter", seq);
+            },
+            scratch);
+    }
 
     return enqueue_collective(c10d::OpType::SCATTER, "weft:scatter", outputs, ins,
                               [comm, out, ins, root](uint64_t seq) {
@@ -497,12 +598,31 @@ ProcessGroupWeft::reduce_scatter(std::vector<at::Tensor> &outputs,
                                  std::vector<std::vector<at::Tensor>> &inputs,
                                  const c10d::ReduceScatterOptions &opts)
 {
-    const at::Tensor &out = single_cpu_tensor(outputs, "reduce_scatter");
+    bool device;
+    const at::Tensor &out = single_tensor(outputs, "reduce_scatter", &device);
     const std::vector<at::Tensor> &ins = one_list(inputs, size_, "reduce_scatter");
-    check_like(ins, out, "reduce_scatter");
-    const ReducePlan plan = reduce_plan(out.scalar_type(), opts.reduceOp);
+    check_list(ins, out, device, "reduce_scatter");
     weft_comm_t comm = comm_;
     const int size = size_;
+
+    if (device) {
+        const ReducePlan plan = device_plan(out, opts.reduceOp, "reduce_scatter");
+        /* the parts copied into a flat buffer on the stream, reduced from there */
+        at::Tensor flat = lane_for(out)->empty(size * out.numel(), out);
+        return enqueue_device(
+            c10d::OpType::REDUCE_SCATTER, "weft:reduce_scatter", outputs, ins,
+            [comm, out, ins, flat, plan](Lane &lane, uint64_t seq) {
+                for (size_t r = 0; r < ins.size(); r++) {
+                    lane.copy(part(flat, r, out.numel()), ins[r]);
+                }
+                check(weft_reduce_scatter_enqueue(flat.data_ptr(), out.data_ptr(),
+                                                  device_count(out, plan), plan.dtype, plan.op,
+                                                  comm, lane.stream()),
+                      "reduce_scatter", seq);
+            },
+            {flat});
+    }
+    const ReducePlan plan = reduce_plan(out.scalar_type(), opts.reduceOp);
 
     return enqueue_collective(c10d::OpType::REDUCE_SCATTER, "weft:reduce_scatter", outputs, ins,
                               [comm, out, ins, plan, size](uint64_t seq) {
@@ -521,11 +641,11 @@ ProcessGroupWeft::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
         const ReducePlan plan = device_plan(output, opts.reduceOp, "reduce_scatter_tensor");
         return enqueue_device(c10d::OpType::_REDUCE_SCATTER_BASE, "weft:reduce_scatter_tensor",
                               {output}, {input},
-                              [comm, output, input, plan](weft_stream_t stream, uint64_t seq) {
+                              [comm, output, input, plan](Lane &lane, uint64_t seq) {
                                   check(weft_reduce_scatter_enqueue(
                                             input.data_ptr(), output.data_ptr(),
                                             device_count(output, plan), plan.dtype, plan.op, comm,
-                                            stream),
+                                            lane.stream()),
                                         "reduce_scatter_tensor", seq);
                               });
     }
@@ -624,11 +744,10 @@ ProcessGroupWeft::alltoall_base(at::Tensor &output, at::Tensor &input,
         /* weft copies the count arrays when it enqueues */
         return enqueue_device(
             c10d::OpType::ALLTOALL_BASE, "weft:all_to_all_single", {output}, {input},
-            [comm, output, input, scounts, sdispls, rcounts, rdispls](weft_stream_t stream,
-                                                                       uint64_t seq) {
+            [comm, output, input, scounts, sdispls, rcounts, rdispls](Lane &lane, uint64_t seq) {
                 check(weft_alltoallv_enqueue(input.data_ptr(), output.data_ptr(), scounts.data(),
                                              sdispls.data(), rcounts.data(), rdispls.data(),
-                                             WEFT_UINT8, comm, stream),
+                                             WEFT_UINT8, comm, lane.stream()),
                       "all_to_all_single", seq);
             });
     }
@@ -652,11 +771,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor
     TORCH_CHECK_VALUE((int)inputs.size() == size_ && (int)outputs.size() == size_,
                       "weft: all_to_all: ", inputs.size(), " inputs and ", outputs.size(),
                       " outputs for a group of ", size_);
+    const bool device = device_call({inputs[0]});
     std::vector<size_t> scounts, sdispls, rcounts, rdispls;
     size_t soff = 0, roff = 0;
     for (int r = 0; r < size_; r++) {
-        check_cpu_tensor(inputs[(size_t)r], "all_to_all");
-        check_cpu_tensor(outputs[(size_t)r], "all_to_all");
+        if (device) {
+            check_device_tensor(inputs[(size_t)r], inputs[0], "all_to_all");
+            check_device_tensor(outputs[(size_t)r], inputs[0], "all_to_all");
+        } else {
+            check_cpu_tensor(inputs[(size_t)r], "all_to_all");
+            check_cpu_tensor(outputs[(size_t)r], "all_to_all");
+        }
         check_equal_types(outputs[(size_t)r], inputs[0], "all_to_all");
         check_equal_types(inputs[(size_t)r], inputs[0], "all_to_all");
         scounts.push_back(inputs[(size_t)r].nbytes());
@@ -667,6 +792,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor
         roff += rcounts.back();
     }
     weft_comm_t comm = comm_;
+
+    if (device) {
+        /* flat buffers of the lane's: the inputs copied in, the outputs out, on the stream */
+        const int64_t es = (int64_t)inputs[0].element_size();
+        Lane *lane = lane_for(inputs[0]);
+        at::Tensor src = lane->empty((int64_t)soff / es, inputs[0]);
+        at::Tensor dst = lane->empty((int64_t)roff / es, inputs[0]);
+        return enqueue_device(
+            c10d::OpType::ALLTOALL, "weft:all_to_all", outputs, inputs,
+            [comm, outputs, inputs, src, dst, scounts, sdispls, rcounts, rdispls,
+             es](Lane &lane, uint64_t seq) {
+                for (size_t r = 0; r < inputs.size(); r++) {
+                    lane.copy(src.narrow(0, (int64_t)sdispls[r] / es, (int64_t)scounts[r] / es),
+                              inputs[r]);
+                }
+                check(weft_alltoallv_enqueue(src.data_ptr(), dst.data_ptr(), scounts.data(),
+                                             sdispls.data(), rcounts.data(), rdispls.data(),
+                                             WEFT_UINT8, comm, lane.stream()),
+                      "all_to_all", seq);
+                for (size_t r = 0; r < outputs.size(); r++) {
+                    lane.copy(outputs[r],
+                              dst.narrow(0, (int64_t)rdispls[r] / es, (int64_t)rcounts[r] / es));
+                }
+            },
+            {src, dst});
+    }
 
     return enqueue_collective(
         c10d::OpType::ALLTOALL, "weft:all_to_all", outputs, inputs,

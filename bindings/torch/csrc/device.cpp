@@ -1,6 +1,7 @@
 /* Device lanes (device.hpp): a torch accelerator's stream, weft's emu stream. */
 #include "device.hpp"
 
+#include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -81,6 +82,16 @@ class TorchLane : public Lane
     {
         return std::make_shared<TorchDone>(stream_);
     }
+    at::Tensor empty(int64_t numel, const at::Tensor &like) override
+    {
+        /* from the caching allocator on the caller's stream; prepare() records it on ours */
+        return at::empty({numel}, like.options());
+    }
+    void copy(const at::Tensor &dst, const at::Tensor &src) override
+    {
+        c10::StreamGuard on(stream_);
+        dst.copy_(src, /*non_blocking=*/true);
+    }
     void drain() override
     {
         stream_.synchronize();
@@ -157,6 +168,17 @@ class EmuLane : public Lane
         }
         kept_.emplace_back(m, keep);
         return std::make_shared<EmuDone>(m);
+    }
+    at::Tensor empty(int64_t numel, const at::Tensor &like) override
+    {
+        return emu_empty(numel, like.scalar_type());
+    }
+    void copy(const at::Tensor &dst, const at::Tensor &src) override
+    {
+        if (src.nbytes() > 0) {
+            check(weft_memcpy_async(dst.data_ptr(), src.data_ptr(), src.nbytes(), stream_),
+                  "weft_memcpy_async", 0);
+        }
     }
     void drain() override
     {

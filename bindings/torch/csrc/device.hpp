@@ -77,6 +77,12 @@ class Lane
     /* after the operation was enqueued: its end; keep: tensors the stream
      * may still use (torch devices recorded them at prepare) */
     virtual std::shared_ptr<DeviceDone> mark(const std::vector<at::Tensor> &keep) = 0;
+    /* at the call: a 1-d tensor of numel elements of like's dtype in the
+     * lane's memory (the flat buffer of a collective on lists of tensors) */
+    virtual at::Tensor empty(int64_t numel, const at::Tensor &like) = 0;
+    /* enqueue-time: copies src into dst (contiguous, as many bytes) on the
+     * stream, after what was enqueued on it before */
+    virtual void copy(const at::Tensor &dst, const at::Tensor &src) = 0;
     /* waits until the stream is past everything (the group's end) */
     virtual void drain() = 0;
     /* true for the emulated accelerator: its Work completes on the host */

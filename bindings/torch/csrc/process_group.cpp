@@ -476,12 +476,14 @@ Lane *ProcessGroupWeft::lane_for(const at::Tensor &t)
 c10::intrusive_ptr<WorkWeft>
 ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
                                  std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
-                                 std::function<void(weft_stream_t stream, uint64_t seq)> run)
+                                 std::function<void(Lane &lane, uint64_t seq)> run,
+                                 std::vector<at::Tensor> scratch)
 {
     const at::Tensor &like = outputs.empty() ? inputs.at(0) : outputs.at(0);
     Lane *lane = lane_for(like);
     std::vector<at::Tensor> used = outputs;
     used.insert(used.end(), inputs.begin(), inputs.end());
+    used.insert(used.end(), scratch.begin(), scratch.end());
     lane->prepare(used);
 
     std::vector<c10::Device> devices;
@@ -508,7 +510,7 @@ ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
                         f.pending.what, "); wait for it first");
         }
         c10::OptionalDeviceGuard guard(device);
-        run(lane->stream(), w->seq_);
+        run(*lane, w->seq_);
         std::shared_ptr<DeviceDone> end = lane->mark(used);
         if (!lane->host_completed()) {
             w->device_ = std::move(end);

@@ -235,12 +235,13 @@ class ProcessGroupWeft : public c10d::Backend {
      * operations queued before and after, waited for (raises its error). */
     void set_on_worker(const char *profile, std::function<void()> set);
     /* A device operation (device.hpp) on the lane of like's device: run()
-     * enqueues it on the given stream in turn; tensors: what it reads and
-     * writes. */
-    c10::intrusive_ptr<WorkWeft>
-    enqueue_device(c10d::OpType type, const char *title, std::vector<at::Tensor> outputs,
-                   std::vector<at::Tensor> inputs,
-                   std::function<void(weft_stream_t stream, uint64_t seq)> run);
+     * enqueues it on the lane's stream in turn; tensors: what it reads and
+     * writes (scratch: flat buffers of the lane's, kept as long). */
+    c10::intrusive_ptr<WorkWeft> enqueue_device(c10d::OpType type, const char *title,
+                                                std::vector<at::Tensor> outputs,
+                                                std::vector<at::Tensor> inputs,
+                                                std::function<void(Lane &lane, uint64_t seq)> run,
+                                                std::vector<at::Tensor> scratch = {});
     Lane *lane_for(const at::Tensor &t);
     /* After an emu operation's stream passed it: its failure, or an earlier
      * device operation's (the turn holder's). */
