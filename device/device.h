@@ -80,6 +80,12 @@ typedef struct weft_device_ops {
     weft_status_t (*stream_write_flag)(void *stream, uint32_t *flag, uint32_t value);
     weft_status_t (*stream_wait_flag)(void *stream, uint32_t *flag, uint32_t value);
 
+    /* Makes the table's context current on the calling thread and leaves it
+     * so: weft's own threads (the progress thread) call it before they drive
+     * operations on the table's memory, since UCX with CUDA transports needs
+     * a current context for device pointers. NULL: nothing to do. */
+    void (*thread_bind)(void);
+
     /* Host memory the device copies to and from fastest and its streams
      * can read and write as flags (pinned and mapped for CUDA); NULL for
      * tables without streams. Only device/pinned.c calls them: everything

@@ -114,8 +114,17 @@ static void record_error(enq_op_t *op, weft_status_t status)
     weft__log_error("%s on stream %p failed: %s", op->call, op->stream, msg);
 }
 
+/* The tables whose thread_bind the progress thread called (bits by memtype; its own). */
+static unsigned bound;
+
 static weft_status_t op_start(enq_op_t *op)
 {
+    /* the progress thread drives the operation (UCX included) with the stream's context
+     * current, made so once */
+    if (!(bound & (1u << op->sdev->memtype)) && op->sdev->thread_bind != NULL) {
+        op->sdev->thread_bind();
+        bound |= 1u << op->sdev->memtype;
+    }
     if (op->is_p2p) {
         return weft__p2p_start(op->call, op->is_send, op->buf, op->args.count, op->args.dtype,
                                op->peer, op->tag, op->comm, &op->sched);
@@ -245,6 +254,7 @@ static weft_status_t ensure_thread(void)
     if (thread_started) {
         return WEFT_OK;
     }
+    bound = 0; /* a new thread: no context made current yet */
     rc = pthread_create(&thread, NULL, progress_main, NULL);
     if (rc != 0) {
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot start the progress thread: %s",

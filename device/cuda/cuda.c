@@ -206,6 +206,17 @@ static int cuda_owns(const void *ptr)
     return weft__cuda_is_device(ptr);
 }
 
+static void cuda_thread_bind(void)
+{
+    int pushed;
+
+    if (weft__cuda_enter(&pushed, "cuda thread_bind") == WEFT_OK && pushed) {
+        /* not current here yet: the push undone, made the thread's current context for good */
+        weft__cuda_leave(pushed);
+        weft__cu.cuCtxSetCurrent(weft__cuda.ctx);
+    }
+}
+
 /* One 32-bit attribute of ptr (the driver writes a boolean into it); -1 when the driver cannot
  * say (an attribute older drivers do not know). In weft's context. */
 static int pointer_flag(const void *ptr, CUpointer_attribute attr)
@@ -525,6 +536,7 @@ static const weft_device_ops_t cuda_ops = {
     .host_free = weft__cuda_host_free,
     .stream_write_flag = weft__cuda_stream_write_flag,
     .stream_wait_flag = weft__cuda_stream_wait_flag,
+    .thread_bind = cuda_thread_bind,
     .ipc_handle_size = WEFT_CUDA_IPC_HANDLE_SIZE,
     .ipc_capable = cuda_ipc_capable,
     .ipc_export = weft__cuda_ipc_export,

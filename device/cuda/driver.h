@@ -32,6 +32,7 @@
     X(cuCtxGetDevice)                                                                              \
     X(cuCtxPushCurrent)                                                                            \
     X(cuCtxPopCurrent)                                                                             \
+    X(cuCtxSetCurrent)                                                                             \
     X(cuModuleLoadData)                                                                            \
     X(cuModuleGetFunction)                                                                         \
     X(cuLaunchKernel)                                                                              \

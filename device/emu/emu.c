@@ -82,6 +82,20 @@ static void emu_host_free(void *ptr)
     free(ptr);
 }
 
+/* No context to make current: the calls are counted, for the tests of the threads that must
+ * make it (runtime/enqueue.c's progress thread). */
+static atomic_ulong thread_binds;
+
+static void emu_thread_bind(void)
+{
+    atomic_fetch_add(&thread_binds, 1);
+}
+
+unsigned long weft__emu_thread_binds(void)
+{
+    return atomic_load(&thread_binds);
+}
+
 unsigned long weft__emu_frees_while_waiting(void)
 {
     return atomic_load(&frees_while_waiting);
@@ -103,6 +117,7 @@ const weft_device_ops_t weft__device_emu_ops = {
     .memcpy_async = weft__emu_memcpy_async,
     .stream_write_flag = weft__emu_write_flag,
     .stream_wait_flag = weft__emu_wait_flag,
+    .thread_bind = emu_thread_bind,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,
     .ipc_handle_size = WEFT_EMU_IPC_HANDLE_SIZE,

@@ -78,6 +78,8 @@ weft_status_t weft__emu_write_flag(void *stream, uint32_t *flag, uint32_t value)
 weft_status_t weft__emu_wait_flag(void *stream, uint32_t *flag, uint32_t value);
 /* Streams blocked in a flag wait right now. */
 int weft__emu_streams_waiting(void);
+/* Calls of the table's thread_bind (emu.c). */
+unsigned long weft__emu_thread_binds(void);
 /* Pinned host memory freed while a stream waited (emu.c; 0 is right). */
 unsigned long weft__emu_frees_while_waiting(void);
 /* This thread's internal stream (created on first use, destroyed when the

@@ -436,6 +436,9 @@ Test(enqueue, many_queued_and_destroy_waits, .timeout = 120)
 
         run_world(p, many_body, &w);
     }
+    /* the progress thread made the stream's context current before driving them, once */
+    cr_assert_eq(weft__emu_thread_binds(), 1ul, "thread_bind called %lu times",
+                 weft__emu_thread_binds());
 }
 
 /*

@@ -22,6 +22,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,31 @@ static void check_ipc(const weft_device_ops_t *cu)
     CHECK(cu->free(dev) == WEFT_OK, "free");
 }
 
+static void *bind_thread(void *arg)
+{
+    const weft_device_ops_t *cu = arg;
+    void *before = (void *)1, *after = NULL, *again = NULL;
+
+    fake_ctx_get(&before);
+    cu->thread_bind();
+    fake_ctx_get(&after);
+    cu->thread_bind();
+    fake_ctx_get(&again);
+    return before == NULL && after != NULL && again == after ? after : NULL;
+}
+
+/* weft's threads (the progress thread) keep weft's context current once bound */
+static void check_thread_bind(const weft_device_ops_t *cu)
+{
+    pthread_t t;
+    void *ctx = NULL;
+
+    CHECK(pthread_create(&t, NULL, bind_thread, (void *)cu) == 0 && pthread_join(t, &ctx) == 0,
+          "thread");
+    CHECK(ctx != NULL, "a thread without a context has weft's current after thread_bind, and "
+                       "keeps it");
+}
+
 /* A symbol of the libcuda.so.1 weft loaded (NULL: none loaded, or not the fake). */
 static void *fake_sym(const char *name)
 {
@@ -368,6 +394,7 @@ int main(int argc, char **argv)
     check_avg(cu);
     check_streams(cu);
     check_pinned(cu);
+    check_thread_bind(cu);
     check_ipc(cu);
     CHECK(fake_ctx_get(&ctx) == 0 && ctx == NULL, "the thread's context stack left as found");
     printf("cuda_fake_check: %d checks passed\n", checks);

@@ -258,6 +258,18 @@ EXPORT CUresult cuCtxPushCurrent(CUcontext c)
     ctx_stack[ctx_depth++] = c;
     return CUDA_SUCCESS;
 }
+/* replaces the top of the thread's stack (pushes onto an empty one; NULL pops) */
+EXPORT CUresult cuCtxSetCurrent(CUcontext c)
+{
+    if (c == NULL) {
+        ctx_depth -= ctx_depth > 0;
+    } else if (ctx_depth == 0) {
+        ctx_stack[ctx_depth++] = c;
+    } else {
+        ctx_stack[ctx_depth - 1] = c;
+    }
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuCtxPopCurrent(CUcontext *c)
 {
     if (ctx_depth == 0) {
