@@ -292,6 +292,11 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
         }
         weft__shm_op_publish(o, R, 1);
         o->phase = 1;
+        if (o->kind == OP_REDUCE1 && me != o->root) {
+            /* its data is out and it reads nobody's: done, as gather's senders (the root
+             * compares the signatures; the next rounds' buffers wait for its readers) */
+            return status;
+        }
         /* fall through */
     case 1:
         if (status != WEFT_OK || !weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p)) {

@@ -599,12 +599,15 @@ Test(segment, handoff_measured, .timeout = 60)
     weft_finalize();
 }
 
-/* How far a bcast root runs ahead of a reader that has not started: rounds whose data fits the
- * control lines take WEFT_SHM_LINE_DEPTH of them (the root finishes that many bcasts alone), slot
- * rounds two; and no further, or the root would overwrite what the reader has yet to read. */
+/* How far a rank that reads nobody's data runs ahead of one that has not started: a bcast
+ * root, a reduce's sender (its data out, the root's to combine). Rounds whose data fits the
+ * control lines take WEFT_SHM_LINE_DEPTH of them (the runner finishes that many calls alone),
+ * slot rounds two; and no further, or the runner would overwrite what the other has yet to
+ * read. */
 typedef struct ahead_shared {
     shared_t sh;
-    atomic_int root_done; /* bcasts the root has finished */
+    int reduce;             /* 0: bcast from rank 0; 1: reduce to rank 0 (rank 1 runs ahead) */
+    atomic_int runner_done; /* calls the runner has finished */
 } ahead_shared_t;
 
 static double now_s(void)
@@ -618,38 +621,46 @@ static double now_s(void)
 static void ahead_phase(ahead_shared_t *as, weft_comm_t comm, int rank, size_t count, int ahead,
                         int k0)
 {
-    const int calls = ahead + 3;
-    int32_t *buf = alloc32(count);
+    const int calls = ahead + 3, runner = as->reduce ? 1 : 0;
+    const char *name = as->reduce ? "reduce" : "bcast";
+    int32_t *buf = alloc32(count), *out = alloc32(count);
 
     pthread_barrier_wait(&as->sh.barrier);
-    atomic_store(&as->root_done, 0);
+    atomic_store(&as->runner_done, 0);
     pthread_barrier_wait(&as->sh.barrier);
-    if (rank == 1) {
+    if (rank != runner) {
         double deadline = now_s() + 10;
 
-        while (atomic_load(&as->root_done) < ahead && now_s() < deadline) {
+        while (atomic_load(&as->runner_done) < ahead && now_s() < deadline) {
             usleep(1000);
         }
-        usleep(50000); /* time for a root that may run further to do so */
-        EXPECT(atomic_load(&as->root_done) == ahead,
-               "%zu-element bcasts: the root finished %d before the reader started, not %d", count,
-               atomic_load(&as->root_done), ahead);
+        usleep(50000); /* time for a runner that may run further to do so */
+        EXPECT(atomic_load(&as->runner_done) == ahead,
+               "%zu-element %ss: rank %d finished %d before rank %d started, not %d", count, name,
+               runner, atomic_load(&as->runner_done), rank, ahead);
     }
     for (int k = 0; k < calls; k++) {
+        weft_status_t st;
+
         for (size_t i = 0; i < count; i++) {
-            buf[i] = rank == 0 ? val(k0 + k, 0, i) : 0;
+            buf[i] = as->reduce || rank == 0 ? val(k0 + k, rank, i) : 0;
         }
-        EXPECT(weft_bcast(buf, count, WEFT_INT32, 0, comm) == WEFT_OK, "bcast %d: %s", k,
-               weft_last_error());
-        for (size_t i = 0; i < count; i++) {
-            EXPECT(buf[i] == val(k0 + k, 0, i), "rank %d, bcast %d, element %zu: %d", rank, k, i,
-                   buf[i]);
+        st = as->reduce ? weft_reduce(buf, out, count, WEFT_INT32, WEFT_SUM, 0, comm)
+                        : weft_bcast(buf, count, WEFT_INT32, 0, comm);
+        EXPECT(st == WEFT_OK, "%s %d: %s", name, k, weft_last_error());
+        for (size_t i = 0; i < count && (!as->reduce || rank == 0); i++) {
+            int32_t want = as->reduce ? val(k0 + k, 0, i) + val(k0 + k, 1, i) : val(k0 + k, 0, i);
+            int32_t got = as->reduce ? out[i] : buf[i];
+
+            EXPECT(got == want, "rank %d, %s %d, element %zu: %d, want %d", rank, name, k, i, got,
+                   want);
         }
-        if (rank == 0) {
-            atomic_fetch_add(&as->root_done, 1);
+        if (rank == runner) {
+            atomic_fetch_add(&as->runner_done, 1);
         }
     }
     free(buf);
+    free(out);
 }
 
 static void ahead_body(weft_comm_t comm, int rank, void *arg)
@@ -661,18 +672,29 @@ static void ahead_body(weft_comm_t comm, int rank, void *arg)
     ahead_phase(as, comm, rank, 3, 2, 200);                   /* 12 bytes: in the slots */
 }
 
-Test(rounds, bcast_root_runs_ahead_by_the_buffers_depth, .timeout = 60)
+static void run_ahead(int reduce)
 {
-    ahead_shared_t as;
+    ahead_shared_t as = {.reduce = reduce};
 
     init();
     force_all("shm");
     shared_init(&as.sh, 2);
-    atomic_init(&as.root_done, 0);
+    atomic_init(&as.runner_done, 0);
     run_world(&as.sh, 2, 5, ahead_body);
     cr_assert_eq(atomic_load(&as.sh.with_shm), 2);
     shared_done(&as.sh);
     weft_finalize();
+}
+
+Test(rounds, bcast_root_runs_ahead_by_the_buffers_depth, .timeout = 60)
+{
+    run_ahead(0);
+}
+
+/* A reduce's sender does not wait for the root to arrive: it runs ahead as a bcast root. */
+Test(rounds, reduce_sender_runs_ahead_by_the_buffers_depth, .timeout = 60)
+{
+    run_ahead(1);
 }
 
 /* -------------------------------------------------------- 3. WEFT_SHM=no */
