@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(build-essential autoconf automake libtool pkg-config libucx-dev ucx-utils
           libpmix-dev libhwloc-dev hwloc libcriterion-dev libopenmpi-dev openmpi-bin
           iproute2 procps python3 python3-dev python3-numpy python3-mpi4py python3-pytest python3-venv
-          python3-pip hpcc netpipe-openmpi clang libclang-rt-14-dev)
+          python3-pip hpcc netpipe-openmpi clang libclang-rt-14-dev patchelf file)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

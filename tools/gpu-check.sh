@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # gpu-check: the CUDA backend on a machine with an NVIDIA GPU, in one run of at most 8 minutes.
 #
-#   1. builds weft with CUDA (./configure --with-cuda; skipped with --no-build, for a tree
-#      already built with CUDA),
+#   1. says what the machine has (GPUs, driver, NVLink topology) and builds weft with CUDA
+#      (./configure --with-cuda; skipped with --no-build, for a tree already built with CUDA,
+#      and in a bundle made by tools/gpu-bundle.sh, which carries the programs and libraries
+#      for a machine with nothing but the driver),
 #   2. runs tests/device/test_cuda (its GPU tests must run, not skip),
 #   3. weft_reduce_bench -d cuda: the reduce kernels against cuMemcpy D2D of the same bytes,
 #   4. weft_bench -d cuda --enqueue --vs-mpi allreduce at np=2 on one GPU (two processes):
-#      weft's stream-ordered allreduce against MPI_Allreduce staged D2H + H2D,
+#      weft's stream-ordered allreduce against MPI_Allreduce staged D2H + H2D (where mpirun is
+#      there),
 # printing the ratios. Every step has a deadline, and a step that overstays it is killed with
 # its processes.
 #
 # Exit status: 0 every step passed; 1 a step failed; 77 no usable NVIDIA GPU here (nothing is
-# built then). Run from anywhere: it works in the source tree it belongs to.
+# built then). Run from anywhere: it works in the source tree or bundle it belongs to.
 #
 #   tools/gpu-check.sh [--no-build]
+#   tools/gpu-check.sh --cpu     without a GPU: the probe and the fake driver's tests only (to
+#                                check a bundle on a machine without the build's packages)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
 start=$(date +%s)
 budget=470 # seconds, under 8 minutes with the summary
 build=1
+cpu=0
+bundle=0
+[ -f BUNDLE ] && bundle=1 && build=0
 [ "${1:-}" = --no-build ] && build=0
+[ "${1:-}" = --cpu ] && cpu=1 && build=0
 
 # at most the seconds left of the budget, and at most $1
 left() {
@@ -43,30 +52,30 @@ step() {
     return $rc
 }
 
-# --- 1. is there a GPU? ------------------------------------------------------------------
-gpu=""
-if command -v nvidia-smi >/dev/null 2>&1; then
-    gpu=$(timeout -s KILL 20 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
-          2>/dev/null | head -n 1)
-fi
-if [ -z "$gpu" ]; then
-    echo "gpu-check: SKIP: no usable NVIDIA GPU here (nvidia-smi is missing or lists no GPU);"
-    echo "gpu-check: run it on a machine with a GPU and its driver (libcuda.so.1)"
-    exit 77
-fi
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
-    echo "gpu-check: SKIP: nvidia-smi sees '$gpu' but the loader finds no libcuda.so.1"
-    exit 77
-fi
-echo "gpu-check: GPU: $gpu"
 logs=$(mktemp -d "${TMPDIR:-/tmp}/weft-gpu-check.XXXXXX")
-echo "gpu-check: logs in $logs"
 failures=0
 fail() {
     echo "gpu-check: FAIL: $1"
     [ -f "$2" ] && tail -n 25 "$2" | sed 's/^/    /'
     failures=$((failures + 1))
 }
+
+# --- 1. what is here ------------------------------------------------------------------------
+[ $bundle -eq 1 ] && sed -n '2,$s/^/gpu-check: bundle: /p' BUNDLE
+echo "gpu-check: machine: $(uname -srm), $(nproc) CPUs, $( (. /etc/os-release && echo "$PRETTY_NAME") 2>/dev/null)"
+gpu=""
+if [ $cpu -eq 0 ] && command -v nvidia-smi >/dev/null 2>&1; then
+    gpu=$(timeout -s KILL 20 nvidia-smi --query-gpu=index,name,driver_version,memory.total \
+          --format=csv,noheader 2>/dev/null)
+    [ -n "$gpu" ] && echo "$gpu" | sed 's/^/gpu-check: GPU /'
+    timeout -s KILL 20 nvidia-smi topo -m 2>/dev/null | sed 's/^/gpu-check: topo: /'
+fi
+if [ $cpu -eq 0 ] && [ -z "$gpu" ]; then
+    echo "gpu-check: SKIP: no usable NVIDIA GPU here (nvidia-smi is missing or lists no GPU);"
+    echo "gpu-check: run it on a machine with a GPU and its driver (libcuda.so.1)"
+    exit 77
+fi
+echo "gpu-check: logs in $logs"
 
 # --- 2. build ------------------------------------------------------------------------------
 if [ $build -eq 1 ]; then
@@ -85,11 +94,34 @@ if [ $build -eq 1 ]; then
         exit 1
     fi
 fi
-if ! grep -q '^[^#].*-DWEFT_HAVE_CUDA_BACKEND' Makefile 2>/dev/null ||
+if [ $bundle -eq 0 ] && ! grep -q '^[^#].*-DWEFT_HAVE_CUDA_BACKEND' Makefile 2>/dev/null ||
     [ ! -x tests/device/test_cuda ]; then
     fail "this tree is not built with CUDA (run without --no-build)" /dev/null
     exit 1
 fi
+# the driver as weft loads it (dlopen of libcuda.so.1, cuInit, a device): also where
+# LD_LIBRARY_PATH brings the driver in, which the loader's cache does not list
+probe=$(timeout -s KILL 60 ./tests/device/cuda_probe 2>&1)
+echo "gpu-check: CUDA backend: $probe"
+if [ $cpu -eq 1 ]; then
+    export top_builddir="$PWD"
+    step 120 "$logs/cpu.log" ./tools/weft_info || fail "weft_info" "$logs/cpu.log"
+    head -n 3 "$logs/cpu.log" | sed 's/^/gpu-check: weft_info: /'
+    if step 150 "$logs/test_cuda_cpu.log" ./tests/device/test_cuda -j1 --filter 'cuda_pure/*'; then
+        grep 'Synthesis' "$logs/test_cuda_cpu.log" | sed 's/^/gpu-check: test_cuda (no GPU): /'
+    else
+        fail "test_cuda's tests without a GPU" "$logs/test_cuda_cpu.log"
+    fi
+    echo "gpu-check: --cpu: $failures failure(s) in $(($(date +%s) - start)) s"
+    [ $failures -eq 0 ]
+    exit
+fi
+case "$probe" in
+loaded*) ;;
+*)
+    echo "gpu-check: SKIP: nvidia-smi sees a GPU but weft cannot use CUDA here"
+    exit 77 ;;
+esac
 
 # --- 3. CUDA tests -----------------------------------------------------------------------
 export WEFT_TIMEOUT=60
@@ -113,7 +145,9 @@ else
 fi
 
 # --- 5. _enqueue allreduce at np=2 on one GPU against MPI staged through the host ------------
-if [ ! -x benchmarks/weft_bench ] || ! command -v mpirun >/dev/null 2>&1; then
+if [ $bundle -eq 1 ] && ! command -v mpirun >/dev/null 2>&1; then
+    echo "gpu-check: step 5 skipped: no mpirun on this machine (the bundle carries no Open MPI)"
+elif [ ! -x benchmarks/weft_bench ] || ! command -v mpirun >/dev/null 2>&1; then
     fail "weft_bench or mpirun missing: no Open MPI here (tools/deps.sh)" /dev/null
 else
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

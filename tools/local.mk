@@ -18,7 +18,7 @@ endif
 dist_bin_SCRIPTS += tools/weft_doctor
 
 EXTRA_DIST += tools/deps.sh tools/build.sh tools/run.sh tools/test.sh \
-	tools/sanitize.sh tools/fuzz.sh tools/soak.sh tools/gpu-check.sh \
+	tools/sanitize.sh tools/fuzz.sh tools/soak.sh tools/gpu-check.sh tools/gpu-bundle.sh \
 	tools/sanitizers/lsan.supp tools/sanitizers/ubsan.supp tools/sanitizers/tsan.supp \
 	tools/sanitizers/criterion_tsan.c \
 	tools/check_layers.py tools/check_algorithms.py tools/weft_trace_merge.py \

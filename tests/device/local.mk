@@ -20,11 +20,11 @@ tests_coll_test_device_errors_SOURCES = tests/coll/test_device_errors.c tests/co
 	$(device_data)
 
 EXTRA_DIST += tests/device/test_cuda.c tests/device/cuda_probe.c tests/device/cuda_kernel_host.cu \
-	tests/device/fake_cuda.c tests/device/cuda_fake_check.c
+	tests/device/fake_cuda.c tests/device/cuda_fake_check.c tests/device/test_gpu_bundle.sh
 CLEANFILES += tests/device/cuda_kernel_host
 if HAVE_CUDA
 check_PROGRAMS += tests/device/test_cuda tests/device/cuda_probe tests/device/cuda_fake_check
-TESTS += tests/device/test_cuda
+TESTS += tests/device/test_cuda tests/device/test_gpu_bundle.sh
 tests_device_test_cuda_SOURCES = tests/device/test_cuda.c
 tests_device_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(CUDA_HOME)/include \
 	-DWEFT_TEST_CUDA_HOME='"$(CUDA_HOME)"'
