@@ -10,6 +10,9 @@
 #     tests/device/test_cuda, cuda_probe, cuda_kernel_host, cuda_fake_check,
 #     tests/device/.libs/libfake_cuda.so
 #     benchmarks/weft_reduce_bench, benchmarks/weft_bench
+#     include/weft.h, bindings/torch/, tests/torch/{common,test_device}.py: weft_torch's
+#                                sources and its device tests, built and run there against
+#                                the machine's torch (on CUDA tensors)
 #     lib/                       libweft and every library the programs need that a bare
 #                                glibc system lacks (found through ldd), UCX's transport
 #                                modules in lib/ucx (UCX looks for them beside libucs)
@@ -105,7 +108,15 @@ for p in $programs; do
 done
 cp -L tests/device/.libs/libfake_cuda.so "$out/tests/device/.libs/"
 cp -L .libs/libweft.so.0 "$out/lib/"
+ln -s libweft.so.0 "$out/lib/libweft.so"
 cp "$srcdir/tools/gpu-check.sh" "$out/tools/"
+# weft_torch's sources and CUDA tensor checks: gpu-check.sh builds the extension against the
+# machine's torch where torch sees a GPU
+mkdir -p "$out/include" "$out/bindings/torch" "$out/tests/torch"
+cp "$srcdir/include/weft.h" "$out/include/"
+cp -R "$srcdir/bindings/torch/setup.py" "$srcdir/bindings/torch/pyproject.toml" \
+    "$srcdir/bindings/torch/csrc" "$srcdir/bindings/torch/weft_torch" "$out/bindings/torch/"
+cp "$srcdir/tests/torch/common.py" "$srcdir/tests/torch/test_device.py" "$out/tests/torch/"
 
 # copies every library file (ELF given) needs into lib/; fails on one ldd cannot find
 bundle_deps() {

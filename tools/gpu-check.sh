@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check: the CUDA backend on a machine with an NVIDIA GPU, in one run of at most 8 minutes.
+# gpu-check: the CUDA backend on a machine with an NVIDIA GPU, in one run of at most 10 minutes.
 #
 #   1. says what the machine has (GPUs, driver, NVLink topology) and builds weft with CUDA
 #      (./configure --with-cuda; skipped with --no-build, for a tree already built with CUDA,
@@ -7,7 +7,9 @@
 #      for a machine with nothing but the driver),
 #   2. runs tests/device/test_cuda (its GPU tests must run, not skip),
 #   3. weft_reduce_bench -d cuda: the reduce kernels against cuMemcpy D2D of the same bytes,
-#   4. weft_bench -d cuda --enqueue --vs-mpi allreduce at np=2 on one GPU (two processes):
+#   4. weft_torch built against this machine's torch, where torch sees a GPU, and
+#      tests/torch/test_device.py on CUDA tensors (world sizes 2 and 3 on the GPUs there),
+#   5. weft_bench -d cuda --enqueue --vs-mpi allreduce at np=2 on one GPU (two processes):
 #      weft's stream-ordered allreduce against MPI_Allreduce staged D2H + H2D (where mpirun is
 #      there),
 # printing the ratios. Every step has a deadline, and a step that overstays it is killed with
@@ -23,7 +25,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 export LC_ALL=C
 start=$(date +%s)
-budget=470 # seconds, under 8 minutes with the summary
+budget=560 # seconds, under 10 minutes with the summary
 build=1
 cpu=0
 bundle=0
@@ -144,9 +146,36 @@ else
     fail "weft_reduce_bench -d cuda" "$logs/reduce_bench.log"
 fi
 
-# --- 5. _enqueue allreduce at np=2 on one GPU against MPI staged through the host ------------
+# --- 5. weft_torch on CUDA tensors -----------------------------------------------------------
+py=$(command -v python3 || true)
+if [ -z "$py" ] || ! timeout -s KILL 120 "$py" -c \
+        'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    echo "gpu-check: weft_torch skipped: no python3 with a torch that sees the GPU"
+else
+    if [ $bundle -eq 1 ]; then
+        inc=$PWD/include lib=$PWD/lib
+    else
+        inc=$PWD/include lib=$PWD/.libs
+    fi
+    cp -R bindings/torch "$logs/torch_ext"
+    if step 200 "$logs/torch_build.log" env -C "$logs/torch_ext" WEFT_INCLUDE_DIR="$inc" \
+            WEFT_LIBRARY_DIR="$lib" MAX_JOBS="$(nproc)" "$py" setup.py -q build_ext --inplace; then
+        if step 240 "$logs/torch_cuda.log" env WEFT_TORCH_TEST_DEVICE=cuda \
+                PYTHONPATH="$logs/torch_ext:$PWD/tests/torch" "$py" -m pytest -q -x \
+                -p no:cacheprovider -k emu_tensors tests/torch/test_device.py; then
+            echo "gpu-check: weft_torch on CUDA tensors: $(tail -n 1 "$logs/torch_cuda.log")"
+        else
+            fail "weft_torch's device tests on CUDA tensors" "$logs/torch_cuda.log"
+        fi
+    else
+        fail "building weft_torch against $("$py" -c 'import torch; print(torch.__version__)')" \
+            "$logs/torch_build.log"
+    fi
+fi
+
+# --- 6. _enqueue allreduce at np=2 on one GPU against MPI staged through the host ------------
 if [ $bundle -eq 1 ] && ! command -v mpirun >/dev/null 2>&1; then
-    echo "gpu-check: step 5 skipped: no mpirun on this machine (the bundle carries no Open MPI)"
+    echo "gpu-check: MPI comparison skipped: no mpirun on this machine (the bundle carries no Open MPI)"
 elif [ ! -x benchmarks/weft_bench ] || ! command -v mpirun >/dev/null 2>&1; then
     fail "weft_bench or mpirun missing: no Open MPI here (tools/deps.sh)" /dev/null
 else

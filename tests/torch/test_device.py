@@ -4,24 +4,39 @@ weft's stream-ordered collectives on the group's emu stream, as CUDA tensors
 take them on a stream of the group's. Every result is checked against a
 locally computed reference and against gloo on plain CPU copies.
 
+WEFT_TORCH_TEST_DEVICE=cuda runs the same checks on CUDA tensors (each rank
+on GPU rank % count; tools/gpu-check.sh does it where torch sees a GPU).
+
 Run by tests/torch/test_torch.sh with the extension on PYTHONPATH.
 """
+
+import os
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from common import (ALL_DTYPES, ARITH_OPS, BIT_OPS, ReduceOp, assert_same, gloo_supports,
-                    make_input, reference, spawn, valid)
+import common
+from common import (ALL_DTYPES, ARITH_OPS, BIT_OPS, ReduceOp, gloo_supports, make_input,
+                    reference, spawn, valid)
+
+DEVICE = os.environ.get("WEFT_TORCH_TEST_DEVICE", "emu")
 
 
 def emu(t):
-    """A copy of t in emu memory (same shape and dtype)."""
+    """A copy of t on the device under test: weft's emu memory (same shape and
+    dtype), or the rank's CUDA device."""
+    if DEVICE == "cuda":
+        return t.to(f"cuda:{torch.cuda.current_device()}")
     import weft_torch
 
     e = weft_torch.emu_empty(t.shape, t.dtype)
     e.copy_(t)
     return e
+
+
+def assert_same(got, want, what):
+    common.assert_same(got.cpu(), want.cpu(), what)
 
 
 # ------------------------------------------------------------ the checks
@@ -52,7 +67,7 @@ def check_allreduce(rank, size, gloo):
               for r in range(size)]
     t = emu(inputs[rank])
     dist.all_reduce(t)
-    assert torch.equal(t, sum(inputs)), "emu all_reduce complex64"
+    assert torch.equal(t.cpu(), sum(inputs)), "emu all_reduce complex64"
     # an empty tensor
     z = emu(torch.empty(0))
     dist.all_reduce(z)
@@ -188,12 +203,12 @@ def check_async(rank, size, gloo):
         assert w.is_completed()
     for i, t in enumerate(ts):
         want = float(sum(r + i for r in range(size)))
-        assert torch.equal(t, torch.full((257,), want)), f"async emu all_reduce {i}"
+        assert torch.equal(t.cpu(), torch.full((257,), want)), f"async emu all_reduce {i}"
     assert torch.equal(c, torch.full((3,), float(sum(range(size)))))
     # the future's value is the tensor (DDP's comm hooks read it)
     for f, t in zip(futs, ts[:6] + [c] + ts[6:]):
         assert f.done()
-        assert f.value()[0] is t or torch.equal(f.value()[0], t)
+        assert f.value()[0] is t or torch.equal(f.value()[0].cpu(), t.cpu())
     # is_completed() without wait(): completes on its own
     t = emu(torch.ones(64))
     w = dist.all_reduce(t, async_op=True)
@@ -202,7 +217,7 @@ def check_async(rank, size, gloo):
     while not w.is_completed():
         assert time.monotonic() < deadline, "an unwaited emu all_reduce never completed"
         time.sleep(0.001)
-    assert torch.equal(t, torch.full((64,), float(size)))
+    assert torch.equal(t.cpu(), torch.full((64,), float(size)))
 
 
 def check_refusals(rank, size, gloo):
@@ -220,7 +235,7 @@ def check_refusals(rank, size, gloo):
         dist.all_gather_into_tensor(emu(torch.zeros(2 * size + 1)), emu(torch.zeros(2)))
     t = emu(torch.ones(4))
     dist.all_reduce(t)
-    assert torch.equal(t, torch.full((4,), float(size)))
+    assert torch.equal(t.cpu(), torch.full((4,), float(size)))
     # a receive in flight: a device operation refuses to start (on every
     # rank alike here: nobody sends before all refused), the group goes on
     peer = (rank + 1) % size
@@ -233,13 +248,15 @@ def check_refusals(rank, size, gloo):
     r.wait()
     t = emu(torch.ones(4))
     dist.all_reduce(t)
-    assert torch.equal(t, torch.full((4,), float(size)))
+    assert torch.equal(t.cpu(), torch.full((4,), float(size)))
 
 
 # ----------------------------------------------------------------- tests
 
 
 def _all_checks(rank, size, gloo):
+    if DEVICE == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     for check in (check_allreduce, check_rooted, check_gather_scatter, check_alltoall,
                   check_lists, check_async, check_refusals):
         check(rank, size, gloo)
