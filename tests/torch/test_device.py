@@ -187,6 +187,40 @@ def check_lists(rank, size, gloo):
         dist.reduce_scatter(emu(torch.zeros(2)), [emu(torch.zeros(3)) for _ in range(size)])
 
 
+def check_coalesced(rank, size, gloo):
+    """The coalesced forms on device tensors: one collective per tensor, in one turn."""
+    from torch.distributed.distributed_c10d import _get_default_group
+
+    pg = _get_default_group()
+    # the device path takes them (the CPU path would reduce int16 widened)
+    with pytest.raises(ValueError, match="Short device tensors"):
+        dist.all_reduce_coalesced([emu(torch.zeros(4, dtype=torch.int16))])
+    ins = [make_input(rank, 20 + i, torch.float32, 5 + 40 * i, ReduceOp.SUM) for i in range(3)]
+    ts = [emu(t) for t in ins]
+    dist.all_reduce_coalesced(ts)
+    for i, t in enumerate(ts):
+        want = reference([make_input(r, 20 + i, torch.float32, 5 + 40 * i, ReduceOp.SUM)
+                          for r in range(size)], ReduceOp.SUM, size)
+        assert_same(t, want, f"emu all_reduce_coalesced tensor {i}")
+    parts = [emu(make_input(rank, 30 + i, torch.int64, 3 + i, ReduceOp.SUM)) for i in range(2)]
+    wholes = [emu(torch.zeros(size * (3 + i), dtype=torch.int64)) for i in range(2)]
+    pg.allgather_into_tensor_coalesced(wholes, parts).wait()
+    for i, w in enumerate(wholes):
+        want = torch.cat([make_input(r, 30 + i, torch.int64, 3 + i, ReduceOp.SUM)
+                          for r in range(size)])
+        assert_same(w, want, f"emu allgather_into_tensor_coalesced tensor {i}")
+    big = [make_input(rank, 40 + i, torch.float64, size * (2 + i), ReduceOp.SUM)
+           for i in range(2)]
+    outs = [emu(torch.zeros(2 + i, dtype=torch.float64)) for i in range(2)]
+    opts = dist.ReduceScatterOptions()
+    pg.reduce_scatter_tensor_coalesced(outs, [emu(b) for b in big], opts).wait()
+    for i, o in enumerate(outs):
+        whole = reference([make_input(r, 40 + i, torch.float64, size * (2 + i), ReduceOp.SUM)
+                           for r in range(size)], ReduceOp.SUM, size)
+        assert_same(o, whole[rank * (2 + i):(rank + 1) * (2 + i)],
+                    f"emu reduce_scatter_tensor_coalesced tensor {i}")
+
+
 def check_async(rank, size, gloo):
     # many started at once, a CPU operation between them, then waited for
     # in reverse: each result is its own, in call order
@@ -258,7 +292,7 @@ def _all_checks(rank, size, gloo):
     if DEVICE == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
     for check in (check_allreduce, check_rooted, check_gather_scatter, check_alltoall,
-                  check_lists, check_async, check_refusals):
+                  check_lists, check_coalesced, check_async, check_refusals):
         check(rank, size, gloo)
 
 

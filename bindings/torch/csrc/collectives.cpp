@@ -13,8 +13,10 @@
  * forms (all_gather, gather, scatter, reduce_scatter, all_to_all) through a
  * flat buffer of the lane's, copied into or out of on the same stream. They
  * must be contiguous (as NCCL's), and a reduction must need no conversion
- * (no PREMUL_SUM, no int16/uint16); the coalesced forms and point-to-point
- * refuse device tensors.
+ * (no PREMUL_SUM, no int16/uint16). The coalesced forms of all_reduce,
+ * all_gather_into_tensor and reduce_scatter_tensor enqueue one collective per
+ * tensor in one turn; allgather_coalesced (lists) and point-to-point refuse
+ * device tensors.
  */
 #include <numeric>
 
@@ -294,12 +296,31 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor> &tensors,
                                       const c10d::AllreduceCoalescedOptions &opts)
 {
+    const bool device = !tensors.empty() && device_call({tensors[0]});
     std::vector<ReducePlan> plans;
     for (const at::Tensor &t : tensors) {
-        check_cpu_tensor(t, "allreduce_coalesced");
-        plans.push_back(reduce_plan(t.scalar_type(), opts.reduceOp));
+        if (device) {
+            check_device_tensor(t, tensors[0], "allreduce_coalesced");
+            plans.push_back(device_plan(t, opts.reduceOp, "allreduce_coalesced"));
+        } else {
+            check_cpu_tensor(t, "allreduce_coalesced");
+            plans.push_back(reduce_plan(t.scalar_type(), opts.reduceOp));
+        }
     }
     weft_comm_t comm = comm_;
+    if (device) {
+        /* one _enqueue call per tensor, in order, on the lane's stream */
+        return enqueue_device(c10d::OpType::ALLREDUCE_COALESCED, "weft:all_reduce_coalesced",
+                              tensors, {}, [comm, tensors, plans](Lane &lane, uint64_t seq) {
+                                  for (size_t i = 0; i < tensors.size(); i++) {
+                                      check(weft_allreduce_enqueue(
+                                                WEFT_IN_PLACE, tensors[i].data_ptr(),
+                                                device_count(tensors[i], plans[i]), plans[i].dtype,
+                                                plans[i].op, comm, lane.stream()),
+                                            "allreduce_coalesced", seq);
+                                  }
+                              });
+    }
     return enqueue_collective(c10d::OpType::ALLREDUCE_COALESCED, "weft:all_reduce_coalesced",
                               tensors, tensors, [comm, tensors, plans](uint64_t seq) {
                                   for (size_t i = 0; i < tensors.size(); i++) {
@@ -465,10 +486,29 @@ ProcessGroupWeft::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outpu
 {
     TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "weft: allgather_into_tensor_coalesced: ",
                       outputs.size(), " outputs for ", inputs.size(), " inputs");
+    const bool device = !outputs.empty() && device_call({outputs[0]});
     for (size_t i = 0; i < inputs.size(); i++) {
-        check_whole_and_part(outputs[i], inputs[i], size_, "allgather_into_tensor_coalesced");
+        if (device) {
+            check_device_whole_and_part(outputs[i], inputs[i], size_,
+                                        "allgather_into_tensor_coalesced");
+            check_device_tensor(outputs[i], outputs[0], "allgather_into_tensor_coalesced");
+        } else {
+            check_whole_and_part(outputs[i], inputs[i], size_, "allgather_into_tensor_coalesced");
+        }
     }
     weft_comm_t comm = comm_;
+    if (device) {
+        return enqueue_device(
+            c10d::OpType::COALESCED, "weft:all_gather_into_tensor_coalesced", outputs, inputs,
+            [comm, outputs, inputs](Lane &lane, uint64_t seq) {
+                for (size_t i = 0; i < inputs.size(); i++) {
+                    check(weft_allgather_enqueue(inputs[i].data_ptr(), outputs[i].data_ptr(),
+                                                 (size_t)inputs[i].nbytes(), WEFT_UINT8, comm,
+                                                 lane.stream()),
+                          "allgather_into_tensor_coalesced", seq);
+                }
+            });
+    }
 
     return enqueue_collective(c10d::OpType::COALESCED, "weft:all_gather_into_tensor_coalesced",
                               outputs, inputs, [comm, outputs, inputs](uint64_t seq) {
@@ -665,13 +705,35 @@ ProcessGroupWeft::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outpu
 {
     TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "weft: reduce_scatter_tensor_coalesced: ",
                       outputs.size(), " outputs for ", inputs.size(), " inputs");
+    const bool device = !outputs.empty() && device_call({outputs[0]});
     std::vector<ReducePlan> plans;
     for (size_t i = 0; i < inputs.size(); i++) {
-        check_whole_and_part(inputs[i], outputs[i], size_, "reduce_scatter_tensor_coalesced");
-        plans.push_back(reduce_plan(outputs[i].scalar_type(), opts.reduceOp));
+        if (device) {
+            check_device_whole_and_part(inputs[i], outputs[i], size_,
+                                        "reduce_scatter_tensor_coalesced");
+            check_device_tensor(outputs[i], outputs[0], "reduce_scatter_tensor_coalesced");
+            plans.push_back(device_plan(outputs[i], opts.reduceOp,
+                                        "reduce_scatter_tensor_coalesced"));
+        } else {
+            check_whole_and_part(inputs[i], outputs[i], size_, "reduce_scatter_tensor_coalesced");
+            plans.push_back(reduce_plan(outputs[i].scalar_type(), opts.reduceOp));
+        }
     }
     weft_comm_t comm = comm_;
     const int size = size_;
+    if (device) {
+        return enqueue_device(
+            c10d::OpType::COALESCED, "weft:reduce_scatter_tensor_coalesced", outputs, inputs,
+            [comm, outputs, inputs, plans](Lane &lane, uint64_t seq) {
+                for (size_t i = 0; i < inputs.size(); i++) {
+                    check(weft_reduce_scatter_enqueue(
+                              inputs[i].data_ptr(), outputs[i].data_ptr(),
+                              device_count(outputs[i], plans[i]), plans[i].dtype, plans[i].op,
+                              comm, lane.stream()),
+                          "reduce_scatter_tensor_coalesced", seq);
+                }
+            });
+    }
 
     return enqueue_collective(c10d::OpType::COALESCED, "weft:reduce_scatter_tensor_coalesced",
                               outputs, inputs, [comm, outputs, inputs, plans, size](uint64_t seq) {
