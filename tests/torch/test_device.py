@@ -221,6 +221,36 @@ def check_coalesced(rank, size, gloo):
                     f"emu reduce_scatter_tensor_coalesced tensor {i}")
 
 
+def check_p2p(rank, size, gloo):
+    """send/recv of device tensors (weft's transport carries device memory, staged through
+    the host where UCX cannot): a ring, blocking and async, every pair of ranks in turn."""
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for dtype in (torch.float32, torch.int64, torch.uint8):
+        for count in (1, 1000, 300000):
+            mine = make_input(rank, count, dtype, count, ReduceOp.SUM)
+            got = emu(torch.zeros(count, dtype=dtype))
+            if rank % 2 == 0:
+                dist.send(emu(mine), dst=right, tag=5)
+                dist.recv(got, src=left, tag=5)
+            else:
+                dist.recv(got, src=left, tag=5)
+                dist.send(emu(mine), dst=right, tag=5)
+            assert_same(got, make_input(left, count, dtype, count, ReduceOp.SUM),
+                        f"device recv from {left} {dtype} {count}")
+    ins = [emu(torch.full((777,), float(rank * 10 + k))) for k in range(3)]
+    outs = [emu(torch.zeros(777)) for _ in range(3)]
+    reqs = [dist.irecv(outs[k], src=left, tag=10 + k) for k in range(3)]
+    reqs += [dist.isend(ins[k], dst=right, tag=10 + k) for k in range(3)]
+    for r in reqs:
+        r.wait()
+    for k in range(3):
+        assert_same(outs[k], torch.full((777,), float(left * 10 + k)), f"device irecv {k}")
+    # a collective after them: the group goes on
+    t = emu(torch.ones(4))
+    dist.all_reduce(t)
+    assert torch.equal(t.cpu(), torch.full((4,), float(size)))
+
+
 def check_async(rank, size, gloo):
     # many started at once, a CPU operation between them, then waited for
     # in reverse: each result is its own, in call order
@@ -292,7 +322,7 @@ def _all_checks(rank, size, gloo):
     if DEVICE == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
     for check in (check_allreduce, check_rooted, check_gather_scatter, check_alltoall,
-                  check_lists, check_coalesced, check_async, check_refusals):
+                  check_lists, check_coalesced, check_p2p, check_async, check_refusals):
         check(rank, size, gloo)
 
 

@@ -15,11 +15,13 @@
  * must be contiguous (as NCCL's), and a reduction must need no conversion
  * (no PREMUL_SUM, no int16/uint16). The coalesced forms of all_reduce,
  * all_gather_into_tensor and reduce_scatter_tensor enqueue one collective per
- * tensor in one turn; allgather_coalesced (lists) and point-to-point refuse
- * device tensors.
+ * tensor in one turn; allgather_coalesced (lists) refuses device tensors.
+ * send and recv take them through weft's transport (p2p_tensor).
  */
 #include <numeric>
 
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include "process_group.hpp"
@@ -895,10 +897,46 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor
 
 /* ------------------------------------------------------ point-to-point */
 
+namespace {
+
+/*
+ * The tensor of a send or receive: a CPU tensor (emu memory included), or a
+ * contiguous tensor of a torch accelerator (CUDA), which weft's transport
+ * carries from and to device memory itself (staged through the host where
+ * UCX cannot). Such a tensor's stream order is kept on the host: the
+ * caller's current stream is marked at the call (ready), and the worker
+ * waits for that mark before weft touches the memory; the operation ends
+ * when weft is done with it, so work queued after wait() sees it. (A device
+ * operation of the group refuses to start while one is in flight.)
+ */
+const at::Tensor &p2p_tensor(const std::vector<at::Tensor> &tensors, const char *call,
+                             std::shared_ptr<c10::Event> *ready)
+{
+    TORCH_CHECK_VALUE(tensors.size() == 1, "weft: ", call, " takes one tensor per process, got ",
+                      tensors.size());
+    const at::Tensor &t = tensors[0];
+    if (!t.defined() || t.device().is_cpu()) {
+        check_cpu_tensor(t, call);
+        return t;
+    }
+    TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft: ", call,
+                      ": only dense (strided) tensors are supported, got layout ", t.layout());
+    TORCH_CHECK_VALUE(t.is_contiguous(), "weft: ", call,
+                      ": a non-contiguous device tensor is not supported (pass a contiguous one)");
+    const c10::impl::DeviceGuardImplInterface *impl =
+        c10::impl::getDeviceGuardImpl(t.device().type());
+    *ready = std::make_shared<c10::Event>(t.device().type());
+    (*ready)->record(impl->getStream(t.device()));
+    return t;
+}
+
+} // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &tensors,
                                                       int dst_rank, int tag)
 {
-    const at::Tensor &t = single_cpu_tensor(tensors, "send");
+    std::shared_ptr<c10::Event> ready; /* device tensors: the caller's stream at the call */
+    const at::Tensor &t = p2p_tensor(tensors, "send", &ready);
     check_root(dst_rank, size_, "send");
     TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_UB, "weft: send: tag ", tag,
                       " is outside 0..", WEFT_TAG_UB);
@@ -907,7 +945,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &t
     weft_comm_t comm = comm_;
     const uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, t, dst_rank, tag, seq] {
+    return enqueue(work, [comm, t, dst_rank, tag, seq, ready] {
+        if (ready) {
+            ready->synchronize();
+        }
         at::Tensor buf = as_contiguous(t);
         Pending p;
         check(weft_isend(buf.data_ptr(), (size_t)buf.nbytes(), WEFT_UINT8, dst_rank, tag, comm,
@@ -924,7 +965,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &t
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::receive(std::vector<at::Tensor> &tensors,
                                                          int src_rank, int tag, const char *call)
 {
-    const at::Tensor &t = single_cpu_tensor(tensors, call);
+    std::shared_ptr<c10::Event> ready; /* device tensors: the caller's stream at the call */
+    const at::Tensor &t = p2p_tensor(tensors, call, &ready);
     if (src_rank != WEFT_ANY_SOURCE) {
         check_root(src_rank, size_, call);
     }
@@ -937,7 +979,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::receive(std::vector<at::Tensor>
     weft_comm_t comm = comm_;
     const uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, t, src_rank, tag, seq, any] {
+    return enqueue(work, [comm, t, src_rank, tag, seq, any, ready] {
+        if (ready) {
+            ready->synchronize(); /* nothing queued before the call still uses t */
+        }
         at::Tensor buf = as_contiguous(t);
         Pending p;
         check(weft_irecv(buf.data_ptr(), (size_t)buf.nbytes(), WEFT_UINT8, src_rank, tag, comm,
