@@ -20,6 +20,7 @@
  */
 #include <numeric>
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
@@ -945,7 +946,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &t
     weft_comm_t comm = comm_;
     const uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, t, dst_rank, tag, seq, ready] {
+    std::optional<c10::Device> device;
+    if (ready) {
+        device = t.device();
+    }
+
+    return enqueue(work, [comm, t, dst_rank, tag, seq, ready, device] {
+        /* the device's context current on this thread, so that weft sees device memory */
+        c10::OptionalDeviceGuard guard(device);
         if (ready) {
             ready->synchronize();
         }
@@ -979,7 +987,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::receive(std::vector<at::Tensor>
     weft_comm_t comm = comm_;
     const uint64_t *seq = &work->seq_;
 
-    return enqueue(work, [comm, t, src_rank, tag, seq, any, ready] {
+    std::optional<c10::Device> device;
+    if (ready) {
+        device = t.device();
+    }
+
+    return enqueue(work, [comm, t, src_rank, tag, seq, any, ready, device] {
+        c10::OptionalDeviceGuard guard(device); /* as send's */
         if (ready) {
             ready->synchronize(); /* nothing queued before the call still uses t */
         }
