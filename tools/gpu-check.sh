@@ -152,13 +152,10 @@ if [ -z "$py" ] || ! timeout -s KILL 120 "$py" -c \
         'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     echo "gpu-check: weft_torch skipped: no python3 with a torch that sees the GPU"
 else
-    if [ $bundle -eq 1 ]; then
-        inc=$PWD/include lib=$PWD/lib
-    else
-        inc=$PWD/include lib=$PWD/.libs
-    fi
+    lib=$PWD/.libs
+    [ $bundle -eq 1 ] && lib=$PWD/lib
     cp -R bindings/torch "$logs/torch_ext"
-    if step 200 "$logs/torch_build.log" env -C "$logs/torch_ext" WEFT_INCLUDE_DIR="$inc" \
+    if step 200 "$logs/torch_build.log" env -C "$logs/torch_ext" WEFT_INCLUDE_DIR="$PWD/include" \
             WEFT_LIBRARY_DIR="$lib" MAX_JOBS="$(nproc)" "$py" setup.py -q build_ext --inplace; then
         if step 240 "$logs/torch_cuda.log" env WEFT_TORCH_TEST_DEVICE=cuda \
                 PYTHONPATH="$logs/torch_ext:$PWD/tests/torch" "$py" -m pytest -q -x \

@@ -217,21 +217,20 @@ static void cuda_thread_bind(void)
     }
 }
 
-/* One 32-bit attribute of ptr (the driver writes a boolean into it); -1 when the driver cannot
- * say (an attribute older drivers do not know). In weft's context. */
-static int pointer_flag(const void *ptr, CUpointer_attribute attr)
+/* The attributes of ptr in weft's context (the driver writes a boolean into each); 0 when the
+ * driver refused the query. */
+static int pointer_flags(const void *ptr, CUpointer_attribute *attrs, unsigned int *values, int n)
 {
-    unsigned int value = 0;
-    void *data = &value;
-    int pushed, out = -1;
+    void *data[2] = {&values[0], &values[1]};
+    int pushed, ok = 0;
 
+    values[0] = values[1] = 0;
     if (weft__cuda_enter(&pushed, "cuda ipc_capable") == WEFT_OK) {
-        if (weft__cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)ptr) == CUDA_SUCCESS) {
-            out = value != 0;
-        }
+        ok = weft__cu.cuPointerGetAttributes((unsigned)n, attrs, data, (CUdeviceptr)ptr) ==
+             CUDA_SUCCESS;
         weft__cuda_leave(pushed);
     }
-    return out;
+    return ok;
 }
 
 /* cuIpcGetMemHandle takes cuMemAlloc'd memory only: not managed memory (which may even report
@@ -240,8 +239,14 @@ static int pointer_flag(const void *ptr, CUpointer_attribute attr)
  * older driver answers for managed memory only). */
 static int cuda_ipc_capable(const void *ptr)
 {
-    return pointer_flag(ptr, CU_POINTER_ATTRIBUTE_IS_MANAGED) != 1 &&
-           pointer_flag(ptr, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE) != 0;
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+    unsigned int v[2];
+
+    if (pointer_flags(ptr, attrs, v, 2)) { /* one query for both */
+        return !v[0] && v[1];
+    }
+    return !(pointer_flags(ptr, attrs, v, 1) && v[0]); /* a driver without the second */
 }
 
 static weft_status_t cuda_alloc(size_t bytes, void **ptr_p)

@@ -931,6 +931,13 @@ const at::Tensor &p2p_tensor(const std::vector<at::Tensor> &tensors, const char 
     return t;
 }
 
+/* The device a send or receive runs under: a device tensor's (p2p_tensor marked it), none for
+ * CPU tensors. */
+std::optional<c10::Device> device_of(const at::Tensor &t, const std::shared_ptr<c10::Event> &ready)
+{
+    return ready ? std::optional<c10::Device>(t.device()) : std::nullopt;
+}
+
 } // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &tensors,
@@ -946,14 +953,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &t
     weft_comm_t comm = comm_;
     const uint64_t *seq = &work->seq_;
 
-    std::optional<c10::Device> device;
-    if (ready) {
-        device = t.device();
-    }
-
-    return enqueue(work, [comm, t, dst_rank, tag, seq, ready, device] {
+    return enqueue(work, [comm, t, dst_rank, tag, seq, ready] {
         /* the device's context current on this thread, so that weft sees device memory */
-        c10::OptionalDeviceGuard guard(device);
+        c10::OptionalDeviceGuard guard(device_of(t, ready));
         if (ready) {
             ready->synchronize();
         }
@@ -987,13 +989,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::receive(std::vector<at::Tensor>
     weft_comm_t comm = comm_;
     const uint64_t *seq = &work->seq_;
 
-    std::optional<c10::Device> device;
-    if (ready) {
-        device = t.device();
-    }
-
-    return enqueue(work, [comm, t, src_rank, tag, seq, any, ready, device] {
-        c10::OptionalDeviceGuard guard(device); /* as send's */
+    return enqueue(work, [comm, t, src_rank, tag, seq, any, ready] {
+        c10::OptionalDeviceGuard guard(device_of(t, ready)); /* as send's */
         if (ready) {
             ready->synchronize(); /* nothing queued before the call still uses t */
         }
