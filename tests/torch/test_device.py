@@ -219,6 +219,36 @@ def check_coalesced(rank, size, gloo):
                            for r in range(size)], ReduceOp.SUM, size)
         assert_same(o, whole[rank * (2 + i):(rank + 1) * (2 + i)],
                     f"emu reduce_scatter_tensor_coalesced tensor {i}")
+    # all_gather_coalesced (lists): inputs of several shapes (a 0-d one, an
+    # empty one) packed into one allgather, cut into every list; dtypes
+    # with elements of 1, 2 and 8 bytes (torch wants one dtype per call)
+    for dtype in (torch.bool, torch.bfloat16, torch.int64):
+        def mine_of(r):
+            return [torch.zeros(0, dtype=dtype),
+                    make_input(r, 50, dtype, 7, ReduceOp.SUM),
+                    make_input(r, 51, dtype, 1, ReduceOp.SUM).reshape(()),
+                    make_input(r, 52, dtype, 300, ReduceOp.SUM).reshape(3, 100),
+                    make_input(r, 53, dtype, 33, ReduceOp.SUM)]
+        lists = [[emu(torch.zeros_like(t)) for t in mine_of(rank)] for _ in range(size)]
+        dist.all_gather_coalesced(lists, [emu(t) for t in mine_of(rank)])
+        for r in range(size):
+            for i, want in enumerate(mine_of(r)):
+                got = lists[r][i]
+                assert got.shape == want.shape and got.dtype == want.dtype
+                assert_same(got, want, f"emu all_gather_coalesced {dtype} rank {r} tensor {i}")
+    lists = [[emu(torch.zeros(5)) for _ in range(2)] for _ in range(size)]
+    w = dist.all_gather_coalesced(lists, [emu(torch.full((5,), rank + k / 2)) for k in range(2)],
+                                  async_op=True)
+    w.wait()
+    for r in range(size):
+        for k in range(2):
+            assert_same(lists[r][k], torch.full((5,), r + k / 2), "async all_gather_coalesced")
+    with pytest.raises(ValueError, match="different devices"):
+        dist.all_gather_coalesced([[emu(torch.zeros(2)), torch.zeros(2)] for _ in range(size)],
+                                  [emu(torch.zeros(2)), torch.zeros(2)])
+    with pytest.raises(ValueError, match="different sizes"):
+        dist.all_gather_coalesced([[emu(torch.zeros(3))] for _ in range(size)],
+                                  [emu(torch.zeros(2))])
 
 
 def check_p2p(rank, size, gloo):

@@ -15,8 +15,9 @@
  * must be contiguous (as NCCL's), and a reduction must need no conversion
  * (no PREMUL_SUM, no int16/uint16). The coalesced forms of all_reduce,
  * all_gather_into_tensor and reduce_scatter_tensor enqueue one collective per
- * tensor in one turn; allgather_coalesced (lists) refuses device tensors.
- * send and recv take them through weft's transport (p2p_tensor).
+ * tensor in one turn; allgather_coalesced (lists) packs its inputs into one
+ * block and runs one allgather of the blocks. send and recv take them
+ * through weft's transport (p2p_tensor).
  */
 #include <numeric>
 
@@ -219,6 +220,23 @@ void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like, boo
                           ": tensors of different sizes (", t.numel(), " and ", like.numel(),
                           " elements)");
     }
+}
+
+/* An input of a call on several device tensors: a dense contiguous tensor
+ * on first's device and lane (an empty one has no memory, so no lane). */
+void check_device_input(const at::Tensor &t, const at::Tensor &first, const char *call)
+{
+    check_device_tensor(t, t, call);
+    TORCH_CHECK_VALUE(t.device() == first.device() &&
+                          (t.numel() == 0 || lane_kind(t) == lane_kind(first)),
+                      "weft: ", call, ": tensors on different devices (", t.device(), " and ",
+                      first.device(), ", or one in weft's emulated device memory and one not)");
+}
+
+/* A contiguous tensor's memory as a 1-d uint8 tensor (a view). */
+at::Tensor as_bytes(const at::Tensor &t)
+{
+    return t.reshape(-1).view(at::kByte);
 }
 
 /* Part r of n elements of a flat tensor. */
@@ -450,18 +468,36 @@ ProcessGroupWeft::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
     TORCH_CHECK_VALUE(output_lists.size() == (size_t)size_,
                       "weft: allgather_coalesced: ", output_lists.size(),
                       " output lists for a group of ", size_);
+    /* device tensors when one input is (an empty one has no memory to tell) */
+    const at::Tensor *first = &inputs[0];
+    for (const at::Tensor &t : inputs) {
+        if (t.defined() && lane_kind(t) != LaneKind::none) {
+            first = &t;
+            break;
+        }
+    }
+    const bool device = first->defined() && lane_kind(*first) != LaneKind::none;
     std::vector<at::Tensor> all_outputs;
     for (const auto &list : output_lists) {
         TORCH_CHECK_VALUE(list.size() == inputs.size(), "weft: allgather_coalesced: an output list"
                           " of ", list.size(), " tensors for ", inputs.size(), " inputs");
         for (size_t i = 0; i < list.size(); i++) {
-            check_cpu_tensor(inputs[i], "allgather_coalesced");
-            check_like({list[i]}, inputs[i], "allgather_coalesced");
+            if (device) {
+                check_device_input(inputs[i], *first, "allgather_coalesced");
+                check_list({list[i]}, inputs[i], true, "allgather_coalesced");
+            } else {
+                check_cpu_tensor(inputs[i], "allgather_coalesced");
+                check_like({list[i]}, inputs[i], "allgather_coalesced");
+            }
             all_outputs.push_back(list[i]);
         }
     }
     weft_comm_t comm = comm_;
     const int size = size_;
+
+    if (device) {
+        return allgather_coalesced_device(output_lists, all_outputs, inputs, *first);
+    }
 
     /* one allgather of every input packed together: rank r's block is its
      * inputs one after another */
@@ -480,6 +516,52 @@ ProcessGroupWeft::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
                 unflatten(theirs, output_lists[(size_t)r]);
             }
         });
+}
+
+/* allgather_coalesced of device tensors (any dtypes, one device): the
+ * inputs' bytes one after another into a block of the lane's, one
+ * allgather of the blocks into a flat buffer, each rank's block cut into
+ * its outputs: copies and collective in order on the lane's stream. */
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupWeft::allgather_coalesced_device(const std::vector<std::vector<at::Tensor>> &lists,
+                                             std::vector<at::Tensor> &all_outputs,
+                                             std::vector<at::Tensor> &inputs,
+                                             const at::Tensor &first)
+{
+    int64_t bytes = 0;
+    for (const at::Tensor &t : inputs) {
+        bytes += (int64_t)t.nbytes();
+    }
+    const at::Tensor like = as_bytes(first);
+    Lane *lane = lane_for(like);
+    at::Tensor block = lane->empty(std::max<int64_t>(bytes, 1), like);
+    at::Tensor flat = lane->empty(std::max<int64_t>(size_ * bytes, 1), like);
+    weft_comm_t comm = comm_;
+
+    return enqueue_device(
+        c10d::OpType::ALLGATHER_COALESCED, "weft:all_gather_coalesced", all_outputs, inputs,
+        [comm, inputs, lists, block, flat, bytes](Lane &lane, uint64_t seq) {
+            int64_t offset = 0;
+            for (const at::Tensor &t : inputs) {
+                if (t.nbytes() > 0) {
+                    lane.copy(block.narrow(0, offset, (int64_t)t.nbytes()), as_bytes(t));
+                }
+                offset += (int64_t)t.nbytes();
+            }
+            check(weft_allgather_enqueue(block.data_ptr(), flat.data_ptr(), (size_t)bytes,
+                                         WEFT_UINT8, comm, lane.stream()),
+                  "allgather_coalesced", seq);
+            for (size_t r = 0; r < lists.size(); r++) {
+                offset = (int64_t)r * bytes;
+                for (const at::Tensor &t : lists[r]) {
+                    if (t.nbytes() > 0) {
+                        lane.copy(as_bytes(t), flat.narrow(0, offset, (int64_t)t.nbytes()));
+                    }
+                    offset += (int64_t)t.nbytes();
+                }
+            }
+        },
+        {block, flat});
 }
 
 c10::intrusive_ptr<c10d::Work>

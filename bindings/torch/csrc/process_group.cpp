@@ -1,5 +1,6 @@
 #include "process_group.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -479,11 +480,16 @@ ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
                                  std::function<void(Lane &lane, uint64_t seq)> run,
                                  std::vector<at::Tensor> scratch)
 {
-    const at::Tensor &like = outputs.empty() ? inputs.at(0) : outputs.at(0);
-    Lane *lane = lane_for(like);
     std::vector<at::Tensor> used = outputs;
     used.insert(used.end(), inputs.begin(), inputs.end());
     used.insert(used.end(), scratch.begin(), scratch.end());
+    /* the lane of the first tensor with memory (an empty one has none to tell) */
+    auto it = std::find_if(used.begin(), used.end(), [](const at::Tensor &t) {
+        return t.defined() && lane_kind(t) != LaneKind::none;
+    });
+    TORCH_CHECK(it != used.end(), "weft: ", title, ": no device tensor with memory");
+    const at::Tensor like = *it;
+    Lane *lane = lane_for(like);
     lane->prepare(used);
 
     std::vector<c10::Device> devices;

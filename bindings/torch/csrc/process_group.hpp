@@ -243,6 +243,10 @@ class ProcessGroupWeft : public c10d::Backend {
                                                 std::function<void(Lane &lane, uint64_t seq)> run,
                                                 std::vector<at::Tensor> scratch = {});
     Lane *lane_for(const at::Tensor &t);
+    c10::intrusive_ptr<c10d::Work>
+    allgather_coalesced_device(const std::vector<std::vector<at::Tensor>> &lists,
+                               std::vector<at::Tensor> &all_outputs,
+                               std::vector<at::Tensor> &inputs, const at::Tensor &first);
     /* After an emu operation's stream passed it: its failure, or an earlier
      * device operation's (the turn holder's). */
     void check_device(Lane *lane, const char *what, uint64_t seq);

@@ -221,8 +221,8 @@ void check_cpu_tensor(const at::Tensor &t, const char *call)
     TORCH_CHECK_VALUE(t.defined(), "weft: ", call, ": a tensor is undefined");
     TORCH_CHECK_VALUE(t.device().is_cpu(), "weft: ", call, ": takes CPU tensors, got one on ",
                       t.device(),
-                      " (device tensors: every collective but allgather_coalesced, and "
-                      "send/recv)");
+                      " (device tensors: every collective, send and recv, one tensor or a "
+                      "list of one device)");
     TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft: ", call,
                       ": only dense (strided) tensors are supported, got layout ", t.layout());
 }
