@@ -105,15 +105,25 @@ double weft__cost_tree_gather(const weft_cost_params_t *c, double n, int p)
     return log2_ceil(p) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
+/* Per byte of an exchange in which every rank sends and receives at once.
+ * Inside one node each rank's core copies its sends and its receives through
+ * the same memory, where the ping-pong that measured beta ran one direction
+ * at a time: twice the time per byte (alltoall at np 2 took 1.6-2.8x the
+ * one-direction model at blocks of 64 KiB-1 MiB). */
+static double exchange_beta(const weft_cost_params_t *c)
+{
+    return c->nodes == 1 ? 2 * c->beta : c->beta;
+}
+
 double weft__cost_a2a_pairwise(const weft_cost_params_t *c, double n, int p)
 {
-    return (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
+    return (p - 1) * c->alpha + (double)(p - 1) / p * n * exchange_beta(c);
 }
 
 double weft__cost_a2a_bruck(const weft_cost_params_t *c, double n, int p)
 {
     /* each step moves about half the blocks; packing copies them again */
-    return log2_ceil(p) * (c->alpha + n / 2 * 2 * c->beta);
+    return log2_ceil(p) * (c->alpha + n / 2 * 2 * exchange_beta(c));
 }
 
 double weft__cost_barrier_dissemination(const weft_cost_params_t *c, double n, int p)
@@ -193,9 +203,14 @@ double weft__cost_shm_scatter(const weft_cost_params_t *c, double n, int p)
     return rounds(n, (double)c->shm_slot) * c->shm_alpha + (n + n / p) * c->shm_copy;
 }
 
-/* alltoall (n: every block of one rank): n in and n out, as a bcast */
+/* alltoall (n: every block of one rank): n in and n out, as a bcast; from
+ * blocks of shm_cma_a2a bytes every rank reads its blocks where they are:
+ * n copied once, between two handoffs */
 double weft__cost_shm_a2a(const weft_cost_params_t *c, double n, int p)
 {
+    if (n / p >= (double)c->shm_cma_a2a) {
+        return 2 * c->shm_alpha + n * c->shm_copy;
+    }
     return shm_bcast_in(c, n, p);
 }
 
@@ -287,6 +302,7 @@ void weft__cost_defaults(weft_cost_params_t *params)
     params->shm_copy = 1.0 / (weft__coll_config.cost_shm_copy_gbs * 1e9);
     params->shm_slot = weft__coll_config.shm_slot;
     params->shm_small = weft__coll_config.shm_small;
+    params->shm_cma_a2a = weft__coll_config.shm_cma_alltoall;
     params->reproducible = weft__coll_config.reproducible;
 }
 
@@ -321,6 +337,9 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
     if (comm->coll->shm != NULL) {
         params->shm = 1;
         params->shm_slot = comm->coll->shm->slot_bytes;
+        if (!comm->coll->shm->cma) {
+            params->shm_cma_a2a = SIZE_MAX; /* the kernel refused process_vm_readv */
+        }
         if (comm->coll->shm->copy_gbs > 0) {
             params->shm_copy = 1.0 / (comm->coll->shm->copy_gbs * 1e9);
         }

@@ -31,11 +31,13 @@ typedef struct weft_cost_params {
     int local; /* ranks per node (uniform), 1 when ranks are alone or not uniform */
     int shm;   /* the communicator has shared memory on every node */
     int flat_only;
-    double shm_alpha; /* s per flag handoff through shared memory */
-    double shm_copy;  /* s per byte copied through shared memory */
-    size_t shm_slot;  /* bytes per rank and round */
-    size_t shm_small; /* allreduce/reduce up to this many bytes take one phase */
-    int reproducible; /* reductions only by WEFT_COLL_ORDERED rows, and those only then */
+    double shm_alpha;   /* s per flag handoff through shared memory */
+    double shm_copy;    /* s per byte copied through shared memory */
+    size_t shm_slot;    /* bytes per rank and round */
+    size_t shm_small;   /* allreduce/reduce up to this many bytes take one phase */
+    size_t shm_cma_a2a; /* alltoall blocks from which the ranks of a node read each
+                         * other's buffers (WEFT_SHM_CMA_ALLTOALL; SIZE_MAX: never) */
+    int reproducible;   /* reductions only by WEFT_COLL_ORDERED rows, and those only then */
 } weft_cost_params_t;
 
 /* From WEFT_COST_ALPHA_US, WEFT_COST_BETA_GBS, WEFT_COST_GAMMA_GBS,

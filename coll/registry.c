@@ -266,14 +266,14 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_a2a_pairwise,
      .flags = WEFT_COLL_INPLACE_STAGED,
      .file = "coll/alltoall/pairwise.c",
-     .model = "(p-1) alpha + (p-1)/p n beta",
+     .model = "(p-1) alpha + (p-1)/p n beta' (beta' = 2 beta on one node)",
      .desc = "one peer to send to and one to receive from per step: large blocks"},
     {.name = "bruck",
      .kind = WEFT_COLL_ALLTOALL,
      .build = weft__alltoall_bruck,
      .cost = weft__cost_a2a_bruck,
      .file = "coll/alltoall/bruck.c",
-     .model = "ceil(log2 p) (alpha + n beta)",
+     .model = "ceil(log2 p) (alpha + n beta')",
      .desc = "log steps, each moving about half the blocks, packed: small blocks"},
     {.name = "shm",
      .kind = WEFT_COLL_ALLTOALL,
@@ -281,8 +281,9 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_shm_a2a,
      .layout = WEFT_COLL_LAYOUT_ONE_NODE,
      .file = "coll/shm/ops.c",
-     .model = "r(n) a_s + 2 n c",
-     .desc = "every rank copies a piece of every block into its slot, then its pieces out"},
+     .model = "n/p < `WEFT_SHM_CMA_ALLTOALL`: r(n) a_s + 2 n c; above: 2 a_s + n c",
+     .desc = "every rank copies a piece of every block into its slot, then its pieces out; "
+             "large blocks read from the peers' buffers"},
 
     /* barrier */
     {.name = "dissemination",

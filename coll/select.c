@@ -89,6 +89,12 @@ static const weft_config_entry_t coll_entries[] = {
      "allows it; inf: never (the default: on the machines measured so far it won only "
      "between 64 KiB and 1 MiB, by under 10 %)",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_copy)},
+    {"SHM_CMA_ALLTOALL", "16k",
+     "shared-memory alltoall of host buffers (not in place) from blocks of this many bytes "
+     "up: every rank reads its block of each other rank's send buffer where it is "
+     "(process_vm_readv, one copy instead of two through the segment) where the kernel "
+     "allows it; inf: never",
+     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_alltoall)},
     {"SHM_STREAM", "8m",
      "shared-memory allreduce of host buffers from this many bytes (the whole vector) writes "
      "its result with non-temporal stores: past the caches, which it would not stay in, "

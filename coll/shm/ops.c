@@ -636,6 +636,7 @@ static weft_status_t op_poll(void *state, int *peer_p)
         case OP_IPC_REDUCE:
         case OP_CMA_ALLGATHER:
         case OP_CMA_BCAST:
+        case OP_CMA_ALLTOALL:
             status = weft__shm_round_ipc(o, R, peer_p);
             break;
         default:
@@ -710,7 +711,8 @@ static void op_reserve(shm_op_t *o, size_t total)
 {
     int single = o->kind == OP_ALLREDUCE_CMA || o->kind == OP_ALLREDUCE_IPC ||
                  o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST ||
-                 o->kind == OP_IPC_REDUCE || o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST;
+                 o->kind == OP_IPC_REDUCE || o->kind == OP_CMA_ALLGATHER ||
+                 o->kind == OP_CMA_BCAST || o->kind == OP_CMA_ALLTOALL;
 
     o->nrounds =
         o->kind == OP_BARRIER || (single && total > 0) ? 1 : (total + o->chunk - 1) / o->chunk;
@@ -742,6 +744,30 @@ static int use_ipc(const weft_shm_t *shm, weft_memtype_t memtype)
 static int use_cma_copy(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
 {
     return shm->cma && memtype == WEFT_MEM_HOST && bytes >= weft__coll_config.shm_cma_copy;
+}
+
+/* The operation that serves an allgather of `bytes` (the whole result) on this node. */
+static op_kind_t allgather_kind(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
+{
+    return use_ipc(shm, memtype)               ? OP_IPC_ALLGATHER
+           : use_cma_copy(shm, memtype, bytes) ? OP_CMA_ALLGATHER
+                                               : OP_ALLGATHER;
+}
+
+/* The operation that serves an alltoall of blocks of `bytes` on this node:
+ * the peers' send buffers read where they are, or the slots (in place, the
+ * peers would read blocks this rank overwrites). */
+static op_kind_t alltoall_kind(const weft_shm_t *shm, weft_memtype_t memtype, const void *src,
+                               const void *dst, size_t bytes)
+{
+    const char *s = src, *d = dst;
+    const size_t whole = bytes * (size_t)shm->L;
+    const int apart = s + whole <= d || d + whole <= s;
+
+    return shm->cma && memtype == WEFT_MEM_HOST && apart && bytes > 0 &&
+                   bytes >= weft__coll_config.shm_cma_alltoall
+               ? OP_CMA_ALLTOALL
+               : OP_ALLTOALL;
 }
 
 /* The operation that serves a vector collective of `bytes` on this node. */
@@ -860,11 +886,7 @@ int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void 
     for (int q = 0; q < shm->L; q++) {
         bytes += bcnt[q] * esize;
     }
-    return blocks_add(s, shm,
-                      use_ipc(shm, memtype)               ? OP_IPC_ALLGATHER
-                      : use_cma_copy(shm, memtype, bytes) ? OP_CMA_ALLGATHER
-                                                          : OP_ALLGATHER,
-                      src, dst, boff, bcnt, esize);
+    return blocks_add(s, shm, allgather_kind(shm, memtype, bytes), src, dst, boff, bcnt, esize);
 }
 
 int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
@@ -922,7 +944,9 @@ int weft__shm_scatter(weft_sched_t *s, weft_shm_t *shm, int root, const void *sr
 int weft__shm_alltoall(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
                        size_t esize)
 {
-    return rooted_add(s, shm, OP_ALLTOALL, 0, src, dst, count, esize);
+    return rooted_add(s, shm,
+                      alltoall_kind(shm, weft__sched_dev(s)->memtype, src, dst, count * esize), 0,
+                      src, dst, count, esize);
 }
 
 /*
@@ -1004,6 +1028,7 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
     weft_shm_t *shm = comm->coll->shm;
     size_t b[2 * 256], total = a->count;
     shm_op_t o;
+    op_kind_t kind;
 
     *handled_p = 0;
     switch (a->kind) {
@@ -1021,11 +1046,10 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
         if (shm->L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
             return WEFT_OK; /* block tables of this many ranks: the schedule's scratch */
         }
-        op_init(&o, shm,
-                a->kind == WEFT_COLL_REDUCE_SCATTER ? OP_REDUCE_SCATTER
-                : use_ipc(shm, dev->memtype)        ? OP_IPC_ALLGATHER
-                                                    : OP_ALLGATHER,
-                a->esize, desc, dev);
+        kind = a->kind == WEFT_COLL_REDUCE_SCATTER
+                   ? OP_REDUCE_SCATTER
+                   : allgather_kind(shm, dev->memtype, a->count * a->esize * (size_t)shm->L);
+        op_init(&o, shm, kind, a->esize, desc, dev);
         for (int q = 0; q < shm->L; q++) {
             b[q] = (size_t)q * a->count;
             b[shm->L + q] = a->count;
@@ -1038,11 +1062,11 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
     case WEFT_COLL_GATHER:
     case WEFT_COLL_SCATTER:
     case WEFT_COLL_ALLTOALL:
-        op_init(&o, shm,
-                a->kind == WEFT_COLL_GATHER    ? OP_GATHER
-                : a->kind == WEFT_COLL_SCATTER ? OP_SCATTER
-                                               : OP_ALLTOALL,
-                a->esize, desc, dev);
+        kind = a->kind == WEFT_COLL_GATHER ? OP_GATHER
+               : a->kind == WEFT_COLL_SCATTER
+                   ? OP_SCATTER
+                   : alltoall_kind(shm, dev->memtype, a->src, a->dst, a->count * a->esize);
+        op_init(&o, shm, kind, a->esize, desc, dev);
         total = rooted_init(&o, a->root, a->src, a->dst, a->count);
         if (o.chunk == 0) {
             return WEFT_OK; /* the schedule reports it */

@@ -132,8 +132,9 @@ typedef struct weft_shm {
     int *pidfd;    /* [L] single copy: pidfds of the peers' processes (-1: none) */
     int dead_rank; /* a local rank found dead (-1: none) */
     pid_t dead_pid;
-    int cma; /* every local rank may read the others' memory
-              * (process_vm_readv), checked at setup */
+    int cma;            /* every local rank may read the others' memory
+                         * (process_vm_readv), checked at setup */
+    uint64_t cma_bytes; /* bytes this rank read that way (what tests check ran) */
 } weft_shm_t;
 
 /*

@@ -42,6 +42,7 @@ static weft_status_t cma_read(shm_op_t *o, int q, void *dst, uint64_t raddr, siz
         dst = (char *)dst + n;
         raddr += (uint64_t)n;
         bytes -= (size_t)n;
+        o->shm->cma_bytes += (uint64_t)n;
     }
     return peer_ran(o->shm, q) ? WEFT_OK
                                : weft__error(WEFT_ERR_PEER_FAILED,
@@ -343,7 +344,7 @@ weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
     return status;
 }
 
-/* The read of a host allgather or bcast (OP_CMA_*): the peers' src,
+/* The read of a host allgather, bcast or alltoall (OP_CMA_*): the peers' src,
  * published as addresses, into this rank's dst by process_vm_readv. */
 static weft_status_t cma_work(shm_op_t *o)
 {
@@ -356,6 +357,21 @@ static weft_status_t cma_work(shm_op_t *o)
         return me == o->root
                    ? WEFT_OK
                    : cma_read(o, o->root, o->dst, shm->ctrl[o->root].src_addr, o->count * es);
+    }
+    if (o->kind == OP_CMA_ALLTOALL) { /* block q of dst: block me of q's src */
+        const size_t block = o->count * es;
+
+        for (int i = 0; i < L && status == WEFT_OK; i++) {
+            int q = (me + i) % L; /* each rank starts with its own, then the next ones' */
+
+            if (q == me) {
+                memcpy(o->dst + (size_t)me * block, o->src + (size_t)me * block, block);
+            } else {
+                status = cma_read(o, q, o->dst + (size_t)q * block,
+                                  shm->ctrl[q].src_addr + (uint64_t)me * block, block);
+            }
+        }
+        return status;
     }
     for (int q = 0; q < L && status == WEFT_OK; q++) {
         char *to = o->dst + o->boff[q] * es;
@@ -404,13 +420,15 @@ static weft_status_t ipc_work(shm_op_t *o)
  * handle of its src in its slot, maps the peers' (ipc_open), reads what it
  * needs straight from their buffers on the device, and waits until every
  * rank is done before returning (the peers read its src until then). Host
- * allgather and bcast from WEFT_SHM_CMA_COPY bytes (OP_CMA_*) do the same
+ * allgather and bcast from WEFT_SHM_CMA_COPY bytes and alltoall from
+ * WEFT_SHM_CMA_ALLTOALL bytes per block (OP_CMA_*) do the same
  * with src's address in the control line and process_vm_readv: one copy
  * where the slots take two.
  */
 weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
 {
-    const int cma = o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST;
+    const int cma =
+        o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST || o->kind == OP_CMA_ALLTOALL;
     weft_status_t status;
 
     if (o->phase == 0) {

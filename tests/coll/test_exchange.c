@@ -20,6 +20,7 @@
 #include <criterion/criterion.h>
 
 #include "coll/coll.h"
+#include "coll/shm/shm.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
@@ -341,18 +342,20 @@ done:
 }
 
 /* ranks that ran with shared memory and with a node map of several nodes */
-static atomic_int with_shm, with_nodes;
+static atomic_int with_shm, with_nodes, with_cma_reads;
 
 static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
+    const weft_shm_t *shm = weft__comm_of(comm)->coll->shm;
 
-    atomic_fetch_add(&with_shm, weft__comm_of(comm)->coll->shm != NULL);
+    atomic_fetch_add(&with_shm, shm != NULL);
     atomic_fetch_add(&with_nodes,
                      weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
     }
+    atomic_fetch_add(&with_cma_reads, shm != NULL && shm->cma_bytes > 0);
 }
 
 /*
@@ -377,6 +380,10 @@ static void check_placement(int p)
                  atomic_load(&with_nodes));
 }
 
+/* single-copy shared-memory alltoall from blocks of this many bytes (the
+ * matrix's default: never, so the staged rounds are what it tests) */
+static size_t matrix_shm_cma_alltoall = SIZE_MAX;
+
 /* ranks_per_node > 0: virtual nodes of that many ranks. */
 static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
@@ -392,6 +399,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     /* one-page slots: the larger counts take several rounds */
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
+    weft__coll_config.shm_cma_alltoall = matrix_shm_cma_alltoall;
     weft__runtime_config.ranks_per_node = ranks_per_node;
 
     for (int p = 1; p <= 64; p++) {
@@ -424,9 +432,15 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
             atomic_store(&sh.checked, 0);
             atomic_store(&with_shm, 0);
             atomic_store(&with_nodes, 0);
+            atomic_store(&with_cma_reads, 0);
             status = weft__thread_world_run(&opts, rank_body, &sh);
             cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
             check_placement(p);
+            /* the single-copy rounds ran on every rank that has peers, or on none */
+            cr_assert_eq(atomic_load(&with_cma_reads),
+                         matrix_shm_cma_alltoall == 0 && p > 1 && ranks_per_node == 0 ? p : 0,
+                         "%s/%s p=%d: %d ranks read peers' buffers by process_vm_readv",
+                         weft__coll_kind_name(kind), algo, p, atomic_load(&with_cma_reads));
             cr_assert_eq(harness_fail_count(), 0, "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
                          weft__coll_kind_name(kind), algo, harness_fail_count(), p, seed,
                          harness_fail_message(0));
@@ -517,6 +531,15 @@ Test(exchange, alltoall_bruck, .timeout = 300)
 
 Test(exchange, alltoall_shm, .timeout = 300)
 {
+    run_matrix(WEFT_COLL_ALLTOALL, "shm");
+}
+
+/* every block read from the peers' send buffers by process_vm_readv
+ * (in-process ranks read their own process, which the kernel always
+ * allows); in place through the slots */
+Test(exchange, alltoall_shm_single_copy, .timeout = 300)
+{
+    matrix_shm_cma_alltoall = 0;
     run_matrix(WEFT_COLL_ALLTOALL, "shm");
 }
 
