@@ -196,7 +196,8 @@ typedef struct weft_coll_config {
     size_t shm_slot;          /* bytes per rank and round in the segment */
     size_t shm_small;         /* one-phase shared-memory allreduce/reduce up to here */
     size_t shm_cma;           /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
-    size_t shm_cma_copy;      /* single-copy shared-memory bcast and allgather from here */
+    size_t shm_cma_copy;      /* single-copy shared-memory bcast from here */
+    size_t shm_cma_allgather; /* single-copy shared-memory allgather from here (the result) */
     size_t shm_cma_alltoall;  /* single-copy shared-memory alltoall from blocks of this size */
     size_t shm_stream;        /* shared-memory allreduce results from here past the caches */
     int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */

@@ -105,25 +105,15 @@ double weft__cost_tree_gather(const weft_cost_params_t *c, double n, int p)
     return log2_ceil(p) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
-/* Per byte of an exchange in which every rank sends and receives at once.
- * Inside one node each rank's core copies its sends and its receives through
- * the same memory, where the ping-pong that measured beta ran one direction
- * at a time: twice the time per byte (alltoall at np 2 took 1.6-2.8x the
- * one-direction model at blocks of 64 KiB-1 MiB). */
-static double exchange_beta(const weft_cost_params_t *c)
-{
-    return c->nodes == 1 ? 2 * c->beta : c->beta;
-}
-
 double weft__cost_a2a_pairwise(const weft_cost_params_t *c, double n, int p)
 {
-    return (p - 1) * c->alpha + (double)(p - 1) / p * n * exchange_beta(c);
+    return (p - 1) * c->alpha + (double)(p - 1) / p * n * c->beta;
 }
 
 double weft__cost_a2a_bruck(const weft_cost_params_t *c, double n, int p)
 {
     /* each step moves about half the blocks; packing copies them again */
-    return log2_ceil(p) * (c->alpha + n / 2 * 2 * exchange_beta(c));
+    return log2_ceil(p) * (c->alpha + n / 2 * 2 * c->beta);
 }
 
 double weft__cost_barrier_dissemination(const weft_cost_params_t *c, double n, int p)
@@ -181,8 +171,14 @@ double weft__cost_shm_rs(const weft_cost_params_t *c, double n, int p)
     return shm_rs_in(c, n, p);
 }
 
+/* allgather: every block in, the whole result out; from shm_cma_ag bytes
+ * every rank reads the blocks where they are: n copied once, between two
+ * handoffs */
 double weft__cost_shm_ag(const weft_cost_params_t *c, double n, int p)
 {
+    if (n >= (double)c->shm_cma_ag) {
+        return 2 * c->shm_alpha + n * c->shm_copy;
+    }
     return shm_ag_in(c, n, p);
 }
 
@@ -303,6 +299,7 @@ void weft__cost_defaults(weft_cost_params_t *params)
     params->shm_slot = weft__coll_config.shm_slot;
     params->shm_small = weft__coll_config.shm_small;
     params->shm_cma_a2a = weft__coll_config.shm_cma_alltoall;
+    params->shm_cma_ag = weft__coll_config.shm_cma_allgather;
     params->reproducible = weft__coll_config.reproducible;
 }
 
@@ -339,6 +336,7 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
         params->shm_slot = comm->coll->shm->slot_bytes;
         if (!comm->coll->shm->cma) {
             params->shm_cma_a2a = SIZE_MAX; /* the kernel refused process_vm_readv */
+            params->shm_cma_ag = SIZE_MAX;
         }
         if (comm->coll->shm->copy_gbs > 0) {
             params->shm_copy = 1.0 / (comm->coll->shm->copy_gbs * 1e9);
@@ -376,10 +374,28 @@ int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *para
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
                           size_t bytes, int nranks)
 {
+    weft_cost_params_t one_node;
+
     if (nranks <= 1) {
         return 0;
     }
-    return weft__cost_fits(algo, params, nranks) ? algo->cost(params, (double)bytes, nranks) : -1;
+    if (!weft__cost_fits(algo, params, nranks)) {
+        return -1;
+    }
+    if (algo->layout == WEFT_COLL_LAYOUT_ANY && params->nodes == 1 && params->shm &&
+        !params->flat_only) {
+        /* Point to point inside one node: every message is copied by its sender into the
+         * transport's buffers and out by its receiver, on the cores the ranks run on, where
+         * the ping-pong that measured beta overlapped the two copies on two idle cores and
+         * ran one direction at a time. Measured at np 2, 64 KiB-4 MiB: the point-to-point
+         * forms of alltoall, allgather, allreduce, reduce_scatter, bcast, reduce, gather and
+         * scatter took up to 1.3-2.8x their model and lost to the shared-memory forms the
+         * model preferred them to. So beta counts twice there. */
+        one_node = *params;
+        one_node.beta *= 2;
+        params = &one_node;
+    }
+    return algo->cost(params, (double)bytes, nranks);
 }
 
 const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, int nranks,

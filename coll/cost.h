@@ -37,6 +37,7 @@ typedef struct weft_cost_params {
     size_t shm_small;   /* allreduce/reduce up to this many bytes take one phase */
     size_t shm_cma_a2a; /* alltoall blocks from which the ranks of a node read each
                          * other's buffers (WEFT_SHM_CMA_ALLTOALL; SIZE_MAX: never) */
+    size_t shm_cma_ag;  /* allgather results from which they do (WEFT_SHM_CMA_ALLGATHER) */
     int reproducible;   /* reductions only by WEFT_COLL_ORDERED rows, and those only then */
 } weft_cost_params_t;
 

@@ -83,12 +83,17 @@ static const weft_config_entry_t coll_entries[] = {
      "default: on the machines measured so far, staging through the segment was faster)",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma)},
     {"SHM_CMA_COPY", "inf",
-     "shared-memory bcast and allgather of host buffers from this many bytes (the whole "
-     "result) up: every rank reads what it needs straight from the others' buffers "
-     "(process_vm_readv, one copy instead of two through the segment) where the kernel "
-     "allows it; inf: never (the default: on the machines measured so far it won only "
-     "between 64 KiB and 1 MiB, by under 10 %)",
+     "shared-memory bcast of host buffers from this many bytes up: every rank reads the "
+     "root's buffer where it is (process_vm_readv, one copy instead of two through the "
+     "segment) where the kernel allows it; inf: never (the default: measured at np 2, even "
+     "with the staged rounds at 32-256 KiB, slower from 1 MiB)",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_copy)},
+    {"SHM_CMA_ALLGATHER", "64k",
+     "shared-memory allgather (and allgatherv) of host buffers from this many bytes (the "
+     "whole result) up: every rank reads the others' blocks where they are "
+     "(process_vm_readv, one copy instead of two through the segment) where the kernel "
+     "allows it; inf: never",
+     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_allgather)},
     {"SHM_CMA_ALLTOALL", "16k",
      "shared-memory alltoall of host buffers (not in place) from blocks of this many bytes "
      "up: every rank reads its block of each other rank's send buffer where it is "

@@ -740,17 +740,18 @@ static int use_ipc(const weft_shm_t *shm, weft_memtype_t memtype)
 }
 
 /* Host memory the peers read where it is, by process_vm_readv, instead of
- * through the slots: a copy instead of two, from WEFT_SHM_CMA_COPY bytes. */
-static int use_cma_copy(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
+ * through the slots: a copy instead of two, from `from` bytes. */
+static int use_cma_copy(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes, size_t from)
 {
-    return shm->cma && memtype == WEFT_MEM_HOST && bytes >= weft__coll_config.shm_cma_copy;
+    return shm->cma && memtype == WEFT_MEM_HOST && bytes >= from;
 }
 
 /* The operation that serves an allgather of `bytes` (the whole result) on this node. */
 static op_kind_t allgather_kind(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
 {
     return use_ipc(shm, memtype)               ? OP_IPC_ALLGATHER
-           : use_cma_copy(shm, memtype, bytes) ? OP_CMA_ALLGATHER
+           : use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_allgather)
+               ? OP_CMA_ALLGATHER
                                                : OP_ALLGATHER;
 }
 
@@ -764,8 +765,8 @@ static op_kind_t alltoall_kind(const weft_shm_t *shm, weft_memtype_t memtype, co
     const size_t whole = bytes * (size_t)shm->L;
     const int apart = s + whole <= d || d + whole <= s;
 
-    return shm->cma && memtype == WEFT_MEM_HOST && apart && bytes > 0 &&
-                   bytes >= weft__coll_config.shm_cma_alltoall
+    return apart && bytes > 0 &&
+                   use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_alltoall)
                ? OP_CMA_ALLTOALL
                : OP_ALLTOALL;
 }
@@ -789,7 +790,7 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
         return use_ipc(shm, memtype) ? OP_IPC_REDUCE : one ? OP_REDUCE1 : OP_REDUCE2;
     case WEFT_COLL_BCAST:
         return use_ipc(shm, memtype)               ? OP_IPC_BCAST
-               : use_cma_copy(shm, memtype, bytes) ? OP_CMA_BCAST
+               : use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_copy) ? OP_CMA_BCAST
                                                    : OP_BCAST;
     default:
         return OP_BARRIER;

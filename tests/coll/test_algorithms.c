@@ -442,8 +442,14 @@ done:
     free(out);
 }
 
-/* ranks that ran with shared memory and a node map of several nodes */
-static atomic_int with_shm, with_nodes, with_cma;
+/* single-copy shared-memory allreduce from this many bytes (the matrix's
+ * default: never, so the staged rounds are what it tests) */
+static size_t matrix_shm_cma = SIZE_MAX;
+static size_t matrix_shm_cma_allgather = SIZE_MAX; /* the same for allgather */
+
+/* ranks that ran with shared memory and a node map of several nodes; that
+ * read peers' buffers by process_vm_readv */
+static atomic_int with_shm, with_nodes, with_cma, with_cma_reads;
 
 static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
@@ -458,6 +464,8 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
     }
+    atomic_fetch_add(&with_cma_reads, weft__comm_of(comm)->coll->shm != NULL &&
+                                          weft__comm_of(comm)->coll->shm->cma_bytes > 0);
 }
 
 typedef struct matrix_stats {
@@ -494,6 +502,7 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
     atomic_store(&with_shm, 0);
     atomic_store(&with_nodes, 0);
     atomic_store(&with_cma, 0);
+    atomic_store(&with_cma_reads, 0);
     status = weft__thread_world_run(&opts, rank_body, &sh);
     if (weft__coll_config.shm && p > 1) {
         /* the shared-memory and hierarchical algorithms really ran where
@@ -510,6 +519,21 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
         cr_assert_eq(atomic_load(&with_nodes), rpn > 0 && rpn < p ? p : 0,
                      "p=%d, %d ranks per node: %d ranks saw several nodes", p, rpn,
                      atomic_load(&with_nodes));
+        /* the single-copy rounds ran on every rank where the matrix asks for them, and on
+         * none where every threshold says never (default selection: where they pay) */
+        if (rpn == 0 &&
+            (weft__coll_config.shm_cma_allgather == 0 || weft__coll_config.shm_cma == 0)) {
+            cr_assert_eq(atomic_load(&with_cma_reads), p,
+                         "p=%d: only %d ranks read peers' buffers by process_vm_readv", p,
+                         atomic_load(&with_cma_reads));
+        } else if (weft__coll_config.shm_cma_allgather == SIZE_MAX &&
+                   weft__coll_config.shm_cma == SIZE_MAX &&
+                   weft__coll_config.shm_cma_alltoall == SIZE_MAX &&
+                   weft__coll_config.shm_cma_copy == SIZE_MAX) {
+            cr_assert_eq(atomic_load(&with_cma_reads), 0,
+                         "p=%d: %d ranks read peers' buffers by process_vm_readv", p,
+                         atomic_load(&with_cma_reads));
+        }
     }
     cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
     cr_assert_eq(harness_fail_count(), 0, "%d failure(s) at p=%d seed=%llu; first: %s",
@@ -545,11 +569,6 @@ static void cases_free(tcase_t *cases, int ncases)
  */
 static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node);
 
-/* single-copy shared-memory allreduce from this many bytes (the matrix's
- * default: never, so the staged rounds are what it tests) */
-static size_t matrix_shm_cma = SIZE_MAX;
-static size_t matrix_shm_cma_copy = SIZE_MAX; /* and allgather */
-
 static void run_matrix(weft_coll_kind_t kind, const char *algo)
 {
     run_matrix_nodes(kind, algo, 0);
@@ -576,7 +595,8 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma = matrix_shm_cma;
-    weft__coll_config.shm_cma_copy = matrix_shm_cma_copy;
+    weft__coll_config.shm_cma_allgather = matrix_shm_cma_allgather;
+    weft__coll_config.shm_cma_alltoall = SIZE_MAX; /* tests/coll/test_exchange.c has it */
     /* allreduce results copied out with non-temporal stores from 16 KiB: the large counts of
      * the wider dtypes, not the small counts */
     weft__coll_config.shm_stream = 16384;
@@ -676,7 +696,7 @@ Test(matrix, allgather_shm, .timeout = 900)
 
 Test(matrix, allgather_shm_single_copy, .timeout = 900)
 {
-    matrix_shm_cma_copy = 0;
+    matrix_shm_cma_allgather = 0;
     run_matrix(WEFT_COLL_ALLGATHER, "shm");
 }
 

@@ -400,6 +400,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma_alltoall = matrix_shm_cma_alltoall;
+    weft__coll_config.shm_cma_allgather = SIZE_MAX; /* tests/coll/test_algorithms.c has it */
     weft__runtime_config.ranks_per_node = ranks_per_node;
 
     for (int p = 1; p <= 64; p++) {
