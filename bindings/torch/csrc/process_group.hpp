@@ -46,9 +46,8 @@
  * through one flat buffer.
  *
  * Device tensors (CUDA, and CPU tensors in weft's emulated device memory)
- * take weft's stream-ordered collectives for all_reduce, broadcast, reduce,
- * all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single
- * (device.hpp): queued
+ * take weft's stream-ordered collectives for every collective (device.hpp;
+ * the list forms through flat buffers, collectives.cpp): queued
  * like the others, and what runs in turn is the _enqueue call on the
  * group's stream of that device. A CUDA operation's Work is complete for
  * torch once it is enqueued; wait() orders the caller's current stream

@@ -39,9 +39,9 @@ def set_reproducible(on=True, group=None):
 def emu_empty(shape, dtype=torch.float32):
     """An uninitialized CPU tensor of the given shape whose memory is weft's
     emulated accelerator's (weft_mem_alloc(WEFT_MEM_EMU)). The group's
-    all_reduce, broadcast, reduce, all_gather_into_tensor,
-    reduce_scatter_tensor and all_to_all_single take such tensors through weft's stream-ordered
-    collectives, the path of CUDA tensors: it runs without a GPU."""
+    collectives take such tensors through weft's stream-ordered
+    collectives, and send/recv through its transport, the path of CUDA
+    tensors: it runs without a GPU."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     numel = 1
     for n in shape:
