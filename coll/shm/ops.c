@@ -749,10 +749,10 @@ static int use_cma_copy(const weft_shm_t *shm, weft_memtype_t memtype, size_t by
 /* The operation that serves an allgather of `bytes` (the whole result) on this node. */
 static op_kind_t allgather_kind(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
 {
-    return use_ipc(shm, memtype)               ? OP_IPC_ALLGATHER
+    return use_ipc(shm, memtype) ? OP_IPC_ALLGATHER
            : use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_allgather)
                ? OP_CMA_ALLGATHER
-                                               : OP_ALLGATHER;
+               : OP_ALLGATHER;
 }
 
 /* The operation that serves an alltoall of blocks of `bytes` on this node:
@@ -789,9 +789,9 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
     case WEFT_COLL_REDUCE:
         return use_ipc(shm, memtype) ? OP_IPC_REDUCE : one ? OP_REDUCE1 : OP_REDUCE2;
     case WEFT_COLL_BCAST:
-        return use_ipc(shm, memtype)               ? OP_IPC_BCAST
+        return use_ipc(shm, memtype)                                               ? OP_IPC_BCAST
                : use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_copy) ? OP_CMA_BCAST
-                                                   : OP_BCAST;
+                                                                                   : OP_BCAST;
     default:
         return OP_BARRIER;
     }

@@ -420,10 +420,10 @@ static weft_status_t ipc_work(shm_op_t *o)
  * handle of its src in its slot, maps the peers' (ipc_open), reads what it
  * needs straight from their buffers on the device, and waits until every
  * rank is done before returning (the peers read its src until then). Host
- * allgather and bcast from WEFT_SHM_CMA_COPY bytes and alltoall from
- * WEFT_SHM_CMA_ALLTOALL bytes per block (OP_CMA_*) do the same
- * with src's address in the control line and process_vm_readv: one copy
- * where the slots take two.
+ * bcast from WEFT_SHM_CMA_COPY bytes, allgather from WEFT_SHM_CMA_ALLGATHER
+ * bytes of result and alltoall from WEFT_SHM_CMA_ALLTOALL bytes per block
+ * (OP_CMA_*) do the same with src's address in the control line and
+ * process_vm_readv: one copy where the slots take two.
  */
 weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
 {
