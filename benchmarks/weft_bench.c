@@ -458,6 +458,12 @@ static const char usage[] =
     "               nccl and csv first time memcpy on one rank alone and on all ranks at\n"
     "               once (bytes copied per second); %copy is busbw over the one-rank rate\n"
     "  --vs-mpi     also time the MPI library's collective on the same buffers\n"
+    "  --loop       time the calls back to back on buffers filled once (5 rounds of the\n"
+    "               iterations, weft's and MPI's alternating; the slowest rank's total):\n"
+    "               what an application that reuses its buffers sees, each call free to\n"
+    "               start before the others' previous one ended. The default times each\n"
+    "               call from a barrier on freshly filled buffers (OSU's way). Not with\n"
+    "               --check, --in-place, --compute-us\n"
     "  --help       this text\n"
     "  ... --then [options] COLLECTIVE  another run in the same job with its own options\n"
     "               (weft finalised and initialised again between runs)";
@@ -469,12 +475,12 @@ static void parse(int argc, char **argv, options_t *o)
         {"format", required_argument, NULL, 'F'}, {"vs-mpi", no_argument, NULL, 'V'},
         {"in-place", no_argument, NULL, 'I'}, {"root", required_argument, NULL, 'R'},
         {"enqueue", no_argument, NULL, 'Q'}, {"compute-us", required_argument, NULL, 'U'},
-        {"help", no_argument, NULL, 'h'},
+        {"loop", no_argument, NULL, 'L'},     {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c;
 
     *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, -1, -1, WEFT_FLOAT32, WEFT_SUM, NULL,
-                     0, 0, 0, 0, FORMAT_OSU, WEFT_MEM_HOST, 0, 0};
+                     0, 0, 0, 0, FORMAT_OSU, WEFT_MEM_HOST, 0, 0, 0};
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->min_bytes = parse_bytes(optarg); break;
@@ -513,6 +519,7 @@ static void parse(int argc, char **argv, options_t *o)
         case 'A': o->algo = optarg; break;
         case 'C': o->check = 1; break;
         case 'V': o->vs_mpi = 1; break;
+        case 'L': o->loop = 1; break;
         case 'I': o->in_place = 1; break;
         case 'R': o->root = atoi(optarg); break;
         case 'F':
@@ -542,6 +549,9 @@ static void parse(int argc, char **argv, options_t *o)
     }
     if (o->compute_us < 0) {
         die("%s", "--compute-us takes a number of microseconds >= 0");
+    }
+    if (o->loop && (o->check || o->in_place || o->compute_us > 0)) {
+        die("--loop: %s", "not with --check, --in-place or --compute-us (one fill for every call)");
     }
     if (o->factor < 2 || o->iters == 0 || o->iters < -1 || o->warmup < -1 ||
         o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
@@ -697,6 +707,106 @@ static void env_restore(const char *name, const char *value)
 
 /* One segment: weft initialised with the segment's algorithm, every size run,
  * weft finalised. Returns whether any result was wrong (rank 0 knows). */
+/* --loop: rounds of this many back-to-back runs of iterations */
+#define LOOP_ROUNDS 5
+
+static void call_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
+{
+    if (run_weft(o, b, comm) != WEFT_OK) {
+        fprintf(stderr, "weft_bench rank %d: %s\n", rank, weft_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* MPI without device support: staged through host memory */
+static void call_mpi(const options_t *o, bufs_t *b)
+{
+    sync_device(o, b, 0, 1, o->in_place || o->coll == COLL_BCAST);
+    run_mpi(o, b);
+    sync_device(o, b, 1, 0, 1);
+}
+
+/* --loop: the buffers filled once, warmup calls, then LOOP_ROUNDS rounds of
+ * iters calls back to back, weft's then MPI's, each round from a barrier;
+ * adds this rank's mean round time to *t_weft and *t_mpi. */
+static void time_loop(const options_t *o, bufs_t *b, weft_comm_t comm, int warmup, int iters,
+                      double *t_weft, double *t_mpi)
+{
+    const double per = o->coll == COLL_PINGPONG ? 2.0 * LOOP_ROUNDS : LOOP_ROUNDS; /* one way */
+
+    fill(o, b, 0);
+    sync_device(o, b, 1, 1, 1);
+    for (int i = 0; i < warmup; i++) {
+        call_weft(o, b, comm);
+        if (o->vs_mpi) {
+            call_mpi(o, b);
+        }
+    }
+    for (int round = 0; round < LOOP_ROUNDS; round++) {
+        double t;
+
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        for (int i = 0; i < iters; i++) {
+            call_weft(o, b, comm);
+        }
+        *t_weft += (MPI_Wtime() - t) / per;
+        if (o->vs_mpi) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t = MPI_Wtime();
+            for (int i = 0; i < iters; i++) {
+                call_mpi(o, b);
+            }
+            *t_mpi += (MPI_Wtime() - t) / per;
+        }
+    }
+}
+
+/* The default: every call from a barrier on freshly filled buffers (warmup
+ * untimed calls first); adds this rank's times to *t_weft and *t_mpi and
+ * the wrong elements (--check) to *wrong. */
+static void time_each(const options_t *o, bufs_t *b, weft_comm_t comm, int warmup, int iters,
+                      double *t_weft, double *t_mpi, long *wrong)
+{
+    double t;
+
+    for (int it = -warmup; it < iters; it++) {
+        /* Each timed call starts together (barrier). The application's
+         * work (--compute-us) follows the call at once, as in a program
+         * that computes on its result: on a node with more ranks than
+         * cores it competes with the ranks still in the call, for weft
+         * and MPI alike. The check waits until every rank has left the
+         * call (barrier), so that it slows no one's timed call. */
+        fill(o, b, it);
+        sync_device(o, b, 1, 1, 1);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        call_weft(o, b, comm);
+        t = (MPI_Wtime() - t) / (o->coll == COLL_PINGPONG ? 2 : 1); /* one way */
+        compute(o->compute_us);
+        if (it >= 0) {
+            *t_weft += t;
+            if (o->check) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                sync_device(o, b, 0, 0, 1);
+                *wrong += check(o, b, it);
+            }
+        }
+        if (o->vs_mpi) {
+            fill(o, b, it);
+            sync_device(o, b, 1, 1, 1);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t = MPI_Wtime();
+            call_mpi(o, b);
+            t = (MPI_Wtime() - t) / (o->coll == COLL_PINGPONG ? 2 : 1);
+            compute(o->compute_us);
+            if (it >= 0) {
+                *t_mpi += t;
+            }
+        }
+    }
+}
+
 static int run_segment(const options_t *op)
 {
     const options_t o = *op;
@@ -736,7 +846,7 @@ static int run_segment(const options_t *op)
         int iters = o.iters > 0 ? o.iters : bytes <= (64u << 10) ? 1000 : bytes <= (4u << 20) ? 100 : 20;
         int warmup = o.warmup >= 0 ? o.warmup : iters / 10;
         bufs_t b;
-        double t_weft = 0, t_mpi = 0, t;
+        double t_weft = 0, t_mpi = 0;
         long wrong = 0;
 
         b.count = bytes / es;
@@ -791,49 +901,10 @@ static int run_segment(const options_t *op)
             weft_check(weft_mem_alloc(o.mem, b.send_bytes + 1, &b.dsend), "weft_mem_alloc");
             weft_check(weft_mem_alloc(o.mem, b.recv_bytes + 1, &b.drecv), "weft_mem_alloc");
         }
-        for (int it = -warmup; it < iters; it++) {
-            weft_status_t status;
-
-            /* Each timed call starts together (barrier). The application's
-             * work (--compute-us) follows the call at once, as in a program
-             * that computes on its result: on a node with more ranks than
-             * cores it competes with the ranks still in the call, for weft
-             * and MPI alike. The check waits until every rank has left the
-             * call (barrier), so that it slows no one's timed call. */
-            fill(&o, &b, it);
-            sync_device(&o, &b, 1, 1, 1);
-            MPI_Barrier(MPI_COMM_WORLD);
-            t = MPI_Wtime();
-            status = run_weft(&o, &b, comm);
-            t = (MPI_Wtime() - t) / (o.coll == COLL_PINGPONG ? 2 : 1); /* one way */
-            if (status != WEFT_OK) {
-                fprintf(stderr, "weft_bench rank %d: %s\n", rank, weft_last_error());
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-            compute(o.compute_us);
-            if (it >= 0) {
-                t_weft += t;
-                if (o.check) {
-                    MPI_Barrier(MPI_COMM_WORLD);
-                    sync_device(&o, &b, 0, 0, 1);
-                    wrong += check(&o, &b, it);
-                }
-            }
-            if (o.vs_mpi) {
-                fill(&o, &b, it);
-                sync_device(&o, &b, 1, 1, 1);
-                MPI_Barrier(MPI_COMM_WORLD);
-                t = MPI_Wtime();
-                /* MPI without device support: stage through host memory */
-                sync_device(&o, &b, 0, 1, o.in_place || o.coll == COLL_BCAST);
-                run_mpi(&o, &b);
-                sync_device(&o, &b, 1, 0, 1);
-                t = (MPI_Wtime() - t) / (o.coll == COLL_PINGPONG ? 2 : 1);
-                compute(o.compute_us);
-                if (it >= 0) {
-                    t_mpi += t;
-                }
-            }
+        if (o.loop) {
+            time_loop(&o, &b, comm, warmup, iters, &t_weft, &t_mpi);
+        } else {
+            time_each(&o, &b, comm, warmup, iters, &t_weft, &t_mpi, &wrong);
         }
         if (o.mem != WEFT_MEM_HOST) {
             weft_mem_free(b.dsend);

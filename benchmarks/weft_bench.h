@@ -44,6 +44,7 @@ typedef struct options {
     weft_memtype_t mem; /* where the buffers live (-d host|emu|cuda) */
     int enqueue;        /* time weft's _enqueue forms on a stream */
     int compute_us;     /* the application's work between two iterations */
+    int loop;           /* time the calls back to back on buffers filled once */
 } options_t;
 
 /* This process's rank and the job's size in MPI_COMM_WORLD. */

@@ -64,7 +64,7 @@ done
 # the 256 KiB slot so that operations take several rounds
 for np in 2 3 4; do
     for spec in allreduce:shm reduce_scatter:shm allgather:shm bcast:shm reduce:shm \
-                barrier:shm allgatherv:shm reduce_scatter_v:shm; do
+                barrier:shm allgatherv:shm reduce_scatter_v:shm alltoall:shm; do
         coll=${spec%%:*} algo=${spec#*:}
         run $np "$coll/$algo" --algo $algo --root $((np - 1)) -d float32 -o sum -b 4 -e 16m \
             -f 64 $coll
@@ -72,10 +72,10 @@ for np in 2 3 4; do
             -f 1000 $coll
     done
 done
-# single-copy allreduce, bcast and allgather between processes
-# (process_vm_readv), every size
+# single-copy allreduce, bcast, allgather and alltoall between processes
+# (process_vm_readv), every size; the alltoall in place through the slots
 flush
-export WEFT_SHM_CMA=0 WEFT_SHM_CMA_COPY=0
+export WEFT_SHM_CMA=0 WEFT_SHM_CMA_COPY=0 WEFT_SHM_CMA_ALLGATHER=0 WEFT_SHM_CMA_ALLTOALL=0
 for np in 2 3 4; do
     run $np "allreduce/shm single copy" --algo shm -d float32 -o sum -b 4 -e 16m -f 64 allreduce
     run $np "allreduce/shm single copy odd" --algo shm -d int32 -o max -b 4 -e 1000000 -f 999 \
@@ -84,9 +84,11 @@ for np in 2 3 4; do
         bcast
     run $np "allgather/shm single copy" --algo shm -d uint8 -b 1 -e 1000001 -f 1000 --in-place \
         allgather
+    run $np "allgather/shm single copy" --algo shm -d int32 -b 4 -e 4m -f 64 allgather
+    run $np "alltoall/shm single copy" --algo shm -d uint8 -b 1 -e 1000001 -f 1000 alltoall
 done
 flush
-unset WEFT_SHM_CMA WEFT_SHM_CMA_COPY
+unset WEFT_SHM_CMA WEFT_SHM_CMA_COPY WEFT_SHM_CMA_ALLGATHER WEFT_SHM_CMA_ALLTOALL
 # allreduce results written with non-temporal stores (every size), odd sizes, in place
 export WEFT_SHM_STREAM=0
 for np in 2 3 4; do
@@ -112,4 +114,20 @@ export WEFT_REPRODUCIBLE=yes
 run 4 "2 nodes reproducible allreduce" -d float16 -o sum -b 2 -e 1m -f 32 allreduce
 flush
 unset WEFT_RANKS_PER_NODE WEFT_REPRODUCIBLE
+# --loop (back-to-back calls, timing only): one row per size with both
+# times; with --check it refuses to run
+runs=$((runs + 2)) jobs=$((jobs + 2))
+bench_job 2 1 --loop --vs-mpi -n 3 -w 1 -b 8 -e 64k -f 64 alltoall
+rows=$(grep -cE '^[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out")
+if [ $rc -ne 0 ] || [ "$rows" -ne 3 ]; then
+    failures=$((failures + 1))
+    echo "FAIL np=2 (exit $rc): --loop --vs-mpi printed $rows rows of 3"
+    tail -n 20 <<<"$out"
+fi
+bench_job 2 1 --loop --check alltoall
+if [ $rc -eq 0 ] || ! grep -q -- '--loop: not with --check' <<<"$out"; then
+    failures=$((failures + 1))
+    echo "FAIL np=2 (exit $rc): --loop --check was not refused"
+    tail -n 20 <<<"$out"
+fi
 bench_jobs_result || exit 1
