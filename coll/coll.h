@@ -186,15 +186,16 @@ typedef struct weft_coll_config {
     double cost_alpha_us;  /* cost model defaults (coll/cost.h) */
     double cost_beta_gbs;
     double cost_gamma_gbs;
-    double cost_oversub_us;   /* added to alpha on oversubscribed nodes */
-    int cost_measure;         /* measure them at communicator creation */
-    double cost_shm_alpha_us; /* one flag handoff through shared memory */
-    double cost_shm_copy_gbs; /* copy bandwidth where it is not measured */
-    int check_args;           /* exchange every operation's signature first (coll/diag/check.h) */
-    size_t record_ops;        /* operations the flight recorder keeps (coll/diag/record.h) */
-    int shm;                  /* shared-memory collectives inside a node */
-    size_t shm_slot;          /* bytes per rank and round in the segment */
-    size_t shm_small;         /* one-phase shared-memory allreduce/reduce up to here */
+    double cost_oversub_us;     /* added to alpha on oversubscribed nodes */
+    double cost_oversub_shm_us; /* added to shm_alpha there */
+    int cost_measure;           /* measure them at communicator creation */
+    double cost_shm_alpha_us;   /* one flag handoff through shared memory */
+    double cost_shm_copy_gbs;   /* copy bandwidth where it is not measured */
+    int check_args;             /* exchange every operation's signature first (coll/diag/check.h) */
+    size_t record_ops;          /* operations the flight recorder keeps (coll/diag/record.h) */
+    int shm;                    /* shared-memory collectives inside a node */
+    size_t shm_slot;            /* bytes per rank and round in the segment */
+    size_t shm_small;           /* one-phase shared-memory allreduce/reduce up to here */
     size_t shm_cma;           /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
     size_t shm_cma_copy;      /* single-copy shared-memory bcast from here */
     size_t shm_cma_allgather; /* single-copy shared-memory allgather from here (the result) */

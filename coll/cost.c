@@ -325,7 +325,7 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
     if (comm->oversubscribed) {
         /* every message may wait for the receiver to get a core back */
         params->alpha += weft__coll_config.cost_oversub_us * 1e-6;
-        params->shm_alpha += weft__coll_config.cost_oversub_us * 1e-6;
+        params->shm_alpha += weft__coll_config.cost_oversub_shm_us * 1e-6;
     }
     if (comm->node != NULL) {
         params->nodes = comm->node->nnodes;

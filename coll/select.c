@@ -41,6 +41,12 @@ static const weft_config_entry_t coll_entries[] = {
      "communicator than the cores they may run on (a message may wait for its receiver to be "
      "scheduled)",
      weft__config_parse_double, offsetof(weft_coll_config_t, cost_oversub_us)},
+    {"COST_OVERSUB_SHM_US", "50",
+     "cost model: microseconds added to a shared-memory handoff when this machine runs more "
+     "ranks of the communicator than the cores they may run on (as WEFT_COST_OVERSUB_US, for "
+     "the steps through a node's segment; a smaller value makes the hierarchical algorithms "
+     "win more often on several nodes)",
+     weft__config_parse_double, offsetof(weft_coll_config_t, cost_oversub_shm_us)},
     {"COST_MEASURE", "yes",
      "measure alpha, beta and gamma when a communicator between processes is created (a few "
      "ping-pongs and a local reduction; the ranks agree on the largest values)",

@@ -545,6 +545,7 @@ static const char *selected(weft_comm_t comm, weft_coll_kind_t kind, size_t byte
 typedef struct handoff_shared {
     shared_t sh;
     double handoff[2], shm_alpha_unmeasured[2], shm_alpha[2];
+    double oversub_alpha[2], oversub_shm_alpha[2]; /* more ranks than cores */
     const char *small_allreduce_unmeasured[2], *small_allreduce[2];
 } handoff_shared_t;
 
@@ -567,6 +568,17 @@ static void handoff_body(weft_comm_t comm, int rank, void *arg)
     weft__cost_params(c, &params);
     hs->shm_alpha[rank] = params.shm_alpha;
     hs->small_allreduce[rank] = selected(comm, WEFT_COLL_ALLREDUCE, 8);
+    pthread_barrier_wait(&hs->sh.barrier); /* the test's settings below are the process's */
+    if (rank == 0) {
+        weft__coll_config.cost_oversub_us = 40;
+        weft__coll_config.cost_oversub_shm_us = 3;
+    }
+    pthread_barrier_wait(&hs->sh.barrier);
+    c->oversubscribed = 1;
+    weft__cost_params(c, &params);
+    hs->oversub_alpha[rank] = params.alpha;
+    hs->oversub_shm_alpha[rank] = params.shm_alpha;
+    c->oversubscribed = 0;
     collectives_body(comm, rank, &hs->sh);
 }
 
@@ -594,6 +606,13 @@ Test(segment, handoff_measured, .timeout = 60)
         if (hs.handoff[0] < 1e-6) { /* below the 2 us of a message */
             cr_expect_str_eq(hs.small_allreduce[r], "shm");
         }
+        /* more ranks than cores: WEFT_COST_OVERSUB_US on messages, WEFT_COST_OVERSUB_SHM_US
+         * on the segment's handoffs */
+        cr_expect(fabs(hs.oversub_alpha[r] - 42e-6) < 1e-12, "rank %d: alpha %g s, not 42 us",
+                  r, hs.oversub_alpha[r]);
+        cr_expect(fabs(hs.oversub_shm_alpha[r] - (hs.handoff[0] + 3e-6)) < 1e-12,
+                  "rank %d: handoff %g s, not the measured %g s + 3 us", r,
+                  hs.oversub_shm_alpha[r], hs.handoff[0]);
     }
     shared_done(&hs.sh);
     weft_finalize();
