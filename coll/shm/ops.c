@@ -8,7 +8,7 @@
  *   allreduce, small (one phase):   copy in | wait all | reduce all L slots
  *   allreduce, large (two phases):  copy in the others' slices | wait all |
  *       reduce slice `me` of my src and every other slot into my slot |
- *       publish | wait all | copy every slice out
+ *       publish | copy my slice out | wait all | copy the others' slices out
  *
  *        slot 0: [ r0 | s1 ]     rank 0 reduces its s0 and slot 1's s0 into r0,
  *        slot 1: [ s0 | r1 ]     rank 1 its s1 and slot 0's s1 into r1;
@@ -325,6 +325,14 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
         }
         weft__shm_op_publish(o, R, 2);
         o->phase = 2;
+        if (status == WEFT_OK && o->kind == OP_ALLREDUCE2) {
+            /* my own slice out at once, while the others may still reduce theirs: that copy
+             * leaves the wait (np 2, 512 KiB-2 MiB: 0.91-0.93 of Open MPI's time -> 0.79-0.81) */
+            size_t off = weft__block_start(n, L, me);
+
+            status = copy_out(o, o->dst + (e0 + off) * es, SLOT(o, me, R) + off * es,
+                              weft__block_count(n, L, me));
+        }
         if (o->kind == OP_REDUCE2 && me != o->root) {
             return status;
         }
@@ -336,8 +344,10 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
         for (int q = 0; q < L && status == WEFT_OK; q++) {
             size_t off = weft__block_start(n, L, q);
 
-            status = copy_out(o, o->dst + (e0 + off) * es, SLOT(o, q, R) + off * es,
-                              weft__block_count(n, L, q));
+            if (q != me || o->kind != OP_ALLREDUCE2) {
+                status = copy_out(o, o->dst + (e0 + off) * es, SLOT(o, q, R) + off * es,
+                                  weft__block_count(n, L, q));
+            }
         }
         return status;
     }
