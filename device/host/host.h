@@ -25,6 +25,10 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
  * types divide in float and round once to nearest even. */
 weft_status_t weft__host_avg_finalize(void *buf, size_t count, weft_dtype_t dtype, size_t divisor);
 
+/* Calls of weft__host_reduce that went through a buffer because their result trailed an input
+ * by a few bytes modulo 4 KiB (reduce.c, ALIAS_WINDOW), since the process started (tests). */
+uint64_t weft__host_reduce_staged(void);
+
 /* 0: the half types convert with the portable loops only (tests compare both ways); 1 (the
  * default): with the CPU's instructions where it has them. Returns the previous setting. */
 int weft__host_reduce_simd(int on);

@@ -16,6 +16,12 @@
  *     srcs[2]  |...........|...........|...   ...
  *     dst      |###########|...........|...   then the next block
  *
+ * A result that trails an input by a few bytes modulo 4 KiB (ALIAS_WINDOW) is made block by
+ * block in a buffer placed apart from every input and copied into dst (reduce_staged): the CPU
+ * takes each load of the input that follows a store to dst with the same low address bits for
+ * a read of that store and waits for it, up to 4x slower (10x for data in cache) with huge
+ * pages, where numpy puts its large arrays, one after the other 16 bytes apart.
+ *
  * Order: inputs are combined in index order, ((s0 op s1) op s2) ..., whichever input dst
  * aliases, because float sums and products round differently in another order and every rank
  * must get the same bits. When dst is a later input, its block is saved before being written.
@@ -54,6 +60,16 @@
 #define BLOCK_BYTES 16384
 /* Elements per block of the half types: two float buffers of this size sit on the stack. */
 #define HALF_BLOCK 2048
+/* A result that trails an input by less than this many bytes modulo 4 KiB goes through a
+ * buffer (reduce_staged): measured on a Xeon, a float32 sum of 1 MiB into a result 16 bytes
+ * past an input's address modulo 4 KiB ran at 1.7 GB/s (huge pages; 6.8 with 4 KiB pages)
+ * against 8.3, 32 bytes 3.3, 64 bytes 6.2, from 128 bytes at full speed. numpy arrays allocated
+ * one after the other (`out = np.empty_like(a)`) sit 16 bytes apart so. */
+#define ALIAS_WINDOW 128
+/* Inputs the staged path takes (more: the direct loops) */
+#define STAGED_MAX_INPUTS 64
+
+static atomic_uint_fast64_t staged_calls;
 
 typedef struct {
     void (*binary)(void *restrict d, const void *restrict a, const void *restrict b, size_t n);
@@ -583,6 +599,12 @@ static void reduce_half(const kernel_t *k, const half_format_t *format, void *ds
     }
 }
 
+static void reduce_any(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
+                       size_t count, weft_dtype_t dtype, weft_op_t op);
+static int trails(const void *dst, const void *const *srcs, int nsrcs);
+static void reduce_staged(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
+                          size_t count, weft_dtype_t dtype, weft_op_t op);
+
 weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, size_t count,
                                 weft_dtype_t dtype, weft_op_t op)
 {
@@ -608,6 +630,19 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
         }
         return WEFT_OK;
     }
+    if (nsrcs <= STAGED_MAX_INPUTS && count * weft_dtype_size(dtype) > BLOCK_BYTES &&
+        trails(dst, srcs, nsrcs)) {
+        reduce_staged(k, dst, srcs, nsrcs, count, dtype, op);
+        return WEFT_OK;
+    }
+    reduce_any(k, dst, srcs, nsrcs, count, dtype, op);
+    return WEFT_OK;
+}
+
+/* The reduction of count elements into dst by the loops of dtype. */
+static void reduce_any(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
+                       size_t count, weft_dtype_t dtype, weft_op_t op)
+{
     switch (dtype) {
     case WEFT_FLOAT16:
     case WEFT_BFLOAT16:
@@ -626,7 +661,61 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
         reduce_full(k, dst, srcs, nsrcs, count, weft_dtype_size(dtype));
         break;
     }
-    return WEFT_OK;
+}
+
+/* (to - from) mod 4 KiB in (0, ALIAS_WINDOW): a store to `to` is followed by loads of `from` a
+ * few bytes further that look like reads of what was just stored (the low address bits match),
+ * and wait for it. */
+static int trailing(const void *to, const void *from)
+{
+    uintptr_t d = ((uintptr_t)to - (uintptr_t)from) & 4095;
+
+    return d > 0 && d < ALIAS_WINDOW;
+}
+
+static int trails(const void *dst, const void *const *srcs, int nsrcs)
+{
+    for (int j = 0; j < nsrcs; j++) {
+        if (trailing(dst, srcs[j])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Block by block into a buffer placed where it trails no input (nor dst: the copy out), then
+ * copied into dst. dst may be an input: its block is read before it is written. */
+static void reduce_staged(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
+                          size_t count, weft_dtype_t dtype, weft_op_t op)
+{
+    _Alignas(64) unsigned char buf[BLOCK_BYTES + 4096];
+    static const uintptr_t shifts[] = {2048, 1024, 3072, 512, 1536, 2560, 3584};
+    const size_t size = weft_dtype_size(dtype), block = BLOCK_BYTES / size;
+    const void *in[STAGED_MAX_INPUTS];
+    unsigned char *tmp = buf;
+
+    /* tmp's address mod 4 KiB: dst's shifted by a distance that no input trails it by */
+    for (size_t i = 0; i < sizeof(shifts) / sizeof(shifts[0]); i++) {
+        tmp = buf + (((uintptr_t)dst + shifts[i] - (uintptr_t)buf) & 4095);
+        if (!trails(tmp, srcs, nsrcs) && !trailing(dst, tmp)) {
+            break;
+        }
+    }
+    for (size_t off = 0; off < count; off += block) {
+        size_t len = min_size(block, count - off);
+
+        for (int j = 0; j < nsrcs; j++) {
+            in[j] = (const char *)srcs[j] + off * size;
+        }
+        reduce_any(k, tmp, in, nsrcs, len, dtype, op);
+        memcpy((char *)dst + off * size, tmp, len * size);
+    }
+    atomic_fetch_add_explicit(&staged_calls, 1, memory_order_relaxed);
+}
+
+uint64_t weft__host_reduce_staged(void)
+{
+    return atomic_load_explicit(&staged_calls, memory_order_relaxed);
 }
 
 /* avg_finalize's division, weft__elem_div_* of device/reduce_elem.h, over a buffer */

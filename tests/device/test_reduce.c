@@ -35,15 +35,27 @@ typedef struct {
     weft_op_t op;
 } combo_t;
 
-static void check_case(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count, int dst_src)
+/* A buffer of bytes in raw (malloc'd with 4 KiB more) whose address is `trail` bytes past
+ * `after`'s modulo 4 KiB. */
+static unsigned char *placed(unsigned char *raw, const void *after, size_t trail)
+{
+    return raw + (((uintptr_t)after + trail - (uintptr_t)raw) & 4095);
+}
+
+/* trail > 0: dst (a distinct one, or srcs[dst_src] for dst_src > 0) sits trail bytes past
+ * srcs[0]'s address modulo 4 KiB, which makes weft__host_reduce go through its buffer. */
+static void check_case_at(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count, int dst_src,
+                          size_t trail)
 {
     size_t size = weft_dtype_size(dtype);
     size_t bytes = count * size;
     unsigned char *in[MAX_SRCS];
+    unsigned char *raw[MAX_SRCS];
     unsigned char *orig[MAX_SRCS];
     const void *srcs[MAX_SRCS];
-    unsigned char *own = malloc(bytes + GUARD);
-    unsigned char *dst = dst_src == DST_DISTINCT ? own : NULL;
+    unsigned char *own_raw = malloc(bytes + GUARD + 4096);
+    unsigned char *own = own_raw;
+    unsigned char *dst = NULL;
     unsigned char dst_guard[GUARD];
     uint64_t *expect = malloc(count * sizeof(*expect) + 1);
     char label[160];
@@ -51,19 +63,19 @@ static void check_case(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count
     size_t bad = count;
     uint64_t bad_got = 0;
 
-    snprintf(label, sizeof(label), "%s %s, %d inputs, count %zu, dst ", weft_dtype_name(dtype),
-             weft_op_name(op), nsrcs, count);
+    snprintf(label, sizeof(label), "%s %s, %d inputs, count %zu, trail %zu, dst ",
+             weft_dtype_name(dtype), weft_op_name(op), nsrcs, count, trail);
     if (dst_src == DST_DISTINCT) {
         strcat(label, "distinct");
     } else {
         snprintf(label + strlen(label), sizeof(label) - strlen(label), "= srcs[%d]", dst_src);
     }
-    cr_assert(own != NULL && expect != NULL);
-    memset(own, 0xa5, bytes + GUARD);
+    cr_assert(own_raw != NULL && expect != NULL);
     for (int j = 0; j < nsrcs; j++) {
-        in[j] = malloc(bytes + GUARD);
+        raw[j] = malloc(bytes + GUARD + 4096);
+        in[j] = j > 0 && j == dst_src && trail > 0 ? placed(raw[j], in[0], trail) : raw[j];
         orig[j] = malloc(bytes + GUARD);
-        cr_assert(in[j] != NULL && orig[j] != NULL);
+        cr_assert(raw[j] != NULL && orig[j] != NULL);
         fill(dtype, in[j], count, (uint64_t)dtype << 40 | (uint64_t)op << 32 | (uint64_t)j);
         memset(in[j] + bytes, 0x5a, GUARD);
         memcpy(orig[j], in[j], bytes + GUARD);
@@ -71,6 +83,11 @@ static void check_case(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count
         if (j == dst_src) {
             dst = in[j];
         }
+    }
+    if (dst_src == DST_DISTINCT) {
+        own = trail > 0 ? placed(own_raw, in[0], trail) : own_raw;
+        memset(own, 0xa5, bytes + GUARD);
+        dst = own;
     }
     memcpy(dst_guard, dst + bytes, GUARD);
     for (size_t i = 0; i < count; i++) {
@@ -97,11 +114,16 @@ static void check_case(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count
                   "%s: input %d was modified", label, j);
     }
     for (int j = 0; j < nsrcs; j++) {
-        free(in[j]);
+        free(raw[j]);
         free(orig[j]);
     }
     free(expect);
-    free(own);
+    free(own_raw);
+}
+
+static void check_case(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count, int dst_src)
+{
+    check_case_at(dtype, op, nsrcs, count, dst_src, 0);
 }
 
 ParameterizedTestParameters(reduce, matches_reference)
@@ -135,6 +157,46 @@ ParameterizedTest(combo_t *c, reduce, matches_reference)
             for (int k = 0; k < 3 && k < nsrcs; k++) {
                 check_case(c->dtype, c->op, nsrcs, counts[b], k);
             }
+        }
+    }
+}
+
+/* A result that trails an input by a few bytes modulo 4 KiB (numpy's `np.empty_like(a)` next to
+ * a): reduced block by block through a buffer, with the same bits as straight into dst. */
+ParameterizedTestParameters(reduce, result_trailing_an_input)
+{
+    static combo_t combos[WEFT_DTYPE_COUNT * WEFT_OP_COUNT];
+    size_t n = 0;
+
+    for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
+        for (int o = 0; o < WEFT_OP_COUNT; o++) {
+            int arithmetic =
+                o == WEFT_SUM || o == WEFT_PROD || o == WEFT_MIN || o == WEFT_MAX || o == WEFT_AVG;
+
+            if (arithmetic || !is_float((weft_dtype_t)d)) {
+                combos[n++] = (combo_t){.dtype = (weft_dtype_t)d, .op = (weft_op_t)o};
+            }
+        }
+    }
+    return cr_make_param_array(combo_t, combos, n);
+}
+
+ParameterizedTest(combo_t *c, reduce, result_trailing_an_input)
+{
+    static const size_t trails[] = {16, 64, 120};
+    static const int nsrcs_list[] = {2, 3, 7};
+    const size_t count = 40009; /* several 16 KiB blocks and a partial one, for every size */
+
+    for (size_t t = 0; t < sizeof(trails) / sizeof(trails[0]); t++) {
+        for (size_t a = 0; a < sizeof(nsrcs_list) / sizeof(nsrcs_list[0]); a++) {
+            uint64_t before = weft__host_reduce_staged();
+
+            check_case_at(c->dtype, c->op, nsrcs_list[a], count, DST_DISTINCT, trails[t]);
+            cr_assert_eq(weft__host_reduce_staged(), before + 1,
+                         "%s %s: a result %zu bytes past an input did not go through the buffer",
+                         weft_dtype_name(c->dtype), weft_op_name(c->op), trails[t]);
+            check_case_at(c->dtype, c->op, nsrcs_list[a], count, 1, trails[t]); /* in place */
+            cr_assert_eq(weft__host_reduce_staged(), before + 2);
         }
     }
 }
