@@ -21,7 +21,8 @@
  *   (one-phase data of up to 8 bytes per rank, in host memory, goes in the
  *   rank's control line instead of its slot: the flag a reader waits for
  *   brings it along; allreduce, reduce, allgather, bcast, gather)
- *   reduce: as allreduce, only root copies out (small: root reduces all)
+ *   reduce: as allreduce, only root copies out, the others' slices (its own it
+ *       reduces into dst; small: root reduces all)
  *   barrier: publish | wait all
  *   gather: copy my block in | root waits all and copies every slot out
  *   scatter: root copies every block's piece into its slot, piece q at
@@ -321,7 +322,11 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
                     srcs[k++] = SLOT(o, q, R) + off;
                 }
             }
-            status = weft__shm_op_reduce_many(o, SLOT(o, me, R) + off, srcs, L, cnt);
+            /* a reduce's root reduces its slice straight into its result: nobody reads it */
+            status = weft__shm_op_reduce_many(
+                o, o->kind == OP_REDUCE2 && me == o->root ? o->dst + e0 * es + off
+                                                          : SLOT(o, me, R) + off,
+                srcs, L, cnt);
         }
         weft__shm_op_publish(o, R, 2);
         o->phase = 2;
@@ -344,7 +349,7 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
         for (int q = 0; q < L && status == WEFT_OK; q++) {
             size_t off = weft__block_start(n, L, q);
 
-            if (q != me || o->kind != OP_ALLREDUCE2) {
+            if (q != me) { /* my slice is in dst already */
                 status = copy_out(o, o->dst + (e0 + off) * es, SLOT(o, q, R) + off * es,
                                   weft__block_count(n, L, q));
             }
