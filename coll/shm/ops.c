@@ -323,10 +323,11 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
                 }
             }
             /* a reduce's root reduces its slice straight into its result: nobody reads it */
-            status = weft__shm_op_reduce_many(
-                o, o->kind == OP_REDUCE2 && me == o->root ? o->dst + e0 * es + off
-                                                          : SLOT(o, me, R) + off,
-                srcs, L, cnt);
+            status = weft__shm_op_reduce_many(o,
+                                              o->kind == OP_REDUCE2 && me == o->root
+                                                  ? o->dst + e0 * es + off
+                                                  : SLOT(o, me, R) + off,
+                                              srcs, L, cnt);
         }
         weft__shm_op_publish(o, R, 2);
         o->phase = 2;
