@@ -23,6 +23,20 @@ _Static_assert(WEFT_COLL_KIND_COUNT <= sizeof(((struct weft_comm *)0)->coll->las
                                            sizeof(((struct weft_comm *)0)->coll->last_choice[0]),
                "a communicator remembers one choice per collective");
 
+/* WEFT_SHM_CMA: a size, inf or auto */
+static weft_status_t parse_cma(const char *text, void *dst)
+{
+    if (strcmp(text, "auto") == 0) {
+        *(size_t *)dst = WEFT_SHM_CMA_AUTO;
+        return WEFT_OK;
+    }
+    if (weft__config_parse_size_inf(text, dst) != WEFT_OK) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "'%s' is not a size, inf or auto (expected e.g. 1m, inf, auto)", text);
+    }
+    return WEFT_OK;
+}
+
 static const weft_config_entry_t coll_entries[] = {
     {"RING_FRAG_SIZE", "256k",
      "bytes per fragment in ring algorithms: fragments of a block move and reduce "
@@ -83,11 +97,13 @@ static const weft_config_entry_t coll_entries[] = {
      "shared-memory allreduce and reduce up to this many bytes: one phase (every rank "
      "reduces every rank's data); above: each rank reduces one slice, then all copy",
      weft__config_parse_size, offsetof(weft_coll_config_t, shm_small)},
-    {"SHM_CMA", "inf",
-     "shared-memory allreduce from this many bytes up reads the other local ranks' buffers "
-     "directly (process_vm_readv, one copy) where the kernel allows it; inf: never (the "
-     "default: on the machines measured so far, staging through the segment was faster)",
-     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma)},
+    {"SHM_CMA", "auto",
+     "shared-memory allreduce of host buffers from this many bytes up to WEFT_SHM_STREAM "
+     "reads the other local ranks' buffers directly (process_vm_readv, one copy instead of "
+     "two through the segment) where the kernel allows it; auto: from 1m where the machine "
+     "has a core for every rank of the communicator, never where ranks outnumber cores; "
+     "inf: never",
+     parse_cma, offsetof(weft_coll_config_t, shm_cma)},
     {"SHM_CMA_COPY", "inf",
      "shared-memory bcast of host buffers from this many bytes up: every rank reads the "
      "root's buffer where it is (process_vm_readv, one copy instead of two through the "

@@ -787,15 +787,29 @@ static op_kind_t alltoall_kind(const weft_shm_t *shm, weft_memtype_t memtype, co
                : OP_ALLTOALL;
 }
 
+/* Bytes from which an allreduce of host buffers reads the peers' (WEFT_SHM_CMA). */
+static size_t cma_allreduce_from(int oversubscribed)
+{
+    size_t from = weft__coll_config.shm_cma;
+
+    return from != WEFT_SHM_CMA_AUTO ? from : oversubscribed ? SIZE_MAX : WEFT_SHM_CMA_AUTO_FROM;
+}
+
 /* The operation that serves a vector collective of `bytes` on this node. */
 static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_t bytes,
-                             weft_memtype_t memtype)
+                             weft_memtype_t memtype, int oversubscribed)
 {
     int one = bytes <= weft__coll_config.shm_small;
 
     switch (kind) {
     case WEFT_COLL_ALLREDUCE:
-        if (shm->cma && memtype == WEFT_MEM_HOST && bytes >= weft__coll_config.shm_cma) {
+        /* single copy (WEFT_SHM_CMA): measured at np 2, 1-4 MiB, 0.62-0.91 of Open MPI's time
+         * -> 0.48-0.69 for numpy arrays, 0.75-0.80 -> 0.75-0.77 for weft_bench's buffers; with
+         * ranks outnumbering cores (np 4 on 2) 0.64-0.69 -> 0.81-0.91: each chunk waits for
+         * the peers that reduce it. From WEFT_SHM_STREAM the staged rounds stream the result
+         * out and win (16-32 MiB: 0.34-0.36 against 0.47-0.50). */
+        if (shm->cma && memtype == WEFT_MEM_HOST && bytes >= cma_allreduce_from(oversubscribed) &&
+            bytes < weft__coll_config.shm_stream) {
             return OP_ALLREDUCE_CMA;
         }
         if (use_ipc(shm, memtype)) {
@@ -824,8 +838,10 @@ static void vector_init(shm_op_t *o, int root, const void *src, void *dst, size_
 static int vector_add(weft_sched_t *s, weft_shm_t *shm, weft_coll_kind_t kind, int root,
                       const void *src, void *dst, size_t count, size_t esize)
 {
-    shm_op_t *o =
-        op_new(s, shm, vector_kind(shm, kind, count * esize, weft__sched_dev(s)->memtype), esize);
+    shm_op_t *o = op_new(s, shm,
+                         vector_kind(shm, kind, count * esize, weft__sched_dev(s)->memtype,
+                                     weft__sched_comm(s)->oversubscribed),
+                         esize);
 
     if (o != NULL) {
         vector_init(o, root, src, dst, count);
@@ -1053,8 +1069,9 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
     case WEFT_COLL_REDUCE:
     case WEFT_COLL_BCAST:
     case WEFT_COLL_BARRIER:
-        op_init(&o, shm, vector_kind(shm, a->kind, a->count * a->esize, dev->memtype), a->esize,
-                desc, dev);
+        op_init(&o, shm,
+                vector_kind(shm, a->kind, a->count * a->esize, dev->memtype, comm->oversubscribed),
+                a->esize, desc, dev);
         /* bcast: the root's data is its dst, like everyone's result */
         vector_init(&o, a->root, a->kind == WEFT_COLL_BCAST ? a->dst : a->src, a->dst, a->count);
         break;

@@ -608,11 +608,11 @@ Test(segment, handoff_measured, .timeout = 60)
         }
         /* more ranks than cores: WEFT_COST_OVERSUB_US on messages, WEFT_COST_OVERSUB_SHM_US
          * on the segment's handoffs */
-        cr_expect(fabs(hs.oversub_alpha[r] - 42e-6) < 1e-12, "rank %d: alpha %g s, not 42 us",
-                  r, hs.oversub_alpha[r]);
+        cr_expect(fabs(hs.oversub_alpha[r] - 42e-6) < 1e-12, "rank %d: alpha %g s, not 42 us", r,
+                  hs.oversub_alpha[r]);
         cr_expect(fabs(hs.oversub_shm_alpha[r] - (hs.handoff[0] + 3e-6)) < 1e-12,
-                  "rank %d: handoff %g s, not the measured %g s + 3 us", r,
-                  hs.oversub_shm_alpha[r], hs.handoff[0]);
+                  "rank %d: handoff %g s, not the measured %g s + 3 us", r, hs.oversub_shm_alpha[r],
+                  hs.handoff[0]);
     }
     shared_done(&hs.sh);
     weft_finalize();
@@ -956,6 +956,73 @@ out:
 /* More local ranks than a reduction combines in one device call many
  * times over (machines with hundreds of cores run that many ranks per
  * node): 255, 256, 300 and 520 ranks on one node. */
+/* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
+ * from 1 MiB to below WEFT_SHM_STREAM (8 MiB), not where ranks outnumber cores. */
+typedef struct cma_default_shared {
+    shared_t sh;
+    int had_cma[2];
+    uint64_t read[2][5]; /* bytes read by process_vm_readv in each call below */
+} cma_default_shared_t;
+
+static void cma_default_body(weft_comm_t comm, int rank, void *arg)
+{
+    static const size_t sizes[] = {512u << 10, 1u << 20, 4u << 20, 8u << 20, 1u << 20};
+    cma_default_shared_t *cs = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    float *buf = malloc(8u << 20), *out = malloc(8u << 20);
+
+    if (buf == NULL || out == NULL || c->coll->shm == NULL) {
+        HARNESS_FAIL("rank %d: no memory or no segment", rank);
+        free(buf);
+        free(out);
+        return;
+    }
+    cs->had_cma[rank] = c->coll->shm->cma;
+    for (int k = 0; k < 5; k++) {
+        size_t n = sizes[k] / sizeof(float);
+        uint64_t before = c->coll->shm->cma_bytes;
+        int bad = 0;
+
+        c->oversubscribed = k == 4; /* the last call: more ranks than cores */
+        for (size_t i = 0; i < n; i++) {
+            buf[i] = (float)(val(k, rank, i));
+        }
+        EXPECT(weft_allreduce(buf, out, n, WEFT_FLOAT32, WEFT_SUM, comm) == WEFT_OK,
+               "rank %d: allreduce of %zu bytes: %s", rank, sizes[k], weft_last_error());
+        for (size_t i = 0; i < n && !bad; i++) {
+            bad = out[i] != (float)(val(k, 0, i) + val(k, 1, i));
+        }
+        EXPECT(!bad, "rank %d: allreduce of %zu bytes: wrong result", rank, sizes[k]);
+        cs->read[rank][k] = c->coll->shm->cma_bytes - before;
+    }
+    c->oversubscribed = 0;
+    free(buf);
+    free(out);
+}
+
+Test(segment, single_copy_allreduce_by_default, .timeout = 60)
+{
+    cma_default_shared_t cs = {0};
+
+    init();
+    cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:shm"), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO, "the default WEFT_SHM_CMA");
+    cr_assert_eq(weft__coll_config.shm_stream, (size_t)8 << 20, "the default WEFT_SHM_STREAM");
+    shared_init(&cs.sh, 2);
+    run_world(&cs.sh, 2, 21, cma_default_body);
+    for (int r = 0; r < 2; r++) {
+        cr_assert(cs.had_cma[r], "rank %d: in-process ranks may always read each other", r);
+        cr_expect_eq(cs.read[r][0], 0, "rank %d: 512 KiB staged, not read (%llu bytes)", r,
+                     (unsigned long long)cs.read[r][0]);
+        cr_expect_gt(cs.read[r][1], 0, "rank %d: 1 MiB read from the peer", r);
+        cr_expect_gt(cs.read[r][2], 0, "rank %d: 4 MiB read from the peer", r);
+        cr_expect_eq(cs.read[r][3], 0, "rank %d: 8 MiB (WEFT_SHM_STREAM) staged, not read", r);
+        cr_expect_eq(cs.read[r][4], 0, "rank %d: 1 MiB with more ranks than cores staged", r);
+    }
+    shared_done(&cs.sh);
+    weft_finalize();
+}
+
 Test(segment, hundreds_of_local_ranks, .timeout = 120)
 {
     static const int ps[] = {255, 256, 300, 520};

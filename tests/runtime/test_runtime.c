@@ -393,6 +393,30 @@ Test(tune, range_gap_falls_back_to_default, .init = clean_env)
     weft_finalize();
 }
 
+/* WEFT_SHM_CMA takes a size, inf or auto (the default); anything else is refused by name */
+Test(config, shm_cma_values, .init = clean_env_redirect)
+{
+    static const struct {
+        const char *text;
+        size_t value;
+    } ok[] = {{"auto", WEFT_SHM_CMA_AUTO}, {"inf", SIZE_MAX}, {"2m", 2u << 20}, {"0", 0}};
+
+    cr_assert_eq(weft_init(), WEFT_OK);
+    cr_assert_eq(weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO, "the default is auto");
+    weft_finalize();
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        setenv("WEFT_SHM_CMA", ok[i].text, 1);
+        cr_assert_eq(weft_init(), WEFT_OK, "WEFT_SHM_CMA=%s: %s", ok[i].text, weft_last_error());
+        cr_assert_eq(weft__coll_config.shm_cma, ok[i].value, "WEFT_SHM_CMA=%s", ok[i].text);
+        weft_finalize();
+    }
+    setenv("WEFT_SHM_CMA", "often", 1);
+    cr_assert_eq(weft_init(), WEFT_ERR_INVALID_ARG, "WEFT_SHM_CMA=often accepted");
+    cr_assert_not_null(strstr(weft_last_error(), "WEFT_SHM_CMA"), "%s", weft_last_error());
+    cr_assert_not_null(strstr(weft_last_error(), "auto"), "%s", weft_last_error());
+    unsetenv("WEFT_SHM_CMA");
+}
+
 Test(tune, finalize_forgets_rules, .init = clean_env)
 {
     const weft_coll_algo_t *def = weft__coll_select(WEFT_COLL_ALLREDUCE, 8, 4);
