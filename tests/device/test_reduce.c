@@ -126,9 +126,9 @@ static void check_case(weft_dtype_t dtype, weft_op_t op, int nsrcs, size_t count
     check_case_at(dtype, op, nsrcs, count, dst_src, 0);
 }
 
-ParameterizedTestParameters(reduce, matches_reference)
+/* Every valid (dtype, op), into combos; returns how many. */
+static size_t valid_combos(combo_t *combos)
 {
-    static combo_t combos[WEFT_DTYPE_COUNT * WEFT_OP_COUNT];
     size_t n = 0;
 
     for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
@@ -141,6 +141,14 @@ ParameterizedTestParameters(reduce, matches_reference)
             }
         }
     }
+    return n;
+}
+
+ParameterizedTestParameters(reduce, matches_reference)
+{
+    static combo_t combos[WEFT_DTYPE_COUNT * WEFT_OP_COUNT];
+    size_t n = valid_combos(combos);
+
     return cr_make_param_array(combo_t, combos, n);
 }
 
@@ -166,18 +174,8 @@ ParameterizedTest(combo_t *c, reduce, matches_reference)
 ParameterizedTestParameters(reduce, result_trailing_an_input)
 {
     static combo_t combos[WEFT_DTYPE_COUNT * WEFT_OP_COUNT];
-    size_t n = 0;
+    size_t n = valid_combos(combos);
 
-    for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
-        for (int o = 0; o < WEFT_OP_COUNT; o++) {
-            int arithmetic =
-                o == WEFT_SUM || o == WEFT_PROD || o == WEFT_MIN || o == WEFT_MAX || o == WEFT_AVG;
-
-            if (arithmetic || !is_float((weft_dtype_t)d)) {
-                combos[n++] = (combo_t){.dtype = (weft_dtype_t)d, .op = (weft_op_t)o};
-            }
-        }
-    }
     return cr_make_param_array(combo_t, combos, n);
 }
 
