@@ -63,11 +63,14 @@
 /* A result that trails an input by less than this many bytes modulo 4 KiB goes through a
  * buffer (reduce_staged): measured on a Xeon, a float32 sum of 1 MiB into a result 16 bytes
  * past an input's address modulo 4 KiB ran at 1.7 GB/s (huge pages; 6.8 with 4 KiB pages)
- * against 8.3, 32 bytes 3.3, 64 bytes 6.2, from 128 bytes at full speed. numpy arrays allocated
+ * against 8.3, 32 bytes 3.3, 64 bytes 6.2, from 128 bytes at full speed; 2-16 KiB in the
+ * caches 16x slower (1.6 against 17-30 GB/s). numpy arrays allocated
  * one after the other (`out = np.empty_like(a)`) sit 16 bytes apart so. */
 #define ALIAS_WINDOW 128
 /* Inputs the staged path takes (more: the direct loops) */
 #define STAGED_MAX_INPUTS 64
+/* Results from this many bytes take it (2 KiB trailing by 16 bytes: 1.3 us against 0.1) */
+#define STAGED_MIN_BYTES 256
 
 static atomic_uint_fast64_t staged_calls;
 
@@ -630,7 +633,7 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
         }
         return WEFT_OK;
     }
-    if (nsrcs <= STAGED_MAX_INPUTS && count * weft_dtype_size(dtype) > BLOCK_BYTES &&
+    if (nsrcs <= STAGED_MAX_INPUTS && count * weft_dtype_size(dtype) >= STAGED_MIN_BYTES &&
         trails(dst, srcs, nsrcs)) {
         reduce_staged(k, dst, srcs, nsrcs, count, dtype, op);
         return WEFT_OK;

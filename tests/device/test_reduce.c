@@ -183,18 +183,30 @@ ParameterizedTest(combo_t *c, reduce, result_trailing_an_input)
 {
     static const size_t trails[] = {16, 64, 120};
     static const int nsrcs_list[] = {2, 3, 7};
-    const size_t count = 40009; /* several 16 KiB blocks and a partial one, for every size */
+    /* several 16 KiB blocks and a partial one, for every size; 256 bytes, the least staged */
+    const size_t counts[] = {40009, 256 / weft_dtype_size(c->dtype)};
 
     for (size_t t = 0; t < sizeof(trails) / sizeof(trails[0]); t++) {
         for (size_t a = 0; a < sizeof(nsrcs_list) / sizeof(nsrcs_list[0]); a++) {
-            uint64_t before = weft__host_reduce_staged();
+            for (size_t b = 0; b < 2; b++) {
+                uint64_t before = weft__host_reduce_staged();
 
-            check_case_at(c->dtype, c->op, nsrcs_list[a], count, DST_DISTINCT, trails[t]);
-            cr_assert_eq(weft__host_reduce_staged(), before + 1,
-                         "%s %s: a result %zu bytes past an input did not go through the buffer",
-                         weft_dtype_name(c->dtype), weft_op_name(c->op), trails[t]);
-            check_case_at(c->dtype, c->op, nsrcs_list[a], count, 1, trails[t]); /* in place */
-            cr_assert_eq(weft__host_reduce_staged(), before + 2);
+                check_case_at(c->dtype, c->op, nsrcs_list[a], counts[b], DST_DISTINCT, trails[t]);
+                cr_assert_eq(weft__host_reduce_staged(), before + 1,
+                             "%s %s, count %zu: a result %zu bytes past an input did not go "
+                             "through the buffer",
+                             weft_dtype_name(c->dtype), weft_op_name(c->op), counts[b], trails[t]);
+                check_case_at(c->dtype, c->op, nsrcs_list[a], counts[b], 1, trails[t]);
+                cr_assert_eq(weft__host_reduce_staged(), before + 2, "in place");
+            }
+            /* below 256 bytes: straight into dst */
+            {
+                uint64_t before = weft__host_reduce_staged();
+
+                check_case_at(c->dtype, c->op, nsrcs_list[a], 255 / weft_dtype_size(c->dtype),
+                              DST_DISTINCT, trails[t]);
+                cr_assert_eq(weft__host_reduce_staged(), before, "255 bytes were staged");
+            }
         }
     }
 }
