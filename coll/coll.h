@@ -178,13 +178,13 @@ static inline size_t weft__block_count(size_t count, int nblocks, int i)
     return weft__block_start(count, nblocks, i + 1) - weft__block_start(count, nblocks, i);
 }
 
-/* The collective module's settings. */
 /* WEFT_SHM_CMA=auto (weft_coll_config_t.shm_cma): single-copy allreduce from
  * WEFT_SHM_CMA_AUTO_FROM bytes where the ranks have a core each, never where they outnumber
  * the cores (coll/shm/ops.c) */
 #define WEFT_SHM_CMA_AUTO (SIZE_MAX - 1)
 #define WEFT_SHM_CMA_AUTO_FROM ((size_t)1 << 20)
 
+/* The collective module's settings. */
 typedef struct weft_coll_config {
     size_t ring_frag_size; /* bytes per pipelined fragment of ring algorithms */
     int spin_us;           /* busy-polling before a waiting rank yields its core */

@@ -19,8 +19,8 @@
  * A result that trails an input by a few bytes modulo 4 KiB (ALIAS_WINDOW) is made block by
  * block in a buffer placed apart from every input and copied into dst (reduce_staged): the CPU
  * takes each load of the input that follows a store to dst with the same low address bits for
- * a read of that store and waits for it, up to 4x slower (10x for data in cache) with huge
- * pages, where numpy puts its large arrays, one after the other 16 bytes apart.
+ * a read of that store and waits for it, up to 4x slower (16x for data in the caches) with
+ * huge pages, where numpy puts its large arrays, one after the other 16 bytes apart.
  *
  * Order: inputs are combined in index order, ((s0 op s1) op s2) ..., whichever input dst
  * aliases, because float sums and products round differently in another order and every rank
@@ -64,8 +64,8 @@
  * buffer (reduce_staged): measured on a Xeon, a float32 sum of 1 MiB into a result 16 bytes
  * past an input's address modulo 4 KiB ran at 1.7 GB/s (huge pages; 6.8 with 4 KiB pages)
  * against 8.3, 32 bytes 3.3, 64 bytes 6.2, from 128 bytes at full speed; 2-16 KiB in the
- * caches 16x slower (1.6 against 17-30 GB/s). numpy arrays allocated
- * one after the other (`out = np.empty_like(a)`) sit 16 bytes apart so. */
+ * caches 16x slower (1.6 against 17-30 GB/s). numpy arrays allocated one after the other
+ * (`out = np.empty_like(a)`) sit 16 bytes apart so. */
 #define ALIAS_WINDOW 128
 /* Inputs the staged path takes (more: the direct loops) */
 #define STAGED_MAX_INPUTS 64
@@ -602,46 +602,6 @@ static void reduce_half(const kernel_t *k, const half_format_t *format, void *ds
     }
 }
 
-static void reduce_any(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
-                       size_t count, weft_dtype_t dtype, weft_op_t op);
-static int trails(const void *dst, const void *const *srcs, int nsrcs);
-static void reduce_staged(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
-                          size_t count, weft_dtype_t dtype, weft_op_t op);
-
-weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, size_t count,
-                                weft_dtype_t dtype, weft_op_t op)
-{
-    const kernel_t *k = NULL;
-
-    if ((unsigned)dtype < WEFT_DTYPE_COUNT && (unsigned)op < WEFT_OP_COUNT) {
-        k = kernels[dtype][op];
-    }
-    if (k == NULL) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "host reduce: op %s is not defined for dtype %s",
-                           weft_op_name(op), weft_dtype_name(dtype));
-    }
-    if (nsrcs < 1) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "host reduce: %d inputs, at least 1 needed",
-                           nsrcs);
-    }
-    if (count == 0) {
-        return WEFT_OK;
-    }
-    if (nsrcs == 1) {
-        if (dst != srcs[0]) {
-            memcpy(dst, srcs[0], count * weft_dtype_size(dtype));
-        }
-        return WEFT_OK;
-    }
-    if (nsrcs <= STAGED_MAX_INPUTS && count * weft_dtype_size(dtype) >= STAGED_MIN_BYTES &&
-        trails(dst, srcs, nsrcs)) {
-        reduce_staged(k, dst, srcs, nsrcs, count, dtype, op);
-        return WEFT_OK;
-    }
-    reduce_any(k, dst, srcs, nsrcs, count, dtype, op);
-    return WEFT_OK;
-}
-
 /* The reduction of count elements into dst by the loops of dtype. */
 static void reduce_any(const kernel_t *k, void *dst, const void *const *srcs, int nsrcs,
                        size_t count, weft_dtype_t dtype, weft_op_t op)
@@ -714,6 +674,40 @@ static void reduce_staged(const kernel_t *k, void *dst, const void *const *srcs,
         memcpy((char *)dst + off * size, tmp, len * size);
     }
     atomic_fetch_add_explicit(&staged_calls, 1, memory_order_relaxed);
+}
+
+weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, size_t count,
+                                weft_dtype_t dtype, weft_op_t op)
+{
+    const kernel_t *k = NULL;
+
+    if ((unsigned)dtype < WEFT_DTYPE_COUNT && (unsigned)op < WEFT_OP_COUNT) {
+        k = kernels[dtype][op];
+    }
+    if (k == NULL) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "host reduce: op %s is not defined for dtype %s",
+                           weft_op_name(op), weft_dtype_name(dtype));
+    }
+    if (nsrcs < 1) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "host reduce: %d inputs, at least 1 needed",
+                           nsrcs);
+    }
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    if (nsrcs == 1) {
+        if (dst != srcs[0]) {
+            memcpy(dst, srcs[0], count * weft_dtype_size(dtype));
+        }
+        return WEFT_OK;
+    }
+    if (nsrcs <= STAGED_MAX_INPUTS && count * weft_dtype_size(dtype) >= STAGED_MIN_BYTES &&
+        trails(dst, srcs, nsrcs)) {
+        reduce_staged(k, dst, srcs, nsrcs, count, dtype, op);
+        return WEFT_OK;
+    }
+    reduce_any(k, dst, srcs, nsrcs, count, dtype, op);
+    return WEFT_OK;
 }
 
 uint64_t weft__host_reduce_staged(void)

@@ -953,9 +953,6 @@ out:
     free(out);
 }
 
-/* More local ranks than a reduction combines in one device call many
- * times over (machines with hundreds of cores run that many ranks per
- * node): 255, 256, 300 and 520 ranks on one node. */
 /* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
  * from 1 MiB to below WEFT_SHM_STREAM (8 MiB), not where ranks outnumber cores. */
 typedef struct cma_default_shared {
@@ -1023,6 +1020,9 @@ Test(segment, single_copy_allreduce_by_default, .timeout = 60)
     weft_finalize();
 }
 
+/* More local ranks than a reduction combines in one device call many
+ * times over (machines with hundreds of cores run that many ranks per
+ * node): 255, 256, 300 and 520 ranks on one node. */
 Test(segment, hundreds_of_local_ranks, .timeout = 120)
 {
     static const int ps[] = {255, 256, 300, 520};
