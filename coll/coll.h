@@ -178,11 +178,18 @@ static inline size_t weft__block_count(size_t count, int nblocks, int i)
     return weft__block_start(count, nblocks, i + 1) - weft__block_start(count, nblocks, i);
 }
 
+/* A size setting given as "auto" (coll/select.c): the code that reads it decides. */
+#define WEFT_CONFIG_AUTO (SIZE_MAX - 1)
+
 /* WEFT_SHM_CMA=auto (weft_coll_config_t.shm_cma): single-copy allreduce from
  * WEFT_SHM_CMA_AUTO_FROM bytes where the ranks have a core each, never where they outnumber
  * the cores (coll/shm/ops.c) */
-#define WEFT_SHM_CMA_AUTO (SIZE_MAX - 1)
+#define WEFT_SHM_CMA_AUTO WEFT_CONFIG_AUTO
 #define WEFT_SHM_CMA_AUTO_FROM ((size_t)1 << 20)
+
+/* WEFT_HIER_LEADER=auto (weft_coll_config_t.hier_leader): the hierarchical bcast
+ * takes whichever form the cost model predicts cheaper (coll/cost.c) */
+#define WEFT_HIER_LEADER_AUTO WEFT_CONFIG_AUTO
 
 /* The collective module's settings. */
 typedef struct weft_coll_config {
@@ -207,6 +214,7 @@ typedef struct weft_coll_config {
     size_t shm_cma_allgather; /* single-copy shared-memory allgather from here (the result) */
     size_t shm_cma_alltoall;  /* single-copy shared-memory alltoall from blocks of this size */
     size_t shm_stream;        /* shared-memory allreduce results from here past the caches */
+    size_t hier_leader;       /* hierarchical bcast up to here: the root's rail carries it all */
     int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */
 } weft_coll_config_t;
 
@@ -225,6 +233,8 @@ weft_status_t weft__allgather_ring(weft_sched_t *s, const weft_coll_args_t *a);
  * they cannot run they build the cheapest point-to-point algorithm. */
 weft_status_t weft__shm_build(weft_sched_t *s, const weft_coll_args_t *a);
 weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a);
+/* Hierarchical bcast schedules built in the leader form since the process started (tests). */
+unsigned long weft__hier_leader_builds(void);
 /* The ordered reductions of the reproducible mode (allreduce, reduce,
  * reduce_scatter, reduce_scatter_v; coll/ordered/ordered.c). */
 weft_status_t weft__ordered_build(weft_sched_t *s, const weft_coll_args_t *a);

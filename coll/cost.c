@@ -237,22 +237,76 @@ static double inner(const weft_cost_params_t *c, weft_coll_kind_t kind, double n
     return best < 0 ? 0 : best;
 }
 
-/* Called only on N = c->nodes nodes of L = c->local ranks with shared memory
- * (the row's layout), p = N L. */
-double weft__cost_hier_allreduce(const weft_cost_params_t *c, double n, int p)
+/*
+ * Called only on N = c->nodes nodes of L = c->local ranks with shared memory
+ * (the row's layout), p = N L.
+ *
+ * The sliced forms run a phase on every rail at once, each on n/L bytes; where the ranks
+ * outnumber the cores (c->oversubscribed) the rails of a node share the cores: their messages
+ * wait for each other (the phase's latency, its time for no bytes, counts L times) while their
+ * transfers still overlap (measured across two simulated hosts of two ranks on two cores: the
+ * leader forms below faster up to 256 KiB, the sliced ones from 4 MiB). Allreduce and bcast
+ * also have a leader form for small vectors: the node's data on one rank, the whole vector over
+ * one rail, one shm step to give it out (coll/hier/hier.c).
+ */
+static double rail_phase(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
+{
+    int L = c->local;
+    double t = inner(c, kind, n / L, c->nodes);
+
+    return c->oversubscribed ? t + (L - 1) * inner(c, kind, 0, c->nodes) : t;
+}
+
+static double hier_sliced(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
 {
     int L = c->local;
 
+    if (kind == WEFT_COLL_ALLREDUCE) {
+        return shm_rs_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
+    }
+    /* bcast: shm bcast on the root's node, a slice down each rail, shm allgather elsewhere */
+    return shm_bcast_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
+}
+
+static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
+{
+    int L = c->local;
+
+    if (kind == WEFT_COLL_ALLREDUCE) {
+        /* shm reduce (modelled as the shm allreduce), allreduce on rail 0, shm bcast */
+        return shm_allreduce_in(c, n, L) + inner(c, kind, n, c->nodes) + shm_bcast_in(c, n, L);
+    }
+    return inner(c, kind, n, c->nodes) + shm_bcast_in(c, n, L);
+}
+
+int weft__cost_hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
+{
+    size_t upto = weft__coll_config.hier_leader;
+
+    if (kind != WEFT_COLL_ALLREDUCE && kind != WEFT_COLL_BCAST) {
+        return 0;
+    }
+    if (upto == WEFT_HIER_LEADER_AUTO) {
+        return hier_leader(c, kind, n) < hier_sliced(c, kind, n);
+    }
+    return upto == SIZE_MAX || n <= (double)upto;
+}
+
+static double hier_two_forms(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
+{
+    return weft__cost_hier_leader(c, kind, n) ? hier_leader(c, kind, n) : hier_sliced(c, kind, n);
+}
+
+double weft__cost_hier_allreduce(const weft_cost_params_t *c, double n, int p)
+{
     (void)p;
-    return shm_rs_in(c, n, L) + inner(c, WEFT_COLL_ALLREDUCE, n / L, c->nodes) + shm_ag_in(c, n, L);
+    return hier_two_forms(c, WEFT_COLL_ALLREDUCE, n);
 }
 
 double weft__cost_hier_bcast(const weft_cost_params_t *c, double n, int p)
 {
-    int L = c->local;
-
     (void)p;
-    return shm_bcast_in(c, n, L) + inner(c, WEFT_COLL_BCAST, n / L, c->nodes) + shm_ag_in(c, n, L);
+    return hier_two_forms(c, WEFT_COLL_BCAST, n);
 }
 
 double weft__cost_hier_rs(const weft_cost_params_t *c, double n, int p)
@@ -261,8 +315,7 @@ double weft__cost_hier_rs(const weft_cost_params_t *c, double n, int p)
 
     (void)p;
     /* a local copy puts each rail's blocks together first */
-    return n * c->shm_copy + shm_rs_in(c, n, L) +
-           inner(c, WEFT_COLL_REDUCE_SCATTER, n / L, c->nodes);
+    return n * c->shm_copy + shm_rs_in(c, n, L) + rail_phase(c, WEFT_COLL_REDUCE_SCATTER, n);
 }
 
 double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)
@@ -270,7 +323,7 @@ double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)
     int L = c->local;
 
     (void)p;
-    return inner(c, WEFT_COLL_ALLGATHER, n / L, c->nodes) + shm_ag_in(c, n, L) + n * c->shm_copy;
+    return rail_phase(c, WEFT_COLL_ALLGATHER, n) + shm_ag_in(c, n, L) + n * c->shm_copy;
 }
 
 /* The ordered reductions (coll/ordered/ordered.c): blocks straight to
@@ -322,7 +375,9 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
             params->shm_alpha = comm->coll->cost_shm_alpha;
         }
     }
-    if (comm->oversubscribed) {
+    if (comm->oversubscribed_any) {
+        /* alike on every rank, so that they choose alike */
+        params->oversubscribed = 1;
         /* every message may wait for the receiver to get a core back */
         params->alpha += weft__coll_config.cost_oversub_us * 1e-6;
         params->shm_alpha += weft__coll_config.cost_oversub_shm_us * 1e-6;
@@ -398,6 +453,18 @@ double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t
     return algo->cost(params, (double)bytes, nranks);
 }
 
+/* weft_info --explain: which form of a hierarchical row the parameters take */
+static const char *form_note(const weft_coll_algo_t *a, const weft_cost_params_t *c, size_t bytes)
+{
+    if (a->layout != WEFT_COLL_LAYOUT_NODES ||
+        (a->kind != WEFT_COLL_ALLREDUCE && a->kind != WEFT_COLL_BCAST)) {
+        return "";
+    }
+    return weft__cost_hier_leader(c, a->kind, (double)bytes)
+               ? "    (leader form: one rail carries it all; WEFT_HIER_LEADER)"
+               : "    (sliced: a slice on every rail; WEFT_HIER_LEADER)";
+}
+
 const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, int nranks,
                                           const weft_cost_params_t *params, FILE *explain)
 {
@@ -429,7 +496,8 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
                 fprintf(explain, "  %-24s %14s    (not here: needs %s)\n", a->name, "-",
                         weft__coll_layout_name(a->layout));
             } else {
-                fprintf(explain, "  %-24s %14.3f us\n", a->name, t * 1e6);
+                fprintf(explain, "  %-24s %14.3f us%s\n", a->name, t * 1e6,
+                        form_note(a, params, bytes));
             }
         }
         if (t >= 0 && (best == NULL || t < best_t)) {

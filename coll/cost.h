@@ -31,6 +31,7 @@ typedef struct weft_cost_params {
     int local; /* ranks per node (uniform), 1 when ranks are alone or not uniform */
     int shm;   /* the communicator has shared memory on every node */
     int flat_only;
+    int oversubscribed; /* this machine runs more of the ranks than the cores they may run on */
     double shm_alpha;   /* s per flag handoff through shared memory */
     double shm_copy;    /* s per byte copied through shared memory */
     size_t shm_slot;    /* bytes per rank and round */
@@ -64,6 +65,11 @@ int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *para
  * algorithm cannot run with these parameters (weft__cost_fits). */
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
                           size_t bytes, int nranks);
+
+/* Whether the hierarchical allreduce or bcast of n bytes runs its leader form (the whole vector
+ * over one rail, coll/hier/hier.c; 0 for the other collectives): WEFT_HIER_LEADER, auto: the
+ * cheaper form by these parameters (which every rank of a communicator has alike). */
+int weft__cost_hier_leader(const weft_cost_params_t *params, weft_coll_kind_t kind, double n);
 
 /* The selection: first matching WEFT_TUNE rule, else the cheapest modelled
  * algorithm (the first registered on ties). With explain != NULL, one line

@@ -68,9 +68,11 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_allreduce,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "shm reduce-scatter + best allreduce of n/L on N ranks + shm allgather",
-     .desc =
-         "shm reduce-scatter, allreduce of each slice on its rail (all at once), shm allgather"},
+     .model = "min(shm reduce-scatter + rails(best allreduce of n/L on N ranks) + shm allgather, "
+              "shm reduce + best allreduce of n on N ranks + shm bcast); rails(x): x, plus (L-1) "
+              "times x for 0 bytes where ranks outnumber cores",
+     .desc = "shm reduce-scatter, allreduce of each slice on its rail (all at once), shm "
+             "allgather; small n (WEFT_HIER_LEADER): shm reduce, allreduce on one rail, shm bcast"},
     {.name = "ordered",
      .kind = WEFT_COLL_ALLREDUCE,
      .build = weft__ordered_build,
@@ -111,7 +113,7 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_rs,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "n c + shm reduce-scatter + best reduce_scatter of n/L on N ranks",
+     .model = "n c + shm reduce-scatter + rails(best reduce_scatter of n/L on N ranks)",
      .desc = "blocks grouped by rail, shm reduce-scatter, reduce_scatter on every rail at once"},
     {.name = "ordered",
      .kind = WEFT_COLL_REDUCE_SCATTER,
@@ -161,7 +163,7 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_ag,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "best allgather of n/L on N ranks + shm allgather + n c",
+     .model = "rails(best allgather of n/L on N ranks) + shm allgather + n c",
      .desc = "allgather on every rail at once, shm allgather, a local copy into rank order"},
 
     /* bcast */
@@ -193,8 +195,11 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_bcast,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "shm bcast + best bcast of n/L on N ranks + shm allgather",
-     .desc = "shm bcast on the root's node, a slice down every rail, shm allgather elsewhere"},
+     .model = "min(shm bcast + rails(best bcast of n/L on N ranks) + shm allgather, best bcast "
+              "of n on N ranks + shm bcast)",
+     .desc = "shm bcast on the root's node, a slice down every rail, shm allgather elsewhere; "
+             "small n (WEFT_HIER_LEADER): the root's rail carries it all, then a shm bcast "
+             "per node"},
 
     /* reduce */
     {.name = "binomial",

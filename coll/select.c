@@ -23,11 +23,11 @@ _Static_assert(WEFT_COLL_KIND_COUNT <= sizeof(((struct weft_comm *)0)->coll->las
                                            sizeof(((struct weft_comm *)0)->coll->last_choice[0]),
                "a communicator remembers one choice per collective");
 
-/* WEFT_SHM_CMA: a size, inf or auto */
-static weft_status_t parse_cma(const char *text, void *dst)
+/* WEFT_SHM_CMA, WEFT_HIER_LEADER: a size, inf or auto */
+static weft_status_t parse_size_auto(const char *text, void *dst)
 {
     if (strcmp(text, "auto") == 0) {
-        *(size_t *)dst = WEFT_SHM_CMA_AUTO;
+        *(size_t *)dst = WEFT_CONFIG_AUTO;
         return WEFT_OK;
     }
     if (weft__config_parse_size_inf(text, dst) != WEFT_OK) {
@@ -103,7 +103,7 @@ static const weft_config_entry_t coll_entries[] = {
      "two through the segment) where the kernel allows it; auto: from 1m where the machine "
      "has a core for every rank of the communicator, never where ranks outnumber cores; "
      "inf: never",
-     parse_cma, offsetof(weft_coll_config_t, shm_cma)},
+     parse_size_auto, offsetof(weft_coll_config_t, shm_cma)},
     {"SHM_CMA_COPY", "inf",
      "shared-memory bcast of host buffers from this many bytes up: every rank reads the "
      "root's buffer where it is (process_vm_readv, one copy instead of two through the "
@@ -127,6 +127,13 @@ static const weft_config_entry_t coll_entries[] = {
      "its result with non-temporal stores: past the caches, which it would not stay in, "
      "without reading it first, leaving them to the segment's buffers; inf: never",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_stream)},
+    {"HIER_LEADER", "auto",
+     "hierarchical allreduce and bcast (several nodes) of up to this many bytes: one rail "
+     "carries the whole vector, one rank per node, which the node's data reaches and leaves "
+     "through shared memory (the form for latency); above, every rail carries a slice (the "
+     "form for bandwidth); auto: the form the cost model predicts cheaper; 0: never; inf: "
+     "always",
+     parse_size_auto, offsetof(weft_coll_config_t, hier_leader)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "
      "every element is combined in rank order, grouped alike, whatever the placement, the "

@@ -64,6 +64,8 @@ struct weft_comm {
     atomic_int pins;                /* the memory's (runtime/comm.h) */
     int oversubscribed;             /* more ranks on this machine than the cores they may run on
                                        (weft__machine_oversubscribed): yield, never spin */
+    int oversubscribed_any;         /* so on some machine of the communicator, alike on every
+                                       rank: what the cost model assumes (coll/cost.c) */
     double timeout_s;               /* weft_comm_set_timeout's, seconds; 0: WEFT_TIMEOUT's */
     weft_node_map_t *node;          /* where the ranks run (comm/node.h) */
     /* What the layers above keep per communicator, each in a struct only its

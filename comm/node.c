@@ -66,29 +66,75 @@ void weft__machine_info(weft_machine_info_t *info)
     }
 }
 
+static const weft_machine_info_t *info_at(const weft_machine_info_t *all, size_t stride, int r)
+{
+    return (const weft_machine_info_t *)((const char *)all + (size_t)r * stride);
+}
+
+/* cpus |= m's CPUs; returns how many cpus holds then */
+static int add_cpus(uint64_t *cpus, const weft_machine_info_t *m)
+{
+    int n = 0;
+
+    for (int w = 0; w < WEFT_CPU_WORDS; w++) {
+        cpus[w] |= m->cpus[w];
+        n += __builtin_popcountll(cpus[w]);
+    }
+    return n;
+}
+
 int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size, int rank)
 {
-    const weft_machine_info_t *mine =
-        (const weft_machine_info_t *)((const char *)all + (size_t)rank * stride);
+    const weft_machine_info_t *mine = info_at(all, stride, rank);
     uint64_t cpus[WEFT_CPU_WORDS] = {0};
     int ranks = 0, ncpus = 0;
 
     for (int r = 0; r < size; r++) {
-        const weft_machine_info_t *m =
-            (const weft_machine_info_t *)((const char *)all + (size_t)r * stride);
-
-        if (m->key != mine->key) {
-            continue;
+        if (info_at(all, stride, r)->key == mine->key) {
+            ranks++;
+            ncpus = add_cpus(cpus, info_at(all, stride, r));
         }
-        ranks++;
-        for (int w = 0; w < WEFT_CPU_WORDS; w++) {
-            cpus[w] |= m->cpus[w];
-        }
-    }
-    for (int w = 0; w < WEFT_CPU_WORDS; w++) {
-        ncpus += __builtin_popcountll(cpus[w]);
     }
     return ranks > ncpus;
+}
+
+typedef struct keyed {
+    uint64_t key;
+    int rank;
+} keyed_t;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed_t *x = a, *y = b;
+
+    return x->key != y->key ? (x->key < y->key ? -1 : 1) : 0;
+}
+
+int weft__machines_oversubscribed_any(const weft_machine_info_t *all, size_t stride, int size)
+{
+    keyed_t *k = malloc((size_t)(size > 0 ? size : 1) * sizeof(*k));
+    int any = 0;
+
+    if (k == NULL) {
+        return -1;
+    }
+    for (int r = 0; r < size; r++) {
+        k[r].key = info_at(all, stride, r)->key;
+        k[r].rank = r;
+    }
+    qsort(k, (size_t)size, sizeof(*k), cmp_keyed);
+    /* a machine's ranks are together now: the union of their masks against their count */
+    for (int i = 0, j; i < size && !any; i = j) {
+        uint64_t cpus[WEFT_CPU_WORDS] = {0};
+        int ncpus = 0;
+
+        for (j = i; j < size && k[j].key == k[i].key; j++) {
+            ncpus = add_cpus(cpus, info_at(all, stride, k[j].rank));
+        }
+        any = j - i > ncpus;
+    }
+    free(k);
+    return any;
 }
 
 void weft__node_map_free(weft_node_map_t *map)

@@ -65,5 +65,8 @@ void weft__machine_info(weft_machine_info_t *info);
  * core each are not oversubscribed, ranks of several containers on one
  * machine's cores may be. all: size records, stride bytes apart. */
 int weft__machine_oversubscribed(const weft_machine_info_t *all, size_t stride, int size, int rank);
+/* Whether that holds on any of the ranks' machines (the same answer on every rank that has the
+ * same records): what the cost model assumes, so that the ranks choose alike. -1 on no memory. */
+int weft__machines_oversubscribed_any(const weft_machine_info_t *all, size_t stride, int size);
 
 #endif /* WEFT_COMM_LAYER_NODE_H */

@@ -323,6 +323,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
     child->parent = comm;
     child->parent_rank = ep->map;
     child->oversubscribed = comm->oversubscribed;
+    child->oversubscribed_any = comm->oversubscribed_any; /* agreed in the parent */
     child->timeout_s = comm->timeout_s;
     weft__coll_set_reproducible(child, comm->coll->reproducible);
     child->coll->cost_measured = comm->coll->cost_measured;

@@ -61,6 +61,7 @@ weft_status_t weft__thread_world_comm(weft_loop_world_t *lw, weft_thread_boot_wo
         err_release_boot);
     /* every rank is a thread of this process */
     (*comm_p)->oversubscribed = size > weft__usable_cores();
+    (*comm_p)->oversubscribed_any = (*comm_p)->oversubscribed; /* one machine */
     return WEFT_OK;
 
 err_release_boot:

@@ -233,7 +233,12 @@ static weft_status_t comm_from_bootstrap(const weft_bootstrap_ops_t *boot, void 
                     err_release_ep);
     (*comm_p)->oversubscribed =
         weft__machine_oversubscribed(&infos[0].machine, sizeof(*infos), size, rank);
-    status = weft__node_map_create(keys, size, rank, weft__runtime_config.ranks_per_node, &map);
+    (*comm_p)->oversubscribed_any =
+        weft__machines_oversubscribed_any(&infos[0].machine, sizeof(*infos), size);
+    status =
+        (*comm_p)->oversubscribed_any < 0
+            ? weft__error(WEFT_ERR_NO_MEMORY, "machine table of %d ranks", size)
+            : weft__node_map_create(keys, size, rank, weft__runtime_config.ranks_per_node, &map);
     if (status == WEFT_OK) {
         status = weft__comm_node_setup(*comm_p, map);
     }

@@ -23,14 +23,33 @@
  *       r1 <---- s1 ----> r3
  *       |__shm_|        |__shm_|       3. every rank gets s0 and s1
  *
+ * Leader forms, for small vectors (WEFT_HIER_LEADER; by default where the
+ * cost model predicts them cheaper): one rail carries the whole vector, one
+ * message per node instead of L (where ranks outnumber cores the L rails'
+ * messages wait for each other's cores):
+ *
+ *   allreduce:  shm reduce to local rank 0 -> allreduce among rail 0 ->
+ *               shm bcast from local rank 0
+ *   bcast:      the root's rail broadcasts the whole vector -> shm bcast on
+ *               every node from its rank of that rail (on the root's node at
+ *               once)
+ *
  * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
- * point-to-point algorithm for n/L bytes on N ranks. Needs the same number
- * of ranks on every node (the layout of the "hier" rows of the registry,
+ * point-to-point algorithm for n/L bytes on N ranks, its latency L times
+ * where ranks outnumber cores (the leader forms: n bytes on N ranks, once).
+ * Determinism: both allreduce forms combine a node's inputs first, then
+ * the nodes' over a rail, and every rank gets the same bits; which form
+ * runs may change the last bits of a floating-point result (WEFT_REPRODUCIBLE
+ * runs the ordered algorithms instead). Needs the same number of ranks on
+ * every node (the layout of the "hier" rows of the registry,
  * coll/registry.c); selection offers it only then, and forced where it
  * cannot run it falls back to the cheapest point-to-point algorithm.
  */
 #include "coll/shm/shm.h"
 #include "coll/comm_state.h"
+#include "coll/cost.h"
+
+#include <stdatomic.h>
 
 static int usable(struct weft_comm *comm, const weft_coll_args_t *a)
 {
@@ -108,14 +127,64 @@ static size_t *rail_slice(weft_sched_t *s, const weft_coll_args_t *a, weft_coll_
     return b;
 }
 
+/* Schedules built in a leader form (tests). */
+static atomic_ulong leader_builds;
+
+unsigned long weft__hier_leader_builds(void)
+{
+    return atomic_load(&leader_builds);
+}
+
+/* Whether a runs in its leader form (counted): every rank decides alike, from the parameters the
+ * ranks agreed on. */
+static int leader_form(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    weft_cost_params_t params;
+
+    weft__cost_params(weft__sched_comm(s), &params);
+    if (!weft__cost_hier_leader(&params, a->kind, (double)weft__coll_bytes(a))) {
+        return 0;
+    }
+    atomic_fetch_add(&leader_builds, 1);
+    return 1;
+}
+
+/* allreduce, the leader form (small vectors): shm reduce to local rank 0, allreduce of the whole
+ * vector among rail 0, shm bcast from local rank 0. */
+static weft_status_t build_allreduce_leader(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int t1, t2 = -1;
+
+    weft__sched_step(s, "node reduce", 0);
+    t1 = weft__shm_reduce(s, comm->coll->shm, 0, a->src, a->dst, a->count, a->esize);
+    if (m->local_rank == 0) {
+        weft_coll_args_t in = *a;
+
+        in.src = in.dst = a->dst;
+        in.rank = m->node;
+        in.size = m->nnodes;
+        weft__sched_step(s, "rail allreduce", 1);
+        t2 = on_rail(s, &in, t1);
+    }
+    weft__sched_step(s, "node bcast", 2);
+    weft__sched_dep(s, t2, weft__shm_bcast(s, comm->coll->shm, 0, a->dst, a->dst, a->count, a->esize));
+    return WEFT_OK;
+}
+
 static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     int L = comm->node->local_size;
     weft_coll_args_t in;
-    size_t *b = rail_slice(s, a, &in);
+    size_t *b;
     int t1, t2;
 
+    if (leader_form(s, a)) {
+        return build_allreduce_leader(s, a);
+    }
+    b = rail_slice(s, a, &in);
     if (b == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
@@ -128,15 +197,45 @@ static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
+/* bcast, the leader form (small vectors): the ranks of the root's rail (its local rank on every
+ * node) broadcast the whole vector among themselves, then each node's one broadcasts it in its
+ * node; on the root's node the root does both at once. */
+static weft_status_t build_bcast_leader(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int leader = m->local_of[a->root], root_node = m->node_of[a->root];
+    int t = -1;
+
+    if (m->local_rank == leader) {
+        weft_coll_args_t in = *a;
+
+        in.src = in.dst = a->dst;
+        in.rank = m->node;
+        in.size = m->nnodes;
+        in.root = root_node;
+        weft__sched_step(s, "rail bcast", 0);
+        t = on_rail(s, &in, -1);
+    }
+    weft__sched_step(s, "node bcast", 1);
+    weft__sched_dep(s, m->node == root_node ? -1 : t,
+                    weft__shm_bcast(s, comm->coll->shm, leader, a->dst, a->dst, a->count, a->esize));
+    return WEFT_OK;
+}
+
 static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, root_node = m->node_of[a->root];
     weft_coll_args_t in;
-    size_t *b = rail_slice(s, a, &in);
+    size_t *b;
     int t1 = -1, t2;
 
+    if (leader_form(s, a)) {
+        return build_bcast_leader(s, a);
+    }
+    b = rail_slice(s, a, &in);
     if (b == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }

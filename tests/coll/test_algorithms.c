@@ -446,6 +446,9 @@ done:
  * default: never, so the staged rounds are what it tests) */
 static size_t matrix_shm_cma = SIZE_MAX;
 static size_t matrix_shm_cma_allgather = SIZE_MAX; /* the same for allgather */
+/* hierarchical allreduce in the leader form up to this many bytes (the matrix's default: never;
+ * SIZE_MAX: always) */
+static size_t matrix_hier_leader = 0;
 
 /* ranks that ran with shared memory and a node map of several nodes; that
  * read peers' buffers by process_vm_readv */
@@ -595,6 +598,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma = matrix_shm_cma;
+    weft__coll_config.hier_leader = matrix_hier_leader;
     weft__coll_config.shm_cma_allgather = matrix_shm_cma_allgather;
     weft__coll_config.shm_cma_alltoall = SIZE_MAX; /* tests/coll/test_exchange.c has it */
     /* allreduce results copied out with non-temporal stores from 16 KiB: the large counts of
@@ -669,14 +673,41 @@ Test(matrix, allreduce_shm_single_copy, .timeout = 900)
     run_matrix(WEFT_COLL_ALLREDUCE, "shm");
 }
 
+/* The hierarchical allreduce in its two forms: a slice on every rail (the matrix's default),
+ * the whole vector on rail 0; the builds of the second counted either way. */
+static void run_allreduce_hier(int ranks_per_node, int leader)
+{
+    unsigned long before = weft__hier_leader_builds();
+
+    matrix_hier_leader = leader ? SIZE_MAX : 0;
+    run_matrix_nodes(WEFT_COLL_ALLREDUCE, "hier", ranks_per_node);
+    if (leader) {
+        cr_assert_gt(weft__hier_leader_builds(), before, "the leader form never ran");
+    } else {
+        cr_assert_eq(weft__hier_leader_builds(), before,
+                     "the leader form ran %lu times with WEFT_HIER_LEADER 0",
+                     weft__hier_leader_builds() - before);
+    }
+}
+
 Test(matrix, allreduce_hier_2_per_node, .timeout = 900)
 {
-    run_matrix_nodes(WEFT_COLL_ALLREDUCE, "hier", 2);
+    run_allreduce_hier(2, 0);
 }
 
 Test(matrix, allreduce_hier_3_per_node, .timeout = 900)
 {
-    run_matrix_nodes(WEFT_COLL_ALLREDUCE, "hier", 3);
+    run_allreduce_hier(3, 0);
+}
+
+Test(matrix, allreduce_hier_leader_2_per_node, .timeout = 900)
+{
+    run_allreduce_hier(2, 1);
+}
+
+Test(matrix, allreduce_hier_leader_3_per_node, .timeout = 900)
+{
+    run_allreduce_hier(3, 1);
 }
 
 Test(matrix, reduce_scatter_shm, .timeout = 900)

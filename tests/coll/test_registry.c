@@ -232,3 +232,77 @@ Test(registry, tune_errors_name_the_choices, .init = init_clean, .fini = fini)
     }
     weft__coll_tune_release();
 }
+
+/* The hierarchical allreduce's and bcast's two forms: with auto the model takes the leader form
+ * (one rail carries the whole vector) for small vectors and the sliced one for large, and its
+ * prediction is that form's; a size or inf decides alone; the other collectives have one form.
+ * 4 nodes of 8 ranks, the defaults, more ranks than cores (where the L rails of a node wait for
+ * each other; with a core per rank the bcast's leader form still saves a shared-memory step). */
+Test(registry, hier_leader_forms, .init = init_clean, .fini = fini)
+{
+    const weft_coll_kind_t kinds[] = {WEFT_COLL_ALLREDUCE, WEFT_COLL_BCAST};
+    weft_cost_params_t c, cores;
+
+    weft__cost_defaults(&c);
+    c.shm = 1;
+    c.nodes = 4;
+    c.local = 8;
+    cores = c;
+    c.oversubscribed = 1;
+    cr_assert(weft__cost_hier_leader(&cores, WEFT_COLL_BCAST, 8), "bcast of 8 B: sliced");
+    cr_assert_eq(weft__coll_config.hier_leader, WEFT_HIER_LEADER_AUTO);
+    cr_assert_not(weft__cost_hier_leader(&c, WEFT_COLL_ALLGATHER, 8), "allgather has one form");
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        const weft_coll_algo_t *hier = weft__coll_find(kinds[k], "hier");
+        const char *name = weft__coll_kind_name(kinds[k]);
+        double small, large;
+
+        weft__coll_config.hier_leader = WEFT_HIER_LEADER_AUTO;
+        cr_assert(weft__cost_hier_leader(&c, kinds[k], 8), "%s of 8 bytes: sliced", name);
+        cr_assert_not(weft__cost_hier_leader(&c, kinds[k], 64 << 20), "%s of 64 MiB: leader", name);
+        small = weft__cost_predict(hier, &c, 8, 32);
+        large = weft__cost_predict(hier, &c, 64 << 20, 32);
+        weft__coll_config.hier_leader = SIZE_MAX;
+        cr_assert(weft__cost_hier_leader(&c, kinds[k], 64 << 20), "%s: inf, not leader", name);
+        cr_assert_eq(weft__cost_predict(hier, &c, 8, 32), small, "%s: the leader form at 8 B",
+                     name);
+        cr_assert_gt(weft__cost_predict(hier, &c, 64 << 20, 32), large,
+                     "%s: the leader form at 64 MiB predicted no slower than the sliced one", name);
+        weft__coll_config.hier_leader = 0;
+        cr_assert_not(weft__cost_hier_leader(&c, kinds[k], 8), "%s: 0, still leader", name);
+        cr_assert_gt(weft__cost_predict(hier, &c, 8, 32), small,
+                     "%s: the sliced form at 8 B predicted no slower than the leader one", name);
+        cr_assert_eq(weft__cost_predict(hier, &c, 64 << 20, 32), large);
+        weft__coll_config.hier_leader = 4096;
+        cr_assert(weft__cost_hier_leader(&c, kinds[k], 4096));
+        cr_assert_not(weft__cost_hier_leader(&c, kinds[k], 4097));
+    }
+    weft__coll_config.hier_leader = WEFT_HIER_LEADER_AUTO;
+}
+
+/* Where ranks outnumber cores the sliced forms pay their rail phase's latency once per local
+ * rank: a hierarchical allgather costs more, and the allreduce takes its leader form for larger
+ * vectors than with a core per rank. */
+Test(registry, hier_rails_share_cores, .init = init_clean, .fini = fini)
+{
+    const weft_coll_algo_t *ag = weft__coll_find(WEFT_COLL_ALLGATHER, "hier");
+    weft_cost_params_t c, over;
+    size_t bytes, upto[2] = {0, 0};
+
+    weft__cost_defaults(&c);
+    c.shm = 1;
+    c.nodes = 2;
+    c.local = 4;
+    over = c;
+    over.oversubscribed = 1;
+    cr_assert_gt(weft__cost_predict(ag, &over, 4096, 8), weft__cost_predict(ag, &c, 4096, 8));
+    for (int o = 0; o < 2; o++) {
+        for (bytes = 8; bytes <= (64u << 20); bytes *= 2) {
+            if (weft__cost_hier_leader(o ? &over : &c, WEFT_COLL_ALLREDUCE, (double)bytes)) {
+                upto[o] = bytes;
+            }
+        }
+    }
+    cr_assert_gt(upto[1], upto[0], "leader form up to %zu bytes oversubscribed, %zu not", upto[1],
+                 upto[0]);
+}

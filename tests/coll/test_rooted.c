@@ -313,6 +313,9 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
 /* single-copy shared-memory bcast from this many bytes (the matrix's
  * default: never, so the staged rounds are what it tests) */
 static size_t matrix_shm_cma_copy = SIZE_MAX;
+/* hierarchical bcast in the leader form up to this many bytes (the matrix's default: never;
+ * SIZE_MAX: always) */
+static size_t matrix_hier_leader = 0;
 
 static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
@@ -327,6 +330,7 @@ static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma_copy = matrix_shm_cma_copy;
+    weft__coll_config.hier_leader = matrix_hier_leader;
     weft__runtime_config.ranks_per_node = ranks_per_node;
 }
 
@@ -421,14 +425,41 @@ Test(rooted, bcast_shm_single_copy, .timeout = 300)
     run_matrix(WEFT_COLL_BCAST, "shm");
 }
 
+/* The hierarchical bcast in its two forms: a slice down every rail (the matrix's default),
+ * the whole vector down the root's rail; the builds of the second counted either way. */
+static void run_bcast_hier(int ranks_per_node, int leader)
+{
+    unsigned long before = weft__hier_leader_builds();
+
+    matrix_hier_leader = leader ? SIZE_MAX : 0;
+    run_matrix_nodes(WEFT_COLL_BCAST, "hier", ranks_per_node);
+    if (leader) {
+        cr_assert_gt(weft__hier_leader_builds(), before, "the leader form never ran");
+    } else {
+        cr_assert_eq(weft__hier_leader_builds(), before,
+                     "the leader form ran %lu times with WEFT_HIER_LEADER 0",
+                     weft__hier_leader_builds() - before);
+    }
+}
+
 Test(rooted, bcast_hier_2_per_node, .timeout = 300)
 {
-    run_matrix_nodes(WEFT_COLL_BCAST, "hier", 2);
+    run_bcast_hier(2, 0);
 }
 
 Test(rooted, bcast_hier_3_per_node, .timeout = 300)
 {
-    run_matrix_nodes(WEFT_COLL_BCAST, "hier", 3);
+    run_bcast_hier(3, 0);
+}
+
+Test(rooted, bcast_hier_leader_2_per_node, .timeout = 300)
+{
+    run_bcast_hier(2, 1);
+}
+
+Test(rooted, bcast_hier_leader_3_per_node, .timeout = 300)
+{
+    run_bcast_hier(3, 1);
 }
 
 Test(rooted, reduce_shm, .timeout = 300)

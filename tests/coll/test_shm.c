@@ -574,11 +574,11 @@ static void handoff_body(weft_comm_t comm, int rank, void *arg)
         weft__coll_config.cost_oversub_shm_us = 3;
     }
     pthread_barrier_wait(&hs->sh.barrier);
-    c->oversubscribed = 1;
+    c->oversubscribed = c->oversubscribed_any = 1; /* the model reads the latter */
     weft__cost_params(c, &params);
     hs->oversub_alpha[rank] = params.alpha;
     hs->oversub_shm_alpha[rank] = params.shm_alpha;
-    c->oversubscribed = 0;
+    c->oversubscribed = c->oversubscribed_any = 0;
     collectives_body(comm, rank, &hs->sh);
 }
 

@@ -394,27 +394,39 @@ Test(tune, range_gap_falls_back_to_default, .init = clean_env)
 }
 
 /* WEFT_SHM_CMA takes a size, inf or auto (the default); anything else is refused by name */
-Test(config, shm_cma_values, .init = clean_env_redirect)
+/* A size setting that also takes auto and inf: its default, what each form sets, and a bad
+ * value refused with a message naming the variable and the forms. */
+static void check_size_auto(const char *var, const size_t *field, size_t def)
 {
     static const struct {
         const char *text;
         size_t value;
-    } ok[] = {{"auto", WEFT_SHM_CMA_AUTO}, {"inf", SIZE_MAX}, {"2m", 2u << 20}, {"0", 0}};
+    } ok[] = {{"auto", WEFT_CONFIG_AUTO}, {"inf", SIZE_MAX}, {"2m", 2u << 20}, {"0", 0}};
 
     cr_assert_eq(weft_init(), WEFT_OK);
-    cr_assert_eq(weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO, "the default is auto");
+    cr_assert_eq(*field, def, "%s: default %zu, expected %zu", var, *field, def);
     weft_finalize();
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        setenv("WEFT_SHM_CMA", ok[i].text, 1);
-        cr_assert_eq(weft_init(), WEFT_OK, "WEFT_SHM_CMA=%s: %s", ok[i].text, weft_last_error());
-        cr_assert_eq(weft__coll_config.shm_cma, ok[i].value, "WEFT_SHM_CMA=%s", ok[i].text);
+        setenv(var, ok[i].text, 1);
+        cr_assert_eq(weft_init(), WEFT_OK, "%s=%s: %s", var, ok[i].text, weft_last_error());
+        cr_assert_eq(*field, ok[i].value, "%s=%s", var, ok[i].text);
         weft_finalize();
     }
-    setenv("WEFT_SHM_CMA", "often", 1);
-    cr_assert_eq(weft_init(), WEFT_ERR_INVALID_ARG, "WEFT_SHM_CMA=often accepted");
-    cr_assert_not_null(strstr(weft_last_error(), "WEFT_SHM_CMA"), "%s", weft_last_error());
+    setenv(var, "often", 1);
+    cr_assert_eq(weft_init(), WEFT_ERR_INVALID_ARG, "%s=often accepted", var);
+    cr_assert_not_null(strstr(weft_last_error(), var), "%s", weft_last_error());
     cr_assert_not_null(strstr(weft_last_error(), "auto"), "%s", weft_last_error());
-    unsetenv("WEFT_SHM_CMA");
+    unsetenv(var);
+}
+
+Test(config, shm_cma_values, .init = clean_env_redirect)
+{
+    check_size_auto("WEFT_SHM_CMA", &weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO);
+}
+
+Test(config, hier_leader_values, .init = clean_env_redirect)
+{
+    check_size_auto("WEFT_HIER_LEADER", &weft__coll_config.hier_leader, WEFT_HIER_LEADER_AUTO);
 }
 
 Test(tune, finalize_forgets_rules, .init = clean_env)

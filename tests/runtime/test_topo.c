@@ -249,6 +249,31 @@ Test(topo, machine_oversubscribed)
     cr_expect(over(r, 2, 1));
 }
 
+/* Whether any machine is: the same answer from every rank's records, whatever their order. */
+Test(topo, machines_oversubscribed_any)
+{
+    record_t r[5];
+    const int c0[] = {0}, c1[] = {1}, c01[] = {0, 1};
+
+    /* machines 7 and 9 interleaved, a core per rank on each */
+    cpus(&r[0], 7, c0, 1);
+    cpus(&r[1], 9, c0, 1);
+    cpus(&r[2], 7, c1, 1);
+    cpus(&r[3], 9, c1, 1);
+    cr_expect_eq(weft__machines_oversubscribed_any(&r[0].m, sizeof(*r), 4), 0);
+    /* a third rank on machine 9, its two cores taken: only that machine is */
+    cpus(&r[4], 9, c01, 2);
+    cr_expect_eq(weft__machines_oversubscribed_any(&r[0].m, sizeof(*r), 5), 1);
+    cr_expect(!over(r, 5, 0) && over(r, 5, 1), "machine 7 is not, machine 9 is");
+    /* the same ranks in another order */
+    cpus(&r[0], 9, c01, 2);
+    cpus(&r[4], 7, c0, 1);
+    cr_expect_eq(weft__machines_oversubscribed_any(&r[0].m, sizeof(*r), 5), 1);
+    /* one rank; none */
+    cr_expect_eq(weft__machines_oversubscribed_any(&r[4].m, sizeof(*r), 1), 0);
+    cr_expect_eq(weft__machines_oversubscribed_any(&r[0].m, sizeof(*r), 0), 0);
+}
+
 Test(topo, this_machine_info)
 {
     weft_machine_info_t a, b;
