@@ -55,11 +55,12 @@ static const weft_config_entry_t coll_entries[] = {
      "communicator than the cores they may run on (a message may wait for its receiver to be "
      "scheduled)",
      weft__config_parse_double, offsetof(weft_coll_config_t, cost_oversub_us)},
-    {"COST_OVERSUB_SHM_US", "50",
-     "cost model: microseconds added to a shared-memory handoff when this machine runs more "
-     "ranks of the communicator than the cores they may run on (as WEFT_COST_OVERSUB_US, for "
-     "the steps through a node's segment; a smaller value makes the hierarchical algorithms "
-     "win more often on several nodes)",
+    {"COST_OVERSUB_SHM_US", "5",
+     "cost model: microseconds added to a shared-memory handoff when a machine of the "
+     "communicator runs more of its ranks than the cores they may run on (as "
+     "WEFT_COST_OVERSUB_US, for the steps through a node's segment, which wait for a core "
+     "less often than a message does: a waiting rank polls the segment; a larger value makes "
+     "the hierarchical algorithms win less often on several nodes)",
      weft__config_parse_double, offsetof(weft_coll_config_t, cost_oversub_shm_us)},
     {"COST_MEASURE", "yes",
      "measure alpha, beta and gamma when a communicator between processes is created (a few "
@@ -195,6 +196,14 @@ const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll
     weft__cost_params(comm, &params);
     params.flat_only = 1;
     return weft__coll_choose(kind, bytes, nranks, &params, NULL);
+}
+
+int weft__coll_hier_leader(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes)
+{
+    weft_cost_params_t params;
+
+    weft__cost_params(comm, &params);
+    return weft__cost_hier_leader(&params, kind, (double)bytes);
 }
 
 void weft__coll_tune_release(void)

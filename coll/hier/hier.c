@@ -47,7 +47,6 @@
  */
 #include "coll/shm/shm.h"
 #include "coll/comm_state.h"
-#include "coll/cost.h"
 
 #include <stdatomic.h>
 
@@ -139,10 +138,7 @@ unsigned long weft__hier_leader_builds(void)
  * ranks agreed on. */
 static int leader_form(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    weft_cost_params_t params;
-
-    weft__cost_params(weft__sched_comm(s), &params);
-    if (!weft__cost_hier_leader(&params, a->kind, (double)weft__coll_bytes(a))) {
+    if (!weft__coll_hier_leader(weft__sched_comm(s), a->kind, weft__coll_bytes(a))) {
         return 0;
     }
     atomic_fetch_add(&leader_builds, 1);
