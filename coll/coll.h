@@ -247,8 +247,8 @@ size_t weft__coll_bytes(const weft_coll_args_t *a);
  * run between nodes, and what shared-memory ones fall back to. */
 const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll_kind_t kind,
                                                size_t bytes, int nranks);
-/* Whether the hierarchical allreduce or bcast of bytes on comm runs its leader form (the whole
- * vector over one rail; coll/cost.c decides, alike on every rank). */
+/* Whether the hierarchical allreduce, bcast or allgather of bytes on comm runs its leader form (the
+ * whole vector over one rail; coll/cost.c decides, alike on every rank). */
 int weft__coll_hier_leader(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes);
 
 /* What core calls back in this layer (comm/comm.h): the health of the

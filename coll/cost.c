@@ -245,9 +245,9 @@ static double inner(const weft_cost_params_t *c, weft_coll_kind_t kind, double n
  * outnumber the cores (c->oversubscribed) the rails of a node share the cores: their messages
  * wait for each other (the phase's latency, its time for no bytes, counts L times) while their
  * transfers still overlap (measured across two simulated hosts of two ranks on two cores: the
- * leader forms below faster up to 256 KiB, the sliced ones from 4 MiB). Allreduce and bcast
- * also have a leader form for small vectors: the node's data on one rank, the whole vector over
- * one rail, one shm step to give it out (coll/hier/hier.c).
+ * leader forms below faster up to 256 KiB, the sliced ones from 4 MiB). Allreduce, bcast and
+ * allgather also have a leader form for small vectors: the node's data on one rank, the whole
+ * vector over one rail, one shm step to give it out (coll/hier/hier.c).
  */
 static double rail_phase(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
 {
@@ -264,6 +264,10 @@ static double hier_sliced(const weft_cost_params_t *c, weft_coll_kind_t kind, do
     if (kind == WEFT_COLL_ALLREDUCE) {
         return shm_rs_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
     }
+    if (kind == WEFT_COLL_ALLGATHER) {
+        /* rail allgathers, shm allgather, a local copy into rank order */
+        return rail_phase(c, kind, n) + shm_ag_in(c, n, L) + n * c->shm_copy;
+    }
     /* bcast: shm bcast on the root's node, a slice down each rail, shm allgather elsewhere */
     return shm_bcast_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
 }
@@ -276,6 +280,11 @@ static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, do
         /* shm reduce (modelled as the shm allreduce), allreduce on rail 0, shm bcast */
         return shm_allreduce_in(c, n, L) + inner(c, kind, n, c->nodes) + shm_bcast_in(c, n, L);
     }
+    if (kind == WEFT_COLL_ALLGATHER) {
+        /* shm gather of the node's n/N bytes, allgather on rail 0, rank order, shm bcast */
+        return shm_ag_in(c, n / c->nodes, L) + inner(c, kind, n, c->nodes) + n * c->shm_copy +
+               shm_bcast_in(c, n, L);
+    }
     return inner(c, kind, n, c->nodes) + shm_bcast_in(c, n, L);
 }
 
@@ -283,7 +292,7 @@ int weft__cost_hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, d
 {
     size_t upto = weft__coll_config.hier_leader;
 
-    if (kind != WEFT_COLL_ALLREDUCE && kind != WEFT_COLL_BCAST) {
+    if (kind != WEFT_COLL_ALLREDUCE && kind != WEFT_COLL_BCAST && kind != WEFT_COLL_ALLGATHER) {
         return 0;
     }
     if (upto == WEFT_HIER_LEADER_AUTO) {
@@ -320,10 +329,8 @@ double weft__cost_hier_rs(const weft_cost_params_t *c, double n, int p)
 
 double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)
 {
-    int L = c->local;
-
     (void)p;
-    return rail_phase(c, WEFT_COLL_ALLGATHER, n) + shm_ag_in(c, n, L) + n * c->shm_copy;
+    return hier_two_forms(c, WEFT_COLL_ALLGATHER, n);
 }
 
 /* The ordered reductions (coll/ordered/ordered.c): blocks straight to
@@ -457,7 +464,8 @@ double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t
 static const char *form_note(const weft_coll_algo_t *a, const weft_cost_params_t *c, size_t bytes)
 {
     if (a->layout != WEFT_COLL_LAYOUT_NODES ||
-        (a->kind != WEFT_COLL_ALLREDUCE && a->kind != WEFT_COLL_BCAST)) {
+        (a->kind != WEFT_COLL_ALLREDUCE && a->kind != WEFT_COLL_BCAST &&
+         a->kind != WEFT_COLL_ALLGATHER)) {
         return "";
     }
     return weft__cost_hier_leader(c, a->kind, (double)bytes)

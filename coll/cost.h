@@ -66,8 +66,8 @@ int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *para
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
                           size_t bytes, int nranks);
 
-/* Whether the hierarchical allreduce or bcast of n bytes runs its leader form (the whole vector
- * over one rail, coll/hier/hier.c; 0 for the other collectives): WEFT_HIER_LEADER, auto: the
+/* Whether the hierarchical allreduce, bcast or allgather of n bytes runs its leader form (the whole
+ * vector over one rail, coll/hier/hier.c; 0 for the other collectives): WEFT_HIER_LEADER, auto: the
  * cheaper form by these parameters (which every rank of a communicator has alike). */
 int weft__cost_hier_leader(const weft_cost_params_t *params, weft_coll_kind_t kind, double n);
 

@@ -163,8 +163,10 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_ag,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "rails(best allgather of n/L on N ranks) + shm allgather + n c",
-     .desc = "allgather on every rail at once, shm allgather, a local copy into rank order"},
+     .model = "min(rails(best allgather of n/L on N ranks) + shm allgather + n c, shm gather of "
+              "n/N + best allgather of n on N ranks + n c + shm bcast)",
+     .desc = "allgather on every rail at once, shm allgather, a local copy into rank order; "
+             "small n (WEFT_HIER_LEADER): shm gather, allgather on one rail, shm bcast"},
 
     /* bcast */
     {.name = "binomial",

@@ -33,6 +33,9 @@
  *   bcast:      the root's rail broadcasts the whole vector -> shm bcast on
  *               every node from its rank of that rail (on the root's node at
  *               once)
+ *   allgather:  shm gather to local rank 0 -> allgather of the nodes' blocks
+ *               among rail 0 -> the blocks in rank order -> shm bcast from
+ *               local rank 0
  *
  * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
  * point-to-point algorithm for n/L bytes on N ranks, its latency L times
@@ -303,18 +306,73 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
     return WEFT_OK;
 }
 
+/* allgather, the leader form (small vectors): shm gather of the node's blocks to local rank 0,
+ * allgather of the nodes' L blocks among rail 0, the blocks put in rank order there, shm bcast of
+ * the result from local rank 0. */
+static weft_status_t build_allgather_leader(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, N = m->nnodes, leader = m->local_rank == 0;
+    size_t block = a->count * a->esize;
+    char *node = leader ? weft__sched_scratch(s, block * (size_t)L) : NULL;
+    char *all = leader ? weft__sched_scratch(s, block * (size_t)a->size) : NULL;
+    int t1, t2 = -1;
+
+    if (leader && (node == NULL || all == NULL)) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    weft__sched_step(s, "node gather", 0);
+    t1 = weft__shm_gather(s, comm->coll->shm, 0, a->src, node, a->count, a->esize);
+    if (leader) {
+        weft_coll_args_t in = *a;
+        int done;
+
+        in.src = node;
+        in.dst = all;
+        in.count = a->count * (size_t)L;
+        in.rank = m->node;
+        in.size = N;
+        weft__sched_step(s, "rail allgather", 1);
+        done = on_rail(s, &in, t1);
+        /* node n's blocks are ranks rank_at[n][0..L-1] */
+        weft__sched_step(s, "rank order", 2);
+        t2 = weft__sched_nop(s);
+        for (int n = 0; n < N; n++) {
+            for (int q = 0; q < L; q++) {
+                int t = weft__sched_copy(
+                    s, (char *)a->dst + (size_t)m->rank_at[n * m->max_local + q] * block,
+                    all + ((size_t)n * L + q) * block, block);
+
+                weft__sched_dep(s, done, t);
+                weft__sched_dep(s, t, t2);
+            }
+        }
+    }
+    weft__sched_step(s, "node bcast", 3);
+    weft__sched_dep(s, t2,
+                    weft__shm_bcast(s, comm->coll->shm, 0, a->dst, a->dst,
+                                    a->count * (size_t)a->size, a->esize));
+    return WEFT_OK;
+}
+
 static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
     size_t block = a->count * a->esize;
-    char *rail = weft__sched_scratch(s, block * (size_t)N);
-    char *grouped = weft__sched_scratch(s, block * (size_t)a->size);
-    size_t *b = slices(s, (size_t)L * N * a->count, L);
+    char *rail, *grouped;
+    size_t *b;
     weft_coll_args_t in = *a;
     int t1, t2;
 
+    if (leader_form(s, a)) {
+        return build_allgather_leader(s, a);
+    }
+    rail = weft__sched_scratch(s, block * (size_t)N);
+    grouped = weft__sched_scratch(s, block * (size_t)a->size);
+    b = slices(s, (size_t)L * N * a->count, L);
     if (grouped == NULL || rail == NULL || b == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }

@@ -446,8 +446,8 @@ done:
  * default: never, so the staged rounds are what it tests) */
 static size_t matrix_shm_cma = SIZE_MAX;
 static size_t matrix_shm_cma_allgather = SIZE_MAX; /* the same for allgather */
-/* hierarchical allreduce in the leader form up to this many bytes (the matrix's default: never;
- * SIZE_MAX: always) */
+/* hierarchical allreduce and allgather in the leader form up to this many bytes (the matrix's
+ * default: never; SIZE_MAX: always) */
 static size_t matrix_hier_leader = 0;
 
 /* ranks that ran with shared memory and a node map of several nodes; that
@@ -673,14 +673,14 @@ Test(matrix, allreduce_shm_single_copy, .timeout = 900)
     run_matrix(WEFT_COLL_ALLREDUCE, "shm");
 }
 
-/* The hierarchical allreduce in its two forms: a slice on every rail (the matrix's default),
- * the whole vector on rail 0; the builds of the second counted either way. */
-static void run_allreduce_hier(int ranks_per_node, int leader)
+/* The hierarchical allreduce and allgather in their two forms: a slice on every rail (the
+ * matrix's default), the whole vector on rail 0; the builds of the second counted either way. */
+static void run_hier(weft_coll_kind_t kind, int ranks_per_node, int leader)
 {
     unsigned long before = weft__hier_leader_builds();
 
     matrix_hier_leader = leader ? SIZE_MAX : 0;
-    run_matrix_nodes(WEFT_COLL_ALLREDUCE, "hier", ranks_per_node);
+    run_matrix_nodes(kind, "hier", ranks_per_node);
     if (leader) {
         cr_assert_gt(weft__hier_leader_builds(), before, "the leader form never ran");
     } else {
@@ -692,22 +692,22 @@ static void run_allreduce_hier(int ranks_per_node, int leader)
 
 Test(matrix, allreduce_hier_2_per_node, .timeout = 900)
 {
-    run_allreduce_hier(2, 0);
+    run_hier(WEFT_COLL_ALLREDUCE, 2, 0);
 }
 
 Test(matrix, allreduce_hier_3_per_node, .timeout = 900)
 {
-    run_allreduce_hier(3, 0);
+    run_hier(WEFT_COLL_ALLREDUCE, 3, 0);
 }
 
 Test(matrix, allreduce_hier_leader_2_per_node, .timeout = 900)
 {
-    run_allreduce_hier(2, 1);
+    run_hier(WEFT_COLL_ALLREDUCE, 2, 1);
 }
 
 Test(matrix, allreduce_hier_leader_3_per_node, .timeout = 900)
 {
-    run_allreduce_hier(3, 1);
+    run_hier(WEFT_COLL_ALLREDUCE, 3, 1);
 }
 
 Test(matrix, reduce_scatter_shm, .timeout = 900)
@@ -733,7 +733,12 @@ Test(matrix, allgather_shm_single_copy, .timeout = 900)
 
 Test(matrix, allgather_hier, .timeout = 900)
 {
-    run_matrix_nodes(WEFT_COLL_ALLGATHER, "hier", 2);
+    run_hier(WEFT_COLL_ALLGATHER, 2, 0);
+}
+
+Test(matrix, allgather_hier_leader_3_per_node, .timeout = 900)
+{
+    run_hier(WEFT_COLL_ALLGATHER, 3, 1);
 }
 
 Test(matrix, reduce_scatter_ring, .timeout = 900)
