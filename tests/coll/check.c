@@ -441,3 +441,18 @@ const char *check_force(weft_coll_kind_t kind, const char *algo)
     }
     return NULL;
 }
+
+const char *check_hier_leader_builds(unsigned long before, int leader)
+{
+    static char why[128];
+    unsigned long built = weft__hier_leader_builds() - before;
+
+    if (leader && built == 0) {
+        return "the leader form never ran";
+    }
+    if (!leader && built != 0) {
+        snprintf(why, sizeof(why), "the leader form ran %lu times with WEFT_HIER_LEADER 0", built);
+        return why;
+    }
+    return NULL;
+}

@@ -117,4 +117,9 @@ weft_status_t check_call(const check_shape_t *s, int mode, const void *sendbuf, 
  * run anywhere; else what went wrong (a static buffer). */
 const char *check_force(weft_coll_kind_t kind, const char *algo);
 
+/* After a run with WEFT_HIER_LEADER inf (leader) or 0: NULL when hierarchical schedules were
+ * built in a leader form since weft__hier_leader_builds() returned before (leader), or none
+ * were (not); else what went wrong (a static buffer). */
+const char *check_hier_leader_builds(unsigned long before, int leader);
+
 #endif /* WEFT_TESTS_COLL_CHECK_H */

@@ -233,6 +233,15 @@ Test(registry, tune_errors_name_the_choices, .init = init_clean, .fini = fini)
     weft__coll_tune_release();
 }
 
+/* The defaults on nodes of local ranks each with shared memory. */
+static void hier_params(weft_cost_params_t *c, int nodes, int local)
+{
+    weft__cost_defaults(c);
+    c->shm = 1;
+    c->nodes = nodes;
+    c->local = local;
+}
+
 /* The hierarchical allreduce's, bcast's and allgather's two forms: with auto the model takes the
  * leader form (one rail carries the whole vector) for small vectors and the sliced one for large,
  * and its prediction is that form's; a size or inf decides alone; the other collectives have one
@@ -244,10 +253,7 @@ Test(registry, hier_leader_forms, .init = init_clean, .fini = fini)
     const weft_coll_kind_t kinds[] = {WEFT_COLL_ALLREDUCE, WEFT_COLL_BCAST, WEFT_COLL_ALLGATHER};
     weft_cost_params_t c, cores;
 
-    weft__cost_defaults(&c);
-    c.shm = 1;
-    c.nodes = 4;
-    c.local = 8;
+    hier_params(&c, 4, 8);
     cores = c;
     c.oversubscribed = 1;
     cr_assert(weft__cost_hier_leader(&cores, WEFT_COLL_BCAST, 8), "bcast of 8 B: sliced");
@@ -291,10 +297,7 @@ Test(registry, hier_rails_share_cores, .init = init_clean, .fini = fini)
     weft_cost_params_t c, over;
     size_t bytes, upto[2] = {0, 0};
 
-    weft__cost_defaults(&c);
-    c.shm = 1;
-    c.nodes = 2;
-    c.local = 4;
+    hier_params(&c, 2, 4);
     over = c;
     over.oversubscribed = 1;
     cr_assert_gt(weft__cost_predict(ag, &over, 4096, 8), weft__cost_predict(ag, &c, 4096, 8));
