@@ -288,11 +288,17 @@ static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, do
     return inner(c, kind, n, c->nodes) + shm_bcast_in(c, n, L);
 }
 
+/* The collectives whose hierarchical row has a leader form */
+static int has_leader_form(weft_coll_kind_t kind)
+{
+    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_BCAST || kind == WEFT_COLL_ALLGATHER;
+}
+
 int weft__cost_hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
 {
     size_t upto = weft__coll_config.hier_leader;
 
-    if (kind != WEFT_COLL_ALLREDUCE && kind != WEFT_COLL_BCAST && kind != WEFT_COLL_ALLGATHER) {
+    if (!has_leader_form(kind)) {
         return 0;
     }
     if (upto == WEFT_HIER_LEADER_AUTO) {
@@ -463,9 +469,7 @@ double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t
 /* weft_info --explain: which form of a hierarchical row the parameters take */
 static const char *form_note(const weft_coll_algo_t *a, const weft_cost_params_t *c, size_t bytes)
 {
-    if (a->layout != WEFT_COLL_LAYOUT_NODES ||
-        (a->kind != WEFT_COLL_ALLREDUCE && a->kind != WEFT_COLL_BCAST &&
-         a->kind != WEFT_COLL_ALLGATHER)) {
+    if (a->layout != WEFT_COLL_LAYOUT_NODES || !has_leader_form(a->kind)) {
         return "";
     }
     return weft__cost_hier_leader(c, a->kind, (double)bytes)
