@@ -20,7 +20,8 @@
  *   bcast: root copies in | the others wait for root and copy out
  *   (one-phase data of up to 8 bytes per rank, in host memory, goes in the
  *   rank's control line instead of its slot: the flag a reader waits for
- *   brings it along; allreduce, reduce, allgather, bcast, gather)
+ *   brings it along; allreduce, reduce, allgather, bcast, gather, and
+ *   scatter and alltoall where a writer's pieces for the L - 1 others fit)
  *   reduce: as allreduce, only root copies out, the others' slices (its own it
  *       reduces into dst; small: root reduces all)
  *   barrier: publish | wait all
@@ -153,10 +154,27 @@ static int line_round(const shm_op_t *o)
             n = b > n ? b : n;
         }
         break;
+    case OP_SCATTER:
+    case OP_ALLTOALL: /* a writer's pieces for the L - 1 others (pieces_fit_line) */
+        n = weft__shm_op_span(o->count, o->chunk, o->r) * (size_t)(o->shm->L - 1);
+        break;
     default:
         return 0;
     }
     return fits_line(o, n);
+}
+
+/* Where local rank q's piece of round R (n elements) for local rank p lies (scatter, alltoall;
+ * p != q): packed in q's control line when its L - 1 pieces fit there (two local ranks up to 8
+ * bytes a block, four up to 2), else at p * chunk in q's slot. Writers and readers take the same
+ * place: every local rank knows n, L and the memory type alike. */
+static inline char *piece_at(const shm_op_t *o, int q, int p, uint64_t R, size_t n)
+{
+    if (fits_line(o, n * (size_t)(o->shm->L - 1))) {
+        return (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH] +
+               (size_t)(p < q ? p : p - 1) * n * o->esize;
+    }
+    return SLOT(o, q, R) + (size_t)p * o->chunk * o->esize;
 }
 
 /*
@@ -471,17 +489,18 @@ static weft_status_t round_gather(shm_op_t *o, uint64_t R, int *peer_p)
 }
 
 /* This rank's piece of round R (n elements from e0) of every block of src
- * into its slot, piece q at q * chunk; its own block's piece to `own`. */
+ * into its slot, piece q at q * chunk (or into its control line, piece_at);
+ * its own block's piece to `own`. */
 static weft_status_t pieces_in(shm_op_t *o, uint64_t R, size_t e0, size_t n, char *own)
 {
-    size_t es = o->esize, piece = o->chunk * es;
+    size_t es = o->esize;
+    int me = o->shm->me;
     weft_status_t status = WEFT_OK;
 
     for (int q = 0; q < o->shm->L && status == WEFT_OK; q++) {
         const char *from = o->src + ((size_t)q * o->count + e0) * es;
 
-        status = weft__shm_op_copy(
-            o, q == o->shm->me ? own : SLOT(o, o->shm->me, R) + (size_t)q * piece, from, n);
+        status = weft__shm_op_copy(o, q == me ? own : piece_at(o, me, q, R, n), from, n);
     }
     return status;
 }
@@ -492,7 +511,7 @@ static weft_status_t round_scatter(shm_op_t *o, uint64_t R, int *peer_p)
 {
     int me = o->shm->me;
     size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
-           es = o->esize, piece = o->chunk * es;
+           es = o->esize;
     weft_status_t status = WEFT_OK;
 
     if (o->phase == 0) {
@@ -511,7 +530,7 @@ static weft_status_t round_scatter(shm_op_t *o, uint64_t R, int *peer_p)
     if (!ready_one(o, o->root, 4 * R + 1, peer_p)) {
         return WEFT_INPROGRESS;
     }
-    return weft__shm_op_copy(o, o->dst + e0 * es, SLOT(o, o->root, R) + (size_t)me * piece, n);
+    return weft__shm_op_copy(o, o->dst + e0 * es, piece_at(o, o->root, me, R, n), n);
 }
 
 /* Round R of an alltoall: my pieces for every rank in my slot, then piece
@@ -521,7 +540,7 @@ static weft_status_t round_alltoall(shm_op_t *o, uint64_t R, int *peer_p)
     weft_shm_t *shm = o->shm;
     int L = shm->L, me = shm->me;
     size_t e0 = (size_t)o->r * o->chunk, n = weft__shm_op_span(o->count, o->chunk, o->r),
-           es = o->esize, piece = o->chunk * es;
+           es = o->esize;
     weft_status_t status = WEFT_OK;
 
     if (o->phase == 0) {
@@ -538,7 +557,7 @@ static weft_status_t round_alltoall(shm_op_t *o, uint64_t R, int *peer_p)
     for (int q = 0; q < L && status == WEFT_OK; q++) {
         if (q != me) {
             status = weft__shm_op_copy(o, o->dst + ((size_t)q * o->count + e0) * es,
-                                       SLOT(o, q, R) + (size_t)me * piece, n);
+                                       piece_at(o, q, me, R, n), n);
         }
     }
     return status;

@@ -619,13 +619,15 @@ Test(segment, handoff_measured, .timeout = 60)
 }
 
 /* How far a rank that reads nobody's data runs ahead of one that has not started: a bcast
- * root, a reduce's sender (its data out, the root's to combine). Rounds whose data fits the
- * control lines take WEFT_SHM_LINE_DEPTH of them (the runner finishes that many calls alone),
- * slot rounds two; and no further, or the runner would overwrite what the other has yet to
- * read. */
+ * root, a reduce's or a gather's sender (its data out, the root's to take), a scatter's root.
+ * Rounds whose data fits the control lines take WEFT_SHM_LINE_DEPTH of them (the runner
+ * finishes that many calls alone), slot rounds two; and no further, or the runner would
+ * overwrite what the other has yet to read. */
+typedef enum { AHEAD_BCAST, AHEAD_REDUCE, AHEAD_GATHER, AHEAD_SCATTER } ahead_kind_t;
+
 typedef struct ahead_shared {
     shared_t sh;
-    int reduce;             /* 0: bcast from rank 0; 1: reduce to rank 0 (rank 1 runs ahead) */
+    ahead_kind_t kind;      /* every one rooted at rank 0 */
     atomic_int runner_done; /* calls the runner has finished */
 } ahead_shared_t;
 
@@ -637,12 +639,54 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* One call of the kind, count elements per rank (a block of gather and scatter), rooted at
+ * rank 0, inputs val(k, rank, i) (the root's scatter vector: element i of block q is
+ * val(k, 0, q * count + i)); the root's result (every rank's of bcast and scatter) checked. */
+static void ahead_call(ahead_kind_t kind, weft_comm_t comm, int rank, size_t count, int k,
+                       int32_t *buf, int32_t *out)
+{
+    static const char *const names[] = {"bcast", "reduce", "gather", "scatter"};
+    const size_t in = kind == AHEAD_SCATTER && rank == 0 ? 2 * count : count;
+    const size_t result = kind == AHEAD_GATHER ? 2 * count : count;
+    const int checked = rank == 0 || kind == AHEAD_BCAST || kind == AHEAD_SCATTER;
+    weft_status_t st = WEFT_OK;
+
+    for (size_t i = 0; i < in; i++) {
+        buf[i] = kind == AHEAD_BCAST && rank != 0 ? 0 : val(k, rank, i);
+    }
+    switch (kind) {
+    case AHEAD_BCAST:
+        st = weft_bcast(buf, count, WEFT_INT32, 0, comm);
+        memcpy(out, buf, count * sizeof(*buf));
+        break;
+    case AHEAD_REDUCE:
+        st = weft_reduce(buf, out, count, WEFT_INT32, WEFT_SUM, 0, comm);
+        break;
+    case AHEAD_GATHER:
+        st = weft_gather(buf, out, count, WEFT_INT32, 0, comm);
+        break;
+    case AHEAD_SCATTER:
+        st = weft_scatter(buf, out, count, WEFT_INT32, 0, comm);
+        break;
+    }
+    EXPECT(st == WEFT_OK, "%s %d: %s", names[kind], k, weft_last_error());
+    for (size_t i = 0; i < result && checked; i++) {
+        int32_t want = kind == AHEAD_REDUCE    ? val(k, 0, i) + val(k, 1, i)
+                       : kind == AHEAD_GATHER  ? val(k, (int)(i / count), i % count)
+                       : kind == AHEAD_SCATTER ? val(k, 0, (size_t)rank * count + i)
+                                               : val(k, 0, i);
+
+        EXPECT(out[i] == want, "rank %d, %s %d, element %zu: %d, want %d", rank, names[kind], k, i,
+               out[i], want);
+    }
+}
+
 static void ahead_phase(ahead_shared_t *as, weft_comm_t comm, int rank, size_t count, int ahead,
                         int k0)
 {
-    const int calls = ahead + 3, runner = as->reduce ? 1 : 0;
-    const char *name = as->reduce ? "reduce" : "bcast";
-    int32_t *buf = alloc32(count), *out = alloc32(count);
+    const int calls = ahead + 3;
+    const int runner = as->kind == AHEAD_REDUCE || as->kind == AHEAD_GATHER ? 1 : 0;
+    int32_t *buf = alloc32(2 * count), *out = alloc32(2 * count);
 
     pthread_barrier_wait(&as->sh.barrier);
     atomic_store(&as->runner_done, 0);
@@ -655,25 +699,11 @@ static void ahead_phase(ahead_shared_t *as, weft_comm_t comm, int rank, size_t c
         }
         usleep(50000); /* time for a runner that may run further to do so */
         EXPECT(atomic_load(&as->runner_done) == ahead,
-               "%zu-element %ss: rank %d finished %d before rank %d started, not %d", count, name,
-               runner, atomic_load(&as->runner_done), rank, ahead);
+               "%zu-element calls of kind %d: rank %d finished %d before rank %d started, not %d",
+               count, (int)as->kind, runner, atomic_load(&as->runner_done), rank, ahead);
     }
     for (int k = 0; k < calls; k++) {
-        weft_status_t st;
-
-        for (size_t i = 0; i < count; i++) {
-            buf[i] = as->reduce || rank == 0 ? val(k0 + k, rank, i) : 0;
-        }
-        st = as->reduce ? weft_reduce(buf, out, count, WEFT_INT32, WEFT_SUM, 0, comm)
-                        : weft_bcast(buf, count, WEFT_INT32, 0, comm);
-        EXPECT(st == WEFT_OK, "%s %d: %s", name, k, weft_last_error());
-        for (size_t i = 0; i < count && (!as->reduce || rank == 0); i++) {
-            int32_t want = as->reduce ? val(k0 + k, 0, i) + val(k0 + k, 1, i) : val(k0 + k, 0, i);
-            int32_t got = as->reduce ? out[i] : buf[i];
-
-            EXPECT(got == want, "rank %d, %s %d, element %zu: %d, want %d", rank, name, k, i, got,
-                   want);
-        }
+        ahead_call(as->kind, comm, rank, count, k0 + k, buf, out);
         if (rank == runner) {
             atomic_fetch_add(&as->runner_done, 1);
         }
@@ -691,9 +721,9 @@ static void ahead_body(weft_comm_t comm, int rank, void *arg)
     ahead_phase(as, comm, rank, 3, 2, 200);                   /* 12 bytes: in the slots */
 }
 
-static void run_ahead(int reduce)
+static void run_ahead(ahead_kind_t kind)
 {
-    ahead_shared_t as = {.reduce = reduce};
+    ahead_shared_t as = {.kind = kind};
 
     init();
     force_all("shm");
@@ -707,13 +737,24 @@ static void run_ahead(int reduce)
 
 Test(rounds, bcast_root_runs_ahead_by_the_buffers_depth, .timeout = 60)
 {
-    run_ahead(0);
+    run_ahead(AHEAD_BCAST);
 }
 
 /* A reduce's sender does not wait for the root to arrive: it runs ahead as a bcast root. */
 Test(rounds, reduce_sender_runs_ahead_by_the_buffers_depth, .timeout = 60)
 {
-    run_ahead(1);
+    run_ahead(AHEAD_REDUCE);
+}
+
+Test(rounds, gather_sender_runs_ahead_by_the_buffers_depth, .timeout = 60)
+{
+    run_ahead(AHEAD_GATHER);
+}
+
+/* A scatter's root of two local ranks: the other's piece of up to 8 bytes in its control line. */
+Test(rounds, scatter_root_runs_ahead_by_the_buffers_depth, .timeout = 60)
+{
+    run_ahead(AHEAD_SCATTER);
 }
 
 /* -------------------------------------------------------- 3. WEFT_SHM=no */
