@@ -36,7 +36,15 @@
  * across two simulated hosts: allgather 1.29 -> 0.96 of Open MPI's time,
  * geomean 4 KiB-16 MiB; a 32 KiB allreduce 1.01 -> 0.55). Shared memory on
  * one host showed no loss from it (its single-copy rendezvous wins only
- * above that size).
+ * above that size). There it also sets UCX_TCP_RX_SEG_SIZE=WEFT_UCX_TCP_RX_SEG_SIZE
+ * unless the user set it: UCX's TCP transport receives into a segment of that
+ * size, one read per segment, and where a rank sends and receives at once
+ * (allgather, allreduce) the 64 KiB default made weft slower than Open MPI
+ * from 1 MiB (one rank per simulated host, allgather 1-16 MiB 1.03-1.25 of
+ * Open MPI's time -> 0.96-1.10; two ranks per host allreduce 2-16 MiB
+ * 1.00-1.06 -> 0.93-1.03, geomean 8 B-16 MiB 0.94-0.97 -> 0.86-0.87,
+ * allgather unchanged within the noise). An endpoint takes a
+ * segment from UCX's pool while it receives and gives it back after.
  *
  * Cancel: UCX cannot withdraw a send, nor a receive already matched to a
  * message in flight. cancel waits for them (one bounded wait, about 1 s, for
@@ -64,6 +72,8 @@
 #define WEFT_UCX_KEEPALIVE_INTERVAL "1s"
 /* UCX_RNDV_THRESH applied where the network is TCP only (above). */
 #define WEFT_UCX_TCP_RNDV_THRESH "1m"
+/* UCX_TCP_RX_SEG_SIZE applied there too (above; UCX's default is 64k). */
+#define WEFT_UCX_TCP_RX_SEG_SIZE "256k"
 
 typedef struct weft_ucx_context weft_ucx_context_t;
 

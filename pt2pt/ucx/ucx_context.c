@@ -71,6 +71,17 @@ static uint64_t host_identity(void)
 
 /* ------------------------------------------------------------ context */
 
+/* Whether the environment sets any of names (NULL-terminated). */
+static int env_set(const char *const *names)
+{
+    for (; *names != NULL; names++) {
+        if (getenv(*names) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Set a UCX variable in config unless the user chose a value in the environment
  * under any of the names that control it. */
 static weft_status_t config_default(ucp_config_t *config, const char *name, const char *value,
@@ -78,10 +89,8 @@ static weft_status_t config_default(ucp_config_t *config, const char *name, cons
 {
     ucs_status_t status;
 
-    for (; *env_names != NULL; env_names++) {
-        if (getenv(*env_names) != NULL) {
-            return WEFT_OK;
-        }
+    if (env_set(env_names)) {
+        return WEFT_OK;
     }
     status = ucp_config_modify(config, name, value);
     if (status != UCS_OK) {
@@ -154,6 +163,7 @@ static weft_status_t config_create(ucp_config_t **config_p)
     static const char *const mm_errh_env[] = {"UCX_MM_ERROR_HANDLING", "UCX_POSIX_ERROR_HANDLING",
                                               "UCX_SYSV_ERROR_HANDLING", NULL};
     static const char *const rndv_env[] = {"UCX_RNDV_THRESH", NULL};
+    static const char *const rx_seg_env[] = {"UCX_TCP_RX_SEG_SIZE", "UCX_RX_SEG_SIZE", NULL};
     ucp_config_t *config = NULL;
     ucs_status_t ucs;
     weft_status_t status;
@@ -173,12 +183,26 @@ static weft_status_t config_create(ucp_config_t **config_p)
         WEFT_CHECK_GOTO(config_default(config, "MM_ERROR_HANDLING", "y", mm_errh_env),
                         err_release_config);
     }
-    if (getenv("UCX_RNDV_THRESH") == NULL && !rdma_available()) {
-        WEFT_CHECK_GOTO(config_default(config, "RNDV_THRESH", WEFT_UCX_TCP_RNDV_THRESH, rndv_env),
-                        err_release_config);
-        weft__log_info("ucx: no network transport but TCP: UCX_RNDV_THRESH=%s (set "
-                       "UCX_RNDV_THRESH to choose another)",
-                       WEFT_UCX_TCP_RNDV_THRESH);
+    if ((getenv("UCX_RNDV_THRESH") == NULL || !env_set(rx_seg_env)) && !rdma_available()) {
+        if (getenv("UCX_RNDV_THRESH") == NULL) {
+            WEFT_CHECK_GOTO(
+                config_default(config, "RNDV_THRESH", WEFT_UCX_TCP_RNDV_THRESH, rndv_env),
+                err_release_config);
+            weft__log_info("ucx: no network transport but TCP: UCX_RNDV_THRESH=%s (set "
+                           "UCX_RNDV_THRESH to choose another)",
+                           WEFT_UCX_TCP_RNDV_THRESH);
+        }
+        if (!env_set(rx_seg_env)) {
+            /* UCX applies a name it does not know at the UCP level to every transport's
+             * configuration by the field's name without the transport's prefix ("TCP_"):
+             * measured, "TCP_RX_SEG_SIZE" here changed nothing */
+            WEFT_CHECK_GOTO(
+                config_default(config, "RX_SEG_SIZE", WEFT_UCX_TCP_RX_SEG_SIZE, rx_seg_env),
+                err_release_config);
+            weft__log_info("ucx: no network transport but TCP: UCX_TCP_RX_SEG_SIZE=%s (set "
+                           "UCX_TCP_RX_SEG_SIZE to choose another)",
+                           WEFT_UCX_TCP_RX_SEG_SIZE);
+        }
     }
     *config_p = config;
     return WEFT_OK;

@@ -101,6 +101,14 @@ if [ -z "${UCX_RNDV_THRESH:-}" ]; then
         echo "FAIL (TCP rendezvous threshold) $tcp_rndv of 4 ranks set it"
     fi
 fi
+# and its receive segment size for TCP, unless UCX_TCP_RX_SEG_SIZE is set
+if [ -z "${UCX_TCP_RX_SEG_SIZE:-}${UCX_RX_SEG_SIZE:-}" ]; then
+    tcp_seg=$(grep -c "no network transport but TCP: UCX_TCP_RX_SEG_SIZE=" <<<"$out")
+    if [ "$tcp_seg" -ne 4 ]; then
+        failures=$((failures + 1))
+        echo "FAIL (TCP receive segment) $tcp_seg of 4 ranks set it"
+    fi
+fi
 
 for coll in "${colls[@]}"; do
     algos=(default)
