@@ -215,6 +215,8 @@ typedef struct weft_coll_config {
     size_t shm_cma_alltoall;  /* single-copy shared-memory alltoall from blocks of this size */
     size_t shm_stream;        /* shared-memory allreduce results from here past the caches */
     size_t hier_leader;       /* hierarchical bcast up to here: the root's rail carries it all */
+    size_t hier_pipeline;     /* hierarchical allreduce in pipelined chunks of this many bytes
+                               * (0: one piece) */
     int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */
 } weft_coll_config_t;
 
@@ -235,6 +237,10 @@ weft_status_t weft__shm_build(weft_sched_t *s, const weft_coll_args_t *a);
 weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a);
 /* Hierarchical bcast schedules built in the leader form since the process started (tests). */
 unsigned long weft__hier_leader_builds(void);
+/* Hierarchical allreduce schedules built in pipelined chunks (WEFT_HIER_PIPELINE; tests). */
+unsigned long weft__hier_pipelined_builds(void);
+/* The most chunks a pipelined hierarchical allreduce takes (larger chunks beyond). */
+#define WEFT_HIER_PIPELINE_MAX_CHUNKS 64
 /* The ordered reductions of the reproducible mode (allreduce, reduce,
  * reduce_scatter, reduce_scatter_v; coll/ordered/ordered.c). */
 weft_status_t weft__ordered_build(weft_sched_t *s, const weft_coll_args_t *a);

@@ -135,6 +135,13 @@ static const weft_config_entry_t coll_entries[] = {
      "(the form for bandwidth); auto: the form the cost model predicts cheaper; 0: never; inf: "
      "always",
      parse_size_auto, offsetof(weft_coll_config_t, hier_leader)},
+    {"HIER_PIPELINE", "0",
+     "hierarchical allreduce (several nodes, the sliced form) of vectors larger than this many "
+     "bytes runs in chunks of it (at most 64 chunks: larger ones beyond), pipelined: the "
+     "nodes' reduce-scatter of a chunk overlaps the rails' allreduce of the one before, "
+     "whose allgather overlaps the next rails' allreduce; 0: one piece (the default: not yet "
+     "chosen by the cost model)",
+     weft__config_parse_size, offsetof(weft_coll_config_t, hier_pipeline)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "
      "every element is combined in rank order, grouped alike, whatever the placement, the "

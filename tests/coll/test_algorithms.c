@@ -449,6 +449,9 @@ static size_t matrix_shm_cma_allgather = SIZE_MAX; /* the same for allgather */
 /* hierarchical allreduce and allgather in the leader form up to this many bytes (the matrix's
  * default: never; SIZE_MAX: always) */
 static size_t matrix_hier_leader = 0;
+/* hierarchical allreduce in pipelined chunks of this many bytes (the matrix's default: 0, one
+ * piece) */
+static size_t matrix_hier_pipeline = 0;
 
 /* ranks that ran with shared memory and a node map of several nodes; that
  * read peers' buffers by process_vm_readv */
@@ -599,6 +602,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma = matrix_shm_cma;
     weft__coll_config.hier_leader = matrix_hier_leader;
+    weft__coll_config.hier_pipeline = matrix_hier_pipeline;
     weft__coll_config.shm_cma_allgather = matrix_shm_cma_allgather;
     weft__coll_config.shm_cma_alltoall = SIZE_MAX; /* tests/coll/test_exchange.c has it */
     /* allreduce results copied out with non-temporal stores from 16 KiB: the large counts of
@@ -705,6 +709,30 @@ Test(matrix, allreduce_hier_leader_2_per_node, .timeout = 900)
 Test(matrix, allreduce_hier_leader_3_per_node, .timeout = 900)
 {
     run_hier(WEFT_COLL_ALLREDUCE, 3, 1);
+}
+
+/* The sliced form in pipelined chunks of 256 bytes: the counts above p + 1 elements of the wider
+ * dtypes take a few chunks, the large count the most (WEFT_HIER_PIPELINE_MAX_CHUNKS, chunks
+ * grown past 256 bytes); a rail that allreduces a chunk out of order, or an allgather of the
+ * wrong chunk, fails it. */
+static void run_hier_pipelined(int ranks_per_node)
+{
+    unsigned long before = weft__hier_pipelined_builds();
+
+    matrix_hier_pipeline = 256;
+    run_hier(WEFT_COLL_ALLREDUCE, ranks_per_node, 0);
+    matrix_hier_pipeline = 0;
+    cr_assert_gt(weft__hier_pipelined_builds(), before, "no allreduce ran pipelined");
+}
+
+Test(matrix, allreduce_hier_pipelined_2_per_node, .timeout = 900)
+{
+    run_hier_pipelined(2);
+}
+
+Test(matrix, allreduce_hier_pipelined_3_per_node, .timeout = 900)
+{
+    run_hier_pipelined(3);
 }
 
 Test(matrix, reduce_scatter_shm, .timeout = 900)
