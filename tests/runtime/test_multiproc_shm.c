@@ -5,6 +5,7 @@
  * the collectives on two virtual nodes of two processes.
  */
 #include "tests/runtime/multiproc.h"
+#include "coll/coll.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -450,4 +451,83 @@ Test(multiproc, colls_2_nodes_of_2, .timeout = 30)
 Test(multiproc, colls_2_nodes_of_2_hier, .timeout = 30)
 {
     run_nodes_job("allreduce:0-inf:hier,reduce_scatter:0-inf:hier,allgather:0-inf:hier");
+}
+
+/*
+ * A rank killed in a pipelined hierarchical allreduce (2 virtual nodes of 2 processes,
+ * WEFT_HIER_PIPELINE=64k: 4 MiB in 64 chunks, each a shm reduce-scatter, a rail allreduce and a
+ * shm allgather): one such allreduce first, right and built pipelined on every rank; then rank
+ * PIPE_KILLED_RANK dies 0.2 s into the next, and every survivor, on its node and on the other,
+ * gets WEFT_ERR_PEER_FAILED from it, long before WEFT_TIMEOUT (60 s).
+ */
+#define PIPE_KILLED_RANK 3
+
+static void pipelined_killed_scenario(rank_ctx_t *r)
+{
+    rank_slot_t *s = &r->sh->slot[r->rank];
+    float *buf = xmalloc(r, SHM_LARGE * sizeof(float));
+    unsigned long before = weft__hier_pipelined_builds();
+    weft_status_t st;
+    double t0, t1;
+
+    stage(r, "pipelined allreduce, every rank alive");
+    shm_fill(buf, SHM_LARGE, 0, r->rank);
+    CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm));
+    shm_check(r, buf, SHM_LARGE, 0);
+    CHECK(r, weft__hier_pipelined_builds() > before,
+          "rank %d: the hierarchical allreduce was not built pipelined", r->rank);
+    if (r->rank == PIPE_KILLED_RANK) {
+        stage(r, "sleeping, then SIGKILL");
+        harness_sleep_s(0.2);
+        r->sh->kill_time = harness_now_s();
+        raise(SIGKILL);
+        _exit(4); /* not reached */
+    }
+    shm_fill(buf, SHM_LARGE, 1, r->rank);
+    stage(r, "pipelined allreduce while rank %d dies", PIPE_KILLED_RANK);
+    t0 = harness_now_s();
+    st = weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm);
+    t1 = harness_now_s();
+    s->st[0] = st;
+    s->val[0] = t1 - t0;
+    s->val[1] = t1 - r->sh->kill_time;
+    note(r, "%s", weft_last_error());
+    /* no survivor leaves (its own connections closing, which the others would hear of) before
+     * every survivor saw the failure */
+    atomic_fetch_add(&r->sh->settled, 1);
+    for (double until = harness_now_s() + 5.0;
+         atomic_load(&r->sh->settled) < r->nranks - 1 && harness_now_s() < until;) {
+        harness_sleep_s(0.001);
+    }
+    CHECK(r, st == WEFT_ERR_PEER_FAILED,
+          "pipelined allreduce with rank %d killed returned %s after %.2f s (expected "
+          "WEFT_ERR_PEER_FAILED): %s",
+          PIPE_KILLED_RANK, weft_status_string(st), t1 - t0, s->note);
+    CHECK(r, r->sh->kill_time > 0 && t1 - r->sh->kill_time < 15.0,
+          "the failure of rank %d was reported %.2f s after it died (%.2f s in the call)",
+          PIPE_KILLED_RANK, t1 - r->sh->kill_time, t1 - t0);
+    free(buf);
+}
+
+Test(multiproc, hier_pipelined_killed_peer_is_reported, .timeout = 40)
+{
+    job_opts_t o = {.nranks = 4,
+                    .timeout = "60",
+                    .tune = "allreduce:0-inf:hier",
+                    .rpn = "2",
+                    .env = {"WEFT_HIER_PIPELINE", "64k"},
+                    .scenario = pipelined_killed_scenario,
+                    .expect_killed = PIPE_KILLED_RANK,
+                    .limit_s = 30};
+    shared_t *sh = run_job(&o);
+
+    for (int q = 0; q < o.nranks; q++) {
+        if (q != PIPE_KILLED_RANK) {
+            fprintf(stderr,
+                    "test_multiproc: pipelined hier, killed peer: rank %d got %s %.3f s after the "
+                    "kill (%.3f s in the call): %s\n",
+                    q, weft_status_string(sh->slot[q].st[0]), sh->slot[q].val[1],
+                    sh->slot[q].val[0], sh->slot[q].note);
+        }
+    }
 }
