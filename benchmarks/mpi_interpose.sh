@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# MPI_Allreduce latency through libweft_mpi.so against plain Open MPI:
+# A collective's latency through libweft_mpi.so against plain Open MPI:
 # separate mpirun jobs alternating the two, the median of each size over
-# the runs, and their ratio.
-#   benchmarks/mpi_interpose.sh [-np N] [-r runs] [--user-op] [-b MIN] [-e MAX]
+# the runs, their ratio, and the geomean of the ratios.
+#   benchmarks/mpi_interpose.sh [-np N] [-r runs] [-c COLL] [--osu] [--user-op]
+#                               [-b MIN] [-e MAX]
+# COLL: allreduce (default), reduce, bcast, allgather, alltoall, gather,
+# scatter, reduce_scatter, barrier; --osu: every call from a barrier (the
+# osu-micro-benchmarks' loop) instead of back to back.
 # Run from the build tree (after make; the benchmark is
 # benchmarks/weft_mpi_allreduce, the library .libs/libweft_mpi.so).
-# Example: benchmarks/mpi_interpose.sh -np 4 -r 5 -b 8 -e 64m
+# Example: benchmarks/mpi_interpose.sh -np 4 -r 5 -c bcast --osu -b 8 -e 4m
 set -euo pipefail
 np=2 runs=5 args=()
 while [ $# -gt 0 ]; do
@@ -32,11 +36,18 @@ done
 median() {
     sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
-printf "# MPI_Allreduce float sum %s, %d ranks, median of %d alternating mpirun jobs each\n" \
+printf "# MPI collective (float sum) %s, %d ranks, median of %d alternating mpirun jobs each\n" \
     "${args[*]:-}" "$np" "$runs"
 printf "%-10s %14s %14s %10s\n" bytes interposed_us openmpi_us ratio
+logsum=0 nsizes=0
 for bytes in $(cut -d, -f1 "$tmp/mpi.1"); do
     w=$(cat "$tmp"/weft.* | awk -F, -v b="$bytes" '$1 == b {print $2}' | median)
     m=$(cat "$tmp"/mpi.* | awk -F, -v b="$bytes" '$1 == b {print $2}' | median)
-    printf "%-10s %14s %14s %10.2f\n" "$bytes" "$w" "$m" "$(echo "$w / $m" | bc -l)"
+    ratio=$(echo "$w / $m" | bc -l)
+    printf "%-10s %14s %14s %10.2f\n" "$bytes" "$w" "$m" "$ratio"
+    logsum=$(echo "$logsum + l($ratio)" | bc -l)
+    nsizes=$((nsizes + 1))
 done
+if [ "$nsizes" -gt 0 ]; then
+    printf "geomean %.2f over %d sizes\n" "$(echo "e($logsum / $nsizes)" | bc -l)" "$nsizes"
+fi
