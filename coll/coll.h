@@ -186,6 +186,11 @@ static inline size_t weft__block_count(size_t count, int nblocks, int i)
  * the cores (coll/shm/ops.c) */
 #define WEFT_SHM_CMA_AUTO WEFT_CONFIG_AUTO
 #define WEFT_SHM_CMA_AUTO_FROM ((size_t)1 << 20)
+/* WEFT_SHM_CMA_COPY=auto (weft_coll_config_t.shm_cma_copy): a host bcast reads the root's buffer
+ * from WEFT_SHM_CMA_COPY_AUTO_FROM bytes where the ranks have a core each, never where they
+ * outnumber the cores (the root waits for its readers; coll/shm/ops.c) */
+#define WEFT_SHM_CMA_COPY_AUTO WEFT_CONFIG_AUTO
+#define WEFT_SHM_CMA_COPY_AUTO_FROM ((size_t)32 << 10)
 
 /* WEFT_HIER_LEADER=auto (weft_coll_config_t.hier_leader): the hierarchical bcast
  * takes whichever form the cost model predicts cheaper (coll/cost.c) */

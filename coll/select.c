@@ -105,12 +105,12 @@ static const weft_config_entry_t coll_entries[] = {
      "has a core for every rank of the communicator, never where ranks outnumber cores; "
      "inf: never",
      parse_size_auto, offsetof(weft_coll_config_t, shm_cma)},
-    {"SHM_CMA_COPY", "inf",
+    {"SHM_CMA_COPY", "auto",
      "shared-memory bcast of host buffers from this many bytes up: every rank reads the "
      "root's buffer where it is (process_vm_readv, one copy instead of two through the "
-     "segment) where the kernel allows it; inf: never (the default: measured at np 2, even "
-     "with the staged rounds at 32-256 KiB, slower from 1 MiB)",
-     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_copy)},
+     "segment) where the kernel allows it; auto: from 32k where the machine has a core for "
+     "every rank of the communicator, never where ranks outnumber cores; inf: never",
+     parse_size_auto, offsetof(weft_coll_config_t, shm_cma_copy)},
     {"SHM_CMA_ALLGATHER", "64k",
      "shared-memory allgather (and allgatherv) of host buffers from this many bytes (the "
      "whole result) up: every rank reads the others' blocks where they are "

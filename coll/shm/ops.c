@@ -814,6 +814,16 @@ static size_t cma_allreduce_from(int oversubscribed)
     return from != WEFT_SHM_CMA_AUTO ? from : oversubscribed ? SIZE_MAX : WEFT_SHM_CMA_AUTO_FROM;
 }
 
+/* Bytes from which a bcast of host buffers reads the root's (WEFT_SHM_CMA_COPY). */
+static size_t cma_copy_from(int oversubscribed)
+{
+    size_t from = weft__coll_config.shm_cma_copy;
+
+    return from != WEFT_SHM_CMA_COPY_AUTO ? from
+           : oversubscribed               ? SIZE_MAX
+                                          : WEFT_SHM_CMA_COPY_AUTO_FROM;
+}
+
 /* The operation that serves a vector collective of `bytes` on this node. */
 static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_t bytes,
                              weft_memtype_t memtype, int oversubscribed)
@@ -838,9 +848,13 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
     case WEFT_COLL_REDUCE:
         return use_ipc(shm, memtype) ? OP_IPC_REDUCE : one ? OP_REDUCE1 : OP_REDUCE2;
     case WEFT_COLL_BCAST:
-        return use_ipc(shm, memtype)                                               ? OP_IPC_BCAST
-               : use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_copy) ? OP_CMA_BCAST
-                                                                                   : OP_BCAST;
+        /* single copy (WEFT_SHM_CMA_COPY): measured at np 2 with fresh data in every call,
+         * 8-16 KiB 0.72-0.86 of Open MPI's time staged, 0.94-1.06 so; 32-128 KiB even;
+         * 512 KiB-2 MiB 1.10-1.19 -> 0.99-1.01; in osu-micro-benchmarks' loop (the same data
+         * every call, which the readers still hold) 32 KiB-1 MiB 1.8-3.1 -> 0.9-1.3 */
+        return use_ipc(shm, memtype)                                              ? OP_IPC_BCAST
+               : use_cma_copy(shm, memtype, bytes, cma_copy_from(oversubscribed)) ? OP_CMA_BCAST
+                                                                                  : OP_BCAST;
     default:
         return OP_BARRIER;
     }

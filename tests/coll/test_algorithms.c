@@ -605,6 +605,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.hier_pipeline = matrix_hier_pipeline;
     weft__coll_config.shm_cma_allgather = matrix_shm_cma_allgather;
     weft__coll_config.shm_cma_alltoall = SIZE_MAX; /* tests/coll/test_exchange.c has it */
+    weft__coll_config.shm_cma_copy = SIZE_MAX;     /* tests/coll/test_rooted.c has it */
     /* allreduce results copied out with non-temporal stores from 16 KiB: the large counts of
      * the wider dtypes, not the small counts */
     weft__coll_config.shm_stream = 16384;

@@ -1061,6 +1061,69 @@ Test(segment, single_copy_allreduce_by_default, .timeout = 60)
     weft_finalize();
 }
 
+/* Which bcasts read the root's buffer by process_vm_readv by default (WEFT_SHM_CMA_COPY=auto):
+ * from 32 KiB up, not where ranks outnumber cores. The readers count what they read; the root
+ * reads nothing. */
+static void cma_bcast_default_body(weft_comm_t comm, int rank, void *arg)
+{
+    static const size_t sizes[] = {16u << 10, 32u << 10, 1u << 20, 16u << 20, 1u << 20};
+    cma_default_shared_t *cs = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    int32_t *buf = malloc(16u << 20);
+
+    if (buf == NULL || c->coll->shm == NULL) {
+        HARNESS_FAIL("rank %d: no memory or no segment", rank);
+        free(buf);
+        return;
+    }
+    cs->had_cma[rank] = c->coll->shm->cma;
+    for (int k = 0; k < 5; k++) {
+        size_t n = sizes[k] / sizeof(int32_t);
+        uint64_t before = c->coll->shm->cma_bytes;
+        int bad = 0;
+
+        c->oversubscribed = k == 4; /* the last call: more ranks than cores */
+        for (size_t i = 0; i < n; i++) {
+            buf[i] = rank == 0 ? val(k, 0, i) : 0;
+        }
+        EXPECT(weft_bcast(buf, n, WEFT_INT32, 0, comm) == WEFT_OK,
+               "rank %d: bcast of %zu bytes: %s", rank, sizes[k], weft_last_error());
+        for (size_t i = 0; i < n && !bad; i++) {
+            bad = buf[i] != val(k, 0, i);
+        }
+        EXPECT(!bad, "rank %d: bcast of %zu bytes: wrong result", rank, sizes[k]);
+        cs->read[rank][k] = c->coll->shm->cma_bytes - before;
+    }
+    c->oversubscribed = 0;
+    free(buf);
+}
+
+Test(segment, single_copy_bcast_by_default, .timeout = 60)
+{
+    cma_default_shared_t cs = {0};
+
+    init();
+    cr_assert_eq(weft__coll_tune_load("bcast:0-inf:shm"), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO,
+                 "the default WEFT_SHM_CMA_COPY");
+    shared_init(&cs.sh, 2);
+    run_world(&cs.sh, 2, 22, cma_bcast_default_body);
+    cr_assert(cs.had_cma[1], "in-process ranks may always read each other");
+    for (int k = 0; k < 5; k++) {
+        cr_expect_eq(cs.read[0][k], 0, "call %d: the root read %llu bytes", k,
+                     (unsigned long long)cs.read[0][k]);
+    }
+    cr_expect_eq(cs.read[1][0], 0, "16 KiB staged, not read (%llu bytes)",
+                 (unsigned long long)cs.read[1][0]);
+    cr_expect_eq(cs.read[1][1], (uint64_t)32 << 10, "32 KiB read from the root");
+    cr_expect_eq(cs.read[1][2], (uint64_t)1 << 20, "1 MiB read from the root");
+    cr_expect_eq(cs.read[1][3], (uint64_t)16 << 20, "16 MiB read from the root");
+    cr_expect_eq(cs.read[1][4], 0, "1 MiB with more ranks than cores staged (%llu bytes)",
+                 (unsigned long long)cs.read[1][4]);
+    shared_done(&cs.sh);
+    weft_finalize();
+}
+
 /* More local ranks than a reduction combines in one device call many
  * times over (machines with hundreds of cores run that many ranks per
  * node): 255, 256, 300 and 520 ranks on one node. */

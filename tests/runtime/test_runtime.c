@@ -422,6 +422,7 @@ static void check_size_auto(const char *var, const size_t *field, size_t def)
 Test(config, shm_cma_values, .init = clean_env_redirect)
 {
     check_size_auto("WEFT_SHM_CMA", &weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO);
+    check_size_auto("WEFT_SHM_CMA_COPY", &weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO);
 }
 
 Test(config, hier_leader_values, .init = clean_env_redirect)
