@@ -189,8 +189,8 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_shm_bcast,
      .layout = WEFT_COLL_LAYOUT_ONE_NODE,
      .file = "coll/shm/ops.c",
-     .model = "r(n) a_s + 2 n c",
-     .desc = "the root copies in, the others copy out"},
+     .model = "r(n) a_s + 2 n c (the single copy from WEFT_SHM_CMA_COPY is not modelled)",
+     .desc = "the root copies in, the others copy out; large vectors read from the root's buffer"},
     {.name = "hier",
      .kind = WEFT_COLL_BCAST,
      .build = weft__hier_build,
@@ -249,8 +249,9 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_shm_gather,
      .layout = WEFT_COLL_LAYOUT_ONE_NODE,
      .file = "coll/shm/ops.c",
-     .model = "r(n/L) a_s + (n/L + n) c",
-     .desc = "every rank copies its block in, the root copies every slot out"},
+     .model = "r(n/L) a_s + (n/L + n) c (the single copy from WEFT_SHM_CMA_COPY is not modelled)",
+     .desc = "every rank copies its block in, the root copies every slot out; large blocks the "
+             "root reads from the ranks' buffers"},
     {.name = "binomial",
      .kind = WEFT_COLL_SCATTER,
      .build = weft__scatter_binomial,
@@ -264,8 +265,9 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_shm_scatter,
      .layout = WEFT_COLL_LAYOUT_ONE_NODE,
      .file = "coll/shm/ops.c",
-     .model = "r(n) a_s + (n + n/L) c",
-     .desc = "the root copies a piece of every block into its slot, each rank copies its own out"},
+     .model = "r(n) a_s + (n + n/L) c (the single copy from WEFT_SHM_CMA_COPY is not modelled)",
+     .desc = "the root copies a piece of every block into its slot, each rank copies its own out; "
+             "large blocks each rank reads from the root's buffer"},
 
     /* alltoall */
     {.name = "pairwise",

@@ -106,10 +106,12 @@ static const weft_config_entry_t coll_entries[] = {
      "inf: never",
      parse_size_auto, offsetof(weft_coll_config_t, shm_cma)},
     {"SHM_CMA_COPY", "auto",
-     "shared-memory bcast of host buffers from this many bytes up: every rank reads the "
-     "root's buffer where it is (process_vm_readv, one copy instead of two through the "
-     "segment) where the kernel allows it; auto: from 32k where the machine has a core for "
-     "every rank of the communicator, never where ranks outnumber cores; inf: never",
+     "shared-memory bcast, scatter and gather of host buffers from this many bytes up (the "
+     "vector of bcast, a block of the others): every rank reads the root's buffer where it "
+     "is, its block of it (scatter), or the root every rank's block (gather) "
+     "(process_vm_readv, one copy instead of two through the segment) where the kernel "
+     "allows it; auto: from 32k where the machine has a core for every rank of the "
+     "communicator, never where ranks outnumber cores; inf: never",
      parse_size_auto, offsetof(weft_coll_config_t, shm_cma_copy)},
     {"SHM_CMA_ALLGATHER", "64k",
      "shared-memory allgather (and allgatherv) of host buffers from this many bytes (the "

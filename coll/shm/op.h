@@ -25,6 +25,8 @@ typedef enum {
     OP_CMA_ALLGATHER, /* host memory: read the peers' buffers by process_vm_readv */
     OP_CMA_BCAST,
     OP_CMA_ALLTOALL, /* each rank reads its block of every peer's src by process_vm_readv */
+    OP_CMA_GATHER,   /* the root reads every peer's block by process_vm_readv */
+    OP_CMA_SCATTER,  /* every rank reads its block of the root's src by process_vm_readv */
     OP_GATHER,       /* block `count` per rank: every rank's in its slot, the root copies all out */
     OP_SCATTER,      /* the root's blocks in sub-blocks of its slot, every rank copies its own */
     OP_ALLTOALL,     /* every rank's blocks in sub-blocks of its slot, each copies its sub-blocks */

@@ -672,6 +672,8 @@ static weft_status_t op_poll(void *state, int *peer_p)
         case OP_CMA_ALLGATHER:
         case OP_CMA_BCAST:
         case OP_CMA_ALLTOALL:
+        case OP_CMA_GATHER:
+        case OP_CMA_SCATTER:
             status = weft__shm_round_ipc(o, R, peer_p);
             break;
         default:
@@ -747,7 +749,8 @@ static void op_reserve(shm_op_t *o, size_t total)
     int single = o->kind == OP_ALLREDUCE_CMA || o->kind == OP_ALLREDUCE_IPC ||
                  o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST ||
                  o->kind == OP_IPC_REDUCE || o->kind == OP_CMA_ALLGATHER ||
-                 o->kind == OP_CMA_BCAST || o->kind == OP_CMA_ALLTOALL;
+                 o->kind == OP_CMA_BCAST || o->kind == OP_CMA_ALLTOALL ||
+                 o->kind == OP_CMA_GATHER || o->kind == OP_CMA_SCATTER;
 
     o->nrounds =
         o->kind == OP_BARRIER || (single && total > 0) ? 1 : (total + o->chunk - 1) / o->chunk;
@@ -979,6 +982,18 @@ static size_t rooted_init(shm_op_t *o, int root, const void *src, void *dst, siz
     return count;
 }
 
+/* The operation that serves a gather or scatter (staged: OP_GATHER, OP_SCATTER) of blocks of
+ * `bytes` on this node: from WEFT_SHM_CMA_COPY bytes a block, the blocks read where they are
+ * (scatter: every rank its block of the root's buffer; gather: the root every rank's). */
+static op_kind_t rooted_kind(const weft_shm_t *shm, op_kind_t staged, weft_memtype_t memtype,
+                             size_t bytes, int oversubscribed)
+{
+    if (bytes == 0 || !use_cma_copy(shm, memtype, bytes, cma_copy_from(oversubscribed))) {
+        return staged;
+    }
+    return staged == OP_GATHER ? OP_CMA_GATHER : OP_CMA_SCATTER;
+}
+
 static int rooted_add(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, int root, const void *src,
                       void *dst, size_t count, size_t esize)
 {
@@ -998,13 +1013,19 @@ static int rooted_add(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, int root
 int weft__shm_gather(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
                      size_t count, size_t esize)
 {
-    return rooted_add(s, shm, OP_GATHER, root, src, dst, count, esize);
+    return rooted_add(s, shm,
+                      rooted_kind(shm, OP_GATHER, weft__sched_dev(s)->memtype, count * esize,
+                                  weft__sched_comm(s)->oversubscribed),
+                      root, src, dst, count, esize);
 }
 
 int weft__shm_scatter(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
                       size_t count, size_t esize)
 {
-    return rooted_add(s, shm, OP_SCATTER, root, src, dst, count, esize);
+    return rooted_add(s, shm,
+                      rooted_kind(shm, OP_SCATTER, weft__sched_dev(s)->memtype, count * esize,
+                                  weft__sched_comm(s)->oversubscribed),
+                      root, src, dst, count, esize);
 }
 
 int weft__shm_alltoall(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst, size_t count,
@@ -1129,10 +1150,10 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
     case WEFT_COLL_GATHER:
     case WEFT_COLL_SCATTER:
     case WEFT_COLL_ALLTOALL:
-        kind = a->kind == WEFT_COLL_GATHER ? OP_GATHER
-               : a->kind == WEFT_COLL_SCATTER
-                   ? OP_SCATTER
-                   : alltoall_kind(shm, dev->memtype, a->src, a->dst, a->count * a->esize);
+        kind = a->kind == WEFT_COLL_ALLTOALL
+                   ? alltoall_kind(shm, dev->memtype, a->src, a->dst, a->count * a->esize)
+                   : rooted_kind(shm, a->kind == WEFT_COLL_GATHER ? OP_GATHER : OP_SCATTER,
+                                 dev->memtype, a->count * a->esize, comm->oversubscribed);
         op_init(&o, shm, kind, a->esize, desc, dev);
         total = rooted_init(&o, a->root, a->src, a->dst, a->count);
         if (o.chunk == 0) {

@@ -344,8 +344,9 @@ weft_status_t weft__shm_round_cma(shm_op_t *o, uint64_t R, int *peer_p)
     return status;
 }
 
-/* The read of a host allgather, bcast or alltoall (OP_CMA_*): the peers' src,
- * published as addresses, into this rank's dst by process_vm_readv. */
+/* The read of a host allgather, bcast, alltoall, gather or scatter (OP_CMA_*): the peers' src,
+ * published as addresses, into this rank's dst by process_vm_readv (gather: the root reads
+ * everyone's; scatter: every rank its block of the root's). */
 static weft_status_t cma_work(shm_op_t *o)
 {
     weft_shm_t *shm = o->shm;
@@ -357,6 +358,33 @@ static weft_status_t cma_work(shm_op_t *o)
         return me == o->root
                    ? WEFT_OK
                    : cma_read(o, o->root, o->dst, shm->ctrl[o->root].src_addr, o->count * es);
+    }
+    if (o->kind == OP_CMA_SCATTER) { /* block me of the root's src */
+        const size_t block = o->count * es;
+        const char *own = o->src + (size_t)me * block;
+
+        if (me != o->root) {
+            return cma_read(o, o->root, o->dst, shm->ctrl[o->root].src_addr + (uint64_t)me * block,
+                            block);
+        }
+        if (o->dst != own) {
+            memcpy(o->dst, own, block);
+        }
+        return WEFT_OK;
+    }
+    if (o->kind == OP_CMA_GATHER) { /* the root: block q of dst from q's src */
+        const size_t block = o->count * es;
+
+        for (int q = 0; q < L && me == o->root && status == WEFT_OK; q++) {
+            char *to = o->dst + (size_t)q * block;
+
+            if (q != me) {
+                status = cma_read(o, q, to, shm->ctrl[q].src_addr, block);
+            } else if (to != o->src) {
+                memcpy(to, o->src, block);
+            }
+        }
+        return status;
     }
     if (o->kind == OP_CMA_ALLTOALL) { /* block q of dst: block me of q's src */
         const size_t block = o->count * es;
@@ -420,15 +448,17 @@ static weft_status_t ipc_work(shm_op_t *o)
  * handle of its src in its slot, maps the peers' (ipc_open), reads what it
  * needs straight from their buffers on the device, and waits until every
  * rank is done before returning (the peers read its src until then). Host
- * bcast from WEFT_SHM_CMA_COPY bytes, allgather from WEFT_SHM_CMA_ALLGATHER
+ * bcast, gather and scatter from WEFT_SHM_CMA_COPY bytes (a block of the
+ * latter two), allgather from WEFT_SHM_CMA_ALLGATHER
  * bytes of result and alltoall from WEFT_SHM_CMA_ALLTOALL bytes per block
  * (OP_CMA_*) do the same with src's address in the control line and
  * process_vm_readv: one copy where the slots take two.
  */
 weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
 {
-    const int cma =
-        o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST || o->kind == OP_CMA_ALLTOALL;
+    const int cma = o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST ||
+                    o->kind == OP_CMA_ALLTOALL || o->kind == OP_CMA_GATHER ||
+                    o->kind == OP_CMA_SCATTER;
     weft_status_t status;
 
     if (o->phase == 0) {

@@ -23,6 +23,7 @@
 #include <criterion/criterion.h>
 
 #include "coll/coll.h"
+#include "coll/shm/shm.h"
 #include "runtime/comm.h"
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
@@ -246,6 +247,8 @@ done:
 
 /* ranks that ran with shared memory and with a node map of several nodes */
 static atomic_int with_shm, with_nodes;
+/* ranks that read a peer's buffer by process_vm_readv, over every world of a matrix */
+static atomic_long with_cma_reads;
 
 static void count_placement(weft_comm_t comm)
 {
@@ -280,10 +283,13 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
 
+    const weft_shm_t *shm = weft__comm_of(comm)->coll->shm;
+
     count_placement(comm);
     for (int i = 0; i < sh->ncases; i++) {
         run_case(sh, comm, rank, &sh->cases[i]);
     }
+    atomic_fetch_add(&with_cma_reads, shm != NULL && shm->cma_bytes > 0);
 }
 
 static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t delay_ns,
@@ -343,6 +349,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     int rank_counts = 0;
 
     force(kind, algo, ranks_per_node);
+    atomic_store(&with_cma_reads, 0);
     /* small fragments so that the ring of reduce_scatter_gather pipelines */
     weft__coll_config.ring_frag_size = 1024;
     for (int p = 1; p <= 64; p++) {
@@ -412,17 +419,40 @@ Test(rooted, reduce_ordered, .timeout = 300)
     run_matrix(WEFT_COLL_REDUCE, "ordered");
 }
 
-Test(rooted, bcast_shm, .timeout = 300)
+/* every size read from the root's buffer by process_vm_readv (in-process
+ * ranks read their own process, which the kernel always allows); the reads
+ * counted, and none in the staged matrices */
+static void run_single_copy(weft_coll_kind_t kind, int single)
 {
-    run_matrix(WEFT_COLL_BCAST, "shm");
+    matrix_shm_cma_copy = single ? 0 : SIZE_MAX;
+    run_matrix(kind, "shm");
+    matrix_shm_cma_copy = SIZE_MAX;
+    if (single) {
+        cr_assert_gt(atomic_load(&with_cma_reads), 0, "no rank read a peer's buffer");
+    } else {
+        cr_assert_eq(atomic_load(&with_cma_reads), 0, "%ld ranks read a peer's buffer",
+                     atomic_load(&with_cma_reads));
+    }
 }
 
-/* every size read from the root's buffer by process_vm_readv (in-process
- * ranks read their own process, which the kernel always allows) */
+Test(rooted, bcast_shm, .timeout = 300)
+{
+    run_single_copy(WEFT_COLL_BCAST, 0);
+}
+
 Test(rooted, bcast_shm_single_copy, .timeout = 300)
 {
-    matrix_shm_cma_copy = 0;
-    run_matrix(WEFT_COLL_BCAST, "shm");
+    run_single_copy(WEFT_COLL_BCAST, 1);
+}
+
+Test(rooted, gather_shm_single_copy, .timeout = 300)
+{
+    run_single_copy(WEFT_COLL_GATHER, 1);
+}
+
+Test(rooted, scatter_shm_single_copy, .timeout = 300)
+{
+    run_single_copy(WEFT_COLL_SCATTER, 1);
 }
 
 /* The hierarchical bcast in its two forms: a slice down every rail (the matrix's default),
@@ -475,12 +505,12 @@ Test(rooted, scatter_binomial, .timeout = 300)
 
 Test(rooted, gather_shm, .timeout = 300)
 {
-    run_matrix(WEFT_COLL_GATHER, "shm");
+    run_single_copy(WEFT_COLL_GATHER, 0);
 }
 
 Test(rooted, scatter_shm, .timeout = 300)
 {
-    run_matrix(WEFT_COLL_SCATTER, "shm");
+    run_single_copy(WEFT_COLL_SCATTER, 0);
 }
 
 /* Barrier: in each round one rank arrives 20 ms late (in a few rounds) or

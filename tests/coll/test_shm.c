@@ -999,7 +999,7 @@ out:
 typedef struct cma_default_shared {
     shared_t sh;
     int had_cma[2];
-    uint64_t read[2][5]; /* bytes read by process_vm_readv in each call below */
+    uint64_t read[2][8]; /* bytes read by process_vm_readv in each call below */
 } cma_default_shared_t;
 
 static void cma_default_body(weft_comm_t comm, int rank, void *arg)
@@ -1063,7 +1063,8 @@ Test(segment, single_copy_allreduce_by_default, .timeout = 60)
 
 /* Which bcasts read the root's buffer by process_vm_readv by default (WEFT_SHM_CMA_COPY=auto):
  * from 32 KiB up, not where ranks outnumber cores. The readers count what they read; the root
- * reads nothing. */
+ * reads nothing. Then scatters and a gather of blocks of 16 and 32 KiB: from 32 KiB a block,
+ * every rank reads its block of the root's buffer (scatter), the root the others' (gather). */
 static void cma_bcast_default_body(weft_comm_t comm, int rank, void *arg)
 {
     static const size_t sizes[] = {16u << 10, 32u << 10, 1u << 20, 16u << 20, 1u << 20};
@@ -1095,15 +1096,38 @@ static void cma_bcast_default_body(weft_comm_t comm, int rank, void *arg)
         cs->read[rank][k] = c->coll->shm->cma_bytes - before;
     }
     c->oversubscribed = 0;
+    for (int k = 5; k < 8; k++) {
+        size_t n = (k == 5 ? 16u << 10 : 32u << 10) / sizeof(int32_t);
+        uint64_t before = c->coll->shm->cma_bytes;
+        int32_t *whole = buf + n; /* the root's (scatter) or its result (gather): 2 blocks */
+        int bad = 0;
+
+        for (size_t i = 0; i < 2 * n; i++) {
+            whole[i] = val(k, 0, i);
+        }
+        for (size_t i = 0; i < n; i++) {
+            buf[i] = k == 7 ? val(k, rank, i) : 0;
+        }
+        EXPECT((k == 7 ? weft_gather(buf, whole, n, WEFT_INT32, 0, comm)
+                       : weft_scatter(whole, buf, n, WEFT_INT32, 0, comm)) == WEFT_OK,
+               "rank %d: call %d: %s", rank, k, weft_last_error());
+        for (size_t i = 0; i < n && !bad && (k < 7 || rank == 0); i++) {
+            bad = k == 7 ? whole[i] != val(k, 0, i) || whole[n + i] != val(k, 1, i)
+                         : buf[i] != val(k, 0, (size_t)rank * n + i);
+        }
+        EXPECT(!bad, "rank %d: call %d: wrong result", rank, k);
+        cs->read[rank][k] = c->coll->shm->cma_bytes - before;
+    }
     free(buf);
 }
 
-Test(segment, single_copy_bcast_by_default, .timeout = 60)
+Test(segment, single_copy_bcast_gather_scatter_by_default, .timeout = 60)
 {
     cma_default_shared_t cs = {0};
 
     init();
-    cr_assert_eq(weft__coll_tune_load("bcast:0-inf:shm"), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft__coll_tune_load("bcast:0-inf:shm,scatter:0-inf:shm,gather:0-inf:shm"),
+                 WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO,
                  "the default WEFT_SHM_CMA_COPY");
     shared_init(&cs.sh, 2);
@@ -1120,6 +1144,14 @@ Test(segment, single_copy_bcast_by_default, .timeout = 60)
     cr_expect_eq(cs.read[1][3], (uint64_t)16 << 20, "16 MiB read from the root");
     cr_expect_eq(cs.read[1][4], 0, "1 MiB with more ranks than cores staged (%llu bytes)",
                  (unsigned long long)cs.read[1][4]);
+    for (int r = 0; r < 2; r++) {
+        cr_expect_eq(cs.read[r][5], 0, "rank %d: scatter of 16 KiB blocks staged (%llu bytes)", r,
+                     (unsigned long long)cs.read[r][5]);
+    }
+    cr_expect_eq(cs.read[0][6], 0, "scatter of 32 KiB blocks: the root reads nothing");
+    cr_expect_eq(cs.read[1][6], (uint64_t)32 << 10, "scatter: rank 1 reads its 32 KiB block");
+    cr_expect_eq(cs.read[0][7], (uint64_t)32 << 10, "gather: the root reads rank 1's 32 KiB");
+    cr_expect_eq(cs.read[1][7], 0, "gather of 32 KiB blocks: rank 1 reads nothing");
     shared_done(&cs.sh);
     weft_finalize();
 }
