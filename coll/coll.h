@@ -246,6 +246,10 @@ unsigned long weft__hier_leader_builds(void);
 unsigned long weft__hier_pipelined_builds(void);
 /* The most chunks a pipelined hierarchical allreduce takes (larger chunks beyond). */
 #define WEFT_HIER_PIPELINE_MAX_CHUNKS 64
+/* WEFT_HIER_PIPELINE=auto (weft_coll_config_t.hier_pipeline): the chunks the cost model predicts
+ * fastest, none of less than WEFT_HIER_PIPELINE_MIN_CHUNK bytes (coll/cost.c) */
+#define WEFT_HIER_PIPELINE_AUTO WEFT_CONFIG_AUTO
+#define WEFT_HIER_PIPELINE_MIN_CHUNK ((size_t)64 << 10)
 /* The ordered reductions of the reproducible mode (allreduce, reduce,
  * reduce_scatter, reduce_scatter_v; coll/ordered/ordered.c). */
 weft_status_t weft__ordered_build(weft_sched_t *s, const weft_coll_args_t *a);
@@ -261,6 +265,9 @@ const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll
 /* Whether the hierarchical allreduce, bcast or allgather of bytes on comm runs its leader form (the
  * whole vector over one rail; coll/cost.c decides, alike on every rank). */
 int weft__coll_hier_leader(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes);
+/* Bytes per chunk of the pipelined hierarchical allreduce (the sliced form) of bytes on comm, 0 for
+ * one piece (WEFT_HIER_PIPELINE; auto: coll/cost.c decides, alike on every rank). */
+size_t weft__coll_hier_pipeline(struct weft_comm *comm, size_t bytes);
 
 /* What core calls back in this layer (comm/comm.h): the health of the
  * node's shared memory, the flight recorder's dump when the communicator

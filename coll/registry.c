@@ -70,9 +70,12 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .file = "coll/hier/hier.c",
      .model = "min(shm reduce-scatter + rails(best allreduce of n/L on N ranks) + shm allgather, "
               "shm reduce + best allreduce of n on N ranks + shm bcast); rails(x): x, plus (L-1) "
-              "times x for 0 bytes where ranks outnumber cores",
+              "times x for 0 bytes where ranks outnumber cores; in k chunks of m = n/k: node(m) "
+              "+ rail(m) + (k-1) max(node(m), rail(m)), k (node(m) + rail(m)) where ranks "
+              "outnumber cores",
      .desc = "shm reduce-scatter, allreduce of each slice on its rail (all at once), shm "
-             "allgather; small n (WEFT_HIER_LEADER): shm reduce, allreduce on one rail, shm bcast"},
+             "allgather; small n (WEFT_HIER_LEADER): shm reduce, allreduce on one rail, shm "
+             "bcast; large n (WEFT_HIER_PIPELINE): the sliced form in chunks, pipelined"},
     {.name = "ordered",
      .kind = WEFT_COLL_ALLREDUCE,
      .build = weft__ordered_build,

@@ -137,13 +137,14 @@ static const weft_config_entry_t coll_entries[] = {
      "(the form for bandwidth); auto: the form the cost model predicts cheaper; 0: never; inf: "
      "always",
      parse_size_auto, offsetof(weft_coll_config_t, hier_leader)},
-    {"HIER_PIPELINE", "0",
+    {"HIER_PIPELINE", "auto",
      "hierarchical allreduce (several nodes, the sliced form) of vectors larger than this many "
      "bytes runs in chunks of it (at most 64 chunks: larger ones beyond), pipelined: the "
      "nodes' reduce-scatter of a chunk overlaps the rails' allreduce of the one before, "
-     "whose allgather overlaps the next rails' allreduce; 0: one piece (the default: not yet "
-     "chosen by the cost model)",
-     weft__config_parse_size, offsetof(weft_coll_config_t, hier_pipeline)},
+     "whose allgather overlaps the next rails' allreduce; auto: the chunks the cost model "
+     "predicts fastest (2-64 of at least 64k; none where ranks outnumber cores, as nothing "
+     "then runs beside the rails); 0: one piece",
+     parse_size_auto, offsetof(weft_coll_config_t, hier_pipeline)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "
      "every element is combined in rank order, grouped alike, whatever the placement, the "
@@ -205,6 +206,14 @@ const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll
     weft__cost_params(comm, &params);
     params.flat_only = 1;
     return weft__coll_choose(kind, bytes, nranks, &params, NULL);
+}
+
+size_t weft__coll_hier_pipeline(struct weft_comm *comm, size_t bytes)
+{
+    weft_cost_params_t params;
+
+    weft__cost_params(comm, &params);
+    return weft__cost_hier_pipeline(&params, (double)bytes);
 }
 
 int weft__coll_hier_leader(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes)

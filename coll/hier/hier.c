@@ -37,9 +37,9 @@
  *               among rail 0 -> the blocks in rank order -> shm bcast from
  *               local rank 0
  *
- * Pipelined allreduce (WEFT_HIER_PIPELINE: off by default, the cost model does not choose it
- * yet): the sliced form in chunks, each chunk's shm reduce-scatter overlapping the rails'
- * allreduce of the chunk before (build_allreduce_pipelined). Measured on two simulated hosts
+ * Pipelined allreduce (WEFT_HIER_PIPELINE; auto: the chunks the cost model predicts fastest,
+ * none where ranks outnumber cores): the sliced form in chunks, each chunk's shm reduce-scatter
+ * overlapping the rails' allreduce of the chunk before (build_allreduce_pipelined). Measured on two simulated hosts
  * of two ranks with links capped at 10 Gbit/s, 1 MiB chunks: 16 MiB 23.7-25.1 ms -> 17.9-18.8,
  * 4 MiB 4.4 -> 3.6-4.2; with uncapped links (memory speed, ranks outnumbering cores: nothing
  * idle to overlap) 3-8 % slower.
@@ -187,11 +187,12 @@ unsigned long weft__hier_pipelined_builds(void)
     return atomic_load(&pipelined_builds);
 }
 
-/* Elements per chunk of a pipelined allreduce of a (WEFT_HIER_PIPELINE; at most
- * WEFT_HIER_PIPELINE_MAX_CHUNKS chunks), or 0 for one piece: every rank decides alike. */
-static size_t pipeline_chunk(const weft_coll_args_t *a)
+/* Elements per chunk of a pipelined allreduce of a (WEFT_HIER_PIPELINE, auto: the cost model's;
+ * at most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks), or 0 for one piece: every rank decides alike. */
+static size_t pipeline_chunk(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    size_t chunk = weft__coll_config.hier_pipeline / a->esize, fewest;
+    size_t bytes = weft__coll_hier_pipeline(weft__sched_comm(s), a->count * a->esize);
+    size_t chunk = (bytes + a->esize - 1) / a->esize, fewest;
 
     if (chunk == 0 || a->count <= chunk) {
         return 0;
@@ -271,7 +272,7 @@ static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
     if (leader_form(s, a)) {
         return build_allreduce_leader(s, a);
     }
-    chunk = pipeline_chunk(a);
+    chunk = pipeline_chunk(s, a);
     if (chunk > 0) {
         return build_allreduce_pipelined(s, a, chunk);
     }

@@ -288,6 +288,48 @@ Test(registry, hier_leader_forms, .init = init_clean, .fini = fini)
     weft__coll_config.hier_leader = WEFT_HIER_LEADER_AUTO;
 }
 
+/* The pipelined hierarchical allreduce: with auto the model cuts a large vector into chunks of at
+ * least WEFT_HIER_PIPELINE_MIN_CHUNK bytes where the ranks have a core each (the node's shm work
+ * then runs beside the rails'), and predicts it faster than one piece; a vector too small for two
+ * chunks, or ranks outnumbering the cores, one piece; a size decides alone (larger vectors, at
+ * most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks in the prediction), 0 never. */
+Test(registry, hier_pipeline_chunks, .init = init_clean, .fini = fini)
+{
+    const weft_coll_algo_t *ar = weft__coll_find(WEFT_COLL_ALLREDUCE, "hier");
+    const double big = 64 << 20;
+    weft_cost_params_t c, over;
+    double piped, one;
+    size_t chunk;
+
+    hier_params(&c, 4, 8);
+    over = c;
+    over.oversubscribed = 1;
+    cr_assert_eq(weft__coll_config.hier_pipeline, WEFT_HIER_PIPELINE_AUTO);
+    chunk = weft__cost_hier_pipeline(&c, big);
+    cr_assert_geq(chunk, WEFT_HIER_PIPELINE_MIN_CHUNK, "64 MiB in chunks of %zu bytes", chunk);
+    cr_assert_leq(big / (double)chunk, WEFT_HIER_PIPELINE_MAX_CHUNKS);
+    cr_assert_eq(weft__cost_hier_pipeline(&c, 2 * WEFT_HIER_PIPELINE_MIN_CHUNK - 1), 0,
+                 "two chunks of less than the least");
+    cr_assert_eq(weft__cost_hier_pipeline(&over, big), 0, "pipelined where ranks outnumber cores");
+    piped = weft__cost_predict(ar, &c, (size_t)big, 32);
+    weft__coll_config.hier_pipeline = 0;
+    cr_assert_eq(weft__cost_hier_pipeline(&c, big), 0);
+    one = weft__cost_predict(ar, &c, (size_t)big, 32);
+    cr_assert_lt(piped, one, "pipelined %g s, one piece %g s", piped, one);
+    weft__coll_config.hier_pipeline = 1 << 20;
+    cr_assert_eq(weft__cost_hier_pipeline(&c, big), (size_t)1 << 20);
+    cr_assert_eq(weft__cost_hier_pipeline(&over, big), (size_t)1 << 20, "a size decides alone");
+    cr_assert_eq(weft__cost_hier_pipeline(&c, 1 << 20), 0, "1 MiB in chunks of 1 MiB: one piece");
+    piped = weft__cost_predict(ar, &over, (size_t)big, 32);
+    weft__coll_config.hier_pipeline = 0;
+    one = weft__cost_predict(ar, &over, (size_t)big, 32);
+    cr_assert_gt(piped, one,
+                 "ranks outnumbering cores: 64 chunks predicted no slower (%g s) than "
+                 "one piece (%g s)",
+                 piped, one);
+    weft__coll_config.hier_pipeline = WEFT_HIER_PIPELINE_AUTO;
+}
+
 /* Where ranks outnumber cores the sliced forms pay their rail phase's latency once per local
  * rank: a hierarchical allgather costs more, and the allreduce takes its leader form for larger
  * vectors than with a core per rank. */

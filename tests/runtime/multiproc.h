@@ -90,7 +90,7 @@ typedef struct job_opts {
     const char *tune;    /* WEFT_TUNE, or NULL for none */
     const char *rpn;     /* WEFT_RANKS_PER_NODE, or NULL for real nodes */
     const char *frag;    /* WEFT_STAGE_FRAG, or NULL for the default */
-    const char *env[2];  /* one more setting, name and value, or NULLs */
+    const char *env[4];  /* up to two more settings, name and value each, or NULLs */
     int env_world;       /* children join through the environment and weft_comm_world */
     rank_fn scenario;    /* run by every rank on its communicator */
     rank_fn body;        /* instead of join + scenario + destroy (children still finalize) */

@@ -203,8 +203,8 @@ static void job_start(job_t *job, const job_opts_t *o)
     job->o = o;
     cr_assert(o->nranks >= 1 && o->nranks <= MAX_RANKS);
     prepare_env(o->timeout, o->ucx_tls, o->tune, o->rpn);
-    if (o->env[0] != NULL) {
-        set_env(o->env[0], o->env[1]);
+    for (int i = 0; i < 4 && o->env[i] != NULL; i += 2) {
+        set_env(o->env[i], o->env[i + 1]);
     }
     if (o->frag != NULL) {
         set_env("WEFT_STAGE_FRAG", o->frag);

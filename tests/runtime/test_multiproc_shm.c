@@ -455,10 +455,10 @@ Test(multiproc, colls_2_nodes_of_2_hier, .timeout = 30)
 
 /*
  * A rank killed in a pipelined hierarchical allreduce (2 virtual nodes of 2 processes,
- * WEFT_HIER_PIPELINE=64k: 4 MiB in 64 chunks, each a shm reduce-scatter, a rail allreduce and a
- * shm allgather): one such allreduce first, right and built pipelined on every rank; then rank
- * PIPE_KILLED_RANK dies 0.2 s into the next, and every survivor, on its node and on the other,
- * gets WEFT_ERR_PEER_FAILED from it, long before WEFT_TIMEOUT (60 s).
+ * WEFT_HIER_PIPELINE=64k, WEFT_HIER_LEADER=0: 4 MiB in 64 chunks, each a shm reduce-scatter, a rail
+ * allreduce and a shm allgather): one such allreduce first, right and built pipelined on every
+ * rank; then rank PIPE_KILLED_RANK dies 0.2 s into the next, and every survivor, on its node and on
+ * the other, gets WEFT_ERR_PEER_FAILED from it, long before WEFT_TIMEOUT (60 s).
  */
 #define PIPE_KILLED_RANK 3
 
@@ -515,7 +515,8 @@ Test(multiproc, hier_pipelined_killed_peer_is_reported, .timeout = 40)
                     .timeout = "60",
                     .tune = "allreduce:0-inf:hier",
                     .rpn = "2",
-                    .env = {"WEFT_HIER_PIPELINE", "64k"},
+                    /* the sliced form, whatever the model thinks of 64 chunks here */
+                    .env = {"WEFT_HIER_PIPELINE", "64k", "WEFT_HIER_LEADER", "0"},
                     .scenario = pipelined_killed_scenario,
                     .expect_killed = PIPE_KILLED_RANK,
                     .limit_s = 30};

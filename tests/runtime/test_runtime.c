@@ -425,6 +425,12 @@ Test(config, shm_cma_values, .init = clean_env_redirect)
     check_size_auto("WEFT_SHM_CMA_COPY", &weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO);
 }
 
+Test(config, hier_pipeline_values, .init = clean_env_redirect)
+{
+    check_size_auto("WEFT_HIER_PIPELINE", &weft__coll_config.hier_pipeline,
+                    WEFT_HIER_PIPELINE_AUTO);
+}
+
 Test(config, hier_leader_values, .init = clean_env_redirect)
 {
     check_size_auto("WEFT_HIER_LEADER", &weft__coll_config.hier_leader, WEFT_HIER_LEADER_AUTO);
