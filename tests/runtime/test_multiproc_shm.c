@@ -104,6 +104,18 @@ static void shm_check(rank_ctx_t *r, const float *buf, size_t count, int it)
  * once, and with WEFT_ERR_PEER_FAILED again (the communicator lost a rank;
  * nothing else went wrong).
  */
+/* A survivor of a killed rank waits (5 s at most) until every survivor saw the failure: none
+ * leaves before, closing its own connections (its bootstrap one among them), which the others
+ * would hear of as another failure. */
+static void survivors_settle(rank_ctx_t *r)
+{
+    atomic_fetch_add(&r->sh->settled, 1);
+    for (double until = harness_now_s() + 5.0;
+         atomic_load(&r->sh->settled) < r->nranks - 1 && harness_now_s() < until;) {
+        harness_sleep_s(0.001);
+    }
+}
+
 static int shm_hold_bootstrap;
 static double shm_next_delay;
 
@@ -180,13 +192,7 @@ static void shm_peer_killed_scenario(rank_ctx_t *r)
     s->val[0] = t1 - t0;
     s->val[1] = t1 - r->sh->kill_time;
     note(r, "%s", weft_last_error());
-    /* no survivor leaves (and closes its own bootstrap connection, which
-     * the others would hear of) before every survivor saw rank 2's failure */
-    atomic_fetch_add(&r->sh->settled, 1);
-    for (double until = harness_now_s() + 5.0;
-         atomic_load(&r->sh->settled) < r->nranks - 1 && harness_now_s() < until;) {
-        harness_sleep_s(0.001);
-    }
+    survivors_settle(r);
     CHECK(r, st == WEFT_ERR_PEER_FAILED,
           "shm allreduce with rank %d killed returned %s after %.2f s (expected "
           "WEFT_ERR_PEER_FAILED): %s",
@@ -492,13 +498,7 @@ static void pipelined_killed_scenario(rank_ctx_t *r)
     s->val[0] = t1 - t0;
     s->val[1] = t1 - r->sh->kill_time;
     note(r, "%s", weft_last_error());
-    /* no survivor leaves (its own connections closing, which the others would hear of) before
-     * every survivor saw the failure */
-    atomic_fetch_add(&r->sh->settled, 1);
-    for (double until = harness_now_s() + 5.0;
-         atomic_load(&r->sh->settled) < r->nranks - 1 && harness_now_s() < until;) {
-        harness_sleep_s(0.001);
-    }
+    survivors_settle(r);
     CHECK(r, st == WEFT_ERR_PEER_FAILED,
           "pipelined allreduce with rank %d killed returned %s after %.2f s (expected "
           "WEFT_ERR_PEER_FAILED): %s",
