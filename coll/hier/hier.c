@@ -39,10 +39,10 @@
  *
  * Pipelined allreduce (WEFT_HIER_PIPELINE; auto: the chunks the cost model predicts fastest,
  * none where ranks outnumber cores): the sliced form in chunks, each chunk's shm reduce-scatter
- * overlapping the rails' allreduce of the chunk before (build_allreduce_pipelined). Measured on two simulated hosts
- * of two ranks with links capped at 10 Gbit/s, 1 MiB chunks: 16 MiB 23.7-25.1 ms -> 17.9-18.8,
- * 4 MiB 4.4 -> 3.6-4.2; with uncapped links (memory speed, ranks outnumbering cores: nothing
- * idle to overlap) 3-8 % slower.
+ * overlapping the rails' allreduce of the chunk before (build_allreduce_pipelined). Measured on
+ * two simulated hosts of two ranks with links capped at 10 Gbit/s, 1 MiB chunks: 16 MiB
+ * 23.7-25.1 ms -> 17.9-18.8, 4 MiB 4.4 -> 3.6-4.2; with uncapped links (memory speed, ranks
+ * outnumbering cores: nothing idle to overlap) 3-8 % slower.
  *
  * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
  * point-to-point algorithm for n/L bytes on N ranks, its latency L times
