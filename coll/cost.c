@@ -278,12 +278,10 @@ static double hier_allreduce_chunks(const weft_cost_params_t *c, double n, doubl
     return node + rail + (k - 1) * (node > rail ? node : rail);
 }
 
-/* The chunks of the allreduce of n bytes (1: one piece) for chunk bytes (hier.c's rule) */
+/* The chunks of the allreduce of n bytes (1: one piece) in chunks of chunk bytes */
 static double chunks_of(double n, size_t chunk)
 {
-    double k = chunk == 0 || n <= (double)chunk ? 1 : ceil(n / (double)chunk);
-
-    return k > WEFT_HIER_PIPELINE_MAX_CHUNKS ? WEFT_HIER_PIPELINE_MAX_CHUNKS : k;
+    return chunk == 0 || n <= (double)chunk ? 1 : ceil(n / (double)chunk);
 }
 
 size_t weft__cost_hier_pipeline(const weft_cost_params_t *c, double n)
@@ -292,7 +290,10 @@ size_t weft__cost_hier_pipeline(const weft_cost_params_t *c, double n)
     double best, k_best = 1;
 
     if (chunk != WEFT_HIER_PIPELINE_AUTO) {
-        return chunks_of(n, chunk) > 1 ? chunk : 0;
+        /* at most WEFT_HIER_PIPELINE_MAX_CHUNKS: larger chunks beyond */
+        double fewest = ceil(n / WEFT_HIER_PIPELINE_MAX_CHUNKS);
+
+        return chunks_of(n, chunk) == 1 ? 0 : (double)chunk > fewest ? chunk : (size_t)fewest;
     }
     best = hier_allreduce_chunks(c, n, 1);
     for (double k = 2; k <= WEFT_HIER_PIPELINE_MAX_CHUNKS; k *= 2) {
@@ -522,19 +523,22 @@ double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t
 /* weft_info --explain: which form of a hierarchical row the parameters take */
 static const char *form_note(const weft_coll_algo_t *a, const weft_cost_params_t *c, size_t bytes)
 {
+    size_t chunk;
+
     if (a->layout != WEFT_COLL_LAYOUT_NODES || !has_leader_form(a->kind)) {
         return "";
     }
     if (weft__cost_hier_leader(c, a->kind, (double)bytes)) {
         return "    (leader form: one rail carries it all; WEFT_HIER_LEADER)";
     }
-    if (a->kind == WEFT_COLL_ALLREDUCE && weft__cost_hier_pipeline(c, (double)bytes) > 0) {
+    chunk = a->kind == WEFT_COLL_ALLREDUCE ? weft__cost_hier_pipeline(c, (double)bytes) : 0;
+    if (chunk > 0) {
         static char note[128];
 
         snprintf(note, sizeof(note),
                  "    (sliced, pipelined in %.0f chunks: a slice on every rail; WEFT_HIER_LEADER, "
                  "WEFT_HIER_PIPELINE)",
-                 chunks_of((double)bytes, weft__cost_hier_pipeline(c, (double)bytes)));
+                 chunks_of((double)bytes, chunk));
         return note;
     }
     return "    (sliced: a slice on every rail; WEFT_HIER_LEADER)";

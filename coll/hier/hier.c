@@ -192,13 +192,9 @@ unsigned long weft__hier_pipelined_builds(void)
 static size_t pipeline_chunk(weft_sched_t *s, const weft_coll_args_t *a)
 {
     size_t bytes = weft__coll_hier_pipeline(weft__sched_comm(s), a->count * a->esize);
-    size_t chunk = (bytes + a->esize - 1) / a->esize, fewest;
+    size_t chunk = (bytes + a->esize - 1) / a->esize;
 
-    if (chunk == 0 || a->count <= chunk) {
-        return 0;
-    }
-    fewest = (a->count + WEFT_HIER_PIPELINE_MAX_CHUNKS - 1) / WEFT_HIER_PIPELINE_MAX_CHUNKS;
-    return chunk > fewest ? chunk : fewest;
+    return chunk == 0 || a->count <= chunk ? 0 : chunk;
 }
 
 /*

@@ -809,22 +809,18 @@ static op_kind_t alltoall_kind(const weft_shm_t *shm, weft_memtype_t memtype, co
                : OP_ALLTOALL;
 }
 
-/* Bytes from which an allreduce of host buffers reads the peers' (WEFT_SHM_CMA). */
-static size_t cma_allreduce_from(int oversubscribed)
+/* Bytes from which host buffers are read where they are, for a setting that takes auto
+ * (WEFT_SHM_CMA, WEFT_SHM_CMA_COPY): auto is auto_from where every rank has a core, never where
+ * ranks outnumber cores (the readers' peers wait for them). */
+static size_t cma_from(size_t setting, size_t auto_from, int oversubscribed)
 {
-    size_t from = weft__coll_config.shm_cma;
-
-    return from != WEFT_SHM_CMA_AUTO ? from : oversubscribed ? SIZE_MAX : WEFT_SHM_CMA_AUTO_FROM;
+    return setting != WEFT_CONFIG_AUTO ? setting : oversubscribed ? SIZE_MAX : auto_from;
 }
 
-/* Bytes from which a bcast of host buffers reads the root's (WEFT_SHM_CMA_COPY). */
+/* ... for a bcast, scatter or gather (WEFT_SHM_CMA_COPY) */
 static size_t cma_copy_from(int oversubscribed)
 {
-    size_t from = weft__coll_config.shm_cma_copy;
-
-    return from != WEFT_SHM_CMA_COPY_AUTO ? from
-           : oversubscribed               ? SIZE_MAX
-                                          : WEFT_SHM_CMA_COPY_AUTO_FROM;
+    return cma_from(weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO_FROM, oversubscribed);
 }
 
 /* The operation that serves a vector collective of `bytes` on this node. */
@@ -840,7 +836,9 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
          * ranks outnumbering cores (np 4 on 2) 0.64-0.69 -> 0.81-0.91: each chunk waits for
          * the peers that reduce it. From WEFT_SHM_STREAM the staged rounds stream the result
          * out and win (16-32 MiB: 0.34-0.36 against 0.47-0.50). */
-        if (shm->cma && memtype == WEFT_MEM_HOST && bytes >= cma_allreduce_from(oversubscribed) &&
+        if (use_cma_copy(
+                shm, memtype, bytes,
+                cma_from(weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO_FROM, oversubscribed)) &&
             bytes < weft__coll_config.shm_stream) {
             return OP_ALLREDUCE_CMA;
         }

@@ -83,12 +83,15 @@ static int env_set(const char *const *names)
 }
 
 /* Set a UCX variable in config unless the user chose a value in the environment
- * under any of the names that control it. */
+ * under any of the names that control it; *set_p (unless NULL): whether it did. */
 static weft_status_t config_default(ucp_config_t *config, const char *name, const char *value,
-                                    const char *const *env_names)
+                                    const char *const *env_names, int *set_p)
 {
     ucs_status_t status;
 
+    if (set_p != NULL) {
+        *set_p = 0;
+    }
     if (env_set(env_names)) {
         return WEFT_OK;
     }
@@ -96,6 +99,9 @@ static weft_status_t config_default(ucp_config_t *config, const char *name, cons
     if (status != UCS_OK) {
         return weft__error(WEFT_ERR_TRANSPORT, "cannot set UCX_%s=%s: %s", name, value,
                            ucs_status_string(status));
+    }
+    if (set_p != NULL) {
+        *set_p = 1;
     }
     return WEFT_OK;
 }
@@ -164,6 +170,14 @@ static weft_status_t config_create(ucp_config_t **config_p)
                                               "UCX_SYSV_ERROR_HANDLING", NULL};
     static const char *const rndv_env[] = {"UCX_RNDV_THRESH", NULL};
     static const char *const rx_seg_env[] = {"UCX_TCP_RX_SEG_SIZE", "UCX_RX_SEG_SIZE", NULL};
+    /* where the network is TCP only (ucx.h). UCX applies a name it does not know at the UCP
+     * level to every transport's configuration by the field's name without the transport's
+     * prefix ("TCP_"): measured, "TCP_RX_SEG_SIZE" changed nothing */
+    static const struct {
+        const char *name, *value;
+        const char *const *env; /* env[0]: the name the log tells the user to set */
+    } tcp_only[] = {{"RNDV_THRESH", WEFT_UCX_TCP_RNDV_THRESH, rndv_env},
+                    {"RX_SEG_SIZE", WEFT_UCX_TCP_RX_SEG_SIZE, rx_seg_env}};
     ucp_config_t *config = NULL;
     ucs_status_t ucs;
     weft_status_t status;
@@ -173,35 +187,29 @@ static weft_status_t config_create(ucp_config_t **config_p)
         return weft__error(WEFT_ERR_TRANSPORT, "cannot read the UCX configuration: %s",
                            ucs_status_string(ucs));
     }
-    WEFT_CHECK_GOTO(
-        config_default(config, "KEEPALIVE_INTERVAL", WEFT_UCX_KEEPALIVE_INTERVAL, keepalive_env),
-        err_release_config);
+    WEFT_CHECK_GOTO(config_default(config, "KEEPALIVE_INTERVAL", WEFT_UCX_KEEPALIVE_INTERVAL,
+                                   keepalive_env, NULL),
+                    err_release_config);
     /* Shared memory detects a dead peer by keepalive (its pid is gone); UCX
      * 1.13 does not advertise it by default, and then refuses shared memory
      * for endpoints with peer error handling (TCP over loopback instead). */
     if (tls_may_use_shm()) {
-        WEFT_CHECK_GOTO(config_default(config, "MM_ERROR_HANDLING", "y", mm_errh_env),
+        WEFT_CHECK_GOTO(config_default(config, "MM_ERROR_HANDLING", "y", mm_errh_env, NULL),
                         err_release_config);
     }
-    if ((getenv("UCX_RNDV_THRESH") == NULL || !env_set(rx_seg_env)) && !rdma_available()) {
-        if (getenv("UCX_RNDV_THRESH") == NULL) {
+    /* the query of the transports only where the user left one of them to us */
+    if (!(env_set(rndv_env) && env_set(rx_seg_env)) && !rdma_available()) {
+        for (size_t i = 0; i < sizeof(tcp_only) / sizeof(tcp_only[0]); i++) {
+            int set;
+
             WEFT_CHECK_GOTO(
-                config_default(config, "RNDV_THRESH", WEFT_UCX_TCP_RNDV_THRESH, rndv_env),
+                config_default(config, tcp_only[i].name, tcp_only[i].value, tcp_only[i].env, &set),
                 err_release_config);
-            weft__log_info("ucx: no network transport but TCP: UCX_RNDV_THRESH=%s (set "
-                           "UCX_RNDV_THRESH to choose another)",
-                           WEFT_UCX_TCP_RNDV_THRESH);
-        }
-        if (!env_set(rx_seg_env)) {
-            /* UCX applies a name it does not know at the UCP level to every transport's
-             * configuration by the field's name without the transport's prefix ("TCP_"):
-             * measured, "TCP_RX_SEG_SIZE" here changed nothing */
-            WEFT_CHECK_GOTO(
-                config_default(config, "RX_SEG_SIZE", WEFT_UCX_TCP_RX_SEG_SIZE, rx_seg_env),
-                err_release_config);
-            weft__log_info("ucx: no network transport but TCP: UCX_TCP_RX_SEG_SIZE=%s (set "
-                           "UCX_TCP_RX_SEG_SIZE to choose another)",
-                           WEFT_UCX_TCP_RX_SEG_SIZE);
+            if (set) {
+                weft__log_info("ucx: no network transport but TCP: %s=%s (set %s to choose "
+                               "another)",
+                               tcp_only[i].env[0], tcp_only[i].value, tcp_only[i].env[0]);
+            }
         }
     }
     *config_p = config;

@@ -683,7 +683,6 @@ Test(matrix, allreduce_shm_single_copy, .timeout = 900)
 static void run_hier(weft_coll_kind_t kind, int ranks_per_node, int leader)
 {
     unsigned long before = weft__hier_leader_builds();
-
     const char *why;
 
     matrix_hier_leader = leader ? SIZE_MAX : 0;
