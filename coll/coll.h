@@ -214,6 +214,7 @@ typedef struct weft_coll_config {
     int shm;                    /* shared-memory collectives inside a node */
     size_t shm_slot;            /* bytes per rank and round in the segment */
     size_t shm_small;           /* one-phase shared-memory allreduce/reduce up to here */
+    int device_task;            /* enqueued collectives inside a node as device tasks */
     size_t shm_cma;           /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
     size_t shm_cma_copy;      /* single-copy shared-memory bcast from here */
     size_t shm_cma_allgather; /* single-copy shared-memory allgather from here (the result) */

@@ -79,6 +79,13 @@ typedef struct weft_device_ops {
     weft_status_t (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
     weft_status_t (*stream_write_flag)(void *stream, uint32_t *flag, uint32_t value);
     weft_status_t (*stream_wait_flag)(void *stream, uint32_t *flag, uint32_t value);
+    /* Queue fn(arg) on the stream as one device task: it runs in stream
+     * order on the device itself, and the device's copies and reductions it
+     * asks for (this table's copy, reduce, avg_finalize) run inline, as a
+     * kernel's own loads and stores would. Tables whose device cannot run
+     * weft's code (CUDA: a kernel form is to come) leave it NULL, and their
+     * enqueued operations go through weft's progress thread. */
+    weft_status_t (*stream_task)(void *stream, void (*fn)(void *), void *arg);
 
     /* Makes the table's context current on the calling thread and leaves it
      * so: weft's own threads (the progress thread) call it before they drive

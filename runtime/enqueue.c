@@ -9,10 +9,20 @@
  *                               wait flag >= 2              test ... test: done
  *                               (later work held)  <------- write flag = 2
  *                               ... later work ...
+ *
+ * A collective among the ranks of one node, on a stream whose device runs
+ * weft's code (emu; WEFT_DEVICE_TASK), is one device task instead: the
+ * stream runs it itself, in its order, with no flag and no progress-thread
+ * hop, and its copies and reductions are the device's own (inline). The
+ * task waits until its communicator's earlier operations have finished and
+ * stays in the queue while it runs, so the communicator's operations still
+ * run one after another in enqueue order whichever thread runs them.
  */
 #include "runtime/enqueue.h"
 #include "runtime/comm.h"
 
+#include "coll/coll.h"
+#include "comm/comm.h"
 #include "device/device.h"
 #include "runtime/init.h"
 #include "runtime/p2p.h"
@@ -29,7 +39,8 @@
 /* Stream errors kept until weft_stream_synchronize takes them. */
 #define MAX_STREAM_ERRORS 64
 
-typedef enum { OP_QUEUED, OP_RUNNING } op_state_t;
+/* OP_TASK: a device task (the stream runs it); the progress thread leaves it alone */
+typedef enum { OP_QUEUED, OP_RUNNING, OP_TASK } op_state_t;
 
 typedef struct enq_op {
     struct weft_comm *comm;
@@ -61,6 +72,8 @@ static pthread_t thread;
 static int thread_started, stopping;
 static stream_error_t errors[MAX_STREAM_ERRORS];
 static int nerrors;
+static int nhost; /* queued operations the progress thread runs (not tasks) */
+static atomic_ulong tasks_run;
 
 /* Flags of finished operations, freed once their stream wrote 3 after its
  * wait: before that the stream may still read them. */
@@ -151,12 +164,19 @@ static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
     if (tail == op) {
         tail = prev;
     }
-    r = malloc(sizeof(*r));
-    if (r != NULL) {
-        *r = (retired_t){.flag = op->flag, .sdev = op->sdev, .next = retired};
-        retired = r;
-    } /* else the flag leaks: 64 bytes, never a stream reading freed memory */
-    weft__device_flag_set(op->flag, 2);
+    if (op->state == OP_TASK) {
+        if (nhost > 0) {
+            pthread_cond_signal(&work); /* operations of its communicator may start now */
+        }
+    } else {
+        nhost--;
+        r = malloc(sizeof(*r));
+        if (r != NULL) {
+            *r = (retired_t){.flag = op->flag, .sdev = op->sdev, .next = retired};
+            retired = r;
+        } /* else the flag leaks: 64 bytes, never a stream reading freed memory */
+        weft__device_flag_set(op->flag, 2);
+    }
     /* last: after this the user's thread may drive the communicator again */
     atomic_fetch_sub(&op->comm->rt->enq_pending, 1);
     free(op->arrays);
@@ -180,7 +200,7 @@ static int pass(int *running_p)
         if (op->state == OP_QUEUED) {
             /* an earlier operation of the communicator that has not started */
             for (enq_op_t *e = head; e != op && !blocked; e = e->next) {
-                blocked = e->comm == op->comm && e->state == OP_QUEUED;
+                blocked = e->comm == op->comm && (e->state == OP_QUEUED || e->state == OP_TASK);
             }
             if (!blocked && weft__device_flag_get(op->flag) >= 1) {
                 status = op_start(op);
@@ -190,6 +210,11 @@ static int pass(int *running_p)
                     moved = 1;
                 }
             }
+        }
+        if (op->state == OP_TASK) {
+            prev = op; /* its stream runs it */
+            op = next;
+            continue;
         }
         if (op->state == OP_RUNNING && op->sched != NULL) {
             if (weft__sched_test(op->sched, &status)) {
@@ -217,17 +242,17 @@ static void *progress_main(void *arg)
 
     (void)arg;
     pthread_mutex_lock(&lock);
-    while (!stopping || head != NULL) {
+    while (!stopping || nhost > 0) {
         int running, moved;
 
-        if (head == NULL && retired != NULL) {
+        if (nhost == 0 && retired != NULL) {
             reap_flags();
             pthread_mutex_unlock(&lock);
             nap(FLAG_NAP_NS);
             pthread_mutex_lock(&lock);
             continue;
         }
-        if (head == NULL) {
+        if (nhost == 0) { /* nothing, or only device tasks, which their streams run */
             pthread_cond_wait(&work, &lock);
             continue;
         }
@@ -292,12 +317,135 @@ weft_status_t weft__enqueue_check(struct weft_comm *comm, void *stream, const vo
     return status;
 }
 
+/* At the queue's tail, counted in its communicator's pending operations (lock held). */
+static void append(enq_op_t *op)
+{
+    atomic_fetch_add(&op->comm->rt->enq_pending, 1);
+    if (tail != NULL) {
+        tail->next = op;
+    } else {
+        head = op;
+    }
+    tail = op;
+}
+
+/* Wait until pending() is 0, with the deadline of a wait. */
+static weft_status_t drain(int (*pending)(const void *), const void *what, const char *call)
+{
+    uint64_t deadline = 0;
+    int polls = 0;
+
+    while (pending(what)) {
+        if (deadline == 0) {
+            deadline = weft__deadline_ns();
+        }
+        if (weft__time_ns() >= deadline) {
+            return weft__error(WEFT_ERR_TIMEOUT,
+                               "%s: operations enqueued earlier did not finish within "
+                               "WEFT_TIMEOUT (is the work queued before them on their stream "
+                               "stuck?)",
+                               call);
+        }
+        if (++polls < 256) {
+            sched_yield();
+        } else {
+            nap(FLAG_NAP_NS);
+        }
+    }
+    return WEFT_OK;
+}
+
+/* ------------------------------------------------------------ device tasks */
+
+/* Whether op's communicator has an operation queued before op (lock held). */
+static int earlier_of_comm(const enq_op_t *op)
+{
+    for (const enq_op_t *e = head; e != op; e = e->next) {
+        if (e->comm == op->comm) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static enq_op_t *prev_of(const enq_op_t *op)
+{
+    enq_op_t *prev = NULL;
+
+    for (enq_op_t *e = head; e != op; e = e->next) {
+        prev = e;
+    }
+    return prev;
+}
+
+static int earlier_pending(const void *op)
+{
+    int pending;
+
+    pthread_mutex_lock(&lock);
+    pending = earlier_of_comm(op);
+    pthread_mutex_unlock(&lock);
+    return pending;
+}
+
+/* The device task (on the stream, in its order): once the communicator's
+ * earlier operations have finished (with the deadline of a wait), the
+ * collective runs here as a blocking call, the stream's device doing its
+ * copies and reductions itself. */
+static void task_run(void *arg)
+{
+    enq_op_t *op = arg;
+    weft_status_t status = drain(earlier_pending, op, op->call);
+
+    if (status == WEFT_OK) {
+        status = weft__coll_run(op->comm, &op->args);
+        atomic_fetch_add(&tasks_run, 1);
+    }
+    pthread_mutex_lock(&lock);
+    op_finish(prev_of(op), op, status);
+    pthread_mutex_unlock(&lock);
+}
+
+unsigned long weft__enqueue_tasks_run(void)
+{
+    return atomic_load(&tasks_run);
+}
+
+/* Whether a collective runs as a device task: WEFT_DEVICE_TASK, a stream
+ * that runs tasks, every rank on one node. */
+static int task_form(const struct weft_comm *comm, const weft_device_ops_t *sdev)
+{
+    return weft__coll_config.device_task && sdev->stream_task != NULL && comm->node != NULL &&
+           comm->node->nnodes == 1;
+}
+
+static weft_status_t enqueue_task(enq_op_t *op)
+{
+    weft_status_t status;
+
+    op->state = OP_TASK;
+    pthread_mutex_lock(&lock);
+    status = op->sdev->stream_task(op->stream, task_run, op);
+    if (status == WEFT_OK) {
+        append(op);
+    }
+    pthread_mutex_unlock(&lock);
+    if (status != WEFT_OK) {
+        free(op->arrays);
+        free(op);
+    }
+    return status;
+}
+
 static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
 {
     weft_status_t status = weft__device_stream_check(stream, call, &op->sdev);
 
     op->stream = stream;
     op->call = call;
+    if (status == WEFT_OK && !op->is_p2p && task_form(op->comm, op->sdev)) {
+        return enqueue_task(op);
+    }
     if (status == WEFT_OK) {
         status = weft__device_flag_alloc(op->sdev, &op->flag);
     }
@@ -327,13 +475,8 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
         free(op);
         return status;
     }
-    atomic_fetch_add(&op->comm->rt->enq_pending, 1);
-    if (tail != NULL) {
-        tail->next = op;
-    } else {
-        head = op;
-    }
-    tail = op;
+    nhost++;
+    append(op);
     pthread_cond_signal(&work);
     pthread_mutex_unlock(&lock);
     return WEFT_OK;
@@ -386,32 +529,6 @@ weft_status_t weft__enqueue_p2p(struct weft_comm *comm, int is_send, void *buf, 
     op->peer = peer;
     op->tag = tag;
     return enqueue(op, stream, call);
-}
-
-/* Wait until pending() is 0, with the deadline of a wait. */
-static weft_status_t drain(int (*pending)(const void *), const void *what, const char *call)
-{
-    uint64_t deadline = 0;
-    int polls = 0;
-
-    while (pending(what)) {
-        if (deadline == 0) {
-            deadline = weft__deadline_ns();
-        }
-        if (weft__time_ns() >= deadline) {
-            return weft__error(WEFT_ERR_TIMEOUT,
-                               "%s: operations enqueued earlier did not finish within "
-                               "WEFT_TIMEOUT (is the work queued before them on their stream "
-                               "stuck?)",
-                               call);
-        }
-        if (++polls < 256) {
-            sched_yield();
-        } else {
-            nap(FLAG_NAP_NS);
-        }
-    }
-    return WEFT_OK;
 }
 
 static int comm_pending(const void *comm)

@@ -54,6 +54,8 @@ weft_status_t weft__enqueue_stream_drain(void *stream, const char *call);
 /* The first failure of an operation enqueued on stream since the last call
  * (with its message as the last error), or WEFT_OK. */
 weft_status_t weft__enqueue_stream_error(void *stream);
+/* Enqueued collectives run as device tasks so far (for tests). */
+unsigned long weft__enqueue_tasks_run(void);
 /* Stop the progress thread (weft_finalize, after every communicator). */
 void weft__enqueue_shutdown(void);
 

@@ -1,7 +1,8 @@
 /*
  * The emu ops table. Its synchronous copy/reduce/avg_finalize queue the work
  * on the calling thread's internal stream and wait for it, so they run on a
- * worker thread as a device's would, never in the caller.
+ * worker thread as a device's would, never in the caller; called on a
+ * worker (by a device task: the device itself) they run inline.
  */
 #include "device/emu/emu.h"
 
@@ -9,6 +10,9 @@
 
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "device/host/host.h"
 
 static weft_status_t run_sync(weft_status_t queued, void *stream)
 {
@@ -26,6 +30,10 @@ static weft_status_t emu_copy(void *dst, const void *src, size_t bytes)
     if (dst == src || bytes == 0) {
         return WEFT_OK;
     }
+    if (weft__emu_on_device()) {
+        memmove(dst, src, bytes);
+        return WEFT_OK;
+    }
     status = weft__emu_thread_stream(&st);
     if (status != WEFT_OK) {
         return status;
@@ -37,8 +45,12 @@ static weft_status_t emu_reduce(void *dst, const void *const *srcs, int nsrcs, s
                                 weft_dtype_t dtype, weft_op_t op)
 {
     void *st;
-    weft_status_t status = weft__emu_thread_stream(&st);
+    weft_status_t status;
 
+    if (weft__emu_on_device()) {
+        return weft__host_reduce(dst, srcs, nsrcs, count, dtype, op);
+    }
+    status = weft__emu_thread_stream(&st);
     if (status != WEFT_OK) {
         return status;
     }
@@ -49,8 +61,12 @@ static weft_status_t emu_avg_finalize(void *buf, size_t count, weft_dtype_t dtyp
                                       size_t divisor)
 {
     void *st;
-    weft_status_t status = weft__emu_thread_stream(&st);
+    weft_status_t status;
 
+    if (weft__emu_on_device()) {
+        return weft__host_avg_finalize(buf, count, dtype, divisor);
+    }
+    status = weft__emu_thread_stream(&st);
     if (status != WEFT_OK) {
         return status;
     }
@@ -117,6 +133,7 @@ const weft_device_ops_t weft__device_emu_ops = {
     .memcpy_async = weft__emu_memcpy_async,
     .stream_write_flag = weft__emu_write_flag,
     .stream_wait_flag = weft__emu_wait_flag,
+    .stream_task = weft__emu_task_async,
     .thread_bind = emu_thread_bind,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,

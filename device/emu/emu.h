@@ -78,6 +78,11 @@ weft_status_t weft__emu_write_flag(void *stream, uint32_t *flag, uint32_t value)
 weft_status_t weft__emu_wait_flag(void *stream, uint32_t *flag, uint32_t value);
 /* Streams blocked in a flag wait right now. */
 int weft__emu_streams_waiting(void);
+/* A device task (the table's stream_task): fn(arg) on the stream's worker. */
+weft_status_t weft__emu_task_async(void *stream, void (*fn)(void *), void *arg);
+/* 1 on a stream's worker thread: the emu device itself, where copies and
+ * reductions run inline instead of on another stream. */
+int weft__emu_on_device(void);
 /* Calls of the table's thread_bind (emu.c). */
 unsigned long weft__emu_thread_binds(void);
 /* Pinned host memory freed while a stream waited (emu.c; 0 is right). */

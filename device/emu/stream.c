@@ -1,6 +1,7 @@
 /*
  * Emu streams: a worker thread per stream runs queued items in order
- * (copies, reductions, AVG divisions, flag writes, flag waits). Queueing
+ * (copies, reductions, AVG divisions, flag writes, flag waits, device tasks:
+ * weft's code run on the device, as a kernel would be). Queueing
  * never blocks. A flag wait spins briefly, then sleeps on the flag word
  * itself (futex), so the host side wakes it with weft__device_flag_set.
  *
@@ -34,7 +35,7 @@
 /* Longest sleep of a flag wait between checks (a lost wakeup costs this). */
 #define WAIT_NAP_NS 1000000ull
 
-typedef enum { ITEM_COPY, ITEM_REDUCE, ITEM_AVG, ITEM_WRITE, ITEM_WAIT } item_kind_t;
+typedef enum { ITEM_COPY, ITEM_REDUCE, ITEM_AVG, ITEM_WRITE, ITEM_WAIT, ITEM_TASK } item_kind_t;
 
 typedef struct item {
     item_kind_t kind;
@@ -47,6 +48,8 @@ typedef struct item {
     size_t divisor;
     uint32_t *flag;
     uint32_t value;
+    void (*fn)(void *); /* a device task */
+    void *arg;
     struct item *next;
     const void *srcs[]; /* reduce inputs */
 } item_t;
@@ -127,14 +130,26 @@ static weft_status_t run_item(const item_t *it)
     case ITEM_WAIT:
         wait_flag(it->flag, it->value);
         return WEFT_OK;
+    case ITEM_TASK:
+        it->fn(it->arg); /* it reports its own failures (runtime/enqueue.c) */
+        return WEFT_OK;
     }
     return weft__error(WEFT_ERR_INTERNAL, "emu stream: unknown item %d", (int)it->kind);
+}
+
+/* Set on the workers: the device's own threads. */
+static _Thread_local int on_device;
+
+int weft__emu_on_device(void)
+{
+    return on_device;
 }
 
 static void *worker(void *arg)
 {
     weft_emu_stream_t *st = arg;
 
+    on_device = 1;
     pthread_mutex_lock(&st->lock);
     for (;;) {
         item_t *it;
@@ -329,6 +344,16 @@ weft_status_t weft__emu_wait_flag(void *stream, uint32_t *flag, uint32_t value)
 
     if (it != NULL) {
         *it = (item_t){.kind = ITEM_WAIT, .flag = flag, .value = value};
+    }
+    return push(of(stream), it);
+}
+
+weft_status_t weft__emu_task_async(void *stream, void (*fn)(void *), void *arg)
+{
+    item_t *it = calloc(1, sizeof(*it));
+
+    if (it != NULL) {
+        *it = (item_t){.kind = ITEM_TASK, .fn = fn, .arg = arg};
     }
     return push(of(stream), it);
 }

@@ -23,6 +23,9 @@
  */
 #include "tests/coll/device_world.h"
 
+#include "coll/coll.h"
+#include "runtime/enqueue.h"
+
 /* ------------------------------------------------------------------ order */
 
 TestSuite(order, .init = setup, .fini = teardown);
@@ -258,6 +261,80 @@ Test(order, two_communicators_on_one_stream, .timeout = 120)
 
 /* ---------------------------------------------------------------- enqueue */
 
+/*
+ * Device tasks and the progress thread's operations on one communicator: a
+ * ring of sends and receives (run by the progress thread) enqueued on a gated
+ * stream, then an allreduce (a device task) on a second, open stream, of other
+ * buffers: the task waits for the communicator's earlier operations, so its
+ * result is not there while the gate is closed; then an allreduce of what the
+ * ring received, on the gated stream, and the ring again with that result.
+ */
+static void mixed_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_INT32_SUM, to = (r + 1) % p, from = (r + p - 1) % p;
+    const size_t n = 30001, bytes = n * 4;
+    unsigned char *sb = xalloc(w, r, 1, bytes), *rb = xalloc(w, r, 1, bytes);
+    unsigned char *in2 = xalloc(w, r, 1, bytes), *res2 = xalloc(w, r, 1, bytes);
+    unsigned char *res = xalloc(w, r, 1, bytes), *rb2 = xalloc(w, r, 1, bytes);
+    weft_stream_t b = NULL;
+    gated_t g;
+
+    dd_fill(ci, r, 0, n, sb);
+    dd_fill(ci, r, 0, n, in2);
+    gated_create(w, r, &g);
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &b));
+    for (int k = 0; k < 2; k++) {
+        void *send = k == 0 ? sb : res, *recv = k == 0 ? rb : rb2;
+
+        if (r % 2 == 0) {
+            CHECK_OK(weft_send_enqueue(send, n, WEFT_INT32, to, 5, comm, g.st));
+            CHECK_OK(weft_recv_enqueue(recv, n, WEFT_INT32, from, 5, comm, g.st));
+        } else {
+            CHECK_OK(weft_recv_enqueue(recv, n, WEFT_INT32, from, 5, comm, g.st));
+            CHECK_OK(weft_send_enqueue(send, n, WEFT_INT32, to, 5, comm, g.st));
+        }
+        if (k == 0) {
+            CHECK_OK(weft_allreduce_enqueue(in2, res2, n, WEFT_INT32, WEFT_SUM, comm, b));
+            CHECK_OK(weft_allreduce_enqueue(rb, res, n, WEFT_INT32, WEFT_SUM, comm, g.st));
+        }
+    }
+    nap_ms(20);
+    CHECK(dd_check_fill(res2, bytes) < 0, "the task ran before the communicator's earlier "
+                                          "operations (their stream is held)");
+    gated_open(&g);
+    CHECK_OK(weft_stream_synchronize(b));
+    CHECK_OK(weft_stream_synchronize(g.st));
+    CHECK_DATA(dd_check_values(ci, from, 0, n, rb), "ring from rank %d", from);
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, res2), "the task on the open stream");
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, res), "the allreduce of what the ring received");
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, rb2), "the ring of the allreduce's result");
+    CHECK_OK(weft_stream_destroy(b));
+    gated_destroy(w, r, &g);
+    pthread_barrier_wait(&w->barrier);
+    dd_free(sb);
+    dd_free(rb);
+    dd_free(in2);
+    dd_free(res2);
+    dd_free(res);
+    dd_free(rb2);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(order, device_tasks_after_the_progress_threads_operations, .timeout = 120)
+{
+    unsigned long tasks0 = weft__enqueue_tasks_run();
+
+    for (int p = 2; p <= 4; p++) {
+        world_t w = {0};
+
+        run_world(p, mixed_body, &w);
+    }
+    /* every rank's two allreduces, the sends and receives not */
+    cr_assert_eq(weft__enqueue_tasks_run() - tasks0, 2ul * (2 + 3 + 4), "%lu device tasks",
+                 weft__enqueue_tasks_run() - tasks0);
+}
+
 TestSuite(enqueue, .init = setup, .fini = teardown);
 
 /*
@@ -431,11 +508,26 @@ static void many_body(weft_comm_t comm, int r, void *arg)
 
 Test(enqueue, many_queued_and_destroy_waits, .timeout = 120)
 {
+    unsigned long tasks0 = weft__enqueue_tasks_run();
+
+    /* as device tasks (the default): each stream ran its allreduces itself */
     for (int p = 1; p <= 4; p += 3) {
         world_t w = {0};
 
         run_world(p, many_body, &w);
     }
+    cr_assert_eq(weft__enqueue_tasks_run() - tasks0, 5ul * MANY, "%lu device tasks, not %d",
+                 weft__enqueue_tasks_run() - tasks0, 5 * MANY);
+    cr_assert_eq(weft__emu_thread_binds(), 0ul, "the progress thread drove device tasks");
+    /* through the progress thread (WEFT_DEVICE_TASK=no) */
+    weft__coll_config.device_task = 0;
+    for (int p = 1; p <= 4; p += 3) {
+        world_t w = {0};
+
+        run_world(p, many_body, &w);
+    }
+    weft__coll_config.device_task = 1;
+    cr_assert_eq(weft__enqueue_tasks_run() - tasks0, 5ul * MANY, "device tasks with them off");
     /* the progress thread made the stream's context current before driving them, once */
     cr_assert_eq(weft__emu_thread_binds(), 1ul, "thread_bind called %lu times",
                  weft__emu_thread_binds());

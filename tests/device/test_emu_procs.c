@@ -35,6 +35,7 @@
 #include "device/emu/emu.h"
 #include "pt2pt/ucx/ucx_internal.h"
 #include "runtime/comm.h"
+#include "runtime/enqueue.h"
 #include "tests/coll/device_cases.h"
 #include "tests/harness.h"
 
@@ -68,7 +69,8 @@ typedef struct slot {
     int staged_early; /* ... already before the first collective (it must not have) */
     uint64_t kind_imports[WEFT_COLL_KIND_COUNT]; /* imports made by each collective */
     pid_t pid;
-    int maps_checked; /* peers' maps read at the return of an IPC bcast or allgather */
+    int maps_checked;    /* peers' maps read at the return of an IPC bcast or allgather */
+    unsigned long tasks; /* enqueued collectives run as device tasks */
 } slot_t;
 
 typedef struct area {
@@ -87,6 +89,7 @@ typedef struct job_opts {
     int ipc;          /* 1: every rank must import; 0: none may; -1: not asserted */
     int staged;       /* 1: every rank's UCX transport must have staged emu memory */
     int dead_peer;    /* rank 1 kills itself while the others' enqueued allreduce waits for it */
+    const char *task; /* WEFT_DEVICE_TASK, or NULL (yes); tasks must run on one node unless "no" */
 } job_opts_t;
 
 typedef struct rank_ctx {
@@ -452,6 +455,7 @@ static void rank_main(area_t *area, int nranks, int rank)
     }
     slot->imports = weft__emu_ipc_imports_total();
     slot->imports_open = weft__emu_ipc_imports_open();
+    slot->tasks = weft__enqueue_tasks_run();
     slot->staged = staged_through_host(ctx.comm);
     if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
         snprintf(msg, sizeof(msg), "weft_stream_destroy: %s", weft_last_error());
@@ -534,6 +538,7 @@ static void rank_main_dead_peer(area_t *area, int nranks, int rank)
     weft_mem_free(in);
     weft_mem_free(out);
     weft_comm_destroy(comm); /* may report the dead peer again */
+    slot->tasks = weft__enqueue_tasks_run();
     slot->finished = 1;
 #undef DEAD_FAIL
 }
@@ -553,6 +558,9 @@ static void check_dead_peer(const job_opts_t *o, const area_t *area, const int *
         cr_assert(sl->finished, "rank %d did not finish", r);
         cr_assert(r == 0 || (WIFEXITED(wstatus[r]) && WEXITSTATUS(wstatus[r]) == 0),
                   "rank %d ended with status 0x%x", r, wstatus[r]);
+        /* the form the job meant: a device task on one node unless WEFT_DEVICE_TASK=no */
+        cr_assert_eq(sl->tasks, o->rpn == NULL && o->task == NULL ? 1ul : 0ul,
+                     "np=%d: rank %d ran %lu device tasks", o->nranks, r, sl->tasks);
         fprintf(stderr, "emu procs np=%d, rank 1 killed: rank %d's synchronize returned %s\n",
                 o->nranks, r, sl->error);
     }
@@ -599,6 +607,7 @@ static void run_job(const job_opts_t *o)
     harness_set_env("WEFT_RANKS_PER_NODE", o->rpn);
     harness_set_env("WEFT_SHM", o->shm);
     harness_set_env("WEFT_TUNE", o->tune);
+    harness_set_env("WEFT_DEVICE_TASK", o->task);
     cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
     area = harness_shared(sizeof(*area));
     cr_assert_not_null(area, "mmap: %s", strerror(errno));
@@ -643,6 +652,13 @@ static void run_job(const job_opts_t *o)
                       "collectives: %d, after: %d)",
                       o->nranks, r, sl->staged_early, sl->staged);
         }
+        if (o->rpn == NULL && (o->task == NULL || strcmp(o->task, "no") != 0)) {
+            cr_assert_gt(sl->tasks, 0, "np=%d: rank %d ran no enqueued collective as a device task",
+                         o->nranks, r);
+        } else {
+            cr_assert_eq(sl->tasks, 0, "np=%d: rank %d ran %lu device tasks", o->nranks, r,
+                         sl->tasks);
+        }
         if (o->ipc == 1 && o->nranks > 1) {
             cr_assert_gt(sl->maps_checked, 0, "np=%d: rank %d read no peer's maps", o->nranks, r);
             cr_assert_gt(sl->kind_imports[WEFT_COLL_ALLREDUCE], 0,
@@ -674,19 +690,37 @@ static void run_job(const job_opts_t *o)
     munmap(area, sizeof(*area));
 }
 
+/* The IPC forms: without device tasks (with them, emu stages through the slots) */
 Test(one_node, np2_ipc, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 2, .tune = IPC_TUNE, .ipc = 1});
+    run_job(&(job_opts_t){.nranks = 2, .tune = IPC_TUNE, .ipc = 1, .task = "no"});
 }
 
 Test(one_node, np3_ipc, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 3, .tune = IPC_TUNE, .ipc = 1});
+    run_job(&(job_opts_t){.nranks = 3, .tune = IPC_TUNE, .ipc = 1, .task = "no"});
 }
 
 Test(one_node, np4_ipc, .timeout = 300)
 {
-    run_job(&(job_opts_t){.nranks = 4, .tune = IPC_TUNE, .ipc = 1});
+    run_job(&(job_opts_t){.nranks = 4, .tune = IPC_TUNE, .ipc = 1, .task = "no"});
+}
+
+/* Device tasks (the default): the enqueued collectives run on their streams, the shared-memory
+ * forms through the slots (no peer's buffer mapped), every form of a call alike */
+Test(one_node, np2_device_tasks, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .tune = IPC_TUNE, .ipc = 0});
+}
+
+Test(one_node, np3_device_tasks, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 3, .tune = IPC_TUNE, .ipc = 0});
+}
+
+Test(one_node, np4_device_tasks, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 4, .tune = IPC_TUNE, .ipc = 0});
 }
 
 Test(virtual_nodes, np2_staged, .timeout = 300)
@@ -712,6 +746,11 @@ Test(dead_peer, np2_enqueued_allreduce, .timeout = 300)
 Test(dead_peer, np3_enqueued_allreduce, .timeout = 300)
 {
     run_job(&(job_opts_t){.nranks = 3, .ipc = -1, .dead_peer = 1});
+}
+
+Test(dead_peer, np2_enqueued_allreduce_progress_thread, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 2, .ipc = -1, .dead_peer = 1, .task = "no"});
 }
 
 Test(dead_peer, np2_staged_over_ucx, .timeout = 300)
