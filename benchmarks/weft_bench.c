@@ -284,7 +284,10 @@ static weft_status_t run_weft(const options_t *o, bufs_t *b, weft_comm_t comm)
     weft_status_t status;
 
     if (o->enqueue) {
-        status = run_enqueue(o, b, comm);
+        status = WEFT_OK;
+        for (int k = 0; k < o->chain && status == WEFT_OK; k++) {
+            status = run_enqueue(o, b, comm);
+        }
         return status == WEFT_OK ? weft_stream_synchronize(stream) : status;
     }
     b = &(bufs_t){.recv = b->drecv, .count = b->count};
@@ -446,6 +449,8 @@ static const char usage[] =
     "               and MPI's alike, as an application does between collectives\n"
     "  --enqueue    time weft's stream-ordered form (_enqueue, then synchronize the stream;\n"
     "               host buffers use an emu stream)\n"
+    "  --chain N    with --enqueue: N collectives enqueued back to back on the same buffers,\n"
+    "               then one synchronize; the time shown is per collective (default 1)\n"
     "  -o OP        sum (default) prod min max avg band bor bxor land lor lxor\n"
     "  --algo NAME  force weft's algorithm for this collective (ordered: with\n"
     "               WEFT_REPRODUCIBLE=yes, the only mode it runs in)\n"
@@ -476,11 +481,12 @@ static void parse(int argc, char **argv, options_t *o)
         {"in-place", no_argument, NULL, 'I'}, {"root", required_argument, NULL, 'R'},
         {"enqueue", no_argument, NULL, 'Q'}, {"compute-us", required_argument, NULL, 'U'},
         {"loop", no_argument, NULL, 'L'},     {"help", no_argument, NULL, 'h'},
+        {"chain", required_argument, NULL, 'N'},
         {NULL, 0, NULL, 0}};
     int c;
 
     *o = (options_t){COLL_ALLREDUCE, 8, 64u << 20, 2, -1, -1, WEFT_FLOAT32, WEFT_SUM, NULL,
-                     0, 0, 0, 0, FORMAT_OSU, WEFT_MEM_HOST, 0, 0, 0};
+                     0, 0, 0, 0, FORMAT_OSU, WEFT_MEM_HOST, 0, 0, 0, 1};
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->min_bytes = parse_bytes(optarg); break;
@@ -505,6 +511,7 @@ static void parse(int argc, char **argv, options_t *o)
             break;
         }
         case 'Q': o->enqueue = 1; break;
+        case 'N': o->chain = atoi(optarg); break;
         case 'U': o->compute_us = atoi(optarg); break;
         case 'o': {
             int p;
@@ -566,6 +573,9 @@ static void parse(int argc, char **argv, options_t *o)
     if (o->in_place && o->coll > COLL_REDUCE_SCATTER) {
         die("--in-place: only for allreduce, allgather, reduce_scatter (not %s)",
             coll_names[o->coll]);
+    }
+    if (o->chain < 1 || (o->chain > 1 && !o->enqueue)) {
+        die("%s", "--chain takes a number >= 1, and more than 1 only with --enqueue");
     }
     if (o->coll == COLL_PINGPONG && o->enqueue) {
         die("--enqueue: %s", "not for pingpong (weft_send_enqueue is not timed here)");
@@ -640,10 +650,14 @@ static void header(const options_t *o, const copy_bw_t *copy)
     if (rank != 0) {
         return;
     }
-    printf("# weft_bench %s: %d ranks, dtype %s, op %s, iterations %s, warm-up %s%s%s%s\n",
+    printf("# weft_bench %s: %d ranks, dtype %s, op %s, iterations %s, warm-up %s%s%s%s",
            coll_names[o->coll], nranks, weft_dtype_name(o->dtype), weft_op_name(o->op),
            o->iters < 0 ? "by size" : "as given", o->warmup < 0 ? "n/10" : "as given",
            o->in_place ? ", in place" : "", o->algo ? ", algorithm " : "", o->algo ? o->algo : "");
+    if (o->chain > 1) {
+        printf(", %d enqueued per synchronize (time per collective)", o->chain);
+    }
+    printf("\n");
     if (o->format == FORMAT_NCCL) {
         char nodes[48] = "";
 
@@ -922,7 +936,7 @@ static int run_segment(const options_t *op)
             row_t row = {.bytes = bytes,
                          .total = nccl_size(plain(o.coll), bytes),
                          .count = b.count,
-                         .us = tw / iters * 1e6,
+                         .us = tw / iters / o.chain * 1e6,
                          .mus = tm / iters * 1e6,
                          .wrong = o.check ? wrong_all : -1L};
 

@@ -45,6 +45,7 @@ typedef struct options {
     int enqueue;        /* time weft's _enqueue forms on a stream */
     int compute_us;     /* the application's work between two iterations */
     int loop;           /* time the calls back to back on buffers filled once */
+    int chain;          /* --enqueue: collectives enqueued per synchronize */
 } options_t;
 
 /* This process's rank and the job's size in MPI_COMM_WORLD. */

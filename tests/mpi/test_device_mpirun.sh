@@ -4,8 +4,9 @@
 # collective blocking and enqueued on an emu stream (--enqueue; each form of
 # each collective at two process counts), every element of every iteration
 # checked; then dtype classes (int, float, half) with odd sizes and in place;
-# host buffers enqueued on an emu stream; the shared-memory allreduce, which
-# maps the peers' emu buffers (IPC); virtual nodes of one process with shared
+# host buffers enqueued on an emu stream; chains of enqueued collectives with
+# one synchronize (device tasks); the shared-memory allreduce without device
+# tasks, which maps the peers' emu buffers (IPC); virtual nodes of one process with shared
 # memory off, where every byte of emu memory is staged through host memory
 # by the UCX transport (fragments of 64 KiB: a message of several MiB takes
 # dozens); and two virtual nodes of two (hierarchical algorithms). Runs of
@@ -22,7 +23,7 @@ if [ ! -x "$bench" ] || ! command -v mpirun >/dev/null; then
 fi
 . "${top_srcdir:?run through make check}/tests/mpi/mpirun_env.sh"
 export WEFT_TIMEOUT=60
-unset WEFT_TUNE WEFT_SHM WEFT_RANKS_PER_NODE WEFT_STAGE_FRAG UCX_TLS
+unset WEFT_TUNE WEFT_SHM WEFT_RANKS_PER_NODE WEFT_STAGE_FRAG UCX_TLS WEFT_DEVICE_TASK
 . "$top_srcdir/tests/mpi/bench_jobs.sh"
 
 colls="allreduce reduce_scatter allgather bcast reduce gather scatter alltoall allgatherv
@@ -53,11 +54,22 @@ run 2 "host enqueue allreduce" -d host --enqueue -d float32 -o sum -b 4 -e 4m -f
 run 4 "host enqueue alltoall" -d host --enqueue -d float32 -o sum -b 4 -e 1m -f 32 alltoall
 run 4 "emu enqueue allreduce float64 avg" -d emu --enqueue -d float64 -o avg -b 8 -e 8m -f 32 \
     allreduce
-# the shared-memory allreduce: peers' emu buffers mapped through IPC
+# chains of enqueued collectives (device tasks on one node) with one synchronize
+for coll in allreduce bcast allgather reduce_scatter alltoall; do
+    run 3 "emu chain $coll" -d emu --enqueue --chain 16 --root 2 -d int32 -o sum \
+        -b 4 -e 1000000 -f 100 $coll
+done
+run 2 "emu chain allreduce/shm" -d emu --enqueue --chain 8 --algo shm -d float32 -o sum \
+    -b 4 -e 4m -f 64 allreduce
+# the shared-memory allreduce without device tasks: peers' emu buffers mapped through IPC
+flush
+export WEFT_DEVICE_TASK=no
 run 2 "emu allreduce/shm" -d emu --algo shm -d float32 -o sum -b 4 -e 16m -f 64 allreduce
 run 3 "emu enqueue allreduce/shm odd" -d emu --enqueue --algo shm -d int64 -o max \
     -b 8 -e 1000008 -f 1000 --in-place allreduce
 run 4 "emu allreduce/shm" -d emu --algo shm -d float16 -o sum -b 2 -e 4m -f 64 allreduce
+flush
+unset WEFT_DEVICE_TASK
 # one process per virtual node, no shared memory: UCX stages emu memory
 flush
 export WEFT_RANKS_PER_NODE=1 WEFT_SHM=no WEFT_STAGE_FRAG=64k
