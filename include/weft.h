@@ -420,6 +420,30 @@ weft_status_t weft_stream_synchronize(weft_stream_t stream);
 weft_status_t weft_memcpy_async(void *dst, const void *src, size_t bytes, weft_stream_t stream);
 
 /*
+ * Capture and replay. Between weft_stream_begin_capture(stream) and
+ * weft_stream_end_capture(stream, &graph), what is queued on the stream
+ * through weft (weft_memcpy_async, the _enqueue collectives, weft_send_enqueue,
+ * weft_recv_enqueue) is checked as usual and recorded in the graph instead of
+ * run; weft_stream_synchronize of a capturing stream is WEFT_ERR_INVALID_ARG.
+ * weft_graph_launch(graph, stream) queues the recorded steps on a stream (the
+ * captured one or another of the same device) in recorded order, as if each
+ * call were made again then: every rank launches its graph where it would
+ * have made the calls, a collective takes its communicator's next sequence
+ * number, and launches interleave with ordinary enqueues. The buffers are
+ * the captured ones, read and written when each step runs; a graph may hold
+ * several communicators, and is launched any number of times until
+ * weft_graph_destroy. A launch whose step cannot run (its communicator
+ * destroyed, its buffers not reachable from the stream) fails and queues
+ * nothing. Emu streams only for now (a CUDA stream is WEFT_ERR_UNSUPPORTED);
+ * destroying a capturing stream drops its capture.
+ */
+typedef struct weft_graph_handle *weft_graph_t;
+weft_status_t weft_stream_begin_capture(weft_stream_t stream);
+weft_status_t weft_stream_end_capture(weft_stream_t stream, weft_graph_t *graph_p);
+weft_status_t weft_graph_launch(weft_graph_t graph, weft_stream_t stream);
+weft_status_t weft_graph_destroy(weft_graph_t graph);
+
+/*
  * Stream-ordered collectives: weft_<collective>_enqueue takes the blocking
  * form's arguments plus a trailing stream, and returns at once, without
  * waiting for peers or for the stream. The operation starts once the work

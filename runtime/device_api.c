@@ -6,6 +6,7 @@
  */
 #include "device/device.h"
 #include "runtime/enqueue.h"
+#include "runtime/graph.h"
 #include "runtime/init.h"
 
 static weft_status_t type_ops(const char *call, weft_memtype_t type,
@@ -108,6 +109,7 @@ WEFT_EXPORT weft_status_t weft_stream_destroy(weft_stream_t stream)
     /* its enqueued collectives finish first: the stream waits on their flags */
     status = weft__enqueue_stream_drain(stream, "weft_stream_destroy");
     if (status == WEFT_OK) {
+        weft__graph_stream_gone(stream); /* a capture in progress is dropped */
         status = dev->stream_destroy(stream);
     }
     return status;
@@ -123,28 +125,33 @@ WEFT_EXPORT weft_status_t weft_stream_synchronize(weft_stream_t stream)
     if (status != WEFT_OK) {
         return status;
     }
+    if (weft__graph_capturing(stream)) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "weft_stream_synchronize: stream %p is capturing (nothing queued on "
+                           "it runs before weft_stream_end_capture and a launch)",
+                           stream);
+    }
     status = dev->stream_sync(stream);
     /* an enqueued collective that failed released the stream with the error kept here */
     failed = weft__enqueue_stream_error(stream);
     return failed != WEFT_OK ? failed : status;
 }
 
-WEFT_EXPORT weft_status_t weft_memcpy_async(void *dst, const void *src, size_t bytes, weft_stream_t stream)
+weft_status_t weft__memcpy_check(void *dst, const void *src, size_t bytes, void *stream,
+                                 const char *call, const weft_device_ops_t **dev_p)
 {
     const weft_device_ops_t *dev, *ddev, *sdev;
-    weft_status_t status;
+    weft_status_t status = weft__device_stream_check(stream, call, &dev);
 
-    weft__error_clear();
-    status = weft__device_stream_check(stream, "weft_memcpy_async", &dev);
     if (status == WEFT_OK && bytes > 0 && (dst == NULL || src == NULL)) {
-        status = weft__error(WEFT_ERR_INVALID_ARG, "weft_memcpy_async: %s is NULL",
+        status = weft__error(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", call,
                              dst == NULL ? "dst" : "src");
     }
     if (status == WEFT_OK) {
-        status = weft__device_check(dst, "weft_memcpy_async", "dst", &ddev);
+        status = weft__device_check(dst, call, "dst", &ddev);
     }
     if (status == WEFT_OK) {
-        status = weft__device_check(src, "weft_memcpy_async", "src", &sdev);
+        status = weft__device_check(src, call, "src", &sdev);
     }
     if (status != WEFT_OK) {
         return status;
@@ -152,9 +159,25 @@ WEFT_EXPORT weft_status_t weft_memcpy_async(void *dst, const void *src, size_t b
     if ((ddev != dev && ddev->memtype != WEFT_MEM_HOST) ||
         (sdev != dev && sdev->memtype != WEFT_MEM_HOST)) {
         return weft__error(WEFT_ERR_INVALID_ARG,
-                           "weft_memcpy_async: a %s stream copies between %s and host memory, "
-                           "not %s to %s",
-                           dev->name, dev->name, sdev->name, ddev->name);
+                           "%s: a %s stream copies between %s and host memory, not %s to %s",
+                           call, dev->name, dev->name, sdev->name, ddev->name);
+    }
+    *dev_p = dev;
+    return WEFT_OK;
+}
+
+WEFT_EXPORT weft_status_t weft_memcpy_async(void *dst, const void *src, size_t bytes, weft_stream_t stream)
+{
+    const weft_device_ops_t *dev;
+    weft_status_t status;
+
+    weft__error_clear();
+    status = weft__memcpy_check(dst, src, bytes, stream, "weft_memcpy_async", &dev);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (weft__graph_capturing(stream)) {
+        return weft__graph_record_copy(stream, dst, src, bytes, "weft_memcpy_async");
     }
     return dev->memcpy_async(dst, src, bytes, stream);
 }

@@ -24,6 +24,7 @@
 #include "coll/coll.h"
 #include "comm/comm.h"
 #include "device/device.h"
+#include "runtime/graph.h"
 #include "runtime/init.h"
 #include "runtime/p2p.h"
 
@@ -494,9 +495,13 @@ static size_t *copy_array(size_t *dst, const size_t *src, int n)
 weft_status_t weft__enqueue_coll(struct weft_comm *comm, const weft_coll_args_t *args, void *stream,
                                  const char *call)
 {
-    enq_op_t *op = calloc(1, sizeof(*op));
+    enq_op_t *op;
     int n = args->size;
 
+    if (weft__graph_capturing(stream)) {
+        return weft__graph_record_coll(stream, comm, args, call);
+    }
+    op = calloc(1, sizeof(*op));
     if (op == NULL ||
         (op->arrays = malloc(4 * (size_t)n * sizeof(size_t) + 1)) == NULL) {
         free(op);
@@ -515,8 +520,12 @@ weft_status_t weft__enqueue_p2p(struct weft_comm *comm, int is_send, void *buf, 
                                 weft_dtype_t dtype, int peer, int tag, void *stream,
                                 const char *call)
 {
-    enq_op_t *op = calloc(1, sizeof(*op));
+    enq_op_t *op;
 
+    if (weft__graph_capturing(stream)) {
+        return weft__graph_record_p2p(stream, comm, is_send, buf, count, dtype, peer, tag, call);
+    }
+    op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot queue the operation", call);
     }

@@ -9,4 +9,5 @@ libweft_core_la_SOURCES += \
 	runtime/request.h runtime/request.c runtime/p2p.h runtime/p2p.c \
 	runtime/coll_impl.h runtime/coll_api.c runtime/coll_entry.c \
 	runtime/enqueue.h runtime/enqueue.c runtime/device_api.c \
+	runtime/graph.h runtime/graph.c \
 	runtime/topo.h runtime/topo.c

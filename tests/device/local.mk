@@ -6,6 +6,7 @@ device_tests = \
 	tests/device/test_emu \
 	tests/coll/test_device \
 	tests/coll/test_device_stream \
+	tests/coll/test_device_graph \
 	tests/coll/test_device_errors \
 	tests/device/test_emu_procs
 check_PROGRAMS += $(device_tests)
@@ -15,6 +16,8 @@ device_cases = tests/coll/device_cases.h tests/coll/device_cases.c $(coll_check)
 tests_coll_test_device_SOURCES = tests/coll/test_device.c $(device_cases)
 tests_device_test_emu_procs_SOURCES = tests/device/test_emu_procs.c $(device_cases)
 tests_coll_test_device_stream_SOURCES = tests/coll/test_device_stream.c tests/coll/device_world.h \
+	$(device_data)
+tests_coll_test_device_graph_SOURCES = tests/coll/test_device_graph.c tests/coll/device_world.h \
 	$(device_data)
 tests_coll_test_device_errors_SOURCES = tests/coll/test_device_errors.c tests/coll/device_world.h \
 	$(device_data)
