@@ -86,6 +86,10 @@ typedef struct weft_device_ops {
      * weft's code (CUDA: a kernel form is to come) leave it NULL, and their
      * enqueued operations go through weft's progress thread. */
     weft_status_t (*stream_task)(void *stream, void (*fn)(void *), void *arg);
+    /* The calling thread's own stream of the device, made at its first use
+     * and kept for the thread's life (weft's blocking calls queue their
+     * device tasks there); NULL with stream_task. */
+    weft_status_t (*thread_stream)(void **stream_p);
 
     /* Makes the table's context current on the calling thread and leaves it
      * so: weft's own threads (the progress thread) call it before they drive

@@ -139,6 +139,12 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
     };
 
     if (how == NULL) {
+        weft_status_t status;
+
+        /* device buffers inside a node: the device task an enqueue makes, waited for */
+        if (weft__enqueue_blocking_task(c->comm, &args, c->call, &status)) {
+            return status;
+        }
         return weft__coll_run(c->comm, &args);
     }
     if (how->enqueue) {

@@ -483,6 +483,31 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     return WEFT_OK;
 }
 
+int weft__enqueue_blocking_task(struct weft_comm *comm, const weft_coll_args_t *args,
+                                const char *call, weft_status_t *status_p)
+{
+    const weft_device_ops_t *dev =
+        weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
+    weft_status_t status, failed;
+    void *stream;
+
+    if (dev->memtype == WEFT_MEM_HOST || dev->thread_stream == NULL || !task_form(comm, dev) ||
+        dev->thread_stream(&stream) != WEFT_OK) {
+        return 0;
+    }
+    status = weft__enqueue_coll(comm, args, stream, call);
+    if (status == WEFT_OK) {
+        status = dev->stream_sync(stream);
+        failed = weft__enqueue_stream_error(stream);
+        if (failed != WEFT_OK) {
+            status = failed;
+            comm->rt->enq_error = WEFT_OK; /* reported here, not again by the next call */
+        }
+    }
+    *status_p = status;
+    return 1;
+}
+
 static size_t *copy_array(size_t *dst, const size_t *src, int n)
 {
     if (src == NULL) {

@@ -134,6 +134,7 @@ const weft_device_ops_t weft__device_emu_ops = {
     .stream_write_flag = weft__emu_write_flag,
     .stream_wait_flag = weft__emu_wait_flag,
     .stream_task = weft__emu_task_async,
+    .thread_stream = weft__emu_thread_stream,
     .thread_bind = emu_thread_bind,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,

@@ -335,6 +335,65 @@ Test(order, device_tasks_after_the_progress_threads_operations, .timeout = 120)
                  weft__enqueue_tasks_run() - tasks0);
 }
 
+/*
+ * Blocking calls on emu buffers inside a node run as the device task an
+ * enqueue makes (on the thread's own stream), with right results; on host
+ * buffers, or with WEFT_DEVICE_TASK=no, they do not.
+ */
+static void blocking_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_INT32_SUM;
+    const size_t n = 5001, bytes = n * 4;
+    unsigned char *in = xalloc(w, r, 1, bytes), *res = xalloc(w, r, 1, bytes);
+    unsigned char *all = xalloc(w, r, 1, bytes * (size_t)p), *h = xalloc(w, r, 0, bytes);
+
+    dd_fill(ci, r, 0, n, in);
+    CHECK_OK(weft_allreduce(in, res, n, WEFT_INT32, WEFT_SUM, comm));
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, res), "allreduce");
+    CHECK_OK(weft_allgather(in, all, n, WEFT_INT32, comm));
+    for (int q = 0; q < p; q++) {
+        CHECK_DATA(dd_check_values(ci, q, 0, n, all + (size_t)q * bytes), "allgather block %d", q);
+    }
+    if (r == p - 1) {
+        dd_fill(ci, 3, 0, n, res);
+    }
+    CHECK_OK(weft_bcast(res, n, WEFT_INT32, p - 1, comm));
+    CHECK_DATA(dd_check_values(ci, 3, 0, n, res), "bcast");
+    dd_fill(ci, r, 0, n, h);
+    CHECK_OK(weft_allreduce(WEFT_IN_PLACE, h, n, WEFT_INT32, WEFT_SUM, comm)); /* host */
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, h), "host allreduce");
+    pthread_barrier_wait(&w->barrier);
+    dd_free(in);
+    dd_free(res);
+    dd_free(all);
+    dd_free(h);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(order, blocking_device_calls_run_as_device_tasks, .timeout = 120)
+{
+    unsigned long tasks0 = weft__enqueue_tasks_run();
+
+    for (int p = 1; p <= 3; p++) {
+        world_t w = {0};
+
+        run_world(p, blocking_body, &w);
+    }
+    /* three calls on emu buffers per rank; the host allreduce is not one */
+    cr_assert_eq(weft__enqueue_tasks_run() - tasks0, 3ul * (1 + 2 + 3), "%lu device tasks",
+                 weft__enqueue_tasks_run() - tasks0);
+    weft__coll_config.device_task = 0;
+    for (int p = 2; p <= 3; p++) {
+        world_t w = {0};
+
+        run_world(p, blocking_body, &w);
+    }
+    weft__coll_config.device_task = 1;
+    cr_assert_eq(weft__enqueue_tasks_run() - tasks0, 3ul * (1 + 2 + 3),
+                 "device tasks with WEFT_DEVICE_TASK=no");
+}
+
 TestSuite(enqueue, .init = setup, .fini = teardown);
 
 /*
