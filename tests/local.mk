@@ -71,7 +71,7 @@ endif
 # algorithm-table checks of docs/; the doctor and the interposer run mpirun
 # (in TESTS with the mpirun scripts, Makefile.am).
 test_scripts = tests/install/test_pkgconfig.sh tests/layers/test_layers.sh \
-	tests/coll/test_algorithms_doc.sh
+	tests/coll/test_algorithms_doc.sh tests/runtime/test_info_explain.sh
 TESTS += $(test_scripts)
 EXTRA_DIST += $(test_scripts) tests/diag/test_doctor.sh tests/bindings/test_mpi_interpose.sh tests/install/hello.c tests/runtime/topo_3pkg.xml \
 	tests/coll/trace_check.py tests/bindings/hpccinf.txt tests/bindings/mpi4py_check.py

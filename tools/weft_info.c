@@ -280,6 +280,37 @@ static void print_kinds(FILE *f)
     }
 }
 
+/* --explain's last line: how device buffers (enqueued, or blocking) take this collective, whose
+ * chosen algorithm is algo. */
+static void explain_device(weft_coll_kind_t kind, size_t bytes, const weft_cost_params_t *params,
+                           const weft_coll_algo_t *algo)
+{
+    int reduces = kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_REDUCE;
+    int shm = algo != NULL && strcmp(algo->name, "shm") == 0;
+    /* the shared-memory forms that map the peers' device buffers (docs/device.md) */
+    int ipc = shm && (reduces || kind == WEFT_COLL_ALLGATHER || kind == WEFT_COLL_BCAST);
+    const char *shape = !shm ? ""
+                        : !reduces ? ", through the node's slots"
+                        : bytes <= weft__coll_config.shm_small
+                            ? ", through the node's slots, one-shot (every rank reduces every "
+                              "rank's data)"
+                            : ", through the node's slots, two-shot (each rank reduces a slice, "
+                              "then all copy)";
+
+    if (params->nodes == 1 && weft__coll_config.device_task) {
+        printf("device buffers: emu, enqueued or blocking: %s as one device task on the stream%s "
+               "(WEFT_DEVICE_TASK); CUDA: weft's progress thread%s\n",
+               algo != NULL ? algo->name : "the algorithm", shape,
+               ipc ? ", the peers' buffers mapped through IPC" : "");
+    } else if (params->nodes == 1) {
+        printf("device buffers: enqueued: weft's progress thread (WEFT_DEVICE_TASK=no)%s\n",
+               ipc ? "; the peers' buffers mapped through IPC" : "");
+    } else {
+        printf("device buffers: enqueued: weft's progress thread drives it (device tasks run "
+               "only among the ranks of one node)\n");
+    }
+}
+
 static int explain(int argc, char **argv)
 {
     weft_cost_params_t params;
@@ -314,7 +345,7 @@ static int explain(int argc, char **argv)
            params.shm_alpha * 1e6, 1e-9 / params.shm_copy, params.shm_slot >> 10, params.nodes,
            params.shm ? "" : ", none shared (one rank per node, unequal nodes or WEFT_SHM=no)");
     printf("candidates (predicted time):\n");
-    weft__coll_choose(kind, bytes, ranks, &params, stdout);
+    explain_device(kind, bytes, &params, weft__coll_choose(kind, bytes, ranks, &params, stdout));
     return 0;
 }
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# weft_info --explain says how device buffers take the collective: one
+# device task on the stream inside a node (the one-shot or two-shot form of a
+# shared-memory allreduce by size; CUDA: the progress thread), the progress
+# thread across nodes or with WEFT_DEVICE_TASK=no.
+set -u
+: "${top_builddir:?run through make check}"
+info="$top_builddir/tools/weft_info"
+failures=0
+
+expect() { # label, pattern, weft_info arguments...
+    local label=$1 pattern=$2 out
+    shift 2
+    if ! out=$("$info" --explain "$@" 2>&1); then
+        echo "FAIL: $label: weft_info --explain $* failed: $out"
+        failures=$((failures + 1))
+    elif ! grep -q -- "$pattern" <<<"$(grep '^device buffers:' <<<"$out")"; then
+        echo "FAIL: $label: no device line matching '$pattern' in:"
+        echo "$out"
+        failures=$((failures + 1))
+    fi
+}
+
+unset WEFT_DEVICE_TASK WEFT_TUNE WEFT_SHM WEFT_SHM_SMALL
+expect "one node, small" "shm as one device task on the stream.*one-shot" allreduce 8 2
+expect "one node, large" "shm as one device task on the stream.*two-shot" allreduce 4m 2
+expect "one node, CUDA" "CUDA: weft's progress thread, the peers' buffers mapped through IPC" \
+    bcast 1m 4
+expect "reduce_scatter: no IPC" "one device task on the stream.*CUDA: weft's progress thread$" \
+    reduce_scatter 64k 2
+expect "two nodes" "progress thread drives it" allreduce 8 4 2
+WEFT_DEVICE_TASK=no expect "tasks off" "progress thread (WEFT_DEVICE_TASK=no)" allreduce 8 2
+WEFT_SHM_SMALL=1 expect "WEFT_SHM_SMALL" "two-shot" allreduce 8 2
+echo "$failures failed"
+[ "$failures" -eq 0 ]
