@@ -24,6 +24,7 @@ typedef struct buf_check {
     weft_comm_t handle;
     int no_send; /* sendbuf not read on this rank (rooted collectives) */
     int no_recv; /* recvbuf not written on this rank */
+    const weft_device_ops_t *dev; /* the buffers' table (check_memory); NULL: none checked */
 } buf_check_t;
 
 static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
@@ -86,7 +87,7 @@ static weft_status_t check_common(const buf_check_t *c, size_t *esize_p, int *si
 }
 
 /* Device buffers: live memory, and sendbuf and recvbuf of one memory type. */
-static weft_status_t check_memory(const buf_check_t *c)
+static weft_status_t check_memory(buf_check_t *c)
 {
     const weft_device_ops_t *sdev = NULL, *rdev = NULL;
     weft_status_t status = WEFT_OK;
@@ -103,6 +104,7 @@ static weft_status_t check_memory(const buf_check_t *c)
                              "one memory type",
                              c->call, sdev->name, rdev->name);
     }
+    c->dev = rdev != NULL ? rdev : sdev;
     return status;
 }
 
@@ -142,7 +144,8 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
         weft_status_t status;
 
         /* device buffers inside a node: the device task an enqueue makes, waited for */
-        if (weft__enqueue_blocking_task(c->comm, &args, c->call, &status)) {
+        if (c->dev != NULL && c->dev->memtype != WEFT_MEM_HOST &&
+            weft__enqueue_blocking_task(c->comm, &args, c->dev, c->call, &status)) {
             return status;
         }
         return weft__coll_run(c->comm, &args);
@@ -206,7 +209,8 @@ weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t co
                                     const weft_call_mode_t *how)
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
-    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, comm_h, 0, 0};
+    buf_check_t c = {"weft_allreduce", sendbuf, recvbuf, count, dtype, op, 1, 0,
+                     comm, comm_h, 0, 0, NULL};
     size_t esize;
     weft_status_t status;
 
@@ -229,7 +233,8 @@ weft_status_t weft__reduce_scatter_impl(const void *sendbuf, void *recvbuf, size
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
     buf_check_t c = {
-        "weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1, comm, comm_h, 0, 0};
+        "weft_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, 1, 1,
+        comm, comm_h, 0, 0, NULL};
     size_t esize, bytes;
     weft_status_t status;
 
@@ -255,7 +260,8 @@ weft_status_t weft__allgather_impl(const void *sendbuf, void *recvbuf, size_t se
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
     buf_check_t c = {
-        "weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1, comm, comm_h, 0, 0};
+        "weft_allgather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1,
+        comm, comm_h, 0, 0, NULL};
     size_t esize, bytes;
     weft_status_t status;
     char *own;
@@ -285,7 +291,8 @@ weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int 
                                 weft_comm_t comm_h, const weft_call_mode_t *how)
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
-    buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0, comm, comm_h, 0, 0};
+    buf_check_t c = {"weft_bcast", buf, buf, count, dtype, WEFT_SUM, 0, 0,
+                     comm, comm_h, 0, 0, NULL};
     size_t esize;
     weft_status_t status;
 
@@ -302,7 +309,8 @@ weft_status_t weft__reduce_impl(const void *sendbuf, void *recvbuf, size_t count
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
     int is_root = rank_of(comm) == root;
-    buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0, comm, comm_h, 0, !is_root};
+    buf_check_t c = {"weft_reduce", sendbuf, recvbuf, count, dtype, op, 1, 0,
+                     comm, comm_h, 0, !is_root, NULL};
     size_t esize;
     weft_status_t status;
     const void *src = sendbuf;
@@ -330,7 +338,7 @@ weft_status_t weft__gather_impl(const void *sendbuf, void *recvbuf, size_t sendc
     struct weft_comm *comm = weft__comm_of(comm_h);
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_gather", sendbuf, recvbuf, sendcount, dtype, WEFT_SUM, 0, 1,
-                     comm, comm_h,          0,       !is_root};
+                     comm, comm_h,          0,       !is_root, NULL};
     size_t esize, bytes;
     weft_status_t status;
     const void *src = sendbuf;
@@ -360,7 +368,7 @@ weft_status_t weft__scatter_impl(const void *sendbuf, void *recvbuf, size_t recv
     struct weft_comm *comm = weft__comm_of(comm_h);
     int is_root = rank_of(comm) == root;
     buf_check_t c = {"weft_scatter", sendbuf,  recvbuf, recvcount, dtype, WEFT_SUM, 0, 1,
-                     comm, comm_h,           !is_root, 0};
+                     comm, comm_h,           !is_root, 0, NULL};
     size_t esize, bytes;
     weft_status_t status;
 
@@ -381,7 +389,8 @@ weft_status_t weft__alltoall_impl(const void *sendbuf, void *recvbuf, size_t cou
                                    weft_dtype_t dtype, weft_comm_t comm_h, const weft_call_mode_t *how)
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
-    buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1, comm, comm_h, 0, 0};
+    buf_check_t c = {"weft_alltoall", sendbuf, recvbuf, count, dtype, WEFT_SUM, 0, 1,
+                     comm, comm_h, 0, 0, NULL};
     size_t esize;
     weft_status_t status;
 
@@ -402,7 +411,8 @@ weft_status_t weft__alltoall_impl(const void *sendbuf, void *recvbuf, size_t cou
 weft_status_t weft__barrier_impl(weft_comm_t comm_h, const weft_call_mode_t *how)
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
-    buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0, comm, comm_h, 1, 1};
+    buf_check_t c = {"weft_barrier", NULL, NULL, 0, WEFT_UINT8, WEFT_SUM, 0, 0,
+                     comm, comm_h, 1, 1, NULL};
     size_t esize;
     weft_status_t status;
 
@@ -444,7 +454,8 @@ weft_status_t weft__allgatherv_impl(const void *sendbuf, void *recvbuf, size_t s
                                      weft_dtype_t dtype, weft_comm_t comm_h, const weft_call_mode_t *how)
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
-    buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, comm_h, 0, 0};
+    buf_check_t c = {"weft_allgatherv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0,
+                     comm, comm_h, 0, 0, NULL};
     size_t esize, total;
     weft_status_t status;
     const void *src = sendbuf;
@@ -487,7 +498,8 @@ weft_status_t weft__alltoallv_impl(const void *sendbuf, void *recvbuf, const siz
                                     const weft_call_mode_t *how)
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
-    buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0, comm, comm_h, 0, 0};
+    buf_check_t c = {"weft_alltoallv", sendbuf, recvbuf, 0, dtype, WEFT_SUM, 0, 0,
+                     comm, comm_h, 0, 0, NULL};
     size_t esize, stotal = 0, rtotal;
     weft_status_t status;
     int in_place = sendbuf == WEFT_IN_PLACE;
@@ -525,7 +537,8 @@ weft_status_t weft__reduce_scatter_v_impl(const void *sendbuf, void *recvbuf,
                                            weft_op_t op, weft_comm_t comm_h, const weft_call_mode_t *how)
 {
     struct weft_comm *comm = weft__comm_of(comm_h);
-    buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0, comm, comm_h, 0, 0};
+    buf_check_t c = {"weft_reduce_scatter_v", sendbuf, recvbuf, 0, dtype, op, 1, 0,
+                     comm, comm_h, 0, 0, NULL};
     size_t esize, total;
     weft_status_t status;
 

@@ -484,10 +484,9 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
 }
 
 int weft__enqueue_blocking_task(struct weft_comm *comm, const weft_coll_args_t *args,
-                                const char *call, weft_status_t *status_p)
+                                const weft_device_ops_t *dev, const char *call,
+                                weft_status_t *status_p)
 {
-    const weft_device_ops_t *dev =
-        weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
     weft_status_t status, failed;
     void *stream;
 

@@ -54,12 +54,15 @@ weft_status_t weft__enqueue_stream_drain(void *stream, const char *call);
 /* The first failure of an operation enqueued on stream since the last call
  * (with its message as the last error), or WEFT_OK. */
 weft_status_t weft__enqueue_stream_error(void *stream);
-/* A blocking collective on device memory, among the ranks of one node, on a
- * device whose streams run device tasks: run as the task an enqueue would
- * make, on the calling thread's own stream of the device, and waited for.
- * 1 when it ran so (its status in *status_p), 0 when it is not such a call. */
+/* A blocking collective on memory of dev (checked), among the ranks of one
+ * node, on a device whose streams run device tasks: run as the task an
+ * enqueue would make, on the calling thread's own stream of the device, and
+ * waited for. 1 when it ran so (its status in *status_p), 0 when it is not
+ * such a call. */
+struct weft_device_ops;
 int weft__enqueue_blocking_task(struct weft_comm *comm, const weft_coll_args_t *args,
-                                const char *call, weft_status_t *status_p);
+                                const struct weft_device_ops *dev, const char *call,
+                                weft_status_t *status_p);
 /* Enqueued collectives run as device tasks so far (for tests). */
 unsigned long weft__enqueue_tasks_run(void);
 /* Stop the progress thread (weft_finalize, after every communicator). */
