@@ -497,6 +497,23 @@ weft_status_t weft_send_enqueue(const void *buf, size_t count, weft_dtype_t dtyp
 weft_status_t weft_recv_enqueue(void *buf, size_t count, weft_dtype_t dtype, int peer, int tag,
                                 weft_comm_t comm, weft_stream_t stream);
 
+/*
+ * Groups of stream-ordered point-to-point operations. Between
+ * weft_group_start() and weft_group_end() (per thread; they nest, and the
+ * outermost end counts), weft_send_enqueue and weft_recv_enqueue are checked
+ * at the call and held; weft_group_end queues the held operations of each
+ * communicator and stream as one operation that posts them all at once and
+ * ends when all are done. Ranks that exchange in both directions (a ring, a
+ * halo, a pipeline stage's sends and receives) then never wait for each
+ * other, as stream-ordered operations one after another would (a large send
+ * holds its stream until its receive is posted). A collective enqueued inside
+ * a group is WEFT_ERR_INVALID_ARG; blocking and nonblocking calls run at once
+ * as usual. A group cannot be captured yet (weft_group_end on a capturing
+ * stream: WEFT_ERR_UNSUPPORTED, its operations dropped).
+ */
+weft_status_t weft_group_start(void);
+weft_status_t weft_group_end(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -43,6 +43,16 @@
 /* OP_TASK: a device task (the stream runs it); the progress thread leaves it alone */
 typedef enum { OP_QUEUED, OP_RUNNING, OP_TASK } op_state_t;
 
+/* A send or receive of a point-to-point operation. */
+typedef struct p2p_part {
+    int is_send;
+    void *buf;
+    size_t count;
+    weft_dtype_t dtype;
+    int peer, tag;
+    weft_sched_t *sched; /* NULL once done (or for 0 bytes) */
+} p2p_part_t;
+
 typedef struct enq_op {
     struct weft_comm *comm;
     void *stream;
@@ -51,10 +61,10 @@ typedef struct enq_op {
     op_state_t state;
     int is_p2p;
     weft_coll_args_t args;
-    size_t *arrays; /* copies of args' count/displacement arrays */
-    int is_send;    /* point-to-point */
-    void *buf;
-    int peer, tag;
+    size_t *arrays;      /* copies of args' count/displacement arrays */
+    p2p_part_t *parts;   /* point-to-point: posted together (one, or a group's) */
+    int nparts, cap_parts;
+    weft_status_t failed; /* point-to-point: the first part that failed */
     const char *call;
     weft_sched_t *sched;
     struct enq_op *next;
@@ -84,6 +94,11 @@ typedef struct retired {
     struct retired *next;
 } retired_t;
 static retired_t *retired;
+
+/* The calling thread's open group: its depth, and its held operations, one per communicator
+ * and stream, in order of their first part. */
+static _Thread_local int group_depth;
+static _Thread_local enq_op_t *group_head, *group_tail;
 
 /* Lock held. */
 static void reap_flags(void)
@@ -140,10 +155,57 @@ static weft_status_t op_start(enq_op_t *op)
         bound |= 1u << op->sdev->memtype;
     }
     if (op->is_p2p) {
-        return weft__p2p_start(op->call, op->is_send, op->buf, op->args.count, op->args.dtype,
-                               op->peer, op->tag, op->comm, &op->sched);
+        /* every part posted at once: a group's sends and receives never wait for each other */
+        weft_status_t status = WEFT_OK;
+
+        for (int i = 0; i < op->nparts && status == WEFT_OK; i++) {
+            p2p_part_t *pt = &op->parts[i];
+
+            status = weft__p2p_start(op->call, pt->is_send, pt->buf, pt->count, pt->dtype,
+                                     pt->peer, pt->tag, op->comm, &pt->sched);
+        }
+        if (status != WEFT_OK) {
+            for (int i = 0; i < op->nparts; i++) {
+                weft__sched_destroy(op->parts[i].sched); /* cancels what was posted */
+                op->parts[i].sched = NULL;
+            }
+        }
+        return status;
     }
     return weft__coll_start(op->comm, &op->args, &op->sched);
+}
+
+/* Point-to-point: 1 when every part is done (the first failure in op->failed). */
+static int parts_done(enq_op_t *op)
+{
+    int done = 1;
+
+    for (int i = 0; i < op->nparts; i++) {
+        p2p_part_t *pt = &op->parts[i];
+        weft_status_t status;
+
+        if (pt->sched == NULL) {
+            continue;
+        }
+        if (!weft__sched_test(pt->sched, &status)) {
+            done = 0;
+            continue;
+        }
+        if (status != WEFT_OK && op->failed == WEFT_OK) {
+            op->failed = status;
+        }
+        weft__sched_destroy(pt->sched);
+        pt->sched = NULL;
+    }
+    return done;
+}
+
+/* An operation that was not queued. */
+static void op_free(enq_op_t *op)
+{
+    free(op->arrays);
+    free(op->parts);
+    free(op);
 }
 
 /* Remove op (lock held), release its stream and its communicator. */
@@ -180,8 +242,7 @@ static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
     }
     /* last: after this the user's thread may drive the communicator again */
     atomic_fetch_sub(&op->comm->rt->enq_pending, 1);
-    free(op->arrays);
-    free(op);
+    op_free(op);
 }
 
 /* One pass over the queue; returns 1 when something started or ended,
@@ -217,14 +278,19 @@ static int pass(int *running_p)
             op = next;
             continue;
         }
-        if (op->state == OP_RUNNING && op->sched != NULL) {
-            if (weft__sched_test(op->sched, &status)) {
+        if (op->state == OP_RUNNING && op->is_p2p) {
+            if (parts_done(op)) {
+                status = op->failed;
                 moved = 1;
             } else {
                 *running_p = 1;
             }
         } else if (op->state == OP_RUNNING) {
-            status = WEFT_OK; /* nothing to do (point-to-point of 0 bytes) */
+            if (weft__sched_test(op->sched, &status)) {
+                moved = 1;
+            } else {
+                *running_p = 1;
+            }
         }
         if (status != WEFT_INPROGRESS) {
             op_finish(prev, op, status);
@@ -432,8 +498,7 @@ static weft_status_t enqueue_task(enq_op_t *op)
     }
     pthread_mutex_unlock(&lock);
     if (status != WEFT_OK) {
-        free(op->arrays);
-        free(op);
+        op_free(op);
     }
     return status;
 }
@@ -451,8 +516,7 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
         status = weft__device_flag_alloc(op->sdev, &op->flag);
     }
     if (status != WEFT_OK) {
-        free(op->arrays);
-        free(op);
+        op_free(op);
         return status;
     }
     pthread_mutex_lock(&lock);
@@ -472,8 +536,7 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     }
     if (status != WEFT_OK) {
         pthread_mutex_unlock(&lock);
-        free(op->arrays);
-        free(op);
+        op_free(op);
         return status;
     }
     nhost++;
@@ -522,6 +585,12 @@ weft_status_t weft__enqueue_coll(struct weft_comm *comm, const weft_coll_args_t 
     enq_op_t *op;
     int n = args->size;
 
+    if (group_depth > 0) {
+        return weft__error(WEFT_ERR_INVALID_ARG,
+                           "%s: a collective cannot be enqueued between weft_group_start and "
+                           "weft_group_end (groups hold weft_send_enqueue and weft_recv_enqueue)",
+                           call);
+    }
     if (weft__graph_capturing(stream)) {
         return weft__graph_record_coll(stream, comm, args, call);
     }
@@ -540,28 +609,106 @@ weft_status_t weft__enqueue_coll(struct weft_comm *comm, const weft_coll_args_t 
     return enqueue(op, stream, call);
 }
 
+/* ---------------------------------------------------------------- groups */
+
+static weft_status_t add_part(enq_op_t *op, int is_send, void *buf, size_t count,
+                              weft_dtype_t dtype, int peer, int tag, const char *call)
+{
+    if (op->nparts == op->cap_parts) {
+        int ncap = op->cap_parts ? 2 * op->cap_parts : 4;
+        p2p_part_t *n = realloc(op->parts, (size_t)ncap * sizeof(*n));
+
+        if (n == NULL) {
+            return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot queue the operation", call);
+        }
+        op->parts = n;
+        op->cap_parts = ncap;
+    }
+    op->parts[op->nparts++] = (p2p_part_t){.is_send = is_send, .buf = buf, .count = count,
+                                           .dtype = dtype, .peer = peer, .tag = tag};
+    return WEFT_OK;
+}
+
 weft_status_t weft__enqueue_p2p(struct weft_comm *comm, int is_send, void *buf, size_t count,
                                 weft_dtype_t dtype, int peer, int tag, void *stream,
                                 const char *call)
 {
-    enq_op_t *op;
+    enq_op_t *op = NULL;
+    weft_status_t status;
 
-    if (weft__graph_capturing(stream)) {
+    if (group_depth > 0) {
+        for (op = group_head; op != NULL && !(op->comm == comm && op->stream == stream);
+             op = op->next) {
+        }
+    } else if (weft__graph_capturing(stream)) {
         return weft__graph_record_p2p(stream, comm, is_send, buf, count, dtype, peer, tag, call);
     }
-    op = calloc(1, sizeof(*op));
     if (op == NULL) {
-        return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot queue the operation", call);
+        op = calloc(1, sizeof(*op));
+        if (op == NULL) {
+            return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot queue the operation", call);
+        }
+        op->comm = comm;
+        op->is_p2p = 1;
+        op->stream = stream;
+        if (group_depth > 0) {
+            *(group_tail != NULL ? &group_tail->next : &group_head) = op;
+            group_tail = op;
+        }
     }
-    op->comm = comm;
-    op->is_p2p = 1;
-    op->is_send = is_send;
-    op->buf = buf;
-    op->args.count = count;
-    op->args.dtype = dtype;
-    op->peer = peer;
-    op->tag = tag;
+    status = add_part(op, is_send, buf, count, dtype, peer, tag, call);
+    if (group_depth > 0) {
+        return status; /* held until weft_group_end (a failed part is not recorded) */
+    }
+    if (status != WEFT_OK) {
+        op_free(op);
+        return status;
+    }
     return enqueue(op, stream, call);
+}
+
+WEFT_EXPORT weft_status_t weft_group_start(void)
+{
+    weft_status_t status;
+
+    weft__error_clear();
+    status = weft__check_initialized("weft_group_start");
+    if (status == WEFT_OK) {
+        group_depth++;
+    }
+    return status;
+}
+
+WEFT_EXPORT weft_status_t weft_group_end(void)
+{
+    weft_status_t status = WEFT_OK;
+    enq_op_t *op, *next;
+
+    weft__error_clear();
+    if (group_depth == 0) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "weft_group_end: no weft_group_start open");
+    }
+    if (--group_depth > 0) {
+        return WEFT_OK; /* the outermost end queues them */
+    }
+    op = group_head;
+    group_head = group_tail = NULL;
+    for (; op != NULL; op = next) {
+        next = op->next;
+        op->next = NULL;
+        if (status != WEFT_OK) {
+            op_free(op); /* after a failure nothing more is queued */
+        } else if (weft__graph_capturing(op->stream)) {
+            status = weft__error(WEFT_ERR_UNSUPPORTED,
+                                 "weft_group_end: stream %p is capturing, and a capture cannot "
+                                 "hold a group yet (its operations were dropped)",
+                                 op->stream);
+            op_free(op);
+        } else {
+            status = enqueue(op, op->stream, "weft_group_end");
+        }
+    }
+    return status;
 }
 
 static int comm_pending(const void *comm)

@@ -394,6 +394,83 @@ Test(order, blocking_device_calls_run_as_device_tasks, .timeout = 120)
                  "device tasks with WEFT_DEVICE_TASK=no");
 }
 
+/* ------------------------------------------------------------------ group */
+
+TestSuite(group, .init = setup, .fini = teardown);
+
+/*
+ * weft_group_start/end: every rank sends to every other rank first and then
+ * receives from each, all on one stream, messages large enough that a send
+ * waits for its receive: grouped, they are posted together and finish. A
+ * nested group queues only at the outermost end; two communicators and two
+ * streams in one group; a collective enqueued inside a group and a bad send
+ * fail and queue nothing, the rest of the group runs.
+ */
+static void group_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_INT32_SUM;
+    const size_t n = 200001, bytes = n * 4;
+    unsigned char *sb = xalloc(w, r, 1, bytes), *rb = xalloc(w, r, 1, bytes * (size_t)p);
+    unsigned char *h = xalloc(w, r, 0, bytes), *hr = xalloc(w, r, 0, bytes);
+    weft_comm_t dup = NULL;
+    weft_stream_t a = NULL, b = NULL;
+
+    CHECK_OK(weft_comm_dup(comm, &dup));
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &a));
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &b));
+    dd_fill(ci, r, 0, n, sb);
+    dd_fill(ci, r + 20, 0, n, h);
+    CHECK_OK(weft_group_start());
+    CHECK_OK(weft_group_start()); /* nested */
+    for (int q = 0; q < p; q++) {
+        CHECK_OK(weft_send_enqueue(sb, n, WEFT_INT32, q, 4, comm, a));
+    }
+    CHECK_OK(weft_group_end());
+    CHECK_OK(weft_stream_synchronize(a)); /* the inner end queued nothing */
+    for (int q = 0; q < p; q++) {
+        CHECK_OK(weft_recv_enqueue(rb + (size_t)q * bytes, n, WEFT_INT32, q, 4, comm, a));
+    }
+    CHECK_ERR(weft_allreduce_enqueue(sb, rb, n, WEFT_INT32, WEFT_SUM, comm, a),
+              WEFT_ERR_INVALID_ARG, "weft_group_start");
+    CHECK_ERR(weft_send_enqueue(sb, n, WEFT_INT32, p, 4, comm, a), WEFT_ERR_INVALID_ARG, "peer");
+    /* the other communicator, host buffers, on the other stream: a ring */
+    CHECK_OK(weft_send_enqueue(h, n, WEFT_INT32, (r + 1) % p, 5, dup, b));
+    CHECK_OK(weft_recv_enqueue(hr, n, WEFT_INT32, (r + p - 1) % p, 5, dup, b));
+    CHECK(dd_check_fill(rb, bytes * (size_t)p) < 0, "a held receive ran before the group ended");
+    CHECK_OK(weft_group_end());
+    CHECK_ERR(weft_group_end(), WEFT_ERR_INVALID_ARG, "no weft_group_start");
+    CHECK_OK(weft_stream_synchronize(a));
+    CHECK_OK(weft_stream_synchronize(b));
+    for (int q = 0; q < p; q++) {
+        CHECK_DATA(dd_check_values(ci, q, 0, n, rb + (size_t)q * bytes), "from rank %d", q);
+    }
+    CHECK_DATA(dd_check_values(ci, (r + p - 1) % p + 20, 0, n, hr), "ring on the duplicate");
+    /* the communicator still works in order after the group */
+    CHECK_OK(weft_allreduce_enqueue(sb, rb, n, WEFT_INT32, WEFT_SUM, comm, a));
+    CHECK_OK(weft_stream_synchronize(a));
+    CHECK_DATA(dd_check_reduced(ci, p, 0, n, rb), "allreduce after the group");
+    CHECK(dd_guard_ok(rb, bytes * (size_t)p) && dd_guard_ok(hr, bytes), "wrote past a buffer");
+    CHECK_OK(weft_stream_destroy(a));
+    CHECK_OK(weft_stream_destroy(b));
+    CHECK_OK(weft_comm_destroy(dup));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(sb);
+    dd_free(rb);
+    dd_free(h);
+    dd_free(hr);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(group, everyone_sends_first_and_receives_after, .timeout = 120)
+{
+    for (int p = 1; p <= 4; p++) {
+        world_t w = {0};
+
+        run_world(p, group_body, &w);
+    }
+}
+
 TestSuite(enqueue, .init = setup, .fini = teardown);
 
 /*

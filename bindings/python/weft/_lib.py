@@ -185,6 +185,8 @@ _PROTOTYPES = {
     "weft_stream_destroy": (_status_t, [_vp]),
     "weft_stream_synchronize": (_status_t, [_vp]),
     "weft_memcpy_async": (_status_t, [_vp, _vp, _sz, _vp]),
+    "weft_group_start": (_status_t, []),
+    "weft_group_end": (_status_t, []),
     "weft_stream_begin_capture": (_status_t, [_vp]),
     "weft_stream_end_capture": (_status_t, [_vp, _commp]),
     "weft_graph_launch": (_status_t, [_vp, _vp]),
