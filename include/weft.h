@@ -508,8 +508,8 @@ weft_status_t weft_recv_enqueue(void *buf, size_t count, weft_dtype_t dtype, int
  * other, as stream-ordered operations one after another would (a large send
  * holds its stream until its receive is posted). A collective enqueued inside
  * a group is WEFT_ERR_INVALID_ARG; blocking and nonblocking calls run at once
- * as usual. A group cannot be captured yet (weft_group_end on a capturing
- * stream: WEFT_ERR_UNSUPPORTED, its operations dropped).
+ * as usual. On a capturing stream the group is recorded as one step and
+ * launched as a group.
  */
 weft_status_t weft_group_start(void);
 weft_status_t weft_group_end(void);

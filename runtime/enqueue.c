@@ -45,11 +45,7 @@ typedef enum { OP_QUEUED, OP_RUNNING, OP_TASK } op_state_t;
 
 /* A send or receive of a point-to-point operation. */
 typedef struct p2p_part {
-    int is_send;
-    void *buf;
-    size_t count;
-    weft_dtype_t dtype;
-    int peer, tag;
+    weft_p2p_part_t p;
     weft_sched_t *sched; /* NULL once done (or for 0 bytes) */
 } p2p_part_t;
 
@@ -161,8 +157,8 @@ static weft_status_t op_start(enq_op_t *op)
         for (int i = 0; i < op->nparts && status == WEFT_OK; i++) {
             p2p_part_t *pt = &op->parts[i];
 
-            status = weft__p2p_start(op->call, pt->is_send, pt->buf, pt->count, pt->dtype,
-                                     pt->peer, pt->tag, op->comm, &pt->sched);
+            status = weft__p2p_start(op->call, pt->p.is_send, pt->p.buf, pt->p.count,
+                                     pt->p.dtype, pt->p.peer, pt->p.tag, op->comm, &pt->sched);
         }
         if (status != WEFT_OK) {
             for (int i = 0; i < op->nparts; i++) {
@@ -624,8 +620,9 @@ static weft_status_t add_part(enq_op_t *op, int is_send, void *buf, size_t count
         op->parts = n;
         op->cap_parts = ncap;
     }
-    op->parts[op->nparts++] = (p2p_part_t){.is_send = is_send, .buf = buf, .count = count,
-                                           .dtype = dtype, .peer = peer, .tag = tag};
+    op->parts[op->nparts++] = (p2p_part_t){.p = {.is_send = is_send, .buf = buf, .count = count,
+                                                 .dtype = dtype, .peer = peer, .tag = tag},
+                                           .sched = NULL};
     return WEFT_OK;
 }
 
@@ -667,6 +664,25 @@ weft_status_t weft__enqueue_p2p(struct weft_comm *comm, int is_send, void *buf, 
     return enqueue(op, stream, call);
 }
 
+/* A group's operation on a capturing stream: recorded as one step, launched as a group. */
+static weft_status_t record_group(const enq_op_t *op)
+{
+    weft_p2p_part_t *parts = malloc((size_t)op->nparts * sizeof(*parts) + 1);
+    weft_status_t status;
+
+    if (parts == NULL) {
+        return weft__error(WEFT_ERR_NO_MEMORY, "weft_group_end: cannot record the group");
+    }
+    for (int i = 0; i < op->nparts; i++) {
+        parts[i] = op->parts[i].p;
+    }
+    status = weft__graph_record_group(op->stream, op->comm, parts, op->nparts, "weft_group_end");
+    if (status != WEFT_OK) {
+        free(parts);
+    }
+    return status;
+}
+
 WEFT_EXPORT weft_status_t weft_group_start(void)
 {
     weft_status_t status;
@@ -699,10 +715,7 @@ WEFT_EXPORT weft_status_t weft_group_end(void)
         if (status != WEFT_OK) {
             op_free(op); /* after a failure nothing more is queued */
         } else if (weft__graph_capturing(op->stream)) {
-            status = weft__error(WEFT_ERR_UNSUPPORTED,
-                                 "weft_group_end: stream %p is capturing, and a capture cannot "
-                                 "hold a group yet (its operations were dropped)",
-                                 op->stream);
+            status = record_group(op);
             op_free(op);
         } else {
             status = enqueue(op, op->stream, "weft_group_end");

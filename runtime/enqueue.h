@@ -63,6 +63,14 @@ struct weft_device_ops;
 int weft__enqueue_blocking_task(struct weft_comm *comm, const weft_coll_args_t *args,
                                 const struct weft_device_ops *dev, const char *call,
                                 weft_status_t *status_p);
+/* A send or receive held by a group (weft_group_start/end), as a graph records it. */
+typedef struct weft_p2p_part {
+    int is_send;
+    void *buf;
+    size_t count;
+    weft_dtype_t dtype;
+    int peer, tag;
+} weft_p2p_part_t;
 /* Enqueued collectives run as device tasks so far (for tests). */
 unsigned long weft__enqueue_tasks_run(void);
 /* Stop the progress thread (weft_finalize, after every communicator). */

@@ -4,18 +4,15 @@
  *
  * While a stream captures, what weft is asked to queue on it
  * (weft_memcpy_async, every _enqueue collective, weft_send_enqueue and
- * weft_recv_enqueue) is checked as usual (a bad argument fails the call and
- * nothing is recorded) and recorded in the stream's graph instead of queued.
- * weft_graph_launch queues the recorded steps on a stream in recorded order,
- * as if each call were made again at the launch: a collective takes its
- * communicator's next sequence number and runs as its enqueue would (a
- * device task inside a node, the progress thread otherwise), so launches
- * and ordinary enqueues interleave on a communicator as long as every rank
- * makes them in the same order, and a graph may hold several
- * communicators. The buffers are the captured ones, read and written when
- * each step runs. A launch first checks every step (its communicator still
- * live, its buffers reachable from the launch stream) and queues nothing
- * when one fails.
+ * weft_recv_enqueue, a group of them: one step) is checked as usual (a bad argument fails the call
+ * and nothing is recorded) and recorded in the stream's graph instead of queued. weft_graph_launch
+ * queues the recorded steps on a stream in recorded order, as if each call were made again at the
+ * launch: a collective takes its communicator's next sequence number and runs as its enqueue would
+ * (a device task inside a node, the progress thread otherwise), so launches and ordinary enqueues
+ * interleave on a communicator as long as every rank makes them in the same order, and a graph may
+ * hold several communicators. The buffers are the captured ones, read and written when each step
+ * runs. A launch first checks every step (its communicator still live, its buffers reachable from
+ * the launch stream) and queues nothing when one fails.
  *
  * Emu streams only: weft cannot capture a CUDA stream yet (the flags its
  * progress thread shares with a stream serve one execution: a CUDA graph
@@ -37,7 +34,7 @@
 /* Streams capturing at once (per process). */
 #define MAX_CAPTURING 64
 
-typedef enum { STEP_COPY, STEP_COLL, STEP_P2P } step_kind_t;
+typedef enum { STEP_COPY, STEP_COLL, STEP_P2P, STEP_GROUP } step_kind_t;
 
 typedef struct step {
     step_kind_t kind;
@@ -50,6 +47,8 @@ typedef struct step {
     size_t bytes;
     void *buf; /* point-to-point */
     int is_send, peer, tag;
+    weft_p2p_part_t *parts; /* a group's */
+    int nparts;
 } step_t;
 
 struct weft_graph {
@@ -70,6 +69,7 @@ static void graph_free(struct weft_graph *g)
 {
     for (int i = 0; i < g->n; i++) {
         free(g->steps[i].arrays);
+        free(g->steps[i].parts);
     }
     free(g->steps);
     free(g);
@@ -209,6 +209,24 @@ weft_status_t weft__graph_record_p2p(void *stream, struct weft_comm *comm, int i
     return status;
 }
 
+weft_status_t weft__graph_record_group(void *stream, struct weft_comm *comm, weft_p2p_part_t *parts,
+                                       int nparts, const char *call)
+{
+    weft_status_t status;
+    step_t *s;
+
+    pthread_mutex_lock(&lock);
+    s = append(stream, call, &status);
+    if (s != NULL) {
+        s->kind = STEP_GROUP;
+        s->comm = comm->handle;
+        s->parts = parts;
+        s->nparts = nparts;
+    }
+    pthread_mutex_unlock(&lock);
+    return status;
+}
+
 void weft__graph_stream_gone(void *stream)
 {
     struct weft_graph *g = NULL;
@@ -319,12 +337,31 @@ static weft_status_t check_step(const step_t *s, void *stream, struct weft_comm 
     }
     snprintf(what, sizeof(what), "weft_graph_launch: the comm of a captured %s", s->call);
     status = weft__comm_check(s->comm, what, comm_p);
-    if (status == WEFT_OK) {
-        status = s->kind == STEP_COLL
-                     ? weft__enqueue_check(*comm_p, stream, s->args.src, s->args.dst, s->call)
-                     : weft__enqueue_check(*comm_p, stream, s->buf, NULL, s->call);
+    if (status == WEFT_OK && s->kind == STEP_COLL) {
+        return weft__enqueue_check(*comm_p, stream, s->args.src, s->args.dst, s->call);
+    }
+    if (status == WEFT_OK && s->kind == STEP_P2P) {
+        return weft__enqueue_check(*comm_p, stream, s->buf, NULL, s->call);
+    }
+    for (int i = 0; i < s->nparts && status == WEFT_OK; i++) {
+        status = weft__enqueue_check(*comm_p, stream, s->parts[i].buf, NULL, s->call);
     }
     return status;
+}
+
+/* A recorded group, launched as one (its parts checked already). */
+static weft_status_t queue_group(const step_t *s, void *stream, struct weft_comm *comm)
+{
+    weft_status_t status = weft_group_start(), end;
+
+    for (int i = 0; i < s->nparts && status == WEFT_OK; i++) {
+        const weft_p2p_part_t *p = &s->parts[i];
+
+        status = weft__enqueue_p2p(comm, p->is_send, p->buf, p->count, p->dtype, p->peer, p->tag,
+                                   stream, p->is_send ? "weft_send_enqueue" : "weft_recv_enqueue");
+    }
+    end = weft_group_end();
+    return status != WEFT_OK ? status : end;
 }
 
 static weft_status_t queue_step(const step_t *s, void *stream, struct weft_comm *comm)
@@ -337,6 +374,8 @@ static weft_status_t queue_step(const step_t *s, void *stream, struct weft_comm 
     case STEP_P2P:
         return weft__enqueue_p2p(comm, s->is_send, s->buf, s->args.count, s->args.dtype, s->peer,
                                  s->tag, stream, s->call);
+    case STEP_GROUP:
+        return queue_group(s, stream, comm);
     }
     return weft__error(WEFT_ERR_INTERNAL, "weft_graph_launch: step kind %d", (int)s->kind);
 }

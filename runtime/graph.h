@@ -19,6 +19,11 @@ weft_status_t weft__graph_record_coll(void *stream, struct weft_comm *comm,
 weft_status_t weft__graph_record_p2p(void *stream, struct weft_comm *comm, int is_send, void *buf,
                                      size_t count, weft_dtype_t dtype, int peer, int tag,
                                      const char *call);
+/* A group's sends and receives on one communicator (parts: malloc'd, owned by
+ * the graph once recorded), launched between weft_group_start and end. */
+struct weft_p2p_part;
+weft_status_t weft__graph_record_group(void *stream, struct weft_comm *comm,
+                                       struct weft_p2p_part *parts, int nparts, const char *call);
 /* The checks of weft_memcpy_async (call names the caller): the stream's table in *dev_p. */
 struct weft_device_ops;
 weft_status_t weft__memcpy_check(void *dst, const void *src, size_t bytes, void *stream,

@@ -8,7 +8,8 @@
  *    launched on another stream too;
  *  - two communicators and point-to-point in one graph: a ring of sends and
  *    receives on a duplicate, then an allreduce of what arrived on the
- *    first, launched 3 times;
+ *    first, launched 3 times; a group (weft_group_start/end) captured as one
+ *    step, every rank sending to all before receiving, launched 3 times;
  *  - errors: capture twice, end without capture, a NULL graph_p, synchronize
  *    while capturing, a bad call while capturing (it fails, nothing is
  *    recorded), a launch after a captured communicator was destroyed (it
@@ -124,6 +125,55 @@ Test(graph, two_communicators_and_point_to_point, .timeout = 120)
         world_t w = {0};
 
         run_world(p, two_comms_body, &w);
+    }
+}
+
+/* A group captured (every rank sends to every rank, then receives from each, messages large
+ * enough that a send waits for its receive), launched 3 times with new data. */
+static void group_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_INT32_SUM;
+    const size_t n = 100001, bytes = n * 4;
+    unsigned char *sb = xalloc(w, r, 1, bytes), *rb = xalloc(w, r, 1, bytes * (size_t)p);
+    weft_stream_t s = NULL;
+    weft_graph_t g = NULL;
+
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &s));
+    CHECK_OK(weft_stream_begin_capture(s));
+    CHECK_OK(weft_group_start());
+    for (int q = 0; q < p; q++) {
+        CHECK_OK(weft_send_enqueue(sb, n, WEFT_INT32, q, 2, comm, s));
+    }
+    for (int q = 0; q < p; q++) {
+        CHECK_OK(weft_recv_enqueue(rb + (size_t)q * bytes, n, WEFT_INT32, q, 2, comm, s));
+    }
+    CHECK_OK(weft_group_end());
+    CHECK_OK(weft_stream_end_capture(s, &g));
+    CHECK(dd_check_fill(rb, bytes * (size_t)p) < 0, "the captured group ran");
+    for (int i = 0; i < 3; i++) {
+        dd_fill(ci, r, 300 * (size_t)i, n, sb);
+        CHECK_OK(weft_graph_launch(g, s));
+        CHECK_OK(weft_stream_synchronize(s));
+        for (int q = 0; q < p; q++) {
+            CHECK_DATA(dd_check_values(ci, q, 300 * (size_t)i, n, rb + (size_t)q * bytes),
+                       "launch %d, from rank %d", i, q);
+        }
+    }
+    CHECK_OK(weft_graph_destroy(g));
+    CHECK_OK(weft_stream_destroy(s));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(sb);
+    dd_free(rb);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(graph, a_group_captured_and_launched, .timeout = 120)
+{
+    for (int p = 1; p <= 3; p++) {
+        world_t w = {0};
+
+        run_world(p, group_body, &w);
     }
 }
 
