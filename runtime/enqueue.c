@@ -17,6 +17,10 @@
  * task waits until its communicator's earlier operations have finished and
  * stays in the queue while it runs, so the communicator's operations still
  * run one after another in enqueue order whichever thread runs them.
+ *
+ * A point-to-point operation is a list of sends and receives posted at once
+ * when its stream gets there: one, or those a thread held between
+ * weft_group_start and weft_group_end for one communicator and stream.
  */
 #include "runtime/enqueue.h"
 #include "runtime/comm.h"
@@ -282,7 +286,8 @@ static int pass(int *running_p)
                 *running_p = 1;
             }
         } else if (op->state == OP_RUNNING) {
-            if (weft__sched_test(op->sched, &status)) {
+            if (op->sched == NULL || weft__sched_test(op->sched, &status)) {
+                status = op->sched == NULL ? WEFT_OK : status; /* nothing was to be done */
                 moved = 1;
             } else {
                 *running_p = 1;
@@ -575,11 +580,25 @@ static size_t *copy_array(size_t *dst, const size_t *src, int n)
     return dst;
 }
 
+size_t *weft__coll_args_keep(weft_coll_args_t *dst, const weft_coll_args_t *src)
+{
+    int n = src->size;
+    size_t *arrays = malloc(4 * (size_t)n * sizeof(size_t) + 1);
+
+    if (arrays != NULL) {
+        *dst = *src;
+        dst->counts = copy_array(arrays, src->counts, n);
+        dst->displs = copy_array(arrays + n, src->displs, n);
+        dst->scounts = copy_array(arrays + 2 * n, src->scounts, n);
+        dst->sdispls = copy_array(arrays + 3 * n, src->sdispls, n);
+    }
+    return arrays;
+}
+
 weft_status_t weft__enqueue_coll(struct weft_comm *comm, const weft_coll_args_t *args, void *stream,
                                  const char *call)
 {
     enq_op_t *op;
-    int n = args->size;
 
     if (group_depth > 0) {
         return weft__error(WEFT_ERR_INVALID_ARG,
@@ -591,17 +610,11 @@ weft_status_t weft__enqueue_coll(struct weft_comm *comm, const weft_coll_args_t 
         return weft__graph_record_coll(stream, comm, args, call);
     }
     op = calloc(1, sizeof(*op));
-    if (op == NULL ||
-        (op->arrays = malloc(4 * (size_t)n * sizeof(size_t) + 1)) == NULL) {
+    if (op == NULL || (op->arrays = weft__coll_args_keep(&op->args, args)) == NULL) {
         free(op);
         return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot queue the operation", call);
     }
     op->comm = comm;
-    op->args = *args;
-    op->args.counts = copy_array(op->arrays, args->counts, n);
-    op->args.displs = copy_array(op->arrays + n, args->displs, n);
-    op->args.scounts = copy_array(op->arrays + 2 * n, args->scounts, n);
-    op->args.sdispls = copy_array(op->arrays + 3 * n, args->sdispls, n);
     return enqueue(op, stream, call);
 }
 

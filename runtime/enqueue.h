@@ -71,6 +71,9 @@ typedef struct weft_p2p_part {
     weft_dtype_t dtype;
     int peer, tag;
 } weft_p2p_part_t;
+/* *dst = *src with its count and displacement arrays copied into one
+ * allocation, returned (to free with the copy), or NULL (no memory). */
+size_t *weft__coll_args_keep(weft_coll_args_t *dst, const weft_coll_args_t *src);
 /* Enqueued collectives run as device tasks so far (for tests). */
 unsigned long weft__enqueue_tasks_run(void);
 /* Stop the progress thread (weft_finalize, after every communicator). */

@@ -128,8 +128,8 @@ int weft__graph_capturing(void *stream)
     return found;
 }
 
-weft_status_t weft__graph_record_copy(void *stream, void *dst, const void *src, size_t bytes,
-                                      const char *call)
+/* A copy of step at the end of stream's graph. */
+static weft_status_t record(void *stream, const char *call, const step_t *step)
 {
     weft_status_t status;
     step_t *s;
@@ -137,51 +137,34 @@ weft_status_t weft__graph_record_copy(void *stream, void *dst, const void *src, 
     pthread_mutex_lock(&lock);
     s = append(stream, call, &status);
     if (s != NULL) {
-        s->kind = STEP_COPY;
-        s->dst = dst;
-        s->src = src;
-        s->bytes = bytes;
+        *s = *step;
+        s->call = call;
     }
     pthread_mutex_unlock(&lock);
     return status;
 }
 
-static size_t *copy_array(size_t *dst, const size_t *src, int n)
+weft_status_t weft__graph_record_copy(void *stream, void *dst, const void *src, size_t bytes,
+                                      const char *call)
 {
-    if (src == NULL) {
-        return NULL;
-    }
-    memcpy(dst, src, (size_t)n * sizeof(size_t));
-    return dst;
+    return record(stream, call,
+                  &(step_t){.kind = STEP_COPY, .dst = dst, .src = src, .bytes = bytes});
 }
 
 weft_status_t weft__graph_record_coll(void *stream, struct weft_comm *comm,
                                       const weft_coll_args_t *args, const char *call)
 {
-    size_t *arrays = malloc(4 * (size_t)args->size * sizeof(size_t) + 1);
+    step_t s = {.kind = STEP_COLL, .comm = comm->handle};
     weft_status_t status;
-    step_t *s;
-    int n = args->size;
 
-    if (arrays == NULL) {
+    s.arrays = weft__coll_args_keep(&s.args, args);
+    if (s.arrays == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "%s: cannot record the step in the stream's graph",
                            call);
     }
-    pthread_mutex_lock(&lock);
-    s = append(stream, call, &status);
-    if (s != NULL) {
-        s->kind = STEP_COLL;
-        s->comm = comm->handle;
-        s->args = *args;
-        s->arrays = arrays;
-        s->args.counts = copy_array(arrays, args->counts, n);
-        s->args.displs = copy_array(arrays + n, args->displs, n);
-        s->args.scounts = copy_array(arrays + 2 * n, args->scounts, n);
-        s->args.sdispls = copy_array(arrays + 3 * n, args->sdispls, n);
-    }
-    pthread_mutex_unlock(&lock);
-    if (s == NULL) {
-        free(arrays);
+    status = record(stream, call, &s);
+    if (status != WEFT_OK) {
+        free(s.arrays);
     }
     return status;
 }
@@ -190,41 +173,24 @@ weft_status_t weft__graph_record_p2p(void *stream, struct weft_comm *comm, int i
                                      size_t count, weft_dtype_t dtype, int peer, int tag,
                                      const char *call)
 {
-    weft_status_t status;
-    step_t *s;
+    step_t s = {.kind = STEP_P2P,
+                .comm = comm->handle,
+                .is_send = is_send,
+                .buf = buf,
+                .peer = peer,
+                .tag = tag};
 
-    pthread_mutex_lock(&lock);
-    s = append(stream, call, &status);
-    if (s != NULL) {
-        s->kind = STEP_P2P;
-        s->comm = comm->handle;
-        s->is_send = is_send;
-        s->buf = buf;
-        s->args.count = count;
-        s->args.dtype = dtype;
-        s->peer = peer;
-        s->tag = tag;
-    }
-    pthread_mutex_unlock(&lock);
-    return status;
+    s.args.count = count;
+    s.args.dtype = dtype;
+    return record(stream, call, &s);
 }
 
 weft_status_t weft__graph_record_group(void *stream, struct weft_comm *comm, weft_p2p_part_t *parts,
                                        int nparts, const char *call)
 {
-    weft_status_t status;
-    step_t *s;
-
-    pthread_mutex_lock(&lock);
-    s = append(stream, call, &status);
-    if (s != NULL) {
-        s->kind = STEP_GROUP;
-        s->comm = comm->handle;
-        s->parts = parts;
-        s->nparts = nparts;
-    }
-    pthread_mutex_unlock(&lock);
-    return status;
+    return record(
+        stream, call,
+        &(step_t){.kind = STEP_GROUP, .comm = comm->handle, .parts = parts, .nparts = nparts});
 }
 
 void weft__graph_stream_gone(void *stream)
