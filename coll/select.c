@@ -87,11 +87,13 @@ static const weft_config_entry_t coll_entries[] = {
      "when the communicator fails with a timeout or a dead peer; 0: none",
      weft__config_parse_size, offsetof(weft_coll_config_t, record_ops)},
     {"DEVICE_TASK", "yes",
-     "an enqueued collective among the ranks of one node runs as one task on its stream, on "
-     "the device itself (emu: the stream's worker, which reads and writes the buffers "
-     "directly), instead of through weft's progress thread and a device operation per step; "
-     "no: always through the progress thread. Devices that cannot run weft's code on their "
-     "streams (CUDA) use the progress thread either way",
+     "a collective among the ranks of one node, enqueued on a stream or called blocking on "
+     "device buffers, runs as one task on the stream (a blocking call: on the calling "
+     "thread's own stream), on the device itself (emu: the stream's worker, which reads and "
+     "writes the buffers directly), instead of through weft's progress thread and a device "
+     "operation per step; its device buffers then go through the node's slots, not IPC. no: "
+     "the progress thread and IPC. Devices that cannot run weft's code on their streams "
+     "(CUDA) use the progress thread either way; set it alike on every rank",
      weft__config_parse_bool, offsetof(weft_coll_config_t, device_task)},
     {"SHM", "yes",
      "collectives through a shared-memory segment among the ranks of a communicator on one "

@@ -554,7 +554,7 @@ int weft__enqueue_blocking_task(struct weft_comm *comm, const weft_coll_args_t *
     weft_status_t status, failed;
     void *stream;
 
-    if (dev->memtype == WEFT_MEM_HOST || dev->thread_stream == NULL || !task_form(comm, dev) ||
+    if (dev->thread_stream == NULL || !task_form(comm, dev) ||
         dev->thread_stream(&stream) != WEFT_OK) {
         return 0;
     }

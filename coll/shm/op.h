@@ -32,6 +32,22 @@ typedef enum {
     OP_ALLTOALL,     /* every rank's blocks in sub-blocks of its slot, each copies its sub-blocks */
 } op_kind_t;
 
+/* The operations that read the peers' host buffers by process_vm_readv in one round
+ * (weft__shm_round_ipc's OP_CMA_* forms). */
+static inline int weft__shm_kind_cma(op_kind_t kind)
+{
+    switch (kind) {
+    case OP_CMA_ALLGATHER:
+    case OP_CMA_BCAST:
+    case OP_CMA_ALLTOALL:
+    case OP_CMA_GATHER:
+    case OP_CMA_SCATTER:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 typedef struct shm_op {
     weft_shm_t *shm;
     op_kind_t kind;

@@ -748,9 +748,7 @@ static void op_reserve(shm_op_t *o, size_t total)
 {
     int single = o->kind == OP_ALLREDUCE_CMA || o->kind == OP_ALLREDUCE_IPC ||
                  o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST ||
-                 o->kind == OP_IPC_REDUCE || o->kind == OP_CMA_ALLGATHER ||
-                 o->kind == OP_CMA_BCAST || o->kind == OP_CMA_ALLTOALL ||
-                 o->kind == OP_CMA_GATHER || o->kind == OP_CMA_SCATTER;
+                 o->kind == OP_IPC_REDUCE || weft__shm_kind_cma(o->kind);
 
     o->nrounds =
         o->kind == OP_BARRIER || (single && total > 0) ? 1 : (total + o->chunk - 1) / o->chunk;

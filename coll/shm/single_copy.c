@@ -456,9 +456,7 @@ static weft_status_t ipc_work(shm_op_t *o)
  */
 weft_status_t weft__shm_round_ipc(shm_op_t *o, uint64_t R, int *peer_p)
 {
-    const int cma = o->kind == OP_CMA_ALLGATHER || o->kind == OP_CMA_BCAST ||
-                    o->kind == OP_CMA_ALLTOALL || o->kind == OP_CMA_GATHER ||
-                    o->kind == OP_CMA_SCATTER;
+    const int cma = weft__shm_kind_cma(o->kind);
     weft_status_t status;
 
     if (o->phase == 0) {
