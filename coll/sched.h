@@ -168,6 +168,10 @@ void weft__sched_detach(weft_sched_t *s);
 int weft__comm_progress(struct weft_comm *comm);
 /* start + wait */
 weft_status_t weft__sched_run(weft_sched_t *s);
+/* Waits for comm's operations whose requests were freed unfinished
+ * (detached), as a blocking collective does before it returns: their
+ * buffers are final on this rank once it returned. The first failure. */
+weft_status_t weft__sched_wait_freed(struct weft_comm *comm);
 
 size_t weft__sched_num_tasks(const weft_sched_t *s);
 /* When s started (weft__time_ns; 0 unless an observer was on then), for the tracer. */

@@ -620,6 +620,31 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
     return s->status;
 }
 
+weft_status_t weft__sched_wait_freed(struct weft_comm *comm)
+{
+    weft_status_t first = WEFT_OK;
+    weft_sched_t *s;
+
+    for (;;) {
+        for (s = comm->coll->active; s != NULL && !s->detached; s = s->next_active) {
+        }
+        if (s == NULL) {
+            return first;
+        }
+        s->detached = 0; /* this wait's now: nobody else holds it */
+        if (weft__sched_wait(s) != WEFT_OK && first == WEFT_OK) {
+            char detail[256];
+
+            snprintf(detail, sizeof(detail), "%s", weft__error_detail());
+            first = weft__error(s->status,
+                                "%s seq %u (%s), freed unfinished before this collective, "
+                                "failed: %s",
+                                s->desc.coll, s->seq, s->desc.algo, detail);
+        }
+        weft__sched_destroy(s);
+    }
+}
+
 weft_status_t weft__sched_run(weft_sched_t *s)
 {
     weft_status_t status = weft__sched_start(s);

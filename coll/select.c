@@ -556,5 +556,11 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
     }
     weft__record_end(comm, rec, status);
     weft__sched_destroy(s);
+    if (status == WEFT_OK && comm->coll->active != NULL) {
+        /* operations freed unfinished before this one end first, so that
+         * a caller that synchronizes through this collective finds their
+         * buffers final (a freed request leaves no other way to know) */
+        status = weft__sched_wait_freed(comm);
+    }
     return status;
 }

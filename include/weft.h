@@ -294,7 +294,10 @@ weft_status_t weft_barrier(weft_comm_t comm);
  * for n requests and returns the first error. Testing or waiting progresses
  * every unfinished operation of the request's communicator. A request stays
  * valid until weft_request_free; freeing one that is not done lets the
- * operation finish on its own (its buffers stay in use until then).
+ * operation finish on its own (its buffers stay in use until then). A
+ * blocking collective of the communicator started after the free returns
+ * only once the freed operation finished on this rank: the buffers are
+ * final when it returns.
  */
 weft_status_t weft_test(weft_request_t req, int *done_p);
 weft_status_t weft_wait(weft_request_t req);

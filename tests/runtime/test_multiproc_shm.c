@@ -419,6 +419,71 @@ Test(multiproc, shm_stalled_rank_late_rank_is_told, .timeout = 30)
 }
 
 /*
+ * A nonblocking allreduce whose request is freed unfinished (weft_request_free)
+ * finishes on its own; a blocking collective of the same communicator
+ * started after it returns only once it finished on this rank, so a caller
+ * that synchronizes through that collective finds the freed operation's
+ * buffer final. The freed one is large (many rounds through the segment)
+ * and the next one small, so without that wait the small one ends first;
+ * one rank comes late to each pair, in turn. Rounds alternate a blocking
+ * allreduce and a barrier as the collective that follows.
+ */
+#define FREED_ROUNDS 12
+#define FREED_COUNT ((size_t)1 << 20) /* floats: 4 MiB, 16 rounds of the default slots */
+
+static void freed_scenario(rank_ctx_t *r)
+{
+    float *big = xmalloc(r, FREED_COUNT * sizeof(float));
+    float small[3];
+
+    for (int it = 0; it < FREED_ROUNDS; it++) {
+        weft_request_t req;
+
+        stage(r, "freed allreduce %d", it);
+        shm_fill(big, FREED_COUNT, it, r->rank);
+        if (r->rank == it % r->nranks) {
+            harness_sleep_s(0.02);
+        }
+        CHECK_OK(r, weft_iallreduce(WEFT_IN_PLACE, big, FREED_COUNT, WEFT_FLOAT32, WEFT_SUM,
+                                    r->comm, &req));
+        CHECK_OK(r, weft_request_free(req));
+        if (it % 2 == 0) {
+            shm_fill(small, 3, 500 + it, r->rank);
+            CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, small, 3, WEFT_FLOAT32, WEFT_SUM, r->comm));
+            shm_check(r, small, 3, 500 + it);
+        } else {
+            CHECK_OK(r, weft_barrier(r->comm));
+        }
+        shm_check(r, big, FREED_COUNT, it);
+    }
+    free(big);
+}
+
+static void run_freed(const char *tune)
+{
+    job_opts_t o = {.nranks = 3,
+                    .timeout = "20",
+                    .tune = tune,
+                    .scenario = freed_scenario,
+                    .expect_killed = -1,
+                    .limit_s = 40};
+
+    run_job(&o);
+}
+
+/* through the segment (its rounds keep the order by themselves) */
+Test(multiproc, freed_request_final_after_the_next_collective_shm, .timeout = 50)
+{
+    run_freed(NULL);
+}
+
+/* through the transport: the small allreduce and the barrier can end first */
+Test(multiproc, freed_request_final_after_the_next_collective, .timeout = 50)
+{
+    run_freed("allreduce:0-inf:ring,barrier:0-inf:dissemination");
+}
+
+/*
  * The correctness scenario of section 1 on 4 processes cut into 2 virtual
  * nodes of 2: the selection's own choice (hierarchical where it wins), and
  * every collective of the scenario forced onto the hierarchical algorithms
