@@ -281,6 +281,99 @@ def check_p2p(rank, size, gloo):
     assert torch.equal(t.cpu(), torch.full((4,), float(size)))
 
 
+def check_batch(rank, size, gloo):
+    """batch_isend_irecv (torch's coalescing: startCoalescing/endCoalescing):
+    sends and receives of device tensors are held and queued at the end as
+    one weft group on the lane's stream; plain CPU ones run as usual; one
+    Work covers the batch either way."""
+    right, left = (rank + 1) % size, (rank - 1) % size
+    dev = torch.device("cuda") if DEVICE == "cuda" else torch.device("cpu")
+    for dtype, count in ((torch.float32, 300000), (torch.int64, 7), (torch.uint8, 0)):
+        # both neighbours both ways in one batch: sends first on every rank,
+        # large enough that a send would wait for its receive
+        mine = [make_input(rank + size * k, count, dtype, count, ReduceOp.SUM) for k in range(2)]
+        got = [emu(torch.zeros(count, dtype=dtype)) for _ in range(2)]
+        ops = [dist.P2POp(dist.isend, emu(mine[0]), right, tag=1),
+               dist.P2POp(dist.isend, emu(mine[1]), left, tag=2),
+               dist.P2POp(dist.irecv, got[0], left, tag=1),
+               dist.P2POp(dist.irecv, got[1], right, tag=2)]
+        works = dist.batch_isend_irecv(ops)
+        assert len(works) == 1, f"{len(works)} works for one coalesced batch"
+        works[0].wait()
+        assert works[0].is_completed()
+        assert_same(got[0], make_input(left, count, dtype, count, ReduceOp.SUM),
+                    f"batch recv from {left} {dtype} {count}")
+        assert_same(got[1], make_input(right + size, count, dtype, count, ReduceOp.SUM),
+                    f"batch recv from {right} {dtype} {count}")
+        # the future's value: the received tensors
+        assert [t.data_ptr() for t in works[0].get_future().value()] == [t.data_ptr() for t in got]
+    # plain CPU tensors in a batch: posted as usual, one Work for all
+    cpu_in, cpu_out = torch.full((1000,), float(rank)), torch.zeros(1000)
+    works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, cpu_out, left, tag=4),
+                                    dist.P2POp(dist.isend, cpu_in, right, tag=4)])
+    assert len(works) == 1
+    works[0].wait()
+    assert torch.equal(cpu_out, torch.full((1000,), float(left)))
+    # a device collective queued right behind a batch, before its wait: the
+    # batch is stream-ordered, no request of the group is in flight
+    t = emu(torch.full((5,), 1.0))
+    got = emu(torch.zeros(64))
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, emu(torch.full((64,), float(rank))),
+                                               right, tag=6),
+                                    dist.P2POp(dist.irecv, got, left, tag=6)])
+    w = dist.all_reduce(t, async_op=True)
+    w.wait()
+    works[0].wait()
+    assert torch.equal(t.cpu(), torch.full((5,), float(size)))
+    assert torch.equal(got.cpu(), torch.full((64,), float(left)))
+    # torch's fast path inside a coalescing region with a device: the
+    # all_reduces become one allreduce_coalesced, covered by the end's Work
+    ts = [emu(torch.full((3 + i,), float(rank + i))) for i in range(3)]
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        for x in ts:
+            dist.all_reduce(x)
+    cm.wait()
+    for i, x in enumerate(ts):
+        assert torch.equal(x.cpu(), torch.full((3 + i,), float(sum(r + i for r in range(size)))))
+    # waiting for a held send inside the region raises; the region goes on
+    got = emu(torch.zeros(9))
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        w = dist.isend(emu(torch.full((9,), float(rank))), dst=right, tag=7)
+        with pytest.raises(RuntimeError, match="open coalescing region"):
+            w.wait()
+        dist.irecv(got, src=left, tag=7)
+    cm.wait()
+    w.wait()
+    assert torch.equal(got.cpu(), torch.full((9,), float(left)))
+    # refused: a batch of device and CPU tensors; a non-contiguous device
+    # tensor; a device receive from any rank: the batch's Work fails, and
+    # nothing of the region is sent (on every rank alike), the group goes on
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, emu(torch.ones(4)), right, tag=8),
+                                    dist.P2POp(dist.isend, torch.ones(4), right, tag=8)])
+    with pytest.raises(ValueError, match="a region takes one device's tensors"):
+        works[0].wait()
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(4), right, tag=8),
+                                    dist.P2POp(dist.irecv, emu(torch.zeros(4)), left, tag=8)])
+    with pytest.raises(ValueError, match="a region takes one device's tensors"):
+        works[0].wait()
+    works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, emu(torch.zeros(8)).view(4, 2)[:, 0],
+                                               left, tag=8)])
+    with pytest.raises(ValueError, match="non-contiguous device tensor"):
+        works[0].wait()
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.irecv(emu(torch.zeros(4)))
+    with pytest.raises(ValueError, match="from any rank"):
+        cm.wait()
+    t = emu(torch.ones(4))
+    dist.all_reduce(t)
+    assert torch.equal(t.cpu(), torch.full((4,), float(size)))
+    got = emu(torch.zeros(3))
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, emu(torch.full((3,), 2.0)), right),
+                                    dist.P2POp(dist.irecv, got, left)])
+    works[0].wait()
+    assert torch.equal(got.cpu(), torch.full((3,), 2.0))
+
+
 def check_async(rank, size, gloo):
     # many started at once, a CPU operation between them, then waited for
     # in reverse: each result is its own, in call order
@@ -352,7 +445,8 @@ def _all_checks(rank, size, gloo):
     if DEVICE == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
     for check in (check_allreduce, check_rooted, check_gather_scatter, check_alltoall,
-                  check_lists, check_coalesced, check_p2p, check_async, check_refusals):
+                  check_lists, check_coalesced, check_p2p, check_batch, check_async,
+                  check_refusals):
         check(rank, size, gloo)
 
 

@@ -1030,6 +1030,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor> &t
     check_root(dst_rank, size_, "send");
     TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_UB, "weft: send: tag ", tag,
                       " is outside 0..", WEFT_TAG_UB);
+    if (c10::intrusive_ptr<WorkWeft> held = hold_p2p(t, dst_rank, tag, true, "send")) {
+        return held; /* queued at endCoalescing */
+    }
     auto work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::SEND, "weft:send", tensors,
                                               std::optional<std::vector<at::Tensor>>(tensors));
     weft_comm_t comm = comm_;
@@ -1064,6 +1067,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::receive(std::vector<at::Tensor>
     }
     TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_UB, "weft: ", call, ": tag ", tag,
                       " is outside 0..", WEFT_TAG_UB);
+    if (c10::intrusive_ptr<WorkWeft> held = hold_p2p(t, src_rank, tag, false, call)) {
+        return held; /* queued at endCoalescing */
+    }
     const bool any = src_rank == WEFT_ANY_SOURCE;
     auto work = c10::make_intrusive<WorkWeft>(
         rank_, any ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV,

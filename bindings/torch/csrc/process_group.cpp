@@ -92,7 +92,11 @@ void WorkWeft::complete(std::exception_ptr error)
 
 bool WorkWeft::isCompleted()
 {
-    return c10d::Work::isCompleted() && (!device_ || device_->query());
+    if (!c10d::Work::isCompleted() || (device_ && !device_->query())) {
+        return false;
+    }
+    return std::all_of(members_.begin(), members_.end(),
+                       [](const c10::intrusive_ptr<WorkWeft> &m) { return m->isCompleted(); });
 }
 
 void WorkWeft::synchronize()
@@ -100,10 +104,16 @@ void WorkWeft::synchronize()
     if (device_) {
         device_->block_current();
     }
+    for (const c10::intrusive_ptr<WorkWeft> &m : members_) {
+        m->synchronize();
+    }
 }
 
 bool WorkWeft::wait(std::chrono::milliseconds timeout)
 {
+    TORCH_CHECK(!held_.load(std::memory_order_acquire),
+                "weft: wait() on a send or receive held in an open coalescing region: it is "
+                "queued at the region's end (endCoalescing)");
     /* with a timeout, only c10d::Work's wait can give up in time */
     if (timeout == kNoTimeout && !done_.load(std::memory_order_acquire) && group_) {
         if (c10::intrusive_ptr<c10d::Backend> group = group_->lock()) {
@@ -111,8 +121,8 @@ bool WorkWeft::wait(std::chrono::milliseconds timeout)
         }
     }
     const bool done = c10d::Work::wait(timeout); /* raises the operation's error */
-    if (done && device_) {
-        device_->block_current();
+    if (done) {
+        synchronize(); /* device operations: the current stream waits for them */
     }
     return done;
 }
@@ -322,7 +332,7 @@ void ProcessGroupWeft::run_next(std::unique_lock<std::mutex> &lock)
     std::exception_ptr error;
     Pending pending;
     try {
-        pending = item.second();
+        pending = join_members(item.second(), item.first->members_);
     } catch (...) {
         error = std::current_exception();
     }
@@ -433,6 +443,9 @@ c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::enqueue(c10::intrusive_ptr<WorkWe
         work->seq_ = ++next_seq_;
         work->group_.emplace(c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(this));
         queue_.emplace_back(work, std::move(run));
+        if (coalescing_) {
+            coalesced_.push_back(work);
+        }
         wake = sleeping_ || !waited_ || queue_.size() > 1;
     }
     if (wake) {
@@ -478,7 +491,7 @@ c10::intrusive_ptr<WorkWeft>
 ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
                                  std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
                                  std::function<void(Lane &lane, uint64_t seq)> run,
-                                 std::vector<at::Tensor> scratch)
+                                 std::vector<at::Tensor> scratch, c10::intrusive_ptr<WorkWeft> work)
 {
     std::vector<at::Tensor> used = outputs;
     used.insert(used.end(), inputs.begin(), inputs.end());
@@ -498,9 +511,11 @@ ProcessGroupWeft::enqueue_device(c10d::OpType type, const char *title,
         devices.push_back(like.device());
         device = like.device();
     }
-    auto work = c10::make_intrusive<WorkWeft>(rank_, type, title, std::move(outputs),
-                                              std::optional<std::vector<at::Tensor>>(inputs),
-                                              std::move(devices));
+    if (!work) {
+        work = c10::make_intrusive<WorkWeft>(rank_, type, title, std::move(outputs),
+                                             std::optional<std::vector<at::Tensor>>(inputs),
+                                             std::move(devices));
+    }
     WorkWeft *w = work.get(); /* queued with its Run: alive while that runs */
     const char *call = std::strncmp(title, "weft:", 5) == 0 ? title + 5 : title;
 
@@ -547,6 +562,227 @@ void ProcessGroupWeft::check_device(Lane *lane, const char *what, uint64_t seq)
                                  " failed: an earlier device operation of the group failed (",
                                  device_error_, ")"));
     }
+}
+
+/* ---------------------------------------------------------- Coalescing */
+
+ProcessGroupWeft::Pending
+ProcessGroupWeft::join_members(Pending p, const std::vector<c10::intrusive_ptr<WorkWeft>> &members)
+{
+    if (members.empty()) {
+        return p;
+    }
+    p.done = [inner = std::move(p.done), members] {
+        return (!inner || inner()) &&
+               std::all_of(members.begin(), members.end(), [](const auto &m) {
+                   return m->done_.load(std::memory_order_acquire);
+               });
+    };
+    p.after = [after = std::move(p.after), members] {
+        if (after) {
+            after();
+        }
+        for (const auto &m : members) {
+            if (std::exception_ptr e = m->exception()) {
+                std::rethrow_exception(e);
+            }
+        }
+    };
+    if (p.what.empty()) {
+        p.what = c10::str("coalesced operations (", members.size(), ")");
+    }
+    return p;
+}
+
+c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::take_region(std::vector<Held> *held,
+                                                           std::string *refused)
+{
+    coalescing_ = false;
+    coalesced_.clear();
+    held->swap(held_);
+    held_.clear();
+    refused->swap(refused_);
+    refused_.clear();
+    return std::move(held_work_);
+}
+
+void ProcessGroupWeft::fail_held(const c10::intrusive_ptr<WorkWeft> &work, const std::string &why,
+                                 size_t held, bool value_error)
+{
+    const std::string msg =
+        c10::str("weft: ", why, "; the region's ", held,
+                 " sends and receives were dropped (none was sent)");
+    try {
+        if (value_error) {
+            C10_THROW_ERROR(ValueError, msg);
+        }
+        C10_THROW_ERROR(DistBackendError, msg);
+    } catch (...) {
+        work->complete(std::current_exception());
+    }
+    work->held_.store(false, std::memory_order_release);
+}
+
+void ProcessGroupWeft::startCoalescing()
+{
+    c10::intrusive_ptr<WorkWeft> dropped;
+    std::vector<Held> held;
+    std::string refused;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        TORCH_CHECK(!stop_, "weft: the process group was shut down");
+        if (coalescing_) {
+            dropped = take_region(&held, &refused);
+        }
+        coalescing_ = true;
+    }
+    if (dropped) {
+        fail_held(dropped, "a coalescing region was left without endCoalescing", held.size(),
+                  false);
+    }
+}
+
+namespace {
+
+/* What a coalescing region's parts must share: the lane (none for CPU tensors) and device. */
+bool same_kind(const at::Tensor &a, const at::Tensor &b)
+{
+    auto kind = [](const at::Tensor &t) {
+        return t.defined() ? lane_kind(t) : LaneKind::none;
+    };
+    return kind(a) == kind(b) && (kind(a) == LaneKind::none || a.device() == b.device());
+}
+
+} // namespace
+
+c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::hold_p2p(const at::Tensor &t, int peer, int tag,
+                                                        bool send, const char *call)
+{
+    const bool device = t.defined() && lane_kind(t) != LaneKind::none;
+    std::lock_guard<std::mutex> lock(mutex_);
+
+    if (!coalescing_) {
+        return {};
+    }
+    if (!held_work_) {
+        std::vector<c10::Device> devices; /* a torch device's: a stream-aware future */
+        if (device && lane_kind(t) == LaneKind::torch_device) {
+            devices.push_back(t.device());
+        }
+        held_work_ = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::COALESCED,
+                                                   "weft:coalesced", std::vector<at::Tensor>{},
+                                                   std::nullopt, std::move(devices));
+        held_work_->held_.store(true, std::memory_order_release);
+    }
+    if (!refused_.empty()) {
+        return held_work_; /* dropped at the end with the rest */
+    }
+    if (!held_.empty() && !same_kind(held_[0].t, t)) {
+        refused_ = c10::str(call, " of a tensor ",
+                            device ? c10::str("on ", t.device(), " in device memory")
+                                   : std::string("in CPU memory"),
+                            " in a coalescing region whose first send or receive is of one ",
+                            device ? "elsewhere" : "in device memory",
+                            ": a region takes one device's tensors");
+    } else if (device && peer == WEFT_ANY_SOURCE) {
+        refused_ = c10::str(call, " of a device tensor from any rank in a coalescing region "
+                                  "(name the source)");
+    } else if (device && !t.is_contiguous()) {
+        refused_ = c10::str(call, " of a non-contiguous device tensor in a coalescing region "
+                                  "(pass a contiguous one)");
+    } else {
+        held_.push_back({t, peer, tag, send});
+        if (!send) {
+            held_work_->add_output(t);
+        }
+    }
+    return held_work_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::endCoalescing()
+{
+    std::vector<c10::intrusive_ptr<WorkWeft>> members;
+    std::vector<Held> held;
+    std::string refused;
+    c10::intrusive_ptr<WorkWeft> work;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        TORCH_CHECK(coalescing_, "weft: endCoalescing without an open coalescing region "
+                                 "(startCoalescing)");
+        members.swap(coalesced_);
+        work = take_region(&held, &refused);
+    }
+    if (!refused.empty()) {
+        /* a bad part: nothing of the region's sends and receives is sent */
+        fail_held(work, refused, held.size(), true);
+        return work;
+    }
+    if (!work) {
+        /* no send or receive: one Work for what ran inside the region */
+        work = c10::make_intrusive<WorkWeft>(rank_, c10d::OpType::COALESCED, "weft:coalesced",
+                                             std::vector<at::Tensor>{}, std::nullopt);
+        if (members.empty()) {
+            work->complete(nullptr);
+            return work;
+        }
+    }
+    if (held.empty() || lane_kind(held[0].t) == LaneKind::none || !held[0].t.defined()) {
+        /* CPU tensors: posted now, as outside a region, in call order */
+        for (Held &h : held) {
+            std::vector<at::Tensor> tensors{h.t};
+            c10::intrusive_ptr<c10d::Work> w =
+                h.send ? send(tensors, h.peer, h.tag)
+                       : receive(tensors, h.peer, h.tag,
+                                 h.peer == WEFT_ANY_SOURCE ? "recv_anysource" : "recv");
+            members.push_back(c10::static_intrusive_pointer_cast<WorkWeft>(w));
+        }
+        work->members_ = std::move(members);
+        auto queued = enqueue(work, [] { return Pending{}; });
+        work->held_.store(false, std::memory_order_release);
+        return queued;
+    }
+    /* device tensors: one weft group on the lane's stream */
+    std::vector<at::Tensor> tensors;
+    for (const Held &h : held) {
+        tensors.push_back(h.t);
+    }
+    work->members_ = std::move(members);
+    weft_comm_t comm = comm_;
+    auto queued = enqueue_device(
+        c10d::OpType::COALESCED, "weft:coalesced", {}, std::move(tensors),
+        [comm, held = std::move(held)](Lane &lane, uint64_t seq) {
+            weft_status_t status = weft_group_start();
+            std::string detail;
+
+            check(status, "coalesced", seq);
+            for (const Held &h : held) {
+                status = h.send ? weft_send_enqueue(h.t.data_ptr(), (size_t)h.t.nbytes(),
+                                                    WEFT_UINT8, h.peer, h.tag, comm, lane.stream())
+                                : weft_recv_enqueue(h.t.data_ptr(), (size_t)h.t.nbytes(),
+                                                    WEFT_UINT8, h.peer, h.tag, comm, lane.stream());
+                if (status != WEFT_OK) {
+                    detail = weft_last_error();
+                    break;
+                }
+            }
+            const weft_status_t end = weft_group_end();
+            if (status == WEFT_OK && end != WEFT_OK) {
+                status = end;
+                detail = weft_last_error();
+            }
+            if (status != WEFT_OK) {
+                /* the parts before the failed one are queued: a torn batch,
+                 * which the peers would wait for: abort the group */
+                weft_comm_abort(comm);
+                C10_THROW_ERROR(DistBackendError,
+                                c10::str("weft: coalesced #", seq, " failed: ",
+                                         weft_status_name(status), ": ", detail,
+                                         "; the group is aborted"));
+            }
+        },
+        {}, work);
+    work->held_.store(false, std::memory_order_release);
+    return queued;
 }
 
 } // namespace weft_torch

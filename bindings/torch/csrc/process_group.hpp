@@ -121,6 +121,19 @@ class WorkWeft : public c10d::Work {
     /* a torch device's operation: its end on the group's stream (set
      * before complete()) */
     std::shared_ptr<DeviceDone> device_;
+    /* a coalescing region's Work (endCoalescing's): the operations queued
+     * inside the region, which complete (and fail) with it; set before it
+     * is queued */
+    std::vector<c10::intrusive_ptr<WorkWeft>> members_;
+    /* the Work of device sends and receives held in an open coalescing
+     * region: not queued until endCoalescing (wait() before it raises) */
+    std::atomic<bool> held_{false};
+
+    /* a held receive's tensor: one of the outputs (before it is queued) */
+    void add_output(const at::Tensor &t)
+    {
+        outputs_.push_back(t);
+    }
 
   private:
     std::vector<at::Tensor> outputs_;
@@ -197,6 +210,33 @@ class ProcessGroupWeft : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
                                                  int tag) override;
 
+    /* Coalescing (torch's _coalescing_manager with a device, as
+     * batch_isend_irecv uses it): between startCoalescing and endCoalescing,
+     * sends and receives are checked at the call and held; endCoalescing
+     * posts them all at once. Device tensors (one device: CUDA, or emu
+     * memory) as one weft group on the lane's stream (weft_group_start,
+     * weft_send_enqueue / weft_recv_enqueue, weft_group_end), so ranks
+     * exchanging both ways never wait for each other and nothing waits on
+     * the host; CPU tensors as outside a region, one after another in call
+     * order. Other calls inside the region (collectives, such as the
+     * allreduce_coalesced of torch's fast path) run as usual. endCoalescing
+     * returns one Work that completes when the sends and receives and
+     * everything queued inside the region are done, and fails with the
+     * first of their errors; each held call returns that Work too (waiting
+     * for it inside the region raises). A part the region cannot take (CPU
+     * and device tensors, or two devices, in one region; a non-contiguous
+     * device tensor; a device receive from any rank) fails the end's Work
+     * with a ValueError and nothing of the region's sends and receives is
+     * sent (raising at the call would leave torch's region open). A
+     * startCoalescing while a region is open (torch left it after an error
+     * inside it) drops that one the same way. */
+    bool supportsCoalescing() const override
+    {
+        return true;
+    }
+    void startCoalescing() override;
+    c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
     /* Runs every queued operation, then stops taking new ones. */
     void shutdown() override;
     /* The group's deadline from the next queued operation on. */
@@ -210,6 +250,13 @@ class ProcessGroupWeft : public c10d::Backend {
     void run_until(const WorkWeft &work);
 
   private:
+    /* A send or receive held in a coalescing region. */
+    struct Held {
+        at::Tensor t;
+        int peer;
+        int tag;
+        bool send;
+    };
     /* What a queued operation leaves behind when it did not finish on the
      * worker: a started request, what to do once it is done (copy a
      * received contiguous buffer back), and what to name in a timeout. */
@@ -229,7 +276,21 @@ class ProcessGroupWeft : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src_rank, int tag,
                                            const char *call);
 
+    /* Queues run for work (inside a coalescing region work also becomes a
+     * member of the region's Work). */
     c10::intrusive_ptr<WorkWeft> enqueue(c10::intrusive_ptr<WorkWeft> work, Run run);
+    /* A send or receive inside a coalescing region: held for endCoalescing
+     * (or noted as the region's refusal), and the region's Work returned;
+     * null outside a region. */
+    c10::intrusive_ptr<WorkWeft> hold_p2p(const at::Tensor &t, int peer, int tag, bool send,
+                                          const char *call);
+    /* Ends the open region (the caller holds mutex_): its Work (null if it
+     * held no send or receive), what it held, and why it was refused. */
+    c10::intrusive_ptr<WorkWeft> take_region(std::vector<Held> *held, std::string *refused);
+    /* Fails a dropped region's Work with why (without mutex_: the future's
+     * callbacks run); a ValueError for a refused part. */
+    static void fail_held(const c10::intrusive_ptr<WorkWeft> &work, const std::string &why,
+                          size_t held, bool value_error);
     /* A change of the group's settings: set() on the worker, between the
      * operations queued before and after, waited for (raises its error). */
     void set_on_worker(const char *profile, std::function<void()> set);
@@ -240,7 +301,8 @@ class ProcessGroupWeft : public c10d::Backend {
                                                 std::vector<at::Tensor> outputs,
                                                 std::vector<at::Tensor> inputs,
                                                 std::function<void(Lane &lane, uint64_t seq)> run,
-                                                std::vector<at::Tensor> scratch = {});
+                                                std::vector<at::Tensor> scratch = {},
+                                                c10::intrusive_ptr<WorkWeft> work = {});
     Lane *lane_for(const at::Tensor &t);
     c10::intrusive_ptr<c10d::Work>
     allgather_coalesced_device(const std::vector<std::vector<at::Tensor>> &lists,
@@ -258,6 +320,10 @@ class ProcessGroupWeft : public c10d::Backend {
     /* Runs the next queued operation; the caller holds the group's turn and
      * lock, which is released while the operation runs. */
     void run_next(std::unique_lock<std::mutex> &lock);
+    /* p, also done once every member is (a coalescing region's Work), with the first member's
+     * error */
+    static Pending join_members(Pending p,
+                                const std::vector<c10::intrusive_ptr<WorkWeft>> &members);
     /* Tests the pending requests; completes the done ones. True when any
      * finished. The caller holds the group's turn. */
     bool poll_in_flight();
@@ -288,6 +354,15 @@ class ProcessGroupWeft : public c10d::Backend {
     /* (device type, index) -> lane; the emu lane at (-1, -1) */
     std::map<std::pair<int, int>, std::unique_ptr<Lane>> lanes_;
     std::string device_error_; /* the first failed device operation's (turn holder's) */
+
+    /* The open coalescing region (mutex_): what was queued inside it, the
+     * device sends and receives it holds, their Work, and whether CPU ones
+     * ran inside it. */
+    bool coalescing_ = false;
+    std::vector<c10::intrusive_ptr<WorkWeft>> coalesced_;
+    std::vector<Held> held_;
+    c10::intrusive_ptr<WorkWeft> held_work_;
+    std::string refused_; /* the first part the region could not take */
 };
 
 } // namespace weft_torch
