@@ -65,6 +65,10 @@ typedef struct enq_op {
     p2p_part_t *parts;   /* point-to-point: posted together (one, or a group's) */
     int nparts, cap_parts;
     weft_status_t failed; /* point-to-point: the first part that failed */
+    void *stage;          /* host-staged (stage_plan): pinned host memory, input then result */
+    void *stage_dst;      /* host-staged: the caller's result buffer */
+    size_t stage_bytes;   /* host-staged: bytes copied each way */
+    int stage_queued;     /* the stream may use stage: given back with the flag */
     const char *call;
     weft_sched_t *sched;
     struct enq_op *next;
@@ -85,12 +89,14 @@ static stream_error_t errors[MAX_STREAM_ERRORS];
 static int nerrors;
 static int nhost; /* queued operations the progress thread runs (not tasks) */
 static atomic_ulong tasks_run;
+static atomic_ulong host_staged_ops;
 
 /* Flags of finished operations, freed once their stream wrote 3 after its
  * wait: before that the stream may still read them. */
 typedef struct retired {
     uint32_t *flag;
     const weft_device_ops_t *sdev;
+    void *stage; /* a host-staged operation's buffer, given back with the flag */
     struct retired *next;
 } retired_t;
 static retired_t *retired;
@@ -109,6 +115,9 @@ static void reap_flags(void)
         if (weft__device_flag_get(x->flag) == 3) {
             *r = x->next;
             weft__device_flag_free(x->sdev, x->flag);
+            if (x->stage != NULL) {
+                weft__device_bounce_put(x->sdev, x->stage);
+            }
             free(x);
         } else {
             r = &x->next;
@@ -203,6 +212,9 @@ static int parts_done(enq_op_t *op)
 /* An operation that was not queued. */
 static void op_free(enq_op_t *op)
 {
+    if (op->stage != NULL && !op->stage_queued) {
+        weft__device_bounce_put(op->sdev, op->stage);
+    } /* else a stream may still copy into it: left (an error path) */
     free(op->arrays);
     free(op->parts);
     free(op);
@@ -235,9 +247,11 @@ static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
         nhost--;
         r = malloc(sizeof(*r));
         if (r != NULL) {
-            *r = (retired_t){.flag = op->flag, .sdev = op->sdev, .next = retired};
+            *r = (retired_t){.flag = op->flag, .sdev = op->sdev, .stage = op->stage,
+                             .next = retired};
             retired = r;
-        } /* else the flag leaks: 64 bytes, never a stream reading freed memory */
+        } /* else the flag (and stage) leak, never a stream reading freed memory */
+        op->stage = NULL;
         weft__device_flag_set(op->flag, 2);
     }
     /* last: after this the user's thread may drive the communicator again */
@@ -504,6 +518,59 @@ static weft_status_t enqueue_task(enq_op_t *op)
     return status;
 }
 
+/*
+ * Host staging. A small allreduce of device buffers across nodes (no device
+ * task there) would stage every message through host memory and reduce on
+ * the device, each copy and reduction a hand-off between the progress
+ * thread and a stream. Up to WEFT_DEVICE_STAGE bytes it goes through host
+ * memory once instead, in the stream's own order:
+ *
+ *   stream:   copy input -> stage | flag 1 | wait flag 2 | copy stage -> result | flag 3
+ *   progress:                       allreduce in place on stage (host memory) -> flag 2
+ *
+ * The rule reads the communicator's layout, the size and the setting (the
+ * same on every rank), and whether the buffers are device memory.
+ */
+static int host_staged(const enq_op_t *op)
+{
+    const weft_coll_args_t *a = &op->args;
+    const size_t bytes = a->count * a->esize;
+
+    return a->kind == WEFT_COLL_ALLREDUCE && bytes > 0 &&
+           bytes <= weft__coll_config.device_stage && op->sdev->memtype != WEFT_MEM_HOST &&
+           op->comm->node != NULL && op->comm->node->nnodes > 1 &&
+           (weft__device_query(a->src)->memtype != WEFT_MEM_HOST ||
+            weft__device_query(a->dst)->memtype != WEFT_MEM_HOST);
+}
+
+/* The stage's buffer, and the operation turned onto it (before its flags are queued). */
+static weft_status_t stage_plan(enq_op_t *op)
+{
+    weft_coll_args_t *a = &op->args;
+    weft_status_t status;
+
+    op->stage_bytes = a->count * a->esize;
+    status = weft__device_bounce_get(op->sdev, op->stage_bytes, &op->stage);
+    if (status != WEFT_OK) {
+        op->stage = NULL;
+        return status;
+    }
+    op->stage_dst = a->dst;
+    status = op->sdev->memcpy_async(op->stage, a->src, op->stage_bytes, op->stream);
+    op->stage_queued = status == WEFT_OK;
+    a->src = op->stage;
+    a->dst = op->stage;
+    if (status == WEFT_OK) {
+        atomic_fetch_add(&host_staged_ops, 1);
+    }
+    return status;
+}
+
+unsigned long weft__enqueue_host_staged(void)
+{
+    return atomic_load(&host_staged_ops);
+}
+
 static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
 {
     weft_status_t status = weft__device_stream_check(stream, call, &op->sdev);
@@ -516,6 +583,9 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     if (status == WEFT_OK) {
         status = weft__device_flag_alloc(op->sdev, &op->flag);
     }
+    if (status == WEFT_OK && !op->is_p2p && host_staged(op)) {
+        status = stage_plan(op);
+    }
     if (status != WEFT_OK) {
         op_free(op);
         return status;
@@ -527,6 +597,9 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     }
     if (status == WEFT_OK) {
         status = op->sdev->stream_wait_flag(stream, op->flag, 2);
+        if (status == WEFT_OK && op->stage != NULL) {
+            status = op->sdev->memcpy_async(op->stage_dst, op->stage, op->stage_bytes, stream);
+        }
         if (status == WEFT_OK) {
             status = op->sdev->stream_write_flag(stream, op->flag, 3);
         }

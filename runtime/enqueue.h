@@ -76,6 +76,8 @@ typedef struct weft_p2p_part {
 size_t *weft__coll_args_keep(weft_coll_args_t *dst, const weft_coll_args_t *src);
 /* Enqueued collectives run as device tasks so far (for tests). */
 unsigned long weft__enqueue_tasks_run(void);
+/* Enqueued collectives that went through host memory once (WEFT_DEVICE_STAGE), in this process. */
+unsigned long weft__enqueue_host_staged(void);
 /* Stop the progress thread (weft_finalize, after every communicator). */
 void weft__enqueue_shutdown(void);
 

@@ -13,7 +13,10 @@
  *    over UCX, which cannot reach emu memory, so the transport stages it
  *    through host memory in fragments (WEFT_STAGE_FRAG=64k: a message of
  *    several MiB takes dozens): every process asserts that its transport
- *    made its emu staging stream, and that it imported nothing;
+ *    made its emu staging stream, and that it imported nothing; enqueued
+ *    allreduces up to WEFT_DEVICE_STAGE go through host memory once
+ *    (counted on every process of a job across nodes; a job with it 0
+ *    stages every message);
  *  - on two virtual nodes of two (the hierarchical algorithms: shared
  *    memory inside, UCX between);
  *  - then in every job, point to point: rank 0 receives every other rank's
@@ -69,8 +72,9 @@ typedef struct slot {
     int staged_early; /* ... already before the first collective (it must not have) */
     uint64_t kind_imports[WEFT_COLL_KIND_COUNT]; /* imports made by each collective */
     pid_t pid;
-    int maps_checked;    /* peers' maps read at the return of an IPC bcast or allgather */
-    unsigned long tasks; /* enqueued collectives run as device tasks */
+    int maps_checked;          /* peers' maps read at the return of an IPC bcast or allgather */
+    unsigned long tasks;       /* enqueued collectives run as device tasks */
+    unsigned long host_staged; /* enqueued collectives through host memory once */
 } slot_t;
 
 typedef struct area {
@@ -83,13 +87,15 @@ typedef struct area {
 
 typedef struct job_opts {
     int nranks;
-    const char *rpn;  /* WEFT_RANKS_PER_NODE, or NULL */
-    const char *shm;  /* WEFT_SHM, or NULL */
-    const char *tune; /* WEFT_TUNE, or NULL */
-    int ipc;          /* 1: every rank must import; 0: none may; -1: not asserted */
-    int staged;       /* 1: every rank's UCX transport must have staged emu memory */
-    int dead_peer;    /* rank 1 kills itself while the others' enqueued allreduce waits for it */
-    const char *task; /* WEFT_DEVICE_TASK, or NULL (yes); tasks must run on one node unless "no" */
+    const char *rpn;   /* WEFT_RANKS_PER_NODE, or NULL */
+    const char *shm;   /* WEFT_SHM, or NULL */
+    const char *tune;  /* WEFT_TUNE, or NULL */
+    int ipc;           /* 1: every rank must import; 0: none may; -1: not asserted */
+    int staged;        /* 1: every rank's UCX transport must have staged emu memory */
+    int dead_peer;     /* rank 1 kills itself while the others' enqueued allreduce waits for it */
+    const char *task;  /* WEFT_DEVICE_TASK, or NULL (yes); tasks must run on one node unless "no" */
+    const char *stage; /* WEFT_DEVICE_STAGE, or NULL (256k); across virtual nodes, small enqueued
+                          allreduces must go through host memory once unless "0" */
 } job_opts_t;
 
 typedef struct rank_ctx {
@@ -456,6 +462,7 @@ static void rank_main(area_t *area, int nranks, int rank)
     slot->imports = weft__emu_ipc_imports_total();
     slot->imports_open = weft__emu_ipc_imports_open();
     slot->tasks = weft__enqueue_tasks_run();
+    slot->host_staged = weft__enqueue_host_staged();
     slot->staged = staged_through_host(ctx.comm);
     if (stream != NULL && weft_stream_destroy(stream) != WEFT_OK) {
         snprintf(msg, sizeof(msg), "weft_stream_destroy: %s", weft_last_error());
@@ -539,6 +546,7 @@ static void rank_main_dead_peer(area_t *area, int nranks, int rank)
     weft_mem_free(out);
     weft_comm_destroy(comm); /* may report the dead peer again */
     slot->tasks = weft__enqueue_tasks_run();
+    slot->host_staged = weft__enqueue_host_staged();
     slot->finished = 1;
 #undef DEAD_FAIL
 }
@@ -608,6 +616,7 @@ static void run_job(const job_opts_t *o)
     harness_set_env("WEFT_SHM", o->shm);
     harness_set_env("WEFT_TUNE", o->tune);
     harness_set_env("WEFT_DEVICE_TASK", o->task);
+    harness_set_env("WEFT_DEVICE_STAGE", o->stage);
     cr_assert_eq(weft_init(), WEFT_OK, "weft_init: %s", weft_last_error());
     area = harness_shared(sizeof(*area));
     cr_assert_not_null(area, "mmap: %s", strerror(errno));
@@ -658,6 +667,16 @@ static void run_job(const job_opts_t *o)
         } else {
             cr_assert_eq(sl->tasks, 0, "np=%d: rank %d ran %lu device tasks", o->nranks, r,
                          sl->tasks);
+        }
+        if (o->rpn != NULL && o->nranks > atoi(o->rpn) &&
+            (o->stage == NULL || strcmp(o->stage, "0") != 0)) {
+            cr_assert_gt(sl->host_staged, 0,
+                         "np=%d: rank %d: no enqueued allreduce went through host memory once",
+                         o->nranks, r);
+        } else {
+            cr_assert_eq(sl->host_staged, 0,
+                         "np=%d: rank %d: %lu enqueued collectives went through host memory once",
+                         o->nranks, r, sl->host_staged);
         }
         if (o->ipc == 1 && o->nranks > 1) {
             cr_assert_gt(sl->maps_checked, 0, "np=%d: rank %d read no peer's maps", o->nranks, r);
@@ -731,6 +750,13 @@ Test(virtual_nodes, np2_staged, .timeout = 300)
 Test(virtual_nodes, np3_staged, .timeout = 300)
 {
     run_job(&(job_opts_t){.nranks = 3, .rpn = "1", .shm = "no", .ipc = 0, .staged = 1});
+}
+
+/* every message of every collective staged by the transport (the host-staged allreduce off) */
+Test(virtual_nodes, np2_staged_per_message, .timeout = 300)
+{
+    run_job(
+        &(job_opts_t){.nranks = 2, .rpn = "1", .shm = "no", .ipc = 0, .staged = 1, .stage = "0"});
 }
 
 Test(virtual_nodes, np4_two_nodes_of_two, .timeout = 300)

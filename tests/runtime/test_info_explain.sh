@@ -2,7 +2,8 @@
 # weft_info --explain says how device buffers take the collective: one
 # device task on the stream inside a node (the one-shot or two-shot form of a
 # shared-memory allreduce by size; CUDA: the progress thread), the progress
-# thread across nodes or with WEFT_DEVICE_TASK=no.
+# thread across nodes (a small allreduce through host memory once) or with
+# WEFT_DEVICE_TASK=no.
 set -u
 : "${top_builddir:?run through make check}"
 info="$top_builddir/tools/weft_info"
@@ -21,14 +22,18 @@ expect() { # label, pattern, weft_info arguments...
     fi
 }
 
-unset WEFT_DEVICE_TASK WEFT_TUNE WEFT_SHM WEFT_SHM_SMALL
+unset WEFT_DEVICE_TASK WEFT_TUNE WEFT_SHM WEFT_SHM_SMALL WEFT_DEVICE_STAGE
 expect "one node, small" "shm as one device task on the stream.*one-shot" allreduce 8 2
 expect "one node, large" "shm as one device task on the stream.*two-shot" allreduce 4m 2
 expect "one node, CUDA" "CUDA: weft's progress thread, the peers' buffers mapped through IPC" \
     bcast 1m 4
 expect "reduce_scatter: no IPC" "one device task on the stream.*CUDA: weft's progress thread$" \
     reduce_scatter 64k 2
-expect "two nodes" "progress thread drives it" allreduce 8 4 2
+expect "two nodes, small allreduce" "through host memory once" allreduce 8 4 2
+expect "two nodes, large allreduce" "progress thread drives it, each message staged" \
+    allreduce 1m 4 2
+expect "two nodes, allgather" "progress thread drives it" allgather 8 4 2
+WEFT_DEVICE_STAGE=0 expect "WEFT_DEVICE_STAGE=0" "each message staged" allreduce 8 4 2
 WEFT_DEVICE_TASK=no expect "tasks off" "progress thread (WEFT_DEVICE_TASK=no)" allreduce 8 2
 WEFT_SHM_SMALL=1 expect "WEFT_SHM_SMALL" "two-shot" allreduce 8 2
 echo "$failures failed"
