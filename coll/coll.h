@@ -215,8 +215,8 @@ typedef struct weft_coll_config {
     size_t shm_slot;            /* bytes per rank and round in the segment */
     size_t shm_small;           /* one-phase shared-memory allreduce/reduce up to here */
     int device_task;            /* enqueued collectives inside a node as device tasks */
-    size_t device_stage;        /* enqueued device allreduce across nodes through host memory
-                                 * up to here */
+    size_t device_stage;        /* enqueued device collectives across nodes through host
+                                 * memory up to here */
     size_t shm_cma;           /* single-copy shared-memory allreduce from here (SIZE_MAX: never) */
     size_t shm_cma_copy;      /* single-copy shared-memory bcast from here */
     size_t shm_cma_allgather; /* single-copy shared-memory allgather from here (the result) */

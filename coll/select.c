@@ -96,11 +96,12 @@ static const weft_config_entry_t coll_entries[] = {
      "(CUDA) use the progress thread either way; set it alike on every rank",
      weft__config_parse_bool, offsetof(weft_coll_config_t, device_task)},
     {"DEVICE_STAGE", "256k",
-     "an enqueued allreduce of device buffers across nodes up to this many bytes goes "
-     "through host memory once: the stream copies the input to pinned host memory before "
-     "the operation and the result back after it, and the collective runs on host memory "
-     "(no staging copy per message, reductions on the host); 0: never. Set it alike on every "
-     "rank",
+     "an enqueued collective of device buffers across nodes (allreduce, bcast, reduce, "
+     "allgather, reduce_scatter, alltoall, gather, scatter) whose vector (one rank's) is up to "
+     "this many bytes goes through host memory once: the stream copies the input to pinned "
+     "host memory before the operation and the result back after it, and the collective runs "
+     "on host memory (no staging copy per message, reductions on the host); 0: never. Set it "
+     "alike on every rank",
      weft__config_parse_size, offsetof(weft_coll_config_t, device_stage)},
     {"SHM", "yes",
      "collectives through a shared-memory segment among the ranks of a communicator on one "

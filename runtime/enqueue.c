@@ -67,7 +67,8 @@ typedef struct enq_op {
     weft_status_t failed; /* point-to-point: the first part that failed */
     void *stage;          /* host-staged (stage_plan): pinned host memory, input then result */
     void *stage_dst;      /* host-staged: the caller's result buffer */
-    size_t stage_bytes;   /* host-staged: bytes copied each way */
+    void *stage_out;      /* host-staged: the result in the stage */
+    size_t stage_bytes;   /* host-staged: bytes of the result copied out */
     int stage_queued;     /* the stream may use stage: given back with the flag */
     const char *call;
     weft_sched_t *sched;
@@ -519,47 +520,110 @@ static weft_status_t enqueue_task(enq_op_t *op)
 }
 
 /*
- * Host staging. A small allreduce of device buffers across nodes (no device
+ * Host staging. A small collective of device buffers across nodes (no device
  * task there) would stage every message through host memory and reduce on
  * the device, each copy and reduction a hand-off between the progress
- * thread and a stream. Up to WEFT_DEVICE_STAGE bytes it goes through host
- * memory once instead, in the stream's own order:
+ * thread and a stream. Up to WEFT_DEVICE_STAGE bytes (the vector of one
+ * rank) it goes through host memory once instead, in the stream's own order:
  *
  *   stream:   copy input -> stage | flag 1 | wait flag 2 | copy stage -> result | flag 3
- *   progress:                       allreduce in place on stage (host memory) -> flag 2
+ *   progress:                       the collective on the stage (host memory) -> flag 2
  *
- * The rule reads the communicator's layout, the size and the setting (the
- * same on every rank), and whether the buffers are device memory.
+ * The stage mirrors the bytes the collective reads (src) and writes (dst);
+ * where they overlap (in place) it keeps their relative place, so the
+ * collective runs in place there too. The rule reads the communicator's
+ * layout, the kind, the size and the setting (alike on every rank), and
+ * whether the buffers are device memory. The v-forms and barrier stage per
+ * message as before.
  */
-static int host_staged(const enq_op_t *op)
-{
-    const weft_coll_args_t *a = &op->args;
-    const size_t bytes = a->count * a->esize;
 
-    return a->kind == WEFT_COLL_ALLREDUCE && bytes > 0 &&
-           bytes <= weft__coll_config.device_stage && op->sdev->memtype != WEFT_MEM_HOST &&
-           op->comm->node != NULL && op->comm->node->nnodes > 1 &&
-           (weft__device_query(a->src)->memtype != WEFT_MEM_HOST ||
-            weft__device_query(a->dst)->memtype != WEFT_MEM_HOST);
+/* Bytes the collective reads from src and writes to dst on this rank; 0 for
+ * kinds that are not staged. A bcast is both (root and others alike). */
+static int stage_extents(const weft_coll_args_t *a, size_t *in_p, size_t *out_p)
+{
+    const size_t n = a->count * a->esize, all = n * (size_t)a->size;
+    const int root = a->rank == a->root;
+
+    switch (a->kind) {
+    case WEFT_COLL_ALLREDUCE:
+    case WEFT_COLL_BCAST:
+        *in_p = n, *out_p = n;
+        return 1;
+    case WEFT_COLL_REDUCE:
+        *in_p = n, *out_p = root ? n : 0;
+        return 1;
+    case WEFT_COLL_ALLGATHER:
+        *in_p = n, *out_p = all;
+        return 1;
+    case WEFT_COLL_REDUCE_SCATTER:
+        *in_p = all, *out_p = n;
+        return 1;
+    case WEFT_COLL_ALLTOALL:
+        *in_p = all, *out_p = all;
+        return 1;
+    case WEFT_COLL_GATHER:
+        *in_p = n, *out_p = root ? all : 0;
+        return 1;
+    case WEFT_COLL_SCATTER:
+        *in_p = root ? all : 0, *out_p = n;
+        return 1;
+    default:
+        return 0;
+    }
 }
 
-/* The stage's buffer, and the operation turned onto it (before its flags are queued). */
-static weft_status_t stage_plan(enq_op_t *op)
+static int device_bytes(const void *p, size_t bytes)
+{
+    return bytes > 0 && weft__device_query(p)->memtype != WEFT_MEM_HOST;
+}
+
+static int host_staged(const enq_op_t *op, size_t *in_p, size_t *out_p)
+{
+    const weft_coll_args_t *a = &op->args;
+    const size_t n = a->count * a->esize;
+
+    return n > 0 && n <= weft__coll_config.device_stage && op->sdev->memtype != WEFT_MEM_HOST &&
+           op->comm->node != NULL && op->comm->node->nnodes > 1 &&
+           stage_extents(a, in_p, out_p) &&
+           (device_bytes(a->src, *in_p) || device_bytes(a->dst, *out_p));
+}
+
+/* The stage, its input copy queued, and the operation turned onto it (before its flags are
+ * queued). */
+static weft_status_t stage_plan(enq_op_t *op, size_t in, size_t out)
 {
     weft_coll_args_t *a = &op->args;
-    weft_status_t status;
+    const char *src = a->src, *dst = a->dst;
+    size_t total, src_off = 0, dst_off;
+    weft_status_t status = WEFT_OK;
 
-    op->stage_bytes = a->count * a->esize;
-    status = weft__device_bounce_get(op->sdev, op->stage_bytes, &op->stage);
+    if (in > 0 && out > 0 && src < dst + out && dst < src + in) {
+        const char *lo = src < dst ? src : dst;
+        const char *hi = src + in > dst + out ? src + in : dst + out;
+
+        total = (size_t)(hi - lo);
+        src_off = (size_t)(src - lo);
+        dst_off = (size_t)(dst - lo);
+    } else {
+        dst_off = (in + 63) & ~(size_t)63;
+        total = dst_off + out;
+    }
+    status = weft__device_bounce_get(op->sdev, total, &op->stage);
     if (status != WEFT_OK) {
         op->stage = NULL;
         return status;
     }
+    if (in > 0) {
+        status = op->sdev->memcpy_async((char *)op->stage + src_off, src, in, op->stream);
+        op->stage_queued = status == WEFT_OK;
+        a->src = (char *)op->stage + src_off;
+    }
     op->stage_dst = a->dst;
-    status = op->sdev->memcpy_async(op->stage, a->src, op->stage_bytes, op->stream);
-    op->stage_queued = status == WEFT_OK;
-    a->src = op->stage;
-    a->dst = op->stage;
+    op->stage_out = (char *)op->stage + dst_off;
+    op->stage_bytes = out;
+    if (out > 0) {
+        a->dst = op->stage_out;
+    }
     if (status == WEFT_OK) {
         atomic_fetch_add(&host_staged_ops, 1);
     }
@@ -574,6 +638,7 @@ unsigned long weft__enqueue_host_staged(void)
 static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
 {
     weft_status_t status = weft__device_stream_check(stream, call, &op->sdev);
+    size_t in, out;
 
     op->stream = stream;
     op->call = call;
@@ -583,8 +648,8 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     if (status == WEFT_OK) {
         status = weft__device_flag_alloc(op->sdev, &op->flag);
     }
-    if (status == WEFT_OK && !op->is_p2p && host_staged(op)) {
-        status = stage_plan(op);
+    if (status == WEFT_OK && !op->is_p2p && host_staged(op, &in, &out)) {
+        status = stage_plan(op, in, out);
     }
     if (status != WEFT_OK) {
         op_free(op);
@@ -597,8 +662,8 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     }
     if (status == WEFT_OK) {
         status = op->sdev->stream_wait_flag(stream, op->flag, 2);
-        if (status == WEFT_OK && op->stage != NULL) {
-            status = op->sdev->memcpy_async(op->stage_dst, op->stage, op->stage_bytes, stream);
+        if (status == WEFT_OK && op->stage_bytes > 0) {
+            status = op->sdev->memcpy_async(op->stage_dst, op->stage_out, op->stage_bytes, stream);
         }
         if (status == WEFT_OK) {
             status = op->sdev->stream_write_flag(stream, op->flag, 3);

@@ -305,7 +305,8 @@ static void explain_device(weft_coll_kind_t kind, size_t bytes, const weft_cost_
     } else if (params->nodes == 1) {
         printf("device buffers: enqueued: weft's progress thread (WEFT_DEVICE_TASK=no)%s\n",
                ipc ? "; the peers' buffers mapped through IPC" : "");
-    } else if (kind == WEFT_COLL_ALLREDUCE && bytes > 0 &&
+    } else if (kind != WEFT_COLL_BARRIER && kind != WEFT_COLL_ALLGATHERV &&
+               kind != WEFT_COLL_ALLTOALLV && kind != WEFT_COLL_REDUCE_SCATTER_V && bytes > 0 &&
                bytes <= weft__coll_config.device_stage) {
         printf("device buffers: enqueued: through host memory once (the stream copies the "
                "input in and the result out; WEFT_DEVICE_STAGE), weft's progress thread runs "

@@ -14,7 +14,7 @@
  *    through host memory in fragments (WEFT_STAGE_FRAG=64k: a message of
  *    several MiB takes dozens): every process asserts that its transport
  *    made its emu staging stream, and that it imported nothing; enqueued
- *    allreduces up to WEFT_DEVICE_STAGE go through host memory once
+ *    collectives up to WEFT_DEVICE_STAGE go through host memory once
  *    (counted on every process of a job across nodes; a job with it 0
  *    stages every message);
  *  - on two virtual nodes of two (the hierarchical algorithms: shared
@@ -95,7 +95,7 @@ typedef struct job_opts {
     int dead_peer;     /* rank 1 kills itself while the others' enqueued allreduce waits for it */
     const char *task;  /* WEFT_DEVICE_TASK, or NULL (yes); tasks must run on one node unless "no" */
     const char *stage; /* WEFT_DEVICE_STAGE, or NULL (256k); across virtual nodes, small enqueued
-                          allreduces must go through host memory once unless "0" */
+                          collectives must go through host memory once unless "0" */
 } job_opts_t;
 
 typedef struct rank_ctx {
@@ -671,7 +671,7 @@ static void run_job(const job_opts_t *o)
         if (o->rpn != NULL && o->nranks > atoi(o->rpn) &&
             (o->stage == NULL || strcmp(o->stage, "0") != 0)) {
             cr_assert_gt(sl->host_staged, 0,
-                         "np=%d: rank %d: no enqueued allreduce went through host memory once",
+                         "np=%d: rank %d: no enqueued collective went through host memory once",
                          o->nranks, r);
         } else {
             cr_assert_eq(sl->host_staged, 0,

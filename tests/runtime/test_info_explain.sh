@@ -32,7 +32,8 @@ expect "reduce_scatter: no IPC" "one device task on the stream.*CUDA: weft's pro
 expect "two nodes, small allreduce" "through host memory once" allreduce 8 4 2
 expect "two nodes, large allreduce" "progress thread drives it, each message staged" \
     allreduce 1m 4 2
-expect "two nodes, allgather" "progress thread drives it" allgather 8 4 2
+expect "two nodes, small allgather" "through host memory once" allgather 8 4 2
+expect "two nodes, allgatherv" "progress thread drives it, each message staged" allgatherv 8 4 2
 WEFT_DEVICE_STAGE=0 expect "WEFT_DEVICE_STAGE=0" "each message staged" allreduce 8 4 2
 WEFT_DEVICE_TASK=no expect "tasks off" "progress thread (WEFT_DEVICE_TASK=no)" allreduce 8 2
 WEFT_SHM_SMALL=1 expect "WEFT_SHM_SMALL" "two-shot" allreduce 8 2
