@@ -145,7 +145,8 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
 
         /* device buffers inside a node: the device task an enqueue makes, waited for */
         if (c->dev != NULL && c->dev->memtype != WEFT_MEM_HOST &&
-            weft__enqueue_blocking_task(c->comm, &args, c->dev, c->call, &status)) {
+            (weft__enqueue_blocking_task(c->comm, &args, c->dev, c->call, &status) ||
+             weft__blocking_host_staged(c->comm, &args, c->dev, &status))) {
             return status;
         }
         return weft__coll_run(c->comm, &args);

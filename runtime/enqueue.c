@@ -577,15 +577,39 @@ static int device_bytes(const void *p, size_t bytes)
     return bytes > 0 && weft__device_query(p)->memtype != WEFT_MEM_HOST;
 }
 
-static int host_staged(const enq_op_t *op, size_t *in_p, size_t *out_p)
+/* The rule, for enqueued and blocking calls alike. */
+static int host_staged_rule(const struct weft_comm *comm, const weft_coll_args_t *a, size_t *in_p,
+                            size_t *out_p)
 {
-    const weft_coll_args_t *a = &op->args;
     const size_t n = a->count * a->esize;
 
-    return n > 0 && n <= weft__coll_config.device_stage && op->sdev->memtype != WEFT_MEM_HOST &&
-           op->comm->node != NULL && op->comm->node->nnodes > 1 &&
-           stage_extents(a, in_p, out_p) &&
+    return n > 0 && n <= weft__coll_config.device_stage && comm->node != NULL &&
+           comm->node->nnodes > 1 && stage_extents(a, in_p, out_p) &&
            (device_bytes(a->src, *in_p) || device_bytes(a->dst, *out_p));
+}
+
+static int host_staged(const enq_op_t *op, size_t *in_p, size_t *out_p)
+{
+    return op->sdev->memtype != WEFT_MEM_HOST && host_staged_rule(op->comm, &op->args, in_p, out_p);
+}
+
+/* Where the input and the result sit in the stage, and its size. */
+static size_t stage_layout(const weft_coll_args_t *a, size_t in, size_t out, size_t *src_off_p,
+                           size_t *dst_off_p)
+{
+    const char *src = a->src, *dst = a->dst;
+
+    if (in > 0 && out > 0 && src < dst + out && dst < src + in) {
+        const char *lo = src < dst ? src : dst;
+        const char *hi = src + in > dst + out ? src + in : dst + out;
+
+        *src_off_p = (size_t)(src - lo);
+        *dst_off_p = (size_t)(dst - lo);
+        return (size_t)(hi - lo);
+    }
+    *src_off_p = 0;
+    *dst_off_p = (in + 63) & ~(size_t)63;
+    return *dst_off_p + out;
 }
 
 /* The stage, its input copy queued, and the operation turned onto it (before its flags are
@@ -593,28 +617,16 @@ static int host_staged(const enq_op_t *op, size_t *in_p, size_t *out_p)
 static weft_status_t stage_plan(enq_op_t *op, size_t in, size_t out)
 {
     weft_coll_args_t *a = &op->args;
-    const char *src = a->src, *dst = a->dst;
-    size_t total, src_off = 0, dst_off;
-    weft_status_t status = WEFT_OK;
+    size_t src_off, dst_off;
+    const size_t total = stage_layout(a, in, out, &src_off, &dst_off);
+    weft_status_t status = weft__device_bounce_get(op->sdev, total, &op->stage);
 
-    if (in > 0 && out > 0 && src < dst + out && dst < src + in) {
-        const char *lo = src < dst ? src : dst;
-        const char *hi = src + in > dst + out ? src + in : dst + out;
-
-        total = (size_t)(hi - lo);
-        src_off = (size_t)(src - lo);
-        dst_off = (size_t)(dst - lo);
-    } else {
-        dst_off = (in + 63) & ~(size_t)63;
-        total = dst_off + out;
-    }
-    status = weft__device_bounce_get(op->sdev, total, &op->stage);
     if (status != WEFT_OK) {
         op->stage = NULL;
         return status;
     }
     if (in > 0) {
-        status = op->sdev->memcpy_async((char *)op->stage + src_off, src, in, op->stream);
+        status = op->sdev->memcpy_async((char *)op->stage + src_off, a->src, in, op->stream);
         op->stage_queued = status == WEFT_OK;
         a->src = (char *)op->stage + src_off;
     }
@@ -628,6 +640,40 @@ static weft_status_t stage_plan(enq_op_t *op, size_t in, size_t out)
         atomic_fetch_add(&host_staged_ops, 1);
     }
     return status;
+}
+
+int weft__blocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *args,
+                               const weft_device_ops_t *dev, weft_status_t *status_p)
+{
+    weft_coll_args_t a = *args;
+    size_t in, out, src_off, dst_off, total;
+    weft_status_t status;
+    char *stage;
+
+    if (!host_staged_rule(comm, &a, &in, &out)) {
+        return 0;
+    }
+    total = stage_layout(&a, in, out, &src_off, &dst_off);
+    if (weft__device_bounce_get(dev, total, (void **)&stage) != WEFT_OK) {
+        return 0; /* no pinned memory: staged per message */
+    }
+    status = in > 0 ? dev->copy(stage + src_off, a.src, in) : WEFT_OK;
+    if (in > 0) {
+        a.src = stage + src_off;
+    }
+    if (out > 0) {
+        a.dst = stage + dst_off;
+    }
+    if (status == WEFT_OK) {
+        status = weft__coll_run(comm, &a);
+    }
+    if (status == WEFT_OK && out > 0) {
+        status = dev->copy(args->dst, stage + dst_off, out);
+    }
+    weft__device_bounce_put(dev, stage);
+    atomic_fetch_add(&host_staged_ops, 1);
+    *status_p = status;
+    return 1;
 }
 
 unsigned long weft__enqueue_host_staged(void)

@@ -76,7 +76,13 @@ typedef struct weft_p2p_part {
 size_t *weft__coll_args_keep(weft_coll_args_t *dst, const weft_coll_args_t *src);
 /* Enqueued collectives run as device tasks so far (for tests). */
 unsigned long weft__enqueue_tasks_run(void);
-/* Enqueued collectives that went through host memory once (WEFT_DEVICE_STAGE), in this process. */
+/* A blocking collective of device buffers (dev's) across nodes through host memory once
+ * (WEFT_DEVICE_STAGE): the calling thread copies the input in, runs the collective on host
+ * memory and copies the result out. 0 when the rule does not take it; 1 with *status_p. */
+int weft__blocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *args,
+                               const weft_device_ops_t *dev, weft_status_t *status_p);
+/* Collectives (enqueued or blocking) that went through host memory once (WEFT_DEVICE_STAGE),
+ * in this process. */
 unsigned long weft__enqueue_host_staged(void);
 /* Stop the progress thread (weft_finalize, after every communicator). */
 void weft__enqueue_shutdown(void);
