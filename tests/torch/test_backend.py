@@ -315,6 +315,14 @@ def _stalled_entry(rank, size, store_path, mode, scenario):
 
     # with WEFT_TIMEOUT set, the torch timeout (an hour) is not the one that ends it
     timeout = datetime.timedelta(seconds=3 if mode == "torch_timeout" else 3600)
+    # both ranks join together: WEFT_TIMEOUT=3 is the bootstrap's deadline too, and on a
+    # loaded machine one process's start (torch's import) can lag the other's by more
+    pre = dist.FileStore(store_path + ".pre", size)
+    pre.add("arrived", 1)
+    deadline = time.monotonic() + 120
+    while pre.add("arrived", 0) < size:
+        assert time.monotonic() < deadline, "the other rank never started"
+        time.sleep(0.01)
     dist.init_process_group("weft", init_method="file://" + store_path, rank=rank,
                             world_size=size, timeout=timeout)
     try:
