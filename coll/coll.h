@@ -158,6 +158,11 @@ const weft_coll_algo_t *weft__coll_find(weft_coll_kind_t kind, const char *name)
 weft_status_t weft__coll_tune_load(const char *rules);
 void weft__coll_tune_release(void);
 
+/* Who runs the collectives the calling thread starts now, and how, as WEFT_TRACE names it:
+ * NULL for the caller's own call ("call"); the enqueue machinery sets "device task",
+ * "progress thread" or a host-staged form around the collectives it runs. */
+extern _Thread_local const char *weft__coll_form;
+
 /* Select, build and start the operation (the caller waits for or detaches
  * the schedule), or build, run and destroy it (blocking). */
 weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *args,

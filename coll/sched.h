@@ -39,6 +39,7 @@ typedef struct weft_op_desc {
     size_t avg_divisor;
     weft_coll_sig_t sig; /* what every rank must agree on (kind 0 for point-to-point) */
     uint32_t sig_hash;   /* weft__sig_hash(&sig) */
+    const char *form;    /* who runs it, and how (weft__coll_form): "call" when unset */
 } weft_op_desc_t;
 
 typedef struct weft_sched weft_sched_t;

@@ -417,6 +417,7 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
         &desc->sig, args,
         weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src)->memtype);
     desc->sig_hash = weft__sig_hash(&desc->sig);
+    desc->form = weft__coll_form != NULL ? weft__coll_form : "call";
     if (args->op == WEFT_AVG && args->dst != NULL) {
         switch (args->kind) {
         case WEFT_COLL_ALLREDUCE:
@@ -491,6 +492,8 @@ static int root_of(const weft_coll_args_t *a)
         return -1;
     }
 }
+
+_Thread_local const char *weft__coll_form;
 
 weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p)

@@ -158,6 +158,8 @@ static unsigned bound;
 
 static weft_status_t op_start(enq_op_t *op)
 {
+    weft_status_t status;
+
     /* the progress thread drives the operation (UCX included) with the stream's context
      * current, made so once */
     if (!(bound & (1u << op->sdev->memtype)) && op->sdev->thread_bind != NULL) {
@@ -166,8 +168,7 @@ static weft_status_t op_start(enq_op_t *op)
     }
     if (op->is_p2p) {
         /* every part posted at once: a group's sends and receives never wait for each other */
-        weft_status_t status = WEFT_OK;
-
+        status = WEFT_OK;
         for (int i = 0; i < op->nparts && status == WEFT_OK; i++) {
             p2p_part_t *pt = &op->parts[i];
 
@@ -182,7 +183,10 @@ static weft_status_t op_start(enq_op_t *op)
         }
         return status;
     }
-    return weft__coll_start(op->comm, &op->args, &op->sched);
+    weft__coll_form = op->stage != NULL ? "progress thread (host-staged)" : "progress thread";
+    status = weft__coll_start(op->comm, &op->args, &op->sched);
+    weft__coll_form = NULL;
+    return status;
 }
 
 /* Point-to-point: 1 when every part is done (the first failure in op->failed). */
@@ -481,7 +485,9 @@ static void task_run(void *arg)
     weft_status_t status = drain(earlier_pending, op, op->call);
 
     if (status == WEFT_OK) {
+        weft__coll_form = "device task";
         status = weft__coll_run(op->comm, &op->args);
+        weft__coll_form = NULL;
         atomic_fetch_add(&tasks_run, 1);
     }
     pthread_mutex_lock(&lock);
@@ -665,7 +671,9 @@ int weft__blocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *a
         a.dst = stage + dst_off;
     }
     if (status == WEFT_OK) {
+        weft__coll_form = "call (host-staged)";
         status = weft__coll_run(comm, &a);
+        weft__coll_form = NULL;
     }
     if (status == WEFT_OK && out > 0) {
         status = dev->copy(args->dst, stage + dst_off, out);

@@ -6,7 +6,10 @@
  *   started with, named "rank N (host)";
  * - per communicator, tracks (tids) of operations and of steps: one "X"
  *   (complete) event per collective (name: the collective; args: seq,
- *   count, dtype, op, root, algorithm, bytes, comm, status) and one per step
+ *   count, dtype, op, root, algorithm, form, bytes, comm, status; form: who
+ *   ran it: "call" (the caller's thread), "device task" (a stream, inside a
+ *   node), "progress thread" (an enqueued one), with " (host-staged)" where
+ *   device buffers went through host memory once) and one per step
  *   of its schedule (name: "<phase> <step>"; args: seq, phase, step, bytes
  *   sent and received, the peers, tasks). Operations that overlap in time
  *   (nonblocking ones, pipelined steps) go to further tracks of the same
@@ -41,6 +44,7 @@ typedef struct trace_event {
     uint64_t t1;
     const char *name; /* the collective, or the step's phase (static strings) */
     const char *algo;
+    const char *form;
     uint32_t seq;
     int tid;
     int comm; /* index into trace->comms */
@@ -391,6 +395,7 @@ void weft__trace_op(struct weft_trace *t, int trace_comm, const weft_obs_op_t *o
         e->t1 = op->t1_ns;
         e->name = op->desc->coll;
         e->algo = op->desc->algo;
+        e->form = op->desc->form;
         e->seq = op->seq;
         e->comm = trace_comm;
         e->tid = trace_comm * TRACK_STRIDE + 1 + lane(c->op_end, &c->op_lanes, e->t0, e->t1);
@@ -461,8 +466,11 @@ static void write_event(FILE *f, const struct weft_trace *t, const trace_event_t
     if (e->root >= 0) {
         fprintf(f, "\"root\":%d,", e->root);
     }
-    fprintf(f, "\"algorithm\":\"%s\",\"bytes\":%zu,\"rank\":%d,\"size\":%d,\"status\":\"%s\"}}",
-            e->algo, e->bytes, c->rank, c->size, weft_status_string((weft_status_t)e->status));
+    fprintf(f,
+            "\"algorithm\":\"%s\",\"form\":\"%s\",\"bytes\":%zu,\"rank\":%d,\"size\":%d,"
+            "\"status\":\"%s\"}}",
+            e->algo, e->form != NULL ? e->form : "call", e->bytes, c->rank, c->size,
+            weft_status_string((weft_status_t)e->status));
 }
 
 static void write_tracks(FILE *f, const struct weft_trace *t)

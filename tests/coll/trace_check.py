@@ -2,10 +2,11 @@
 """Check one rank's WEFT_TRACE file (called by tests/coll/test_trace.c).
 
 trace_check.py FILE RANK NRANKS [SPEC...]
-  SPEC: SIZE=name/count/bytes/dtype,name/count/bytes/dtype,...
+  SPEC: SIZE=name/count/bytes/dtype[/form],name/count/bytes/dtype[/form],...
         the operations of the communicator of SIZE ranks, in sequence order
         (SIZE=NRANKS: the communicator the job started with); SIZE~=...: its
-        last operations (a split child runs a few of its own set-up first).
+        last operations (a split child runs a few of its own set-up first);
+        form: who ran it ("call" when not given).
 trace_check.py --dropped FILE MAX
   the file holds at most MAX events and says how many it dropped (> 0).
 trace_check.py --merged OUT FILE...
@@ -138,9 +139,11 @@ def main():
                  % (size, len(got), len(want), [o["name"] for o in got]))
         for i, (o, w) in enumerate(zip(got, want)):
             a = o["args"]
-            if [o["name"], str(a["count"]), str(a["bytes"]), a["dtype"]] != w:
-                fail("comm of %s ranks, operation %d: %s/%d/%d/%s, expected %s"
-                     % (size, i, o["name"], a["count"], a["bytes"], a["dtype"], "/".join(w)))
+            w = w + ["call"] if len(w) == 4 else w
+            if [o["name"], str(a["count"]), str(a["bytes"]), a["dtype"], a["form"]] != w:
+                fail("comm of %s ranks, operation %d: %s/%d/%d/%s/%s, expected %s"
+                     % (size, i, o["name"], a["count"], a["bytes"], a["dtype"], a["form"],
+                        "/".join(w)))
             if ("op" in a) != (o["name"] in REDUCING) or ("root" in a) != (o["name"] in ROOTED):
                 fail("%s: op %r, root %r" % (o["name"], a.get("op"), a.get("root")))
             if i > 0 and a["seq"] != got[i - 1]["args"]["seq"] + 1:
