@@ -660,8 +660,12 @@ int weft__blocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *a
         return 0;
     }
     total = stage_layout(&a, in, out, &src_off, &dst_off);
-    if (weft__device_bounce_get(dev, total, (void **)&stage) != WEFT_OK) {
-        return 0; /* no pinned memory: staged per message */
+    status = weft__device_bounce_get(dev, total, (void **)&stage);
+    if (status != WEFT_OK) {
+        /* not per message instead: the peers stage this call, and the node's shared-memory
+         * operation of host memory is not the one of device memory */
+        *status_p = status;
+        return 1;
     }
     status = in > 0 ? dev->copy(stage + src_off, a.src, in) : WEFT_OK;
     if (in > 0) {
@@ -718,6 +722,7 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
         status = op->sdev->stream_wait_flag(stream, op->flag, 2);
         if (status == WEFT_OK && op->stage_bytes > 0) {
             status = op->sdev->memcpy_async(op->stage_dst, op->stage_out, op->stage_bytes, stream);
+            op->stage_queued |= status == WEFT_OK;
         }
         if (status == WEFT_OK) {
             status = op->sdev->stream_write_flag(stream, op->flag, 3);
