@@ -167,6 +167,18 @@ extern _Thread_local const char *weft__coll_form;
  * the schedule), or build, run and destroy it (blocking). */
 weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p);
+/* The same on a host copy of device buffers, args pointing into it: the result is copied
+ * out when the schedule completes (weft__sched_stage_out). Takes stage->stage whatever
+ * happens (given back at completion, or at once on a failure). */
+typedef struct weft_coll_stage {
+    const weft_device_ops_t *dev;
+    void *stage; /* weft__device_bounce_get of dev */
+    void *dst;   /* the caller's result */
+    const void *from;
+    size_t bytes;
+} weft_coll_stage_t;
+weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_args_t *args,
+                                      const weft_coll_stage_t *stage, weft_sched_t **sched_p);
 weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *args);
 
 /* Split count elements into nblocks blocks whose sizes differ by at most one:

@@ -169,6 +169,13 @@ void weft__sched_detach(weft_sched_t *s);
 int weft__comm_progress(struct weft_comm *comm);
 /* start + wait */
 weft_status_t weft__sched_run(weft_sched_t *s);
+/* A schedule built on a host copy of device buffers (stage, from
+ * weft__device_bounce_get of dev): when it completes, bytes are copied from
+ * `from` (in the stage) to dst with dev->copy, then the stage is given back;
+ * a schedule that fails, or is destroyed unfinished, gives it back only.
+ * Call before weft__sched_start (it may complete at once). */
+void weft__sched_stage_out(weft_sched_t *s, const weft_device_ops_t *dev, void *stage, void *dst,
+                           const void *from, size_t bytes);
 /* Waits for comm's operations whose requests were freed unfinished
  * (detached), as a blocking collective does before it returns: their
  * buffers are final on this rank once it returned. The first failure. */

@@ -82,14 +82,34 @@ static int progress_all(struct weft_comm *comm)
     return completed;
 }
 
-/* After the last task: the once-only division of WEFT_AVG. */
+void weft__sched_stage_out(weft_sched_t *s, const weft_device_ops_t *dev, void *stage, void *dst,
+                           const void *from, size_t bytes)
+{
+    s->stage_dev = dev;
+    s->stage = stage;
+    s->stage_dst = dst;
+    s->stage_from = from;
+    s->stage_bytes = bytes;
+}
+
+/* After the last task: the once-only division of WEFT_AVG, and a host-staged result's copy
+ * out. */
 static weft_status_t finalize(weft_sched_t *s)
 {
+    weft_status_t status = WEFT_OK;
+
     if (s->desc.avg_buf != NULL) {
-        return s->dev->avg_finalize(s->desc.avg_buf, s->desc.avg_count, s->desc.dtype,
-                                    s->desc.avg_divisor);
+        status = s->dev->avg_finalize(s->desc.avg_buf, s->desc.avg_count, s->desc.dtype,
+                                      s->desc.avg_divisor);
     }
-    return WEFT_OK;
+    if (s->stage != NULL) {
+        if (status == WEFT_OK && s->stage_bytes > 0) {
+            status = s->stage_dev->copy(s->stage_dst, s->stage_from, s->stage_bytes);
+        }
+        weft__device_bounce_put(s->stage_dev, s->stage);
+        s->stage = NULL;
+    }
+    return status;
 }
 
 weft_status_t weft__sched_start(weft_sched_t *s)

@@ -84,6 +84,13 @@ struct weft_sched {
     const int *map; /* weft__sched_map */
     int map_size;
     long record; /* flight recorder handle (-1: none) */
+    /* a host-staged operation's host copy (weft__sched_stage_out): copied out by stage_dev at
+     * completion, then given back; given back unused when it fails or is destroyed first */
+    const weft_device_ops_t *stage_dev;
+    void *stage;
+    void *stage_dst;
+    const void *stage_from;
+    size_t stage_bytes;
 };
 
 /* Take s off its communicator's list of started, unfinished schedules. */

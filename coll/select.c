@@ -498,6 +498,12 @@ _Thread_local const char *weft__coll_form;
 weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p)
 {
+    return weft__coll_start_staged(comm, args, NULL, sched_p);
+}
+
+weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_args_t *args,
+                                      const weft_coll_stage_t *stage, weft_sched_t **sched_p)
+{
     const weft_coll_algo_t *algo;
     weft_op_desc_t desc;
     weft_sched_t *s;
@@ -508,7 +514,13 @@ weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *a
         status = weft__sched_create(comm, &desc, device_of(args), &s);
     }
     if (status != WEFT_OK) {
+        if (stage != NULL) {
+            weft__device_bounce_put(stage->dev, stage->stage);
+        }
         return status;
+    }
+    if (stage != NULL) { /* the schedule gives it back from here on */
+        weft__sched_stage_out(s, stage->dev, stage->stage, stage->dst, stage->from, stage->bytes);
     }
     rec = weft__record_start(comm, &desc, weft__sched_seq(s), root_of(args));
     weft__sched_record(s, rec);

@@ -154,6 +154,13 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
     if (how->enqueue) {
         return weft__enqueue_coll(c->comm, &args, how->stream, c->call);
     }
+    if (c->dev != NULL && c->dev->memtype != WEFT_MEM_HOST) {
+        weft_status_t status;
+
+        if (weft__nonblocking_host_staged(c->comm, &args, c->dev, how->started, &status)) {
+            return status;
+        }
+    }
     return weft__coll_start(c->comm, &args, how->started);
 }
 

@@ -688,6 +688,44 @@ int weft__blocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *a
     return 1;
 }
 
+int weft__nonblocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *args,
+                                  const weft_device_ops_t *dev, weft_sched_t **sched_p,
+                                  weft_status_t *status_p)
+{
+    weft_coll_args_t a = *args;
+    size_t in, out, src_off, dst_off, total;
+    weft_coll_stage_t stage = {.dev = dev, .dst = args->dst, .bytes = 0};
+    weft_status_t status;
+    char *buf;
+
+    if (!host_staged_rule(comm, &a, &in, &out)) {
+        return 0;
+    }
+    total = stage_layout(&a, in, out, &src_off, &dst_off);
+    status = weft__device_bounce_get(dev, total, (void **)&buf);
+    if (status == WEFT_OK && in > 0) {
+        status = dev->copy(buf + src_off, a.src, in);
+        a.src = buf + src_off;
+        if (status != WEFT_OK) {
+            weft__device_bounce_put(dev, buf);
+        }
+    }
+    if (status == WEFT_OK) { /* the schedule takes the stage */
+        if (out > 0) {
+            a.dst = buf + dst_off;
+        }
+        stage.stage = buf;
+        stage.from = buf + dst_off;
+        stage.bytes = out;
+        weft__coll_form = "call (host-staged)";
+        status = weft__coll_start_staged(comm, &a, &stage, sched_p);
+        weft__coll_form = NULL;
+        atomic_fetch_add(&host_staged_ops, 1);
+    }
+    *status_p = status;
+    return 1;
+}
+
 unsigned long weft__enqueue_host_staged(void)
 {
     return atomic_load(&host_staged_ops);

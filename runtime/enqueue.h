@@ -81,8 +81,13 @@ unsigned long weft__enqueue_tasks_run(void);
  * memory and copies the result out. 0 when the rule does not take it; 1 with *status_p. */
 int weft__blocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *args,
                                const weft_device_ops_t *dev, weft_status_t *status_p);
-/* Collectives (enqueued or blocking) that went through host memory once (WEFT_DEVICE_STAGE),
- * in this process. */
+/* The same for a nonblocking one: the input copied in now, the schedule started on host
+ * memory (*sched_p), the result copied out when it completes. */
+int weft__nonblocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *args,
+                                  const weft_device_ops_t *dev, weft_sched_t **sched_p,
+                                  weft_status_t *status_p);
+/* Collectives (enqueued, blocking or nonblocking) that went through host memory once
+ * (WEFT_DEVICE_STAGE), in this process. */
 unsigned long weft__enqueue_host_staged(void);
 /* Stop the progress thread (weft_finalize, after every communicator). */
 void weft__enqueue_shutdown(void);

@@ -308,10 +308,10 @@ static void explain_device(weft_coll_kind_t kind, size_t bytes, const weft_cost_
     } else if (kind != WEFT_COLL_BARRIER && kind != WEFT_COLL_ALLGATHERV &&
                kind != WEFT_COLL_ALLTOALLV && kind != WEFT_COLL_REDUCE_SCATTER_V && bytes > 0 &&
                bytes <= weft__coll_config.device_stage) {
-        printf("device buffers: enqueued or blocking: through host memory once "
-               "(WEFT_DEVICE_STAGE): enqueued, the stream copies the input in and the result "
-               "out and weft's progress thread runs it on the host copy; blocking, the calling "
-               "thread does all three\n");
+        printf("device buffers: through host memory once (WEFT_DEVICE_STAGE): enqueued, the "
+               "stream copies the input in and the result out and weft's progress thread runs "
+               "it on the host copy; blocking or nonblocking, the calling thread copies in, "
+               "and out when it completes\n");
     } else {
         printf("device buffers: enqueued: weft's progress thread drives it, each message "
                "staged (device tasks run only among the ranks of one node)\n");

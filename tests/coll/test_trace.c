@@ -278,13 +278,15 @@ Test(trace, ops_steps_stats)
     remove_dir(&sh);
 }
 
-/* Who ran each operation (the events' "form"): a blocking allreduce of emu buffers and an
- * enqueued one, checked; test_forms runs it inside a node and across virtual nodes. */
+/* Who ran each operation (the events' "form"): a blocking allreduce of emu buffers, an
+ * enqueued one and a nonblocking one, checked; trace::forms runs it inside a node and across
+ * virtual nodes. */
 static void forms_rank(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
     float h[64], *x;
     weft_stream_t st;
+    weft_request_t req;
 
     for (int i = 0; i < 64; i++) {
         h[i] = (float)(rank + 1 + i);
@@ -296,10 +298,15 @@ static void forms_rank(weft_comm_t comm, int rank, void *arg)
     EXPECT_OK(weft_allreduce(WEFT_IN_PLACE, x, 64, WEFT_FLOAT32, WEFT_SUM, comm), "blocking");
     EXPECT_OK(weft_allreduce_enqueue(WEFT_IN_PLACE, x, 64, WEFT_FLOAT32, WEFT_SUM, comm, st),
               "enqueued");
+    EXPECT_OK(weft_stream_synchronize(st), "sync");
+    EXPECT_OK(weft_iallreduce(WEFT_IN_PLACE, x, 64, WEFT_FLOAT32, WEFT_SUM, comm, &req),
+              "nonblocking");
+    EXPECT_OK(weft_wait(req), "wait");
+    EXPECT_OK(weft_request_free(req), "request free");
     EXPECT_OK(weft_memcpy_async(h, x, sizeof(h), st), "copy out");
     EXPECT_OK(weft_stream_synchronize(st), "sync");
     for (int i = 0; i < 64; i++) {
-        EXPECT(h[i] == (float)(2 * (3 + 2 * i)), "the two allreduces' result");
+        EXPECT(h[i] == (float)(4 * (3 + 2 * i)), "the three allreduces' result");
     }
     EXPECT_OK(weft_stream_destroy(st), "stream destroy");
     EXPECT_OK(weft_mem_free(x), "emu free");
@@ -309,7 +316,7 @@ static void forms_rank(weft_comm_t comm, int rank, void *arg)
 /* rpn: WEFT_RANKS_PER_NODE (NULL: one node); stage: WEFT_DEVICE_STAGE (NULL: the default);
  * forms: what rank 0's trace must name the blocking and the enqueued allreduce */
 static void forms_job(const char *rpn, const char *stage, const char *blocking,
-                      const char *enqueued)
+                      const char *enqueued, const char *nonblocking)
 {
     shared_t sh = {0};
     char path[128], args[1024];
@@ -328,8 +335,9 @@ static void forms_job(const char *rpn, const char *stage, const char *blocking,
     unsetenv("WEFT_DEVICE_STAGE");
     for (int r = 0; r < 2; r++) {
         snprintf(args, sizeof(args),
-                 "%s/t-%d.json %d 2 '2~=allreduce/64/256/float32/%s,allreduce/64/256/float32/%s'",
-                 sh.dir, r, r, blocking, enqueued);
+                 "%s/t-%d.json %d 2 '2~=allreduce/64/256/float32/%s,allreduce/64/256/float32/%s,"
+                 "allreduce/64/256/float32/%s'",
+                 sh.dir, r, r, blocking, enqueued, nonblocking);
         cr_expect_eq(check_script(args), 0, "rank %d's trace (%s ranks per node, stage %s)", r,
                      rpn != NULL ? rpn : "all", stage != NULL ? stage : "default");
     }
@@ -338,9 +346,10 @@ static void forms_job(const char *rpn, const char *stage, const char *blocking,
 
 Test(trace, forms)
 {
-    forms_job(NULL, NULL, "device task", "device task");
-    forms_job("1", NULL, "call (host-staged)", "progress thread (host-staged)");
-    forms_job("1", "0", "call", "progress thread");
+    forms_job(NULL, NULL, "device task", "device task", "call");
+    forms_job("1", NULL, "call (host-staged)", "progress thread (host-staged)",
+              "call (host-staged)");
+    forms_job("1", "0", "call", "progress thread", "call");
 }
 
 static void many_rank(weft_comm_t comm, int rank, void *arg)

@@ -2,7 +2,7 @@
 # weft_info --explain says how device buffers take the collective: one
 # device task on the stream inside a node (the one-shot or two-shot form of a
 # shared-memory allreduce by size; CUDA: the progress thread), the progress
-# thread across nodes (a small allreduce through host memory once) or with
+# thread across nodes (a small collective through host memory once) or with
 # WEFT_DEVICE_TASK=no.
 set -u
 : "${top_builddir:?run through make check}"
