@@ -307,6 +307,16 @@ def check_batch(rank, size, gloo):
                     f"batch recv from {right} {dtype} {count}")
         # the future's value: the received tensors
         assert [t.data_ptr() for t in works[0].get_future().value()] == [t.data_ptr() for t in got]
+    # an empty tensor among device ones (an empty emu tensor has no memory to tell it from
+    # a CPU one): it joins the device batch
+    got = emu(torch.zeros(64))
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, emu(torch.zeros(0)), right, tag=3),
+                                    dist.P2POp(dist.isend, emu(torch.full((64,), float(rank))),
+                                               right, tag=3),
+                                    dist.P2POp(dist.irecv, emu(torch.zeros(0)), left, tag=3),
+                                    dist.P2POp(dist.irecv, got, left, tag=3)])
+    works[0].wait()
+    assert torch.equal(got.cpu(), torch.full((64,), float(left)))
     # plain CPU tensors in a batch: posted as usual, one Work for all
     cpu_in, cpu_out = torch.full((1000,), float(rank)), torch.zeros(1000)
     works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, cpu_out, left, tag=4),

@@ -601,6 +601,7 @@ c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::take_region(std::vector<Held> *he
     coalesced_.clear();
     held->swap(held_);
     held_.clear();
+    region_first_ = at::Tensor();
     refused->swap(refused_);
     refused_.clear();
     return std::move(held_work_);
@@ -658,7 +659,9 @@ bool same_kind(const at::Tensor &a, const at::Tensor &b)
 c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::hold_p2p(const at::Tensor &t, int peer, int tag,
                                                         bool send, const char *call)
 {
-    const bool device = t.defined() && lane_kind(t) != LaneKind::none;
+    /* an empty CPU tensor has no memory to tell emu from host: it joins any region */
+    const bool empty_cpu = t.defined() && t.device().is_cpu() && t.numel() == 0;
+    const bool device = !empty_cpu && t.defined() && lane_kind(t) != LaneKind::none;
     std::lock_guard<std::mutex> lock(mutex_);
 
     if (!coalescing_) {
@@ -677,7 +680,7 @@ c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::hold_p2p(const at::Tensor &t, int
     if (!refused_.empty()) {
         return held_work_; /* dropped at the end with the rest */
     }
-    if (!held_.empty() && !same_kind(held_[0].t, t)) {
+    if (!empty_cpu && region_first_.defined() && !same_kind(region_first_, t)) {
         refused_ = c10::str(call, " of a tensor ",
                             device ? c10::str("on ", t.device(), " in device memory")
                                    : std::string("in CPU memory"),
@@ -694,6 +697,9 @@ c10::intrusive_ptr<WorkWeft> ProcessGroupWeft::hold_p2p(const at::Tensor &t, int
         held_.push_back({t, peer, tag, send});
         if (!send) {
             held_work_->add_output(t);
+        }
+        if (!empty_cpu && !region_first_.defined()) {
+            region_first_ = t;
         }
     }
     return held_work_;
@@ -726,7 +732,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::endCoalescing()
             return work;
         }
     }
-    if (held.empty() || lane_kind(held[0].t) == LaneKind::none || !held[0].t.defined()) {
+    const auto with_memory = std::find_if(held.begin(), held.end(), [](const Held &h) {
+        return h.t.defined() && lane_kind(h.t) != LaneKind::none;
+    });
+    if (with_memory == held.end()) {
         /* CPU tensors: posted now, as outside a region, in call order */
         for (Held &h : held) {
             std::vector<at::Tensor> tensors{h.t};

@@ -362,7 +362,8 @@ class ProcessGroupWeft : public c10d::Backend {
     std::vector<c10::intrusive_ptr<WorkWeft>> coalesced_;
     std::vector<Held> held_;
     c10::intrusive_ptr<WorkWeft> held_work_;
-    std::string refused_; /* the first part the region could not take */
+    std::string refused_;    /* the first part the region could not take */
+    at::Tensor region_first_; /* its first part with memory (the kind the region takes) */
 };
 
 } // namespace weft_torch
