@@ -751,9 +751,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::endCoalescing()
         return queued;
     }
     /* device tensors: one weft group on the lane's stream */
-    std::vector<at::Tensor> tensors;
+    std::vector<at::Tensor> tensors; /* what the lane keeps (an empty CPU part has nothing) */
     for (const Held &h : held) {
-        tensors.push_back(h.t);
+        if (!(h.t.device().is_cpu() && h.t.numel() == 0)) {
+            tensors.push_back(h.t);
+        }
     }
     work->members_ = std::move(members);
     weft_comm_t comm = comm_;
