@@ -648,43 +648,56 @@ static weft_status_t stage_plan(enq_op_t *op, size_t in, size_t out)
     return status;
 }
 
+/* A blocking or nonblocking call on the calling thread: the rule, the host copy with the input
+ * copied in, and a turned onto it. 0 when the rule does not take the call; otherwise 1 with
+ * *status_p, and on success the copy (*buf_p) and where the result lands in it. A call the
+ * rule takes never stages per message instead: its peers stage it, and the node's
+ * shared-memory operation of host memory is not the one of device memory. */
+static int stage_in_call(struct weft_comm *comm, const weft_device_ops_t *dev, weft_coll_args_t *a,
+                         char **buf_p, size_t *dst_off_p, size_t *out_p, weft_status_t *status_p)
+{
+    size_t in, src_off, total;
+    weft_status_t status;
+
+    if (!host_staged_rule(comm, a, &in, out_p)) {
+        return 0;
+    }
+    atomic_fetch_add(&host_staged_ops, 1);
+    total = stage_layout(a, in, *out_p, &src_off, dst_off_p);
+    status = weft__device_bounce_get(dev, total, (void **)buf_p);
+    if (status == WEFT_OK && in > 0) {
+        status = dev->copy(*buf_p + src_off, a->src, in);
+        a->src = *buf_p + src_off;
+        if (status != WEFT_OK) {
+            weft__device_bounce_put(dev, *buf_p);
+        }
+    }
+    if (status == WEFT_OK && *out_p > 0) {
+        a->dst = *buf_p + *dst_off_p;
+    }
+    *status_p = status;
+    return 1;
+}
+
 int weft__blocking_host_staged(struct weft_comm *comm, const weft_coll_args_t *args,
                                const weft_device_ops_t *dev, weft_status_t *status_p)
 {
     weft_coll_args_t a = *args;
-    size_t in, out, src_off, dst_off, total;
-    weft_status_t status;
+    size_t dst_off, out;
     char *stage;
 
-    if (!host_staged_rule(comm, &a, &in, &out)) {
+    if (!stage_in_call(comm, dev, &a, &stage, &dst_off, &out, status_p)) {
         return 0;
     }
-    total = stage_layout(&a, in, out, &src_off, &dst_off);
-    status = weft__device_bounce_get(dev, total, (void **)&stage);
-    if (status != WEFT_OK) {
-        /* not per message instead: the peers stage this call, and the node's shared-memory
-         * operation of host memory is not the one of device memory */
-        *status_p = status;
-        return 1;
-    }
-    status = in > 0 ? dev->copy(stage + src_off, a.src, in) : WEFT_OK;
-    if (in > 0) {
-        a.src = stage + src_off;
-    }
-    if (out > 0) {
-        a.dst = stage + dst_off;
-    }
-    if (status == WEFT_OK) {
+    if (*status_p == WEFT_OK) {
         weft__coll_form = "call (host-staged)";
-        status = weft__coll_run(comm, &a);
+        *status_p = weft__coll_run(comm, &a);
         weft__coll_form = NULL;
+        if (*status_p == WEFT_OK && out > 0) {
+            *status_p = dev->copy(args->dst, stage + dst_off, out);
+        }
+        weft__device_bounce_put(dev, stage);
     }
-    if (status == WEFT_OK && out > 0) {
-        status = dev->copy(args->dst, stage + dst_off, out);
-    }
-    weft__device_bounce_put(dev, stage);
-    atomic_fetch_add(&host_staged_ops, 1);
-    *status_p = status;
     return 1;
 }
 
@@ -693,36 +706,20 @@ int weft__nonblocking_host_staged(struct weft_comm *comm, const weft_coll_args_t
                                   weft_status_t *status_p)
 {
     weft_coll_args_t a = *args;
-    size_t in, out, src_off, dst_off, total;
-    weft_coll_stage_t stage = {.dev = dev, .dst = args->dst, .bytes = 0};
-    weft_status_t status;
+    size_t dst_off, out;
     char *buf;
 
-    if (!host_staged_rule(comm, &a, &in, &out)) {
+    if (!stage_in_call(comm, dev, &a, &buf, &dst_off, &out, status_p)) {
         return 0;
     }
-    total = stage_layout(&a, in, out, &src_off, &dst_off);
-    status = weft__device_bounce_get(dev, total, (void **)&buf);
-    if (status == WEFT_OK && in > 0) {
-        status = dev->copy(buf + src_off, a.src, in);
-        a.src = buf + src_off;
-        if (status != WEFT_OK) {
-            weft__device_bounce_put(dev, buf);
-        }
-    }
-    if (status == WEFT_OK) { /* the schedule takes the stage */
-        if (out > 0) {
-            a.dst = buf + dst_off;
-        }
-        stage.stage = buf;
-        stage.from = buf + dst_off;
-        stage.bytes = out;
+    if (*status_p == WEFT_OK) { /* the schedule takes the copy */
+        weft_coll_stage_t stage = {
+            .dev = dev, .stage = buf, .dst = args->dst, .from = buf + dst_off, .bytes = out};
+
         weft__coll_form = "call (host-staged)";
-        status = weft__coll_start_staged(comm, &a, &stage, sched_p);
+        *status_p = weft__coll_start_staged(comm, &a, &stage, sched_p);
         weft__coll_form = NULL;
-        atomic_fetch_add(&host_staged_ops, 1);
     }
-    *status_p = status;
     return 1;
 }
 
