@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static const weft_device_ops_t *cuda_ops; /* set once by weft__device_init */
@@ -131,6 +132,38 @@ void weft__device_flag_set(uint32_t *flag, uint32_t value)
 uint32_t weft__device_flag_get(const uint32_t *flag)
 {
     return atomic_load_explicit((_Atomic uint32_t *)flag, memory_order_acquire);
+}
+
+/* The doorbell and its sleepers. A ring adds, then looks for sleepers; a sleeper counts itself,
+ * then sleeps only while the count is what it read (both sequentially consistent): a ring either
+ * sees the sleeper and wakes it, or lands before the futex compares and the sleep does not
+ * start. */
+static _Atomic uint32_t doorbell;
+static atomic_int doorbell_sleepers;
+
+void weft__device_doorbell_ring(void)
+{
+    atomic_fetch_add(&doorbell, 1);
+    if (atomic_load(&doorbell_sleepers) > 0) {
+        syscall(SYS_futex, (uint32_t *)&doorbell, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    }
+}
+
+uint32_t weft__device_doorbell_read(void)
+{
+    return atomic_load(&doorbell);
+}
+
+int weft__device_doorbell_wait(uint32_t seen, long timeout_ns)
+{
+    struct timespec ts = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+
+    atomic_fetch_add(&doorbell_sleepers, 1);
+    if (atomic_load(&doorbell) == seen) {
+        syscall(SYS_futex, (uint32_t *)&doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
+    }
+    atomic_fetch_sub(&doorbell_sleepers, 1);
+    return atomic_load(&doorbell) != seen;
 }
 
 int weft__op_valid_for_dtype(weft_op_t op, weft_dtype_t dtype)

@@ -79,6 +79,12 @@ typedef struct weft_device_ops {
     weft_status_t (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
     weft_status_t (*stream_write_flag)(void *stream, uint32_t *flag, uint32_t value);
     weft_status_t (*stream_wait_flag)(void *stream, uint32_t *flag, uint32_t value);
+    /* Queue a ring of weft's doorbell (weft__device_doorbell_ring) in stream
+     * order, after a stream_write_flag the progress thread waits for: it then
+     * sleeps until a stream rings instead of napping and looking (emu: the
+     * worker rings; CUDA: a host function, cuLaunchHostFunc). NULL: the
+     * progress thread looks at this table's flags every few microseconds. */
+    weft_status_t (*stream_ring)(void *stream);
     /* Queue fn(arg) on the stream as one device task: it runs in stream
      * order on the device itself, and the device's copies and reductions it
      * asks for (this table's copy, reduce, avg_finalize) run inline, as a
@@ -168,6 +174,14 @@ void weft__device_pinned_stats(const weft_device_ops_t *dev, weft_pinned_stats_t
  * on the flag, and an atomic load. */
 void weft__device_flag_set(uint32_t *flag, uint32_t value);
 uint32_t weft__device_flag_get(const uint32_t *flag);
+
+/* weft's doorbell: a process-wide counter that streams ring (stream_ring) after writing a flag
+ * weft's progress thread waits for. The waiter reads it (read), looks at its flags, and sleeps
+ * until the count differs from what it read or timeout_ns passed (wait: 1 when rung, 0 when the
+ * time ran out). A ring costs an atomic add, and a futex wake only while someone sleeps. */
+void weft__device_doorbell_ring(void);
+uint32_t weft__device_doorbell_read(void);
+int weft__device_doorbell_wait(uint32_t seen, long timeout_ns);
 
 /* 1 when op is defined for dtype (bitwise and logical ops are integer-only). */
 int weft__op_valid_for_dtype(weft_op_t op, weft_dtype_t dtype);

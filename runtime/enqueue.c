@@ -39,8 +39,11 @@
 #include <string.h>
 #include <time.h>
 
-/* Sleep of the progress thread between looks at flags that are not set. */
+/* Sleep of the progress thread between looks at flags that are not set, where some stream
+ * cannot ring the doorbell (device.h, stream_ring); and its longest sleep on the doorbell where
+ * every stream rings (a bound only: a ring ends it). */
 #define FLAG_NAP_NS 20000
+#define DOORBELL_SLEEP_NS 1000000
 /* Stream errors kept until weft_stream_synchronize takes them. */
 #define MAX_STREAM_ERRORS 64
 
@@ -70,6 +73,7 @@ typedef struct enq_op {
     void *stage_out;      /* host-staged: the result in the stage */
     size_t stage_bytes;   /* host-staged: bytes of the result copied out */
     int stage_queued;     /* the stream may use stage: given back with the flag */
+    int rings;            /* the stream rings the doorbell after writing flag 1 */
     const char *call;
     weft_sched_t *sched;
     struct enq_op *next;
@@ -91,6 +95,7 @@ static int nerrors;
 static int nhost; /* queued operations the progress thread runs (not tasks) */
 static atomic_ulong tasks_run;
 static atomic_ulong host_staged_ops;
+static atomic_ulong waits_napped, waits_slept, waits_rung;
 
 /* Flags of finished operations, freed once their stream wrote 3 after its
  * wait: before that the stream may still read them. */
@@ -246,7 +251,7 @@ static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
     }
     if (op->state == OP_TASK) {
         if (nhost > 0) {
-            pthread_cond_signal(&work); /* operations of its communicator may start now */
+            weft__device_doorbell_ring(); /* operations of its communicator may start now */
         }
     } else {
         nhost--;
@@ -265,13 +270,15 @@ static void op_finish(enq_op_t *prev, enq_op_t *op, weft_status_t status)
 }
 
 /* One pass over the queue; returns 1 when something started or ended,
- * and sets *running_p when an operation is in progress. */
-static int pass(int *running_p)
+ * and sets *running_p when an operation is in progress, *rung_p when every
+ * operation that waits for its stream's flag will hear of it on the doorbell. */
+static int pass(int *running_p, int *rung_p)
 {
     int moved = 0;
     enq_op_t *prev = NULL, *op = head, *next;
 
     *running_p = 0;
+    *rung_p = 1;
     reap_flags();
     while (op != NULL) {
         weft_status_t status = WEFT_INPROGRESS;
@@ -290,6 +297,8 @@ static int pass(int *running_p)
                     status = WEFT_INPROGRESS;
                     moved = 1;
                 }
+            } else if (!blocked && !op->rings) {
+                *rung_p = 0; /* the blocked ones wait for an earlier operation: rung as it */
             }
         }
         if (op->state == OP_TASK) {
@@ -330,12 +339,15 @@ static void *progress_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&lock);
     while (!stopping || nhost > 0) {
-        int running, moved;
+        /* read before any flag is looked at: a ring after this ends the sleep below */
+        uint32_t seen = weft__device_doorbell_read();
+        int running, moved, rung;
 
         if (nhost == 0 && retired != NULL) {
             reap_flags();
             pthread_mutex_unlock(&lock);
-            nap(FLAG_NAP_NS);
+            /* the streams' last writes (3) are not rung: look again soon, or at a ring */
+            weft__device_doorbell_wait(seen, FLAG_NAP_NS);
             pthread_mutex_lock(&lock);
             continue;
         }
@@ -343,13 +355,19 @@ static void *progress_main(void *arg)
             pthread_cond_wait(&work, &lock);
             continue;
         }
-        moved = pass(&running);
+        moved = pass(&running, &rung);
         pthread_mutex_unlock(&lock);
         if (moved) {
             idle = 0;
         } else if (running || ++idle < 64) {
             sched_yield();
+        } else if (rung) { /* every stream rings once its flag is written */
+            atomic_fetch_add(&waits_slept, 1);
+            if (weft__device_doorbell_wait(seen, DOORBELL_SLEEP_NS)) {
+                atomic_fetch_add(&waits_rung, 1);
+            }
         } else {
+            atomic_fetch_add(&waits_napped, 1);
             nap(FLAG_NAP_NS);
         }
         pthread_mutex_lock(&lock);
@@ -728,6 +746,13 @@ unsigned long weft__enqueue_host_staged(void)
     return atomic_load(&host_staged_ops);
 }
 
+void weft__enqueue_waits(weft_enqueue_waits_t *waits_p)
+{
+    *waits_p = (weft_enqueue_waits_t){.naps = atomic_load(&waits_napped),
+                                      .sleeps = atomic_load(&waits_slept),
+                                      .rung = atomic_load(&waits_rung)};
+}
+
 static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
 {
     weft_status_t status = weft__device_stream_check(stream, call, &op->sdev);
@@ -752,6 +777,11 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     status = ensure_thread();
     if (status == WEFT_OK) {
         status = op->sdev->stream_write_flag(stream, op->flag, 1);
+    }
+    if (status == WEFT_OK && op->sdev->stream_ring != NULL) {
+        /* not an error when it fails: the progress thread then looks at the flag every
+         * FLAG_NAP_NS, as for a table that cannot ring */
+        op->rings = op->sdev->stream_ring(stream) == WEFT_OK;
     }
     if (status == WEFT_OK) {
         status = op->sdev->stream_wait_flag(stream, op->flag, 2);
@@ -1032,6 +1062,7 @@ void weft__enqueue_shutdown(void)
     }
     stopping = 1;
     pthread_cond_signal(&work);
+    weft__device_doorbell_ring(); /* a sleep on it ends too */
     pthread_mutex_unlock(&lock);
     pthread_join(thread, NULL);
     thread_started = 0;

@@ -89,6 +89,13 @@ int weft__nonblocking_host_staged(struct weft_comm *comm, const weft_coll_args_t
 /* Collectives (enqueued, blocking or nonblocking) that went through host memory once
  * (WEFT_DEVICE_STAGE), in this process. */
 unsigned long weft__enqueue_host_staged(void);
+/* How the progress thread waited while every operation it runs waited for its stream (for
+ * tests): naps (looks at the flags every FLAG_NAP_NS: some stream cannot ring), sleeps on the
+ * doorbell (every stream rings), and those of the sleeps a ring ended. */
+typedef struct weft_enqueue_waits {
+    unsigned long naps, sleeps, rung;
+} weft_enqueue_waits_t;
+void weft__enqueue_waits(weft_enqueue_waits_t *waits_p);
 /* Stop the progress thread (weft_finalize, after every communicator). */
 void weft__enqueue_shutdown(void);
 

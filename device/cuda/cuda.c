@@ -541,6 +541,7 @@ static const weft_device_ops_t cuda_ops = {
     .host_free = weft__cuda_host_free,
     .stream_write_flag = weft__cuda_stream_write_flag,
     .stream_wait_flag = weft__cuda_stream_wait_flag,
+    .stream_ring = weft__cuda_stream_ring,
     .thread_bind = cuda_thread_bind,
     .ipc_handle_size = WEFT_CUDA_IPC_HANDLE_SIZE,
     .ipc_capable = cuda_ipc_capable,

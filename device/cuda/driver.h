@@ -53,6 +53,7 @@
     X(cuStreamGetCtx)                                                                              \
     X(cuStreamWriteValue32)                                                                        \
     X(cuStreamWaitValue32)                                                                         \
+    X(cuLaunchHostFunc)                                                                            \
     X(cuIpcGetMemHandle)                                                                           \
     X(cuIpcOpenMemHandle)                                                                          \
     X(cuIpcCloseMemHandle)

@@ -58,6 +58,7 @@ weft_status_t weft__cuda_host_alloc(size_t bytes, void **ptr_p);
 void weft__cuda_host_free(void *ptr);
 weft_status_t weft__cuda_stream_write_flag(void *stream, uint32_t *flag, uint32_t value);
 weft_status_t weft__cuda_stream_wait_flag(void *stream, uint32_t *flag, uint32_t value);
+weft_status_t weft__cuda_stream_ring(void *stream);
 weft_status_t weft__cuda_ipc_export(const void *ptr, void *handle);
 weft_status_t weft__cuda_ipc_import(const void *handle, void **ptr_p);
 void weft__cuda_ipc_close(void *ptr);

@@ -176,6 +176,28 @@ weft_status_t weft__cuda_stream_wait_flag(void *stream, uint32_t *flag, uint32_t
     return flag_op(stream, flag, value, 1, "cuda stream_wait_flag");
 }
 
+/* A host function: CUDA runs it on a thread of its own when the stream gets there, and holds
+ * the stream's later work until it returns. It makes no CUDA call (none is allowed there). */
+static void CUDA_CB ring(void *arg)
+{
+    (void)arg;
+    weft__device_doorbell_ring();
+}
+
+weft_status_t weft__cuda_stream_ring(void *stream)
+{
+    weft_status_t status;
+    int pushed;
+
+    status = weft__cuda_enter(&pushed, "cuda stream_ring");
+    if (status == WEFT_OK) {
+        status = weft__cuda_check(weft__cu.cuLaunchHostFunc((CUstream)stream, ring, NULL),
+                                  "cuda stream_ring: cuLaunchHostFunc");
+        weft__cuda_leave(pushed);
+    }
+    return status;
+}
+
 weft_status_t weft__cuda_ipc_export(const void *ptr, void *handle)
 {
     CUipcMemHandle raw;

@@ -133,6 +133,7 @@ const weft_device_ops_t weft__device_emu_ops = {
     .memcpy_async = weft__emu_memcpy_async,
     .stream_write_flag = weft__emu_write_flag,
     .stream_wait_flag = weft__emu_wait_flag,
+    .stream_ring = weft__emu_ring,
     .stream_task = weft__emu_task_async,
     .thread_stream = weft__emu_thread_stream,
     .thread_bind = emu_thread_bind,

@@ -76,6 +76,8 @@ weft_status_t weft__emu_avg_async(void *stream, void *buf, size_t count, weft_dt
                                   size_t divisor);
 weft_status_t weft__emu_write_flag(void *stream, uint32_t *flag, uint32_t value);
 weft_status_t weft__emu_wait_flag(void *stream, uint32_t *flag, uint32_t value);
+/* the doorbell rung in stream order (weft_device_ops_t.stream_ring) */
+weft_status_t weft__emu_ring(void *stream);
 /* Streams blocked in a flag wait right now. */
 int weft__emu_streams_waiting(void);
 /* A device task (the table's stream_task): fn(arg) on the stream's worker. */

@@ -35,7 +35,15 @@
 /* Longest sleep of a flag wait between checks (a lost wakeup costs this). */
 #define WAIT_NAP_NS 1000000ull
 
-typedef enum { ITEM_COPY, ITEM_REDUCE, ITEM_AVG, ITEM_WRITE, ITEM_WAIT, ITEM_TASK } item_kind_t;
+typedef enum {
+    ITEM_COPY,
+    ITEM_REDUCE,
+    ITEM_AVG,
+    ITEM_WRITE,
+    ITEM_RING,
+    ITEM_WAIT,
+    ITEM_TASK
+} item_kind_t;
 
 typedef struct item {
     item_kind_t kind;
@@ -126,6 +134,9 @@ static weft_status_t run_item(const item_t *it)
         return weft__host_avg_finalize(it->dst, it->bytes, it->dtype, it->divisor);
     case ITEM_WRITE:
         weft__device_flag_set(it->flag, it->value);
+        return WEFT_OK;
+    case ITEM_RING:
+        weft__device_doorbell_ring();
         return WEFT_OK;
     case ITEM_WAIT:
         wait_flag(it->flag, it->value);
@@ -334,6 +345,16 @@ weft_status_t weft__emu_write_flag(void *stream, uint32_t *flag, uint32_t value)
 
     if (it != NULL) {
         *it = (item_t){.kind = ITEM_WRITE, .flag = flag, .value = value};
+    }
+    return push(of(stream), it);
+}
+
+weft_status_t weft__emu_ring(void *stream)
+{
+    item_t *it = calloc(1, sizeof(*it));
+
+    if (it != NULL) {
+        *it = (item_t){.kind = ITEM_RING};
     }
     return push(of(stream), it);
 }

@@ -711,6 +711,99 @@ Test(enqueue, comm_destroy_waits_for_enqueued_work, .timeout = 120)
 }
 
 /*
+ * The progress thread sleeps on the doorbell while the operations it runs wait for their
+ * streams, and a ring wakes it (runtime/enqueue.c): a ring of sends and receives queued on
+ * gated streams held 30 ms (every stream emu: no nap at all, a sleep a ring ended); then
+ * the same queued behind each rank's allreduce, a device task on its gated stream, on an open
+ * stream (their flags written before the sleep: only the task's end can ring). Two rounds of
+ * each, the counters taken by rank 0 while every rank waits.
+ */
+static void doorbell_body(weft_comm_t comm, int r, void *arg)
+{
+    world_t *w = arg;
+    const int p = w->p, ci = CI_INT32_SUM, to = (r + 1) % p, from = (r + p - 1) % p;
+    const size_t n = 1001, bytes = n * 4;
+    unsigned char *sb = xalloc(w, r, 1, bytes), *rb = xalloc(w, r, 1, bytes);
+    unsigned char *res = xalloc(w, r, 1, bytes);
+    weft_stream_t open = NULL;
+
+    dd_fill(ci, r, 0, n, sb);
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &open));
+    for (int phase = 0; phase < 2; phase++) {
+        unsigned long rung = 0;
+
+        for (int round = 0; round < 2; round++) {
+            weft_enqueue_waits_t w0 = {0}, w1 = {0};
+            weft_stream_t ring_st;
+            gated_t g;
+
+            memset(rb, DD_FILL_BYTE, bytes);
+            memset(res, DD_FILL_BYTE, bytes);
+            gated_create(w, r, &g);
+            if (phase == 1) {
+                CHECK_OK(weft_allreduce_enqueue(sb, res, n, WEFT_INT32, WEFT_SUM, comm, g.st));
+            }
+            ring_st = phase == 0 ? g.st : open;
+            if (r % 2 == 0) {
+                CHECK_OK(weft_send_enqueue(sb, n, WEFT_INT32, to, 9, comm, ring_st));
+                CHECK_OK(weft_recv_enqueue(rb, n, WEFT_INT32, from, 9, comm, ring_st));
+            } else {
+                CHECK_OK(weft_recv_enqueue(rb, n, WEFT_INT32, from, 9, comm, ring_st));
+                CHECK_OK(weft_send_enqueue(sb, n, WEFT_INT32, to, 9, comm, ring_st));
+            }
+            pthread_barrier_wait(&w->barrier);
+            if (r == 0) {
+                nap_ms(10); /* the progress thread idle: asleep */
+                weft__enqueue_waits(&w0);
+                nap_ms(20);
+            }
+            pthread_barrier_wait(&w->barrier);
+            CHECK(dd_check_fill(rb, bytes) < 0, "a receive ran behind its closed gate");
+            gated_open(&g);
+            CHECK_OK(weft_stream_synchronize(g.st));
+            CHECK_OK(weft_stream_synchronize(open));
+            CHECK_DATA(dd_check_values(ci, from, 0, n, rb), "phase %d: ring from rank %d", phase,
+                       from);
+            if (phase == 1) {
+                CHECK_DATA(dd_check_reduced(ci, p, 0, n, res), "the task's allreduce");
+            }
+            pthread_barrier_wait(&w->barrier);
+            if (r == 0) {
+                weft__enqueue_waits(&w1);
+                CHECK(w1.naps == w0.naps,
+                      "phase %d: the progress thread napped %lu times "
+                      "(every stream is emu, and rings)",
+                      phase, w1.naps - w0.naps);
+                CHECK(w1.sleeps > w0.sleeps,
+                      "phase %d: the progress thread never slept on "
+                      "the doorbell",
+                      phase);
+                rung += w1.rung - w0.rung;
+            }
+            gated_destroy(w, r, &g);
+        }
+        /* a sleep may end by its time limit just as a ring comes: one round of two may miss */
+        CHECK(r != 0 || rung > 0, "phase %d: no ring woke the progress thread (%s)", phase,
+              phase == 0 ? "the streams' after flag 1" : "the device task's end");
+    }
+    CHECK_OK(weft_stream_destroy(open));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(sb);
+    dd_free(rb);
+    dd_free(res);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, progress_thread_sleeps_until_a_stream_rings, .timeout = 120)
+{
+    for (int p = 2; p <= 3; p++) {
+        world_t w = {0};
+
+        run_world(p, doorbell_body, &w);
+    }
+}
+
+/*
  * Split communicators (even and odd ranks, in reverse order): an enqueued
  * allreduce and a blocking allgather on emu buffers within each half.
  */

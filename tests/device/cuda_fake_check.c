@@ -3,10 +3,11 @@
  * runs on the CPU (test_cuda runs this program with LD_LIBRARY_PATH pointing at it). Checks
  * what weft asks of the driver: allocations and their checks, copies, the staging of host
  * inputs and the kernel parameters of reduce (kernel, inputs, vector flag, grid, inputs beyond
- * the inline ones), avg_finalize, streams, flags, pinned memory (no cuMemFreeHost while a
- * stream waits), the IPC cache and which memory IPC takes, CUDA errors named in weft's
- * messages, and that every call leaves the thread's context stack as it found it. Prints
- * "cuda_fake_check: N checks passed" and exits 0, or names the first failed check and exits 1.
+ * the inline ones), avg_finalize, streams, flags, the doorbell rung by a host function, pinned
+ * memory (no cuMemFreeHost while a stream waits), the IPC cache and which memory IPC takes, CUDA
+ * errors named in weft's messages, and that every call leaves the thread's context stack as it
+ * found it. Prints "cuda_fake_check: N checks passed" and exits 0, or names the first failed
+ * check and exits 1.
  *
  * cuda_fake_check device [D]: which device weft takes at its first CUDA call (with D, the
  * application made device D's primary context current first): prints "device N, primary
@@ -47,6 +48,7 @@ static void (*fake_ipc_counts)(int *opens_p, int *closes_p);
 static int (*fake_is)(const void *p, int pinned);
 static int (*fake_ctx_get)(void **ctx_p);
 static unsigned (*fake_wait_flags)(void);
+static int (*fake_host_funcs)(void);
 static int (*fake_frees_while_waiting)(void);
 static void *(*fake_alloc_kind)(size_t size, int kind);
 
@@ -183,6 +185,15 @@ static void check_streams(const weft_device_ops_t *cu)
                (getenv("FAKE_CUDA_FLUSH") != NULL ? CU_STREAM_WAIT_VALUE_FLUSH : 0)),
           "wait flags 0x%x", fake_wait_flags());
     *flag = 6; /* the wait ends (a sync before would wait forever on a GPU) */
+    {
+        /* the doorbell rung by a host function in stream order (the fake runs it at once) */
+        uint32_t bell = weft__device_doorbell_read();
+        int funcs = fake_host_funcs();
+
+        CHECK(cu->stream_ring != NULL && cu->stream_ring(stream) == WEFT_OK, "ring");
+        CHECK(fake_host_funcs() == funcs + 1 && weft__device_doorbell_read() != bell,
+              "the ring's host function ran and rang (%d host functions)", fake_host_funcs());
+    }
     CHECK(cu->stream_sync(stream) == WEFT_OK, "sync");
     CHECK(cu->stream_destroy(stream) == WEFT_OK, "destroy");
     CHECK(cu->stream_destroy(NULL) == WEFT_ERR_INVALID_ARG, "destroy default");
@@ -386,6 +397,7 @@ int main(int argc, char **argv)
               (fake_is = fake_sym("fake_cuda_is")) != NULL &&
               (fake_ctx_get = fake_sym("cuCtxGetCurrent")) != NULL &&
               (fake_wait_flags = fake_sym("fake_cuda_last_wait_flags")) != NULL &&
+              (fake_host_funcs = fake_sym("fake_cuda_host_funcs")) != NULL &&
               (fake_frees_while_waiting = fake_sym("fake_cuda_frees_while_waiting")) != NULL &&
               (fake_alloc_kind = fake_sym("fake_cuda_alloc_kind")) != NULL,
           "libcuda.so.1 is fake_cuda");

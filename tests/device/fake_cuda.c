@@ -435,6 +435,26 @@ EXPORT CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t v,
     *(volatile uint32_t *)addr = v;
     return CUDA_SUCCESS;
 }
+/* host functions launched (cuLaunchHostFunc) */
+static int host_funcs;
+
+EXPORT int fake_cuda_host_funcs(void)
+{
+    return host_funcs;
+}
+
+/* the fake's streams run their work at once: so does a host function */
+EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg)
+{
+    (void)s;
+    if (fn == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    host_funcs++;
+    fn(arg);
+    return CUDA_SUCCESS;
+}
+
 /* the work after the wait would run once the flag is >= v: here, only the argument is checked */
 static unsigned last_wait_flags;
 
