@@ -606,11 +606,18 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
         /* Waiting, in three stages: busy-poll (lowest latency while every
          * rank has a core), then poll but yield the core between polls (a
          * rank sharing it runs at once), then let the transport sleep until
-         * a message arrives. Ranks that outnumber the cores skip the first;
-         * transports that wake a sleeper promptly skip the second. While
-         * busy-polling, the clock and the health checks run every 64 polls. */
+         * a message arrives. Ranks that outnumber the cores skip the first
+         * (from the first poll: the rank it waits for may need this core);
+         * transports that wake a sleeper promptly skip the second. The clock
+         * and the health checks run every 64 polls. */
         if (++idle < 64) {
-            weft__cpu_relax();
+            if (spin_ns == 0) {
+                sched_yield();
+                comm->coll->yield_polls++;
+            } else {
+                weft__cpu_relax();
+                comm->coll->busy_polls++;
+            }
             continue;
         }
         if (idle == 64) {
@@ -618,6 +625,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
             idle_ns = 0;
         } else if (idle_ns < spin_ns && idle % 64 != 0) {
             weft__cpu_relax();
+            comm->coll->busy_polls++;
             continue;
         } else {
             idle_ns = weft__time_ns() - idle_since;
@@ -635,6 +643,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
             comm->p2p->idle_wait(comm->p2p_ep, 1000000);
         } else if (idle_ns >= spin_ns) {
             sched_yield();
+            comm->coll->yield_polls++;
         }
     }
     return s->status;

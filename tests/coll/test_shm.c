@@ -994,6 +994,67 @@ out:
     free(out);
 }
 
+/* A rank waiting for a late peer: where ranks outnumber cores every empty poll yields the core,
+ * from the first (the late rank may need it), and none busy-polls; where each rank has a core,
+ * the wait busy-polls first (WEFT_SPIN_US). Blocking barriers (the shared-memory rounds the call
+ * drives) and nonblocking ones (weft_wait: the schedule engine), rank 1 late by 20 ms each. */
+typedef struct waits_shared {
+    shared_t sh;
+    uint64_t busy[2][2], yields[2][2]; /* rank 0's, [oversubscribed][blocking 0, nonblocking 1] */
+} waits_shared_t;
+
+static void waits_body(weft_comm_t comm, int rank, void *arg)
+{
+    waits_shared_t *ws = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+
+    for (int over = 0; over < 2; over++) {
+        for (int form = 0; form < 2; form++) {
+            uint64_t busy0 = c->coll->busy_polls, yields0 = c->coll->yield_polls;
+            weft_request_t req = NULL;
+            weft_status_t st;
+
+            c->oversubscribed = over;
+            pthread_barrier_wait(&ws->sh.barrier);
+            if (rank == 1) {
+                struct timespec late = {0, 20000000};
+
+                nanosleep(&late, NULL);
+            }
+            st = form == 0 ? weft_barrier(comm) : weft_ibarrier(comm, &req);
+            if (st == WEFT_OK && form == 1) {
+                st = weft_wait(req);
+            }
+            EXPECT(st == WEFT_OK, "rank %d, %s barrier: %s", rank,
+                   form == 0 ? "blocking" : "nonblocking", weft_last_error());
+            if (rank == 0) {
+                ws->busy[over][form] = c->coll->busy_polls - busy0;
+                ws->yields[over][form] = c->coll->yield_polls - yields0;
+            }
+        }
+    }
+    c->oversubscribed = 0;
+}
+
+Test(segment, waits_yield_from_the_first_poll_where_ranks_outnumber_cores, .timeout = 60)
+{
+    waits_shared_t ws = {0};
+
+    init();
+    shared_init(&ws.sh, 2);
+    run_world(&ws.sh, 2, 22, waits_body);
+    for (int form = 0; form < 2; form++) {
+        const char *what = form == 0 ? "blocking" : "nonblocking";
+
+        cr_expect_gt(ws.busy[0][form], 0, "%s, a core each: no busy-polling first", what);
+        cr_expect_eq(ws.busy[1][form], 0, "%s, ranks outnumbering cores: %llu busy polls", what,
+                     (unsigned long long)ws.busy[1][form]);
+        cr_expect_gt(ws.yields[1][form], 0, "%s, ranks outnumbering cores: no yield", what);
+    }
+    shared_done(&ws.sh);
+    weft_finalize();
+}
+
 /* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
  * from 1 MiB to below WEFT_SHM_STREAM (8 MiB), not where ranks outnumber cores. */
 typedef struct cma_default_shared {
