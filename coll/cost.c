@@ -319,8 +319,9 @@ static double hier_sliced(const weft_cost_params_t *c, weft_coll_kind_t kind, do
         return hier_allreduce_chunks(c, n, chunks_of(n, weft__cost_hier_pipeline(c, n)));
     }
     if (kind == WEFT_COLL_ALLGATHER) {
-        /* rail allgathers, shm allgather, a local copy into rank order */
-        return rail_phase(c, kind, n) + shm_ag_in(c, n, L) + n * c->shm_copy;
+        /* rail allgathers, shm allgather into rank order (device memory copies into rank order
+         * after it: not modelled, the choice must not depend on where one rank's buffer is) */
+        return rail_phase(c, kind, n) + shm_ag_in(c, n, L);
     }
     /* bcast: shm bcast on the root's node, a slice down each rail, shm allgather elsewhere */
     return shm_bcast_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);

@@ -56,6 +56,11 @@ typedef struct shm_op {
     size_t count; /* elements (vector operations) */
     const size_t *boff;
     const size_t *bcnt;
+    /* allgather placed piece by piece (weft__shm_allgather_pieces): every local rank's block
+     * is pieces of pcount elements, piece j of rank q's at element poff[q * pieces + j] of dst;
+     * pcount 0: each block whole, at boff[q] */
+    size_t pcount, pieces;
+    const size_t *poff;
     size_t esize;
     int root;
     const weft_op_desc_t *desc;

@@ -378,6 +378,29 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
     return WEFT_OK;
 }
 
+/* n elements of local rank q's block, from its element e0 on, from `from` to their place in dst:
+ * at boff[q], or piece by piece (o->pcount). */
+static weft_status_t place(shm_op_t *o, int q, size_t e0, const char *from, size_t n)
+{
+    const size_t es = o->esize;
+    weft_status_t status = WEFT_OK;
+
+    if (o->pcount == 0) {
+        return weft__shm_op_copy(o, o->dst + (o->boff[q] + e0) * es, from, n);
+    }
+    while (n > 0 && status == WEFT_OK) {
+        size_t j = e0 / o->pcount, in = e0 % o->pcount;
+        size_t k = n < o->pcount - in ? n : o->pcount - in;
+
+        status =
+            weft__shm_op_copy(o, o->dst + (o->poff[(size_t)q * o->pieces + j] + in) * es, from, k);
+        from += k * es;
+        e0 += k;
+        n -= k;
+    }
+    return status;
+}
+
 static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
@@ -415,10 +438,9 @@ static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
                                         weft__shm_op_span(o->bcnt[me], o->chunk, o->r));
     }
     for (int q = 0; q < L && status == WEFT_OK; q++) {
-        char *to = o->dst + (o->boff[q] + e0) * es;
         const size_t n = weft__shm_op_span(o->bcnt[q], o->chunk, o->r);
 
-        status = weft__shm_op_copy(o, to, q == me ? o->src + e0 * es : DATA1(o, q, R, n), n);
+        status = place(o, q, e0, q == me ? o->src + e0 * es : DATA1(o, q, R, n), n);
     }
     return status;
 }
@@ -962,6 +984,44 @@ int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void 
         bytes += bcnt[q] * esize;
     }
     return blocks_add(s, shm, allgather_kind(shm, memtype, bytes), src, dst, boff, bcnt, esize);
+}
+
+int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                               size_t bcount, size_t pcount, const size_t *poff, size_t esize)
+{
+    const int L = shm->L;
+    size_t *b = weft__sched_scratch(s, 2 * sizeof(size_t) * (size_t)L);
+    shm_op_t *o;
+    size_t total;
+
+    if (b == NULL) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "shared-memory allgather: no memory"));
+        return -1;
+    }
+    if (pcount == 0 || bcount % pcount != 0 || weft__sched_dev(s)->memtype != WEFT_MEM_HOST) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL,
+                                        "shared-memory allgather in pieces: %zu-element pieces of "
+                                        "%zu-element blocks in %s memory",
+                                        pcount, bcount, weft__sched_dev(s)->name));
+        return -1;
+    }
+    for (int q = 0; q < L; q++) {
+        b[q] = (size_t)q * bcount; /* unused: the pieces say where */
+        b[L + q] = bcount;
+    }
+    o = op_new(s, shm, allgather_kind(shm, WEFT_MEM_HOST, bcount * esize * (size_t)L), esize);
+    if (o == NULL) {
+        return -1;
+    }
+    total = blocks_init(o, src, dst, b, b + L);
+    o->pcount = pcount;
+    o->pieces = bcount / pcount;
+    o->poff = poff;
+    if (o->chunk == 0) {
+        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "shared-memory slot too small"));
+        return -1;
+    }
+    return op_add(s, o, total);
 }
 
 int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,

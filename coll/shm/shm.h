@@ -194,6 +194,12 @@ int weft__shm_reduce_scatter(weft_sched_t *s, weft_shm_t *shm, const void *src, 
                              const size_t *boff, const size_t *bcnt, size_t esize);
 int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
                         const size_t *boff, const size_t *bcnt, size_t esize);
+/* allgather of host memory whose blocks (bcount elements on every local rank) land in dst in
+ * pieces of pcount elements (bcount a multiple of it): piece j of local rank q's block at element
+ * poff[q * (bcount / pcount) + j] of dst (the hierarchical allgather puts its rails' blocks in
+ * rank order this way, with no copy after). */
+int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                               size_t bcount, size_t pcount, const size_t *poff, size_t esize);
 int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
                     size_t count, size_t esize);
 int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,

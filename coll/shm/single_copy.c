@@ -402,12 +402,19 @@ static weft_status_t cma_work(shm_op_t *o)
         return status;
     }
     for (int q = 0; q < L && status == WEFT_OK; q++) {
-        char *to = o->dst + o->boff[q] * es;
+        /* the block whole, or piece by piece (weft__shm_allgather_pieces) */
+        const size_t n = o->pcount > 0 ? o->pcount : o->bcnt[q],
+                     pieces = n > 0 ? o->bcnt[q] / n : 0;
 
-        if (q != me) {
-            status = cma_read(o, q, to, shm->ctrl[q].src_addr, o->bcnt[q] * es);
-        } else if (to != o->src) {
-            memcpy(to, o->src, o->bcnt[q] * es);
+        for (size_t j = 0; j < pieces && status == WEFT_OK; j++) {
+            char *to =
+                o->dst + (o->pcount > 0 ? o->poff[(size_t)q * o->pieces + j] : o->boff[q]) * es;
+
+            if (q != me) {
+                status = cma_read(o, q, to, shm->ctrl[q].src_addr + j * n * es, n * es);
+            } else if (to != o->src + j * n * es) {
+                memcpy(to, o->src + j * n * es, n * es);
+            }
         }
     }
     return status;

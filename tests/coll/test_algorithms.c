@@ -532,6 +532,12 @@ static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t dela
             cr_assert_eq(atomic_load(&with_cma_reads), p,
                          "p=%d: only %d ranks read peers' buffers by process_vm_readv", p,
                          atomic_load(&with_cma_reads));
+        } else if (rpn > 1 && p > rpn && p % rpn == 0 && weft__coll_config.shm_cma_allgather == 0) {
+            /* nodes of rpn: the hierarchical allgather's node part (allgather_hier_single_copy) */
+            cr_assert_eq(atomic_load(&with_cma_reads), p,
+                         "p=%d, %d per node: only %d ranks read peers' buffers by "
+                         "process_vm_readv",
+                         p, rpn, atomic_load(&with_cma_reads));
         } else if (weft__coll_config.shm_cma_allgather == SIZE_MAX &&
                    weft__coll_config.shm_cma == SIZE_MAX &&
                    weft__coll_config.shm_cma_alltoall == SIZE_MAX &&
@@ -759,6 +765,13 @@ Test(matrix, allgather_shm_single_copy, .timeout = 900)
 Test(matrix, allgather_hier, .timeout = 900)
 {
     run_hier(WEFT_COLL_ALLGATHER, 2, 0);
+}
+
+/* the node's part read by process_vm_readv, each rail's blocks into their ranks' places */
+Test(matrix, allgather_hier_single_copy_3_per_node, .timeout = 900)
+{
+    matrix_shm_cma_allgather = 0;
+    run_hier(WEFT_COLL_ALLGATHER, 3, 0);
 }
 
 Test(matrix, allgather_hier_leader_3_per_node, .timeout = 900)
