@@ -384,8 +384,10 @@ double weft__cost_hier_rs(const weft_cost_params_t *c, double n, int p)
     int L = c->local;
 
     (void)p;
-    /* a local copy puts each rail's blocks together first */
-    return n * c->shm_copy + shm_rs_in(c, n, L) + rail_phase(c, WEFT_COLL_REDUCE_SCATTER, n);
+    /* host memory: the shm reduce-scatter takes each rail's blocks where they are (device
+     * memory groups them by a local copy first: not modelled, the choice must not depend on
+     * where one rank's buffer is) */
+    return shm_rs_in(c, n, L) + rail_phase(c, WEFT_COLL_REDUCE_SCATTER, n);
 }
 
 double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)

@@ -116,8 +116,9 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_rs,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "n c + shm reduce-scatter + rails(best reduce_scatter of n/L on N ranks)",
-     .desc = "blocks grouped by rail, shm reduce-scatter, reduce_scatter on every rail at once"},
+     .model = "shm reduce-scatter + rails(best reduce_scatter of n/L on N ranks)",
+     .desc = "shm reduce-scatter of each rail's blocks taken from their ranks' places (device "
+             "memory: grouped by a local copy first), reduce_scatter on every rail at once"},
     {.name = "ordered",
      .kind = WEFT_COLL_REDUCE_SCATTER,
      .build = weft__ordered_build,
@@ -166,10 +167,11 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_ag,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "min(rails(best allgather of n/L on N ranks) + shm allgather + n c, shm gather of "
+     .model = "min(rails(best allgather of n/L on N ranks) + shm allgather, shm gather of "
               "n/N + best allgather of n on N ranks + n c + shm bcast)",
-     .desc = "allgather on every rail at once, shm allgather, a local copy into rank order; "
-             "small n (WEFT_HIER_LEADER): shm gather, allgather on one rail, shm bcast"},
+     .desc = "allgather on every rail at once, shm allgather with each block copied to its "
+             "rank's place (device memory: a local copy into rank order after it); small n "
+             "(WEFT_HIER_LEADER): shm gather, allgather on one rail, shm bcast"},
 
     /* bcast */
     {.name = "binomial",

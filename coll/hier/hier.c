@@ -10,9 +10,9 @@
  *               -> shm allgather of the slices
  *   bcast:      root's node: shm bcast -> rail q broadcasts slice q from the
  *               root's node -> other nodes: shm allgather of the slices
- *   reduce_scatter: local copy grouping each rail's blocks -> shm
- *               reduce-scatter (rail q's blocks to local rank q) ->
- *               reduce_scatter among rail q
+ *   reduce_scatter: shm reduce-scatter (rail q's blocks, taken from their
+ *               ranks' places, to local rank q; device memory: a local copy
+ *               grouping them first) -> reduce_scatter among rail q
  *   allgather:  allgather among rail q -> shm allgather, each block to its
  *               rank's place (device memory: then a local copy into rank order)
  *
@@ -367,26 +367,52 @@ static int regroup(weft_sched_t *s, char *grouped, char *plain, size_t block, in
     return done;
 }
 
+/* The element offsets of the blocks each rail carries, rail by rail: rail q's are those of local
+ * rank q on every node, node by node (schedule scratch; NULL on no memory). */
+static size_t *rail_pieces(weft_sched_t *s, size_t count)
+{
+    const weft_node_map_t *m = weft__sched_comm(s)->node;
+    int L = m->local_size, N = m->nnodes;
+    size_t *poff = weft__sched_scratch(s, sizeof(size_t) * (size_t)L * (size_t)N);
+
+    for (int q = 0; poff != NULL && q < L; q++) {
+        for (int n = 0; n < N; n++) {
+            poff[(size_t)q * N + n] = (size_t)m->rank_at[n * m->max_local + q] * count;
+        }
+    }
+    return poff;
+}
+
 static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
     size_t block = a->count * a->esize;
-    char *grouped = weft__sched_scratch(s, block * (size_t)a->size);
+    /* host memory: the node's reduce-scatter takes each rail's blocks from their ranks' places
+     * in src, with no copy grouping them first */
+    const int pieces = weft__sched_dev(s)->memtype == WEFT_MEM_HOST && a->count > 0;
+    char *grouped = pieces ? NULL : weft__sched_scratch(s, block * (size_t)a->size);
     char *rail = weft__sched_scratch(s, block * (size_t)N);
-    size_t *b = slices(s, (size_t)L * N * a->count, L);
+    size_t *b = pieces ? NULL : slices(s, (size_t)L * N * a->count, L);
+    size_t *poff = pieces ? rail_pieces(s, a->count) : NULL;
     weft_coll_args_t in = *a;
-    int t0, t1;
+    int t0 = -1, t1;
 
-    if (grouped == NULL || rail == NULL || b == NULL) {
+    if (rail == NULL || (pieces ? poff == NULL : grouped == NULL || b == NULL)) {
         return WEFT_ERR_NO_MEMORY;
     }
-    weft__sched_step(s, "group by rail", 0);
-    t0 = regroup(s, grouped, (char *)a->src, block, 1, -1);
-    weft__sched_step(s, "node reduce-scatter", 1);
-    t1 = weft__shm_reduce_scatter(s, comm->coll->shm, grouped, rail, b, b + L, a->esize);
-    weft__sched_dep(s, t0, t1);
+    if (pieces) {
+        weft__sched_step(s, "node reduce-scatter", 1);
+        t1 = weft__shm_reduce_scatter_pieces(s, comm->coll->shm, a->src, rail,
+                                             (size_t)N * a->count, a->count, poff, a->esize);
+    } else {
+        weft__sched_step(s, "group by rail", 0);
+        t0 = regroup(s, grouped, (char *)a->src, block, 1, -1);
+        weft__sched_step(s, "node reduce-scatter", 1);
+        t1 = weft__shm_reduce_scatter(s, comm->coll->shm, grouped, rail, b, b + L, a->esize);
+        weft__sched_dep(s, t0, t1);
+    }
     in.src = rail;
     in.rank = m->node;
     in.size = N;
@@ -464,7 +490,7 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     }
     rail = weft__sched_scratch(s, block * (size_t)N);
     if (pieces) {
-        poff = weft__sched_scratch(s, sizeof(size_t) * (size_t)L * (size_t)N);
+        poff = rail_pieces(s, a->count);
     } else {
         grouped = weft__sched_scratch(s, block * (size_t)a->size);
         b = slices(s, (size_t)L * N * a->count, L);
@@ -479,12 +505,6 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     t1 = on_rail(s, &in, -1);
     weft__sched_step(s, "node allgather", 1);
     if (pieces) {
-        /* rail q's blocks: those of local rank q on every node */
-        for (int q = 0; q < L; q++) {
-            for (int n = 0; n < N; n++) {
-                poff[(size_t)q * N + n] = (size_t)m->rank_at[n * m->max_local + q] * a->count;
-            }
-        }
         weft__sched_dep(s, t1,
                         weft__shm_allgather_pieces(s, comm->coll->shm, rail, a->dst,
                                                    (size_t)N * a->count, a->count, poff, a->esize));

@@ -401,6 +401,29 @@ static weft_status_t place(shm_op_t *o, int q, size_t e0, const char *from, size
     return status;
 }
 
+/* The other way (reduce_scatter): n elements of the block for local rank q, from its element e0
+ * on, from their place in src (at boff[q], or piece by piece) to `to`. */
+static weft_status_t take(shm_op_t *o, int q, size_t e0, char *to, size_t n)
+{
+    const size_t es = o->esize;
+    weft_status_t status = WEFT_OK;
+
+    if (o->pcount == 0) {
+        return weft__shm_op_copy(o, to, o->src + (o->boff[q] + e0) * es, n);
+    }
+    while (n > 0 && status == WEFT_OK) {
+        size_t j = e0 / o->pcount, in = e0 % o->pcount;
+        size_t k = n < o->pcount - in ? n : o->pcount - in;
+
+        status =
+            weft__shm_op_copy(o, to, o->src + (o->poff[(size_t)q * o->pieces + j] + in) * es, k);
+        to += k * es;
+        e0 += k;
+        n -= k;
+    }
+    return status;
+}
+
 static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
@@ -415,9 +438,8 @@ static weft_status_t round_blocks(shm_op_t *o, uint64_t R, int *peer_p)
         }
         if (o->kind == OP_REDUCE_SCATTER) {
             for (int q = 0; q < L && status == WEFT_OK; q++) {
-                status = weft__shm_op_copy(o, SLOT(o, me, R) + (size_t)q * o->chunk * es,
-                                           o->src + (o->boff[q] + e0) * es,
-                                           weft__shm_op_span(o->bcnt[q], o->chunk, o->r));
+                status = take(o, q, e0, SLOT(o, me, R) + (size_t)q * o->chunk * es,
+                              weft__shm_op_span(o->bcnt[q], o->chunk, o->r));
             }
         } else {
             const size_t n = weft__shm_op_span(o->bcnt[me], o->chunk, o->r);
@@ -986,8 +1008,10 @@ int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void 
     return blocks_add(s, shm, allgather_kind(shm, memtype, bytes), src, dst, boff, bcnt, esize);
 }
 
-int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
-                               size_t bcount, size_t pcount, const size_t *poff, size_t esize)
+/* A block operation whose blocks (bcount elements each) are pieces of pcount elements at poff
+ * (weft__shm_allgather_pieces, weft__shm_reduce_scatter_pieces). */
+static int pieces_add(weft_sched_t *s, weft_shm_t *shm, weft_coll_kind_t kind, const void *src,
+                      void *dst, size_t bcount, size_t pcount, const size_t *poff, size_t esize)
 {
     const int L = shm->L;
     size_t *b = weft__sched_scratch(s, 2 * sizeof(size_t) * (size_t)L);
@@ -995,21 +1019,27 @@ int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src
     size_t total;
 
     if (b == NULL) {
-        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "shared-memory allgather: no memory"));
+        weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "shared-memory %s: no memory",
+                                        weft__coll_kind_name(kind)));
         return -1;
     }
     if (pcount == 0 || bcount % pcount != 0 || weft__sched_dev(s)->memtype != WEFT_MEM_HOST) {
         weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL,
-                                        "shared-memory allgather in pieces: %zu-element pieces of "
+                                        "shared-memory %s in pieces: %zu-element pieces of "
                                         "%zu-element blocks in %s memory",
-                                        pcount, bcount, weft__sched_dev(s)->name));
+                                        weft__coll_kind_name(kind), pcount, bcount,
+                                        weft__sched_dev(s)->name));
         return -1;
     }
     for (int q = 0; q < L; q++) {
         b[q] = (size_t)q * bcount; /* unused: the pieces say where */
         b[L + q] = bcount;
     }
-    o = op_new(s, shm, allgather_kind(shm, WEFT_MEM_HOST, bcount * esize * (size_t)L), esize);
+    o = op_new(s, shm,
+               kind == WEFT_COLL_ALLGATHER
+                   ? allgather_kind(shm, WEFT_MEM_HOST, bcount * esize * (size_t)L)
+                   : OP_REDUCE_SCATTER,
+               esize);
     if (o == NULL) {
         return -1;
     }
@@ -1022,6 +1052,18 @@ int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src
         return -1;
     }
     return op_add(s, o, total);
+}
+
+int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                               size_t bcount, size_t pcount, const size_t *poff, size_t esize)
+{
+    return pieces_add(s, shm, WEFT_COLL_ALLGATHER, src, dst, bcount, pcount, poff, esize);
+}
+
+int weft__shm_reduce_scatter_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                                    size_t bcount, size_t pcount, const size_t *poff, size_t esize)
+{
+    return pieces_add(s, shm, WEFT_COLL_REDUCE_SCATTER, src, dst, bcount, pcount, poff, esize);
 }
 
 int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,

@@ -200,6 +200,11 @@ int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void 
  * rank order this way, with no copy after). */
 int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
                                size_t bcount, size_t pcount, const size_t *poff, size_t esize);
+/* reduce_scatter of host memory whose blocks for local rank q (bcount elements each) are read
+ * from src in pieces the same way (the hierarchical reduce_scatter takes each rail's blocks
+ * from their ranks' places). */
+int weft__shm_reduce_scatter_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
+                                    size_t bcount, size_t pcount, const size_t *poff, size_t esize);
 int weft__shm_bcast(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
                     size_t count, size_t esize);
 int weft__shm_reduce(weft_sched_t *s, weft_shm_t *shm, int root, const void *src, void *dst,
