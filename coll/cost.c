@@ -245,9 +245,9 @@ static double inner(const weft_cost_params_t *c, weft_coll_kind_t kind, double n
  * outnumber the cores (c->oversubscribed) the rails of a node share the cores: their messages
  * wait for each other (the phase's latency, its time for no bytes, counts L times) while their
  * transfers still overlap (measured across two simulated hosts of two ranks on two cores: the
- * leader forms below faster up to 256 KiB, the sliced ones from 4 MiB). Allreduce, bcast and
- * allgather also have a leader form for small vectors: the node's data on one rank, the whole
- * vector over one rail, one shm step to give it out (coll/hier/hier.c).
+ * leader forms below faster up to 256 KiB, the sliced ones from 4 MiB). Allreduce, bcast,
+ * allgather and reduce_scatter also have a leader form for small vectors: the node's data on
+ * one rank, the whole vector over one rail, one shm step to give it out (coll/hier/hier.c).
  */
 static double rail_phase(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
 {
@@ -323,6 +323,12 @@ static double hier_sliced(const weft_cost_params_t *c, weft_coll_kind_t kind, do
          * after it: not modelled, the choice must not depend on where one rank's buffer is) */
         return rail_phase(c, kind, n) + shm_ag_in(c, n, L);
     }
+    if (kind == WEFT_COLL_REDUCE_SCATTER) {
+        /* host memory: the shm reduce-scatter takes each rail's blocks where they are (device
+         * memory groups them by a local copy first: not modelled, the choice must not depend
+         * on where one rank's buffer is) */
+        return shm_rs_in(c, n, L) + rail_phase(c, kind, n);
+    }
     /* bcast: shm bcast on the root's node, a slice down each rail, shm allgather elsewhere */
     return shm_bcast_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
 }
@@ -340,13 +346,20 @@ static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, do
         return shm_ag_in(c, n / c->nodes, L) + inner(c, kind, n, c->nodes) + n * c->shm_copy +
                shm_bcast_in(c, n, L);
     }
+    if (kind == WEFT_COLL_REDUCE_SCATTER) {
+        /* shm reduce (modelled as the shm allreduce), the node's blocks grouped, reduce_scatter
+         * of them on rail 0, shm scatter of the node's n/N bytes (modelled as a bcast of them) */
+        return shm_allreduce_in(c, n, L) + n * c->shm_copy + inner(c, kind, n, c->nodes) +
+               shm_bcast_in(c, n / c->nodes, L);
+    }
     return inner(c, kind, n, c->nodes) + shm_bcast_in(c, n, L);
 }
 
 /* The collectives whose hierarchical row has a leader form */
 static int has_leader_form(weft_coll_kind_t kind)
 {
-    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_BCAST || kind == WEFT_COLL_ALLGATHER;
+    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_BCAST || kind == WEFT_COLL_ALLGATHER ||
+           kind == WEFT_COLL_REDUCE_SCATTER;
 }
 
 int weft__cost_hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
@@ -381,13 +394,8 @@ double weft__cost_hier_bcast(const weft_cost_params_t *c, double n, int p)
 
 double weft__cost_hier_rs(const weft_cost_params_t *c, double n, int p)
 {
-    int L = c->local;
-
     (void)p;
-    /* host memory: the shm reduce-scatter takes each rail's blocks where they are (device
-     * memory groups them by a local copy first: not modelled, the choice must not depend on
-     * where one rank's buffer is) */
-    return shm_rs_in(c, n, L) + rail_phase(c, WEFT_COLL_REDUCE_SCATTER, n);
+    return hier_two_forms(c, WEFT_COLL_REDUCE_SCATTER, n);
 }
 
 double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)

@@ -116,9 +116,12 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_rs,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "shm reduce-scatter + rails(best reduce_scatter of n/L on N ranks)",
+     .model = "min(shm reduce-scatter + rails(best reduce_scatter of n/L on N ranks), shm "
+              "reduce + n c + best reduce_scatter of n on N ranks + shm scatter of n/N)",
      .desc = "shm reduce-scatter of each rail's blocks taken from their ranks' places (device "
-             "memory: grouped by a local copy first), reduce_scatter on every rail at once"},
+             "memory: grouped by a local copy first), reduce_scatter on every rail at once; "
+             "small n (WEFT_HIER_LEADER): shm reduce, reduce_scatter of the nodes' blocks on one "
+             "rail, shm scatter"},
     {.name = "ordered",
      .kind = WEFT_COLL_REDUCE_SCATTER,
      .build = weft__ordered_build,

@@ -148,7 +148,8 @@ static const weft_config_entry_t coll_entries[] = {
      "without reading it first, leaving them to the segment's buffers; inf: never",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_stream)},
     {"HIER_LEADER", "auto",
-     "hierarchical allreduce, bcast and allgather (several nodes) of up to this many bytes: "
+     "hierarchical allreduce, bcast, allgather and reduce_scatter (several nodes) of up to this "
+     "many bytes: "
      "one rail carries the whole vector, one rank per node, which the node's data reaches and "
      "leaves through shared memory (the form for latency); above, every rail carries a slice "
      "(the form for bandwidth); auto: the form the cost model predicts cheaper; 0: never; inf: "

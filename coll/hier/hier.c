@@ -28,6 +28,10 @@
  * message per node instead of L (where ranks outnumber cores the L rails'
  * messages wait for each other's cores):
  *
+ *   reduce_scatter: shm reduce to local rank 0 -> the node's blocks put
+ *               together -> reduce_scatter among rail 0 -> shm scatter from
+ *               local rank 0
+ *
  *   allreduce:  shm reduce to local rank 0 -> allreduce among rail 0 ->
  *               shm bcast from local rank 0
  *   bcast:      the root's rail broadcasts the whole vector -> shm bcast on
@@ -383,6 +387,55 @@ static size_t *rail_pieces(weft_sched_t *s, size_t count)
     return poff;
 }
 
+/* reduce_scatter, the leader form (small vectors): shm reduce of the whole vector to local rank
+ * 0, there the blocks of each node's ranks put together (node by node), reduce_scatter of those
+ * among rail 0 (each node gets its ranks' blocks), shm scatter of them from local rank 0. */
+static weft_status_t build_reduce_scatter_leader(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, N = m->nnodes, leader = m->local_rank == 0;
+    size_t block = a->count * a->esize;
+    char *sum = leader ? weft__sched_scratch(s, block * (size_t)a->size) : NULL;
+    char *grouped = leader ? weft__sched_scratch(s, block * (size_t)a->size) : NULL;
+    char *node = leader ? weft__sched_scratch(s, block * (size_t)L) : NULL;
+    int t1, t2 = -1;
+
+    if (leader && (sum == NULL || grouped == NULL || node == NULL)) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    weft__sched_step(s, "node reduce", 0);
+    t1 = weft__shm_reduce(s, comm->coll->shm, 0, a->src, sum, a->count * (size_t)a->size,
+                          a->esize);
+    if (leader) {
+        weft_coll_args_t in = *a;
+        int grouped_done = weft__sched_nop(s);
+
+        weft__sched_step(s, "group by node", 1);
+        for (int n = 0; n < N; n++) {
+            for (int q = 0; q < L; q++) {
+                int t = weft__sched_copy(
+                    s, grouped + ((size_t)n * L + q) * block,
+                    sum + (size_t)m->rank_at[n * m->max_local + q] * block, block);
+
+                weft__sched_dep(s, t1, t);
+                weft__sched_dep(s, t, grouped_done);
+            }
+        }
+        in.src = grouped;
+        in.dst = node;
+        in.count = a->count * (size_t)L;
+        in.rank = m->node;
+        in.size = N;
+        weft__sched_step(s, "rail reduce-scatter", 2);
+        t2 = on_rail(s, &in, grouped_done);
+    }
+    weft__sched_step(s, "node scatter", 3);
+    weft__sched_dep(s, t2,
+                    weft__shm_scatter(s, comm->coll->shm, 0, node, a->dst, a->count, a->esize));
+    return WEFT_OK;
+}
+
 static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
@@ -392,13 +445,21 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
     /* host memory: the node's reduce-scatter takes each rail's blocks from their ranks' places
      * in src, with no copy grouping them first */
     const int pieces = weft__sched_dev(s)->memtype == WEFT_MEM_HOST && a->count > 0;
-    char *grouped = pieces ? NULL : weft__sched_scratch(s, block * (size_t)a->size);
-    char *rail = weft__sched_scratch(s, block * (size_t)N);
-    size_t *b = pieces ? NULL : slices(s, (size_t)L * N * a->count, L);
-    size_t *poff = pieces ? rail_pieces(s, a->count) : NULL;
+    char *grouped = NULL, *rail;
+    size_t *b = NULL, *poff = NULL;
     weft_coll_args_t in = *a;
     int t0 = -1, t1;
 
+    if (leader_form(s, a)) {
+        return build_reduce_scatter_leader(s, a);
+    }
+    rail = weft__sched_scratch(s, block * (size_t)N);
+    if (pieces) {
+        poff = rail_pieces(s, a->count);
+    } else {
+        grouped = weft__sched_scratch(s, block * (size_t)a->size);
+        b = slices(s, (size_t)L * N * a->count, L);
+    }
     if (rail == NULL || (pieces ? poff == NULL : grouped == NULL || b == NULL)) {
         return WEFT_ERR_NO_MEMORY;
     }

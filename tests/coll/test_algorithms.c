@@ -748,7 +748,12 @@ Test(matrix, reduce_scatter_shm, .timeout = 900)
 
 Test(matrix, reduce_scatter_hier, .timeout = 900)
 {
-    run_matrix_nodes(WEFT_COLL_REDUCE_SCATTER, "hier", 4);
+    run_hier(WEFT_COLL_REDUCE_SCATTER, 4, 0);
+}
+
+Test(matrix, reduce_scatter_hier_leader_3_per_node, .timeout = 900)
+{
+    run_hier(WEFT_COLL_REDUCE_SCATTER, 3, 1);
 }
 
 Test(matrix, allgather_shm, .timeout = 900)
