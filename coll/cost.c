@@ -404,6 +404,14 @@ double weft__cost_hier_ag(const weft_cost_params_t *c, double n, int p)
     return hier_two_forms(c, WEFT_COLL_ALLGATHER, n);
 }
 
+double weft__cost_hier_barrier(const weft_cost_params_t *c, double n, int p)
+{
+    (void)n;
+    (void)p;
+    /* shm barrier, a barrier among rail 0 (one rank per node), shm barrier */
+    return 2 * c->shm_alpha + inner(c, WEFT_COLL_BARRIER, 0, c->nodes);
+}
+
 /* The ordered reductions (coll/ordered/ordered.c): blocks straight to
  * their owners, folded once all arrived; allreduce and reduce then send
  * every folded block on. */

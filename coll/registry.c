@@ -319,6 +319,14 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .file = "coll/shm/ops.c",
      .model = "a_s",
      .desc = "every rank publishes its arrival and waits for all"},
+    {.name = "hier",
+     .kind = WEFT_COLL_BARRIER,
+     .build = weft__hier_build,
+     .cost = weft__cost_hier_barrier,
+     .layout = WEFT_COLL_LAYOUT_NODES,
+     .file = "coll/hier/hier.c",
+     .model = "2 a_s + best barrier on N ranks",
+     .desc = "shm barrier, a barrier among one rank per node, shm barrier"},
 
     /* the v variants */
     {.name = "ring",

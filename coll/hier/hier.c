@@ -15,6 +15,7 @@
  *               grouping them first) -> reduce_scatter among rail q
  *   allgather:  allgather among rail q -> shm allgather, each block to its
  *               rank's place (device memory: then a local copy into rank order)
+ *   barrier:    shm barrier -> barrier among rail 0 -> shm barrier
  *
  *         node 0          node 1
  *       r0    r1        r2    r3       rails: {r0, r2} and {r1, r3}
@@ -578,6 +579,32 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
+/* barrier: every local rank arrived (shm barrier), local rank 0 of every node meets the others
+ * on rail 0, then the node's ranks leave with it (shm barrier): when any rank leaves, its node's
+ * ranks and, through rail 0, every node's arrived. */
+static weft_status_t build_barrier(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int t1, t2 = -1;
+
+    weft__sched_step(s, "node barrier", 0);
+    t1 = weft__shm_barrier(s, comm->coll->shm);
+    if (m->local_rank == 0) {
+        weft_coll_args_t in = *a;
+
+        in.rank = m->node;
+        in.size = m->nnodes;
+        weft__sched_step(s, "rail barrier", 1);
+        t2 = on_rail(s, &in, t1);
+    } else {
+        t2 = t1;
+    }
+    weft__sched_step(s, "node barrier", 2);
+    weft__sched_dep(s, t2, weft__shm_barrier(s, comm->coll->shm));
+    return WEFT_OK;
+}
+
 weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a)
 {
     if (!usable(weft__sched_comm(s), a)) {
@@ -592,6 +619,8 @@ weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a)
         return build_reduce_scatter(s, a);
     case WEFT_COLL_ALLGATHER:
         return build_allgather(s, a);
+    case WEFT_COLL_BARRIER:
+        return build_barrier(s, a);
     default:
         return weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "hier: %s not supported",
                                                weft__coll_kind_name(a->kind)));

@@ -568,11 +568,11 @@ static void barrier_body(weft_comm_t comm, int rank, void *arg)
     }
 }
 
-static void run_barrier(const char *algo)
+static void run_barrier_nodes(const char *algo, int ranks_per_node)
 {
     long checked = 0;
 
-    force(WEFT_COLL_BARRIER, algo, 0);
+    force(WEFT_COLL_BARRIER, algo, ranks_per_node);
     for (int p = 1; p <= 64; p++) {
         barrier_shared_t sh = {.nranks = p};
         weft_thread_world_opts_t opts = {.nranks = p, .seed = (uint64_t)p, .max_delay_ns = 0};
@@ -591,8 +591,14 @@ static void run_barrier(const char *algo)
             break;
         }
     }
-    fprintf(stderr, "rooted barrier/%s: %ld rank exits checked\n", algo, checked);
+    fprintf(stderr, "rooted barrier/%s (%d per node): %ld rank exits checked\n", algo,
+            ranks_per_node, checked);
     weft_finalize();
+}
+
+static void run_barrier(const char *algo)
+{
+    run_barrier_nodes(algo, 0);
 }
 
 Test(rooted, barrier_dissemination, .timeout = 300)
@@ -603,4 +609,11 @@ Test(rooted, barrier_dissemination, .timeout = 300)
 Test(rooted, barrier_shm, .timeout = 300)
 {
     run_barrier("shm");
+}
+
+/* on virtual nodes of 2 and 3 ranks (where p is not a multiple, the fallback's) */
+Test(rooted, barrier_hier, .timeout = 300)
+{
+    run_barrier_nodes("hier", 2);
+    run_barrier_nodes("hier", 3);
 }

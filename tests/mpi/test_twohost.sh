@@ -25,7 +25,7 @@ specs=(
     allgather:ring allgather:recursive_doubling allgather:bruck allgather:hier
     bcast:binomial bcast:scatter_allgather bcast:hier
     reduce:binomial reduce:reduce_scatter_gather
-    barrier:dissemination
+    barrier:dissemination barrier:hier
     alltoall:pairwise alltoall:bruck
 )
 # pingpong: weft_send/weft_recv between rank r and r + 2, across the hosts
