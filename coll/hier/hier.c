@@ -348,19 +348,21 @@ static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
-/* Grouped layout of a size-block vector: rail q's N blocks together,
- * group q = blocks of ranks rank_at[n][q] for n = 0..N-1. Adds one copy
- * task per block between `grouped` and `plain` (to_grouped: plain ->
- * grouped) after task `after`; returns a task that completes with them. */
+/* Grouped layouts of a size-block vector: by rail (by_node 0), rail q's N blocks together,
+ * group q = blocks of ranks rank_at[n][q] for n = 0..N-1; by node (by_node 1), node n's L blocks
+ * together, group n = blocks of ranks rank_at[n][q] for q = 0..L-1. Adds one copy task per
+ * block between `grouped` and `plain` (to_grouped: plain -> grouped) after task `after`; returns
+ * a task that completes with them. */
 static int regroup(weft_sched_t *s, char *grouped, char *plain, size_t block, int to_grouped,
-                   int after)
+                   int after, int by_node)
 {
     const weft_node_map_t *m = weft__sched_comm(s)->node;
     int L = m->local_size, N = m->nnodes, done = weft__sched_nop(s);
 
     for (int q = 0; q < L; q++) {
         for (int n = 0; n < N; n++) {
-            char *g = grouped + ((size_t)q * N + n) * block;
+            size_t at = by_node ? (size_t)n * L + q : (size_t)q * N + n;
+            char *g = grouped + at * block;
             char *p = plain + (size_t)m->rank_at[n * m->max_local + q] * block;
             int t =
                 to_grouped ? weft__sched_copy(s, g, p, block) : weft__sched_copy(s, p, g, block);
@@ -410,19 +412,10 @@ static weft_status_t build_reduce_scatter_leader(weft_sched_t *s, const weft_col
                           a->esize);
     if (leader) {
         weft_coll_args_t in = *a;
-        int grouped_done = weft__sched_nop(s);
+        int grouped_done;
 
         weft__sched_step(s, "group by node", 1);
-        for (int n = 0; n < N; n++) {
-            for (int q = 0; q < L; q++) {
-                int t = weft__sched_copy(
-                    s, grouped + ((size_t)n * L + q) * block,
-                    sum + (size_t)m->rank_at[n * m->max_local + q] * block, block);
-
-                weft__sched_dep(s, t1, t);
-                weft__sched_dep(s, t, grouped_done);
-            }
-        }
+        grouped_done = regroup(s, grouped, sum, block, 1, t1, 1);
         in.src = grouped;
         in.dst = node;
         in.count = a->count * (size_t)L;
@@ -470,7 +463,7 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
                                              (size_t)N * a->count, a->count, poff, a->esize);
     } else {
         weft__sched_step(s, "group by rail", 0);
-        t0 = regroup(s, grouped, (char *)a->src, block, 1, -1);
+        t0 = regroup(s, grouped, (char *)a->src, block, 1, -1, 0);
         weft__sched_step(s, "node reduce-scatter", 1);
         t1 = weft__shm_reduce_scatter(s, comm->coll->shm, grouped, rail, b, b + L, a->esize);
         weft__sched_dep(s, t0, t1);
@@ -514,17 +507,7 @@ static weft_status_t build_allgather_leader(weft_sched_t *s, const weft_coll_arg
         done = on_rail(s, &in, t1);
         /* node n's blocks are ranks rank_at[n][0..L-1] */
         weft__sched_step(s, "rank order", 2);
-        t2 = weft__sched_nop(s);
-        for (int n = 0; n < N; n++) {
-            for (int q = 0; q < L; q++) {
-                int t = weft__sched_copy(
-                    s, (char *)a->dst + (size_t)m->rank_at[n * m->max_local + q] * block,
-                    all + ((size_t)n * L + q) * block, block);
-
-                weft__sched_dep(s, done, t);
-                weft__sched_dep(s, t, t2);
-            }
-        }
+        t2 = regroup(s, all, a->dst, block, 0, done, 1);
     }
     weft__sched_step(s, "node bcast", 3);
     weft__sched_dep(s, t2,
@@ -575,7 +558,7 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     t2 = weft__shm_allgather(s, comm->coll->shm, rail, grouped, b, b + L, a->esize);
     weft__sched_dep(s, t1, t2);
     weft__sched_step(s, "rank order", 2);
-    regroup(s, grouped, a->dst, block, 0, t2);
+    regroup(s, grouped, a->dst, block, 0, t2, 0);
     return WEFT_OK;
 }
 

@@ -764,6 +764,13 @@ Test(virtual_nodes, np4_two_nodes_of_two, .timeout = 300)
     run_job(&(job_opts_t){.nranks = 4, .rpn = "2", .ipc = -1});
 }
 
+/* the hierarchical algorithms on the device buffers themselves (their device forms: the
+ * allgather's copy into rank order, the reduce_scatter's grouping copy) */
+Test(virtual_nodes, np4_two_nodes_of_two_per_message, .timeout = 300)
+{
+    run_job(&(job_opts_t){.nranks = 4, .rpn = "2", .ipc = -1, .stage = "0"});
+}
+
 Test(dead_peer, np2_enqueued_allreduce, .timeout = 300)
 {
     run_job(&(job_opts_t){.nranks = 2, .ipc = -1, .dead_peer = 1});
