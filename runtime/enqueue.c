@@ -805,6 +805,8 @@ static weft_status_t enqueue(enq_op_t *op, void *stream, const char *call)
     nhost++;
     append(op);
     pthread_cond_signal(&work);
+    /* a sleep on the doorbell was decided without this operation, whose stream may not ring */
+    weft__device_doorbell_ring();
     pthread_mutex_unlock(&lock);
     return WEFT_OK;
 }
