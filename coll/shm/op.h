@@ -56,9 +56,10 @@ typedef struct shm_op {
     size_t count; /* elements (vector operations) */
     const size_t *boff;
     const size_t *bcnt;
-    /* allgather placed piece by piece (weft__shm_allgather_pieces): every local rank's block
-     * is pieces of pcount elements, piece j of rank q's at element poff[q * pieces + j] of dst;
-     * pcount 0: each block whole, at boff[q] */
+    /* blocks in pieces (weft__shm_allgather_pieces, weft__shm_reduce_scatter_pieces): every
+     * local rank's block is pieces of pcount elements, piece j of rank q's at element
+     * poff[q * pieces + j] of the user's buffer; pcount 0: each block whole, at boff[q]
+     * (weft__shm_op_run) */
     size_t pcount, pieces;
     const size_t *poff;
     size_t esize;
@@ -81,6 +82,22 @@ typedef struct shm_op {
     char *scratch_dst; /* allreduce: the result is made here, then copied to user_dst */
     char *user_dst;
 } shm_op_t;
+
+/* The run of local rank q's block that starts at its element e0, at most n elements: where it
+ * lies in the user's buffer (*at_p, in elements: dst for allgather, src for reduce_scatter), and
+ * its length (the block lies whole at boff[q], or in pieces of pcount elements). */
+static inline size_t weft__shm_op_run(const shm_op_t *o, int q, size_t e0, size_t n, size_t *at_p)
+{
+    size_t in;
+
+    if (o->pcount == 0) {
+        *at_p = o->boff[q] + e0;
+        return n;
+    }
+    in = e0 % o->pcount;
+    *at_p = o->poff[(size_t)q * o->pieces + e0 / o->pcount] + in;
+    return n < o->pcount - in ? n : o->pcount - in;
+}
 
 static inline uint64_t load(const uint64_t *p)
 {

@@ -378,23 +378,17 @@ static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
     return WEFT_OK;
 }
 
-/* n elements of local rank q's block, from its element e0 on, from `from` to their place in dst:
- * at boff[q], or piece by piece (o->pcount). */
+/* n elements of local rank q's block, from its element e0 on, from `from` to their place in dst
+ * (allgather). */
 static weft_status_t place(shm_op_t *o, int q, size_t e0, const char *from, size_t n)
 {
-    const size_t es = o->esize;
     weft_status_t status = WEFT_OK;
 
-    if (o->pcount == 0) {
-        return weft__shm_op_copy(o, o->dst + (o->boff[q] + e0) * es, from, n);
-    }
     while (n > 0 && status == WEFT_OK) {
-        size_t j = e0 / o->pcount, in = e0 % o->pcount;
-        size_t k = n < o->pcount - in ? n : o->pcount - in;
+        size_t at, k = weft__shm_op_run(o, q, e0, n, &at);
 
-        status =
-            weft__shm_op_copy(o, o->dst + (o->poff[(size_t)q * o->pieces + j] + in) * es, from, k);
-        from += k * es;
+        status = weft__shm_op_copy(o, o->dst + at * o->esize, from, k);
+        from += k * o->esize;
         e0 += k;
         n -= k;
     }
@@ -402,22 +396,16 @@ static weft_status_t place(shm_op_t *o, int q, size_t e0, const char *from, size
 }
 
 /* The other way (reduce_scatter): n elements of the block for local rank q, from its element e0
- * on, from their place in src (at boff[q], or piece by piece) to `to`. */
+ * on, from their place in src to `to`. */
 static weft_status_t take(shm_op_t *o, int q, size_t e0, char *to, size_t n)
 {
-    const size_t es = o->esize;
     weft_status_t status = WEFT_OK;
 
-    if (o->pcount == 0) {
-        return weft__shm_op_copy(o, to, o->src + (o->boff[q] + e0) * es, n);
-    }
     while (n > 0 && status == WEFT_OK) {
-        size_t j = e0 / o->pcount, in = e0 % o->pcount;
-        size_t k = n < o->pcount - in ? n : o->pcount - in;
+        size_t at, k = weft__shm_op_run(o, q, e0, n, &at);
 
-        status =
-            weft__shm_op_copy(o, to, o->src + (o->poff[(size_t)q * o->pieces + j] + in) * es, k);
-        to += k * es;
+        status = weft__shm_op_copy(o, to, o->src + at * o->esize, k);
+        to += k * o->esize;
         e0 += k;
         n -= k;
     }
@@ -973,8 +961,11 @@ static size_t blocks_init(shm_op_t *o, const void *src, void *dst, const size_t 
     return o->chunk == 0 ? 0 : max_block(bcnt, o->shm->L);
 }
 
+/* pcount > 0: the blocks (bcnt[0] elements each) in pieces of pcount elements at poff (boff
+ * unused) */
 static int blocks_add(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, const void *src, void *dst,
-                      const size_t *boff, const size_t *bcnt, size_t esize)
+                      const size_t *boff, const size_t *bcnt, size_t esize, size_t pcount,
+                      const size_t *poff)
 {
     shm_op_t *o = op_new(s, shm, kind, esize);
     size_t total;
@@ -983,6 +974,9 @@ static int blocks_add(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, const vo
         return -1;
     }
     total = blocks_init(o, src, dst, boff, bcnt);
+    o->pcount = pcount;
+    o->pieces = pcount > 0 ? bcnt[0] / pcount : 0;
+    o->poff = poff;
     if (o->chunk == 0) {
         weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "shared-memory slot too small"));
         return -1;
@@ -993,7 +987,7 @@ static int blocks_add(weft_sched_t *s, weft_shm_t *shm, op_kind_t kind, const vo
 int weft__shm_reduce_scatter(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
                              const size_t *boff, const size_t *bcnt, size_t esize)
 {
-    return blocks_add(s, shm, OP_REDUCE_SCATTER, src, dst, boff, bcnt, esize);
+    return blocks_add(s, shm, OP_REDUCE_SCATTER, src, dst, boff, bcnt, esize, 0, NULL);
 }
 
 int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,
@@ -1005,7 +999,8 @@ int weft__shm_allgather(weft_sched_t *s, weft_shm_t *shm, const void *src, void 
     for (int q = 0; q < shm->L; q++) {
         bytes += bcnt[q] * esize;
     }
-    return blocks_add(s, shm, allgather_kind(shm, memtype, bytes), src, dst, boff, bcnt, esize);
+    return blocks_add(s, shm, allgather_kind(shm, memtype, bytes), src, dst, boff, bcnt, esize, 0,
+                      NULL);
 }
 
 /* A block operation whose blocks (bcount elements each) are pieces of pcount elements at poff
@@ -1014,11 +1009,9 @@ static int pieces_add(weft_sched_t *s, weft_shm_t *shm, weft_coll_kind_t kind, c
                       void *dst, size_t bcount, size_t pcount, const size_t *poff, size_t esize)
 {
     const int L = shm->L;
-    size_t *b = weft__sched_scratch(s, 2 * sizeof(size_t) * (size_t)L);
-    shm_op_t *o;
-    size_t total;
+    size_t *bcnt = weft__sched_scratch(s, sizeof(size_t) * (size_t)L);
 
-    if (b == NULL) {
+    if (bcnt == NULL) {
         weft__sched_fail(s, weft__error(WEFT_ERR_NO_MEMORY, "shared-memory %s: no memory",
                                         weft__coll_kind_name(kind)));
         return -1;
@@ -1032,26 +1025,13 @@ static int pieces_add(weft_sched_t *s, weft_shm_t *shm, weft_coll_kind_t kind, c
         return -1;
     }
     for (int q = 0; q < L; q++) {
-        b[q] = (size_t)q * bcount; /* unused: the pieces say where */
-        b[L + q] = bcount;
+        bcnt[q] = bcount;
     }
-    o = op_new(s, shm,
-               kind == WEFT_COLL_ALLGATHER
-                   ? allgather_kind(shm, WEFT_MEM_HOST, bcount * esize * (size_t)L)
-                   : OP_REDUCE_SCATTER,
-               esize);
-    if (o == NULL) {
-        return -1;
-    }
-    total = blocks_init(o, src, dst, b, b + L);
-    o->pcount = pcount;
-    o->pieces = bcount / pcount;
-    o->poff = poff;
-    if (o->chunk == 0) {
-        weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "shared-memory slot too small"));
-        return -1;
-    }
-    return op_add(s, o, total);
+    return blocks_add(s, shm,
+                      kind == WEFT_COLL_ALLGATHER
+                          ? allgather_kind(shm, WEFT_MEM_HOST, bcount * esize * (size_t)L)
+                          : OP_REDUCE_SCATTER,
+                      src, dst, NULL, bcnt, esize, pcount, poff);
 }
 
 int weft__shm_allgather_pieces(weft_sched_t *s, weft_shm_t *shm, const void *src, void *dst,

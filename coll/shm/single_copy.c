@@ -403,17 +403,16 @@ static weft_status_t cma_work(shm_op_t *o)
     }
     for (int q = 0; q < L && status == WEFT_OK; q++) {
         /* the block whole, or piece by piece (weft__shm_allgather_pieces) */
-        const size_t n = o->pcount > 0 ? o->pcount : o->bcnt[q],
-                     pieces = n > 0 ? o->bcnt[q] / n : 0;
+        for (size_t e0 = 0, k; e0 < o->bcnt[q] && status == WEFT_OK; e0 += k) {
+            size_t at;
+            char *to;
 
-        for (size_t j = 0; j < pieces && status == WEFT_OK; j++) {
-            char *to =
-                o->dst + (o->pcount > 0 ? o->poff[(size_t)q * o->pieces + j] : o->boff[q]) * es;
-
+            k = weft__shm_op_run(o, q, e0, o->bcnt[q] - e0, &at);
+            to = o->dst + at * es;
             if (q != me) {
-                status = cma_read(o, q, to, shm->ctrl[q].src_addr + j * n * es, n * es);
-            } else if (to != o->src + j * n * es) {
-                memcpy(to, o->src + j * n * es, n * es);
+                status = cma_read(o, q, to, shm->ctrl[q].src_addr + e0 * es, k * es);
+            } else if (to != o->src + e0 * es) {
+                memcpy(to, o->src + e0 * es, k * es);
             }
         }
     }
