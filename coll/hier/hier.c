@@ -29,10 +29,6 @@
  * message per node instead of L (where ranks outnumber cores the L rails'
  * messages wait for each other's cores):
  *
- *   reduce_scatter: shm reduce to local rank 0 -> the node's blocks put
- *               together -> reduce_scatter among rail 0 -> shm scatter from
- *               local rank 0
- *
  *   allreduce:  shm reduce to local rank 0 -> allreduce among rail 0 ->
  *               shm bcast from local rank 0
  *   bcast:      the root's rail broadcasts the whole vector -> shm bcast on
@@ -40,6 +36,9 @@
  *               once)
  *   allgather:  shm gather to local rank 0 -> allgather of the nodes' blocks
  *               among rail 0 -> the blocks in rank order -> shm bcast from
+ *               local rank 0
+ *   reduce_scatter: shm reduce to local rank 0 -> the node's blocks put
+ *               together -> reduce_scatter among rail 0 -> shm scatter from
  *               local rank 0
  *
  * Pipelined allreduce (WEFT_HIER_PIPELINE; auto: the chunks the cost model predicts fastest,
@@ -390,6 +389,30 @@ static size_t *rail_pieces(weft_sched_t *s, size_t count)
     return poff;
 }
 
+/* The buffers of the sliced reduce_scatter and allgather's node step: `rail`, this rank's N rail
+ * blocks; host memory: the offsets of every rail's blocks at their ranks' places (poff), which
+ * the shm step reads or writes directly; device memory: `grouped`, the blocks by rail, and its
+ * slices (b), through which a copy (regroup) goes instead. WEFT_ERR_NO_MEMORY when short. */
+typedef struct rail_bufs {
+    char *rail, *grouped;
+    size_t *b, *poff;
+} rail_bufs_t;
+
+static weft_status_t rail_bufs(weft_sched_t *s, const weft_coll_args_t *a, rail_bufs_t *r)
+{
+    const weft_node_map_t *m = weft__sched_comm(s)->node;
+    size_t block = a->count * a->esize;
+
+    *r = (rail_bufs_t){.rail = weft__sched_scratch(s, block * (size_t)m->nnodes)};
+    if (weft__sched_dev(s)->memtype == WEFT_MEM_HOST && a->count > 0) {
+        r->poff = rail_pieces(s, a->count);
+        return r->rail != NULL && r->poff != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+    }
+    r->grouped = weft__sched_scratch(s, block * (size_t)a->size);
+    r->b = slices(s, (size_t)a->size * a->count, m->local_size);
+    return r->rail != NULL && r->grouped != NULL && r->b != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+}
+
 /* reduce_scatter, the leader form (small vectors): shm reduce of the whole vector to local rank
  * 0, there the blocks of each node's ranks put together (node by node), reduce_scatter of those
  * among rail 0 (each node gets its ranks' blocks), shm scatter of them from local rank 0. */
@@ -435,40 +458,33 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
-    size_t block = a->count * a->esize;
-    /* host memory: the node's reduce-scatter takes each rail's blocks from their ranks' places
-     * in src, with no copy grouping them first */
-    const int pieces = weft__sched_dev(s)->memtype == WEFT_MEM_HOST && a->count > 0;
-    char *grouped = NULL, *rail;
-    size_t *b = NULL, *poff = NULL;
     weft_coll_args_t in = *a;
-    int t0 = -1, t1;
+    rail_bufs_t r;
+    weft_status_t status;
+    int t1;
 
     if (leader_form(s, a)) {
         return build_reduce_scatter_leader(s, a);
     }
-    rail = weft__sched_scratch(s, block * (size_t)N);
-    if (pieces) {
-        poff = rail_pieces(s, a->count);
-    } else {
-        grouped = weft__sched_scratch(s, block * (size_t)a->size);
-        b = slices(s, (size_t)L * N * a->count, L);
+    status = rail_bufs(s, a, &r);
+    if (status != WEFT_OK) {
+        return status;
     }
-    if (rail == NULL || (pieces ? poff == NULL : grouped == NULL || b == NULL)) {
-        return WEFT_ERR_NO_MEMORY;
-    }
-    if (pieces) {
+    if (r.poff != NULL) { /* each rail's blocks taken where they are */
         weft__sched_step(s, "node reduce-scatter", 1);
-        t1 = weft__shm_reduce_scatter_pieces(s, comm->coll->shm, a->src, rail,
-                                             (size_t)N * a->count, a->count, poff, a->esize);
+        t1 = weft__shm_reduce_scatter_pieces(s, comm->coll->shm, a->src, r.rail,
+                                             (size_t)N * a->count, a->count, r.poff, a->esize);
     } else {
+        int t0;
+
         weft__sched_step(s, "group by rail", 0);
-        t0 = regroup(s, grouped, (char *)a->src, block, 1, -1, 0);
+        t0 = regroup(s, r.grouped, (char *)a->src, a->count * a->esize, 1, -1, 0);
         weft__sched_step(s, "node reduce-scatter", 1);
-        t1 = weft__shm_reduce_scatter(s, comm->coll->shm, grouped, rail, b, b + L, a->esize);
+        t1 = weft__shm_reduce_scatter(s, comm->coll->shm, r.grouped, r.rail, r.b, r.b + L,
+                                      a->esize);
         weft__sched_dep(s, t0, t1);
     }
-    in.src = rail;
+    in.src = r.rail;
     in.rank = m->node;
     in.size = N;
     weft__sched_step(s, "rail reduce-scatter", 2);
@@ -521,44 +537,36 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
-    size_t block = a->count * a->esize;
-    /* host memory: each rail's blocks go straight to their ranks' places in dst, with no copy
-     * into rank order after (two simulated hosts of two ranks, 16 MiB: 62 -> 42 ms) */
-    const int pieces = weft__sched_dev(s)->memtype == WEFT_MEM_HOST && a->count > 0;
-    char *rail, *grouped = NULL;
-    size_t *b = NULL, *poff = NULL;
     weft_coll_args_t in = *a;
+    rail_bufs_t r;
+    weft_status_t status;
     int t1, t2;
 
     if (leader_form(s, a)) {
         return build_allgather_leader(s, a);
     }
-    rail = weft__sched_scratch(s, block * (size_t)N);
-    if (pieces) {
-        poff = rail_pieces(s, a->count);
-    } else {
-        grouped = weft__sched_scratch(s, block * (size_t)a->size);
-        b = slices(s, (size_t)L * N * a->count, L);
+    status = rail_bufs(s, a, &r);
+    if (status != WEFT_OK) {
+        return status;
     }
-    if (rail == NULL || (pieces ? poff == NULL : grouped == NULL || b == NULL)) {
-        return WEFT_ERR_NO_MEMORY;
-    }
-    in.dst = rail;
+    in.dst = r.rail;
     in.rank = m->node;
     in.size = N;
     weft__sched_step(s, "rail allgather", 0);
     t1 = on_rail(s, &in, -1);
     weft__sched_step(s, "node allgather", 1);
-    if (pieces) {
+    if (r.poff != NULL) {
+        /* each rail's blocks straight to their ranks' places in dst, with no copy into rank
+         * order after (two simulated hosts of two ranks, 16 MiB: 62 -> 42 ms) */
         weft__sched_dep(s, t1,
-                        weft__shm_allgather_pieces(s, comm->coll->shm, rail, a->dst,
-                                                   (size_t)N * a->count, a->count, poff, a->esize));
+                        weft__shm_allgather_pieces(s, comm->coll->shm, r.rail, a->dst,
+                                                   (size_t)N * a->count, a->count, r.poff, a->esize));
         return WEFT_OK;
     }
-    t2 = weft__shm_allgather(s, comm->coll->shm, rail, grouped, b, b + L, a->esize);
+    t2 = weft__shm_allgather(s, comm->coll->shm, r.rail, r.grouped, r.b, r.b + L, a->esize);
     weft__sched_dep(s, t1, t2);
     weft__sched_step(s, "rank order", 2);
-    regroup(s, grouped, a->dst, block, 0, t2, 0);
+    regroup(s, r.grouped, a->dst, a->count * a->esize, 0, t2, 0);
     return WEFT_OK;
 }
 
@@ -569,22 +577,20 @@ static weft_status_t build_barrier(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
-    int t1, t2 = -1;
+    int t;
 
     weft__sched_step(s, "node barrier", 0);
-    t1 = weft__shm_barrier(s, comm->coll->shm);
+    t = weft__shm_barrier(s, comm->coll->shm);
     if (m->local_rank == 0) {
         weft_coll_args_t in = *a;
 
         in.rank = m->node;
         in.size = m->nnodes;
         weft__sched_step(s, "rail barrier", 1);
-        t2 = on_rail(s, &in, t1);
-    } else {
-        t2 = t1;
+        t = on_rail(s, &in, t);
     }
     weft__sched_step(s, "node barrier", 2);
-    weft__sched_dep(s, t2, weft__shm_barrier(s, comm->coll->shm));
+    weft__sched_dep(s, t, weft__shm_barrier(s, comm->coll->shm));
     return WEFT_OK;
 }
 
