@@ -58,9 +58,7 @@ void weft__sched_cancel_active(weft_sched_t *s)
  */
 static void sched_free(weft_sched_t *s)
 {
-    if (s->stage != NULL) {
-        weft__device_bounce_put(s->stage_dev, s->stage);
-    }
+    weft__sched_stage_drop(s);
     for (int i = 0; i < s->cap_scratch; i++) {
         if (s->scratch[i].buf != NULL) {
             s->scratch[i].dev->free(s->scratch[i].buf);
@@ -153,10 +151,7 @@ void weft__sched_destroy(weft_sched_t *s)
     if (s == NULL) {
         return;
     }
-    if (s->stage != NULL) { /* unfinished: the result is not copied out */
-        weft__device_bounce_put(s->stage_dev, s->stage);
-        s->stage = NULL;
-    }
+    weft__sched_stage_drop(s); /* unfinished: the result is not copied out */
     weft__sched_cancel_active(s);
     weft__sched_unlink_active(s);
     if (s->comm->handle != NULL && s->comm->coll->sched_cache == NULL) {

@@ -102,13 +102,10 @@ static weft_status_t finalize(weft_sched_t *s)
         status = s->dev->avg_finalize(s->desc.avg_buf, s->desc.avg_count, s->desc.dtype,
                                       s->desc.avg_divisor);
     }
-    if (s->stage != NULL) {
-        if (status == WEFT_OK && s->stage_bytes > 0) {
-            status = s->stage_dev->copy(s->stage_dst, s->stage_from, s->stage_bytes);
-        }
-        weft__device_bounce_put(s->stage_dev, s->stage);
-        s->stage = NULL;
+    if (s->stage != NULL && status == WEFT_OK && s->stage_bytes > 0) {
+        status = s->stage_dev->copy(s->stage_dst, s->stage_from, s->stage_bytes);
     }
+    weft__sched_stage_drop(s);
     return status;
 }
 

@@ -95,6 +95,15 @@ struct weft_sched {
 
 /* Take s off its communicator's list of started, unfinished schedules. */
 void weft__sched_unlink_active(weft_sched_t *s);
+/* Give back a host-staged operation's host copy, if s still holds it (after its copy out, or
+ * unused where s failed or ends unfinished). */
+static inline void weft__sched_stage_drop(weft_sched_t *s)
+{
+    if (s->stage != NULL) {
+        weft__device_bounce_put(s->stage_dev, s->stage);
+        s->stage = NULL;
+    }
+}
 /* Cancel the posted messages of s; function tasks undo what they reserved. */
 void weft__sched_cancel_active(weft_sched_t *s);
 /* Tell the flight recorder that s ended (once). */
