@@ -412,6 +412,24 @@ double weft__cost_hier_barrier(const weft_cost_params_t *c, double n, int p)
     return 2 * c->shm_alpha + inner(c, WEFT_COLL_BARRIER, 0, c->nodes);
 }
 
+/* gather (n: every rank's block): shm gather of each node's n/N bytes to the root's rail, a
+ * gather of the nodes' blocks on it (the copy into rank order where the nodes' ranks are not node
+ * by node is not modelled) */
+double weft__cost_hier_gather(const weft_cost_params_t *c, double n, int p)
+{
+    (void)p;
+    return weft__cost_shm_gather(c, n / c->nodes, c->local) +
+           inner(c, WEFT_COLL_GATHER, n, c->nodes);
+}
+
+/* scatter: the gather backwards */
+double weft__cost_hier_scatter(const weft_cost_params_t *c, double n, int p)
+{
+    (void)p;
+    return inner(c, WEFT_COLL_SCATTER, n, c->nodes) +
+           weft__cost_shm_scatter(c, n / c->nodes, c->local);
+}
+
 /* The ordered reductions (coll/ordered/ordered.c): blocks straight to
  * their owners, folded once all arrived; allreduce and reduce then send
  * every folded block on. */

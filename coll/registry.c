@@ -260,6 +260,16 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .model = "r(n/L) a_s + (n/L + n) c (the single copy from WEFT_SHM_CMA_COPY is not modelled)",
      .desc = "every rank copies its block in, the root copies every slot out; large blocks the "
              "root reads from the ranks' buffers"},
+    {.name = "hier",
+     .kind = WEFT_COLL_GATHER,
+     .build = weft__hier_build,
+     .cost = weft__cost_hier_gather,
+     .layout = WEFT_COLL_LAYOUT_NODES,
+     .file = "coll/hier/hier.c",
+     .model = "shm gather of n/N + best gather of n on N ranks",
+     .desc = "shm gather on every node to its rank of the root's rail, gather of the nodes' "
+             "blocks on that rail (put in rank order at the root where the nodes' ranks are not "
+             "node by node)"},
     {.name = "binomial",
      .kind = WEFT_COLL_SCATTER,
      .build = weft__scatter_binomial,
@@ -276,6 +286,15 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .model = "r(n) a_s + (n + n/L) c (the single copy from WEFT_SHM_CMA_COPY is not modelled)",
      .desc = "the root copies a piece of every block into its slot, each rank copies its own out; "
              "large blocks each rank reads from the root's buffer"},
+    {.name = "hier",
+     .kind = WEFT_COLL_SCATTER,
+     .build = weft__hier_build,
+     .cost = weft__cost_hier_scatter,
+     .layout = WEFT_COLL_LAYOUT_NODES,
+     .file = "coll/hier/hier.c",
+     .model = "best scatter of n on N ranks + shm scatter of n/N",
+     .desc = "the nodes' blocks down the root's rail (grouped by node first where the nodes' "
+             "ranks are not node by node), shm scatter on every node from its rank of that rail"},
 
     /* alltoall */
     {.name = "pairwise",

@@ -16,6 +16,11 @@
  *   allgather:  allgather among rail q -> shm allgather, each block to its
  *               rank's place (device memory: then a local copy into rank order)
  *   barrier:    shm barrier -> barrier among rail 0 -> shm barrier
+ *   gather:     shm gather to the node's rank of the root's rail (the root's
+ *               local rank) -> gather of the nodes' L blocks on that rail
+ *               (the root's node's straight to their place) -> rank order at
+ *               the root where the nodes' ranks are not node by node
+ *   scatter:    the gather backwards (rail scatter, then shm scatter)
  *
  *         node 0          node 1
  *       r0    r1        r2    r3       rails: {r0, r2} and {r1, r3}
@@ -570,6 +575,115 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
+/* Whether node n's ranks are ranks n L .. n L + L - 1 for every n (the nodes' blocks of a gather
+ * or scatter are then in rank order as they are) */
+static int node_major(const weft_node_map_t *m)
+{
+    for (int n = 0; n < m->nnodes; n++) {
+        for (int q = 0; q < m->local_size; q++) {
+            if (m->rank_at[n * m->max_local + q] != n * m->local_size + q) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The root's buffer of a gather or scatter with its blocks node by node: the user's where the
+ * nodes' ranks are in that order, else scratch (*grouped_p 1; NULL on no memory) */
+static char *node_blocks(weft_sched_t *s, const weft_coll_args_t *a, char *user, int *grouped_p)
+{
+    *grouped_p = !node_major(weft__sched_comm(s)->node);
+    return *grouped_p ? weft__sched_scratch(s, a->count * a->esize * (size_t)a->size) : user;
+}
+
+/* gather: shm gather of each node's blocks to its rank on the root's rail (on the root's node
+ * the root, straight to its node's place in the result), gather of the nodes' L blocks on that
+ * rail to the root, rank order there where the nodes' ranks are not node by node. */
+static weft_status_t build_gather(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, leader = m->local_of[a->root], root_node = m->node_of[a->root];
+    int is_root = a->rank == a->root, grouped = 0, t;
+    size_t block = a->count * a->esize;
+    char *all = is_root ? node_blocks(s, a, a->dst, &grouped) : NULL;
+    char *node = NULL;
+
+    if (m->local_rank == leader) {
+        node = is_root ? all + (size_t)root_node * L * block : weft__sched_scratch(s, block * L);
+        if (node == NULL || (is_root && all == NULL)) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+    }
+    weft__sched_step(s, "node gather", 0);
+    t = weft__shm_gather(s, comm->coll->shm, leader, a->src, node, a->count, a->esize);
+    if (m->local_rank == leader) {
+        weft_coll_args_t in = *a;
+
+        in.src = node;
+        in.dst = all;
+        in.count = a->count * (size_t)L;
+        in.rank = m->node;
+        in.size = m->nnodes;
+        in.root = root_node;
+        weft__sched_step(s, "rail gather", 1);
+        if (is_root) { /* the other nodes' blocks arrive meanwhile (its own: in place) */
+            int rail = on_rail(s, &in, -1), both = weft__sched_nop(s);
+
+            weft__sched_dep(s, t, both);
+            weft__sched_dep(s, rail, both);
+            t = both;
+        } else {
+            t = on_rail(s, &in, t);
+        }
+        if (grouped) {
+            weft__sched_step(s, "rank order", 2);
+            regroup(s, all, a->dst, block, 0, t, 1);
+        }
+    }
+    return WEFT_OK;
+}
+
+/* scatter: the gather backwards: the nodes' blocks (in rank order, or grouped by node first)
+ * down the root's rail, then a shm scatter on every node from its rank of that rail. */
+static weft_status_t build_scatter(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, leader = m->local_of[a->root], root_node = m->node_of[a->root];
+    int is_root = a->rank == a->root, grouped = 0, t = -1, rail;
+    size_t block = a->count * a->esize;
+    char *all = is_root ? node_blocks(s, a, (char *)a->src, &grouped) : NULL;
+    char *node = NULL;
+
+    if (m->local_rank == leader) {
+        weft_coll_args_t in = *a;
+
+        node = is_root ? all + (size_t)root_node * L * block : weft__sched_scratch(s, block * L);
+        if (node == NULL || (is_root && all == NULL)) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        if (grouped) {
+            weft__sched_step(s, "group by node", 0);
+            t = regroup(s, all, (char *)a->src, block, 1, -1, 1);
+        }
+        in.src = all;
+        in.dst = node;
+        in.count = a->count * (size_t)L;
+        in.rank = m->node;
+        in.size = m->nnodes;
+        in.root = root_node;
+        weft__sched_step(s, "rail scatter", 1);
+        rail = on_rail(s, &in, t);
+        t = is_root ? t : rail; /* the root's node's blocks are ready: in place */
+    }
+    weft__sched_step(s, "node scatter", 2);
+    weft__sched_dep(
+        s, t, weft__shm_scatter(s, comm->coll->shm, leader, node, a->dst, a->count, a->esize));
+    return WEFT_OK;
+}
+
 /* barrier: every local rank arrived (shm barrier), local rank 0 of every node meets the others
  * on rail 0, then the node's ranks leave with it (shm barrier): when any rank leaves, its node's
  * ranks and, through rail 0, every node's arrived. */
@@ -610,6 +724,10 @@ weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a)
         return build_allgather(s, a);
     case WEFT_COLL_BARRIER:
         return build_barrier(s, a);
+    case WEFT_COLL_GATHER:
+        return build_gather(s, a);
+    case WEFT_COLL_SCATTER:
+        return build_scatter(s, a);
     default:
         return weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "hier: %s not supported",
                                                weft__coll_kind_name(a->kind)));

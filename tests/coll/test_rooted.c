@@ -279,17 +279,36 @@ static void check_placement(int p)
                  atomic_load(&with_nodes));
 }
 
+/* Run the cases on a split of the world whose ranks take the virtual nodes in turn (rank r on
+ * node r % N), so that no node's ranks are consecutive: the hierarchical gather and scatter
+ * then put the blocks in rank order themselves. */
+static int matrix_interleave = 0;
+
 static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
+    int rpn = weft__runtime_config.ranks_per_node;
+    weft_comm_t use = comm;
+    const weft_shm_t *shm;
 
-    const weft_shm_t *shm = weft__comm_of(comm)->coll->shm;
+    if (matrix_interleave && rpn > 0) {
+        int nodes = (sh->nranks + rpn - 1) / rpn;
+        weft_status_t status = weft_comm_split(comm, 0, rank % rpn * nodes + rank / rpn, &use);
 
-    count_placement(comm);
+        if (status == WEFT_OK) {
+            status = weft_comm_rank(use, &rank);
+        }
+        cr_assert_eq(status, WEFT_OK, "split into interleaved nodes: %s", weft_last_error());
+    }
+    shm = weft__comm_of(use)->coll->shm;
+    count_placement(use);
     for (int i = 0; i < sh->ncases; i++) {
-        run_case(sh, comm, rank, &sh->cases[i]);
+        run_case(sh, use, rank, &sh->cases[i]);
     }
     atomic_fetch_add(&with_cma_reads, shm != NULL && shm->cma_bytes > 0);
+    if (use != comm) {
+        weft_comm_destroy(use);
+    }
 }
 
 static void run_world(weft_coll_kind_t kind, int p, uint64_t seed, uint64_t delay_ns,
@@ -486,6 +505,36 @@ Test(rooted, bcast_hier_leader_2_per_node, .timeout = 300)
 Test(rooted, bcast_hier_leader_3_per_node, .timeout = 300)
 {
     run_bcast_hier(3, 1);
+}
+
+/* The hierarchical gather and scatter on virtual nodes of 2 and 3 ranks, their ranks node by
+ * node (the nodes' blocks travel straight into the result) and taking the nodes in turn (the
+ * root puts them in rank order) */
+static void run_hier_rooted(weft_coll_kind_t kind, int ranks_per_node, int interleave)
+{
+    matrix_interleave = interleave;
+    run_matrix_nodes(kind, "hier", ranks_per_node);
+    matrix_interleave = 0;
+}
+
+Test(rooted, gather_hier_2_per_node, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_GATHER, 2, 0);
+}
+
+Test(rooted, gather_hier_3_per_node_interleaved, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_GATHER, 3, 1);
+}
+
+Test(rooted, scatter_hier_3_per_node, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_SCATTER, 3, 0);
+}
+
+Test(rooted, scatter_hier_2_per_node_interleaved, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_SCATTER, 2, 1);
 }
 
 Test(rooted, reduce_shm, .timeout = 300)

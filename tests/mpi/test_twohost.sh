@@ -27,9 +27,10 @@ specs=(
     reduce:binomial reduce:reduce_scatter_gather
     barrier:dissemination barrier:hier
     alltoall:pairwise alltoall:bruck
+    gather:binomial gather:hier scatter:binomial scatter:hier
 )
 # pingpong: weft_send/weft_recv between rank r and r + 2, across the hosts
-colls=(allreduce reduce_scatter allgather bcast reduce barrier alltoall pingpong)
+colls=(allreduce reduce_scatter allgather bcast reduce barrier alltoall gather scatter pingpong)
 deadline=90 # seconds per mpirun job, past WEFT_TIMEOUT (60) so that weft reports a hang first
 
 skip() {
@@ -124,9 +125,11 @@ for coll in "${colls[@]}"; do
         fi
         algos+=("$algo")
     done
-    root=() # not rank 0, and for bcast not on the mpirun host
+    root=() # not rank 0, and for bcast and gather not on the mpirun host
     [ "$coll" = bcast ] && root=(--root 3)
     [ "$coll" = reduce ] && root=(--root 1)
+    [ "$coll" = gather ] && root=(--root 3)
+    [ "$coll" = scatter ] && root=(--root 1)
     for algo in "${algos[@]}"; do
         force=()
         [ "$algo" = default ] || force=(--algo "$algo")
