@@ -242,6 +242,7 @@ typedef struct weft_coll_config {
     size_t hier_leader;       /* hierarchical bcast up to here: the root's rail carries it all */
     size_t hier_pipeline;     /* hierarchical allreduce in pipelined chunks of this many bytes
                                * (0: one piece) */
+    size_t hier_alltoall;     /* hierarchical alltoall offered up to this many bytes per rank */
     int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */
 } weft_coll_config_t;
 

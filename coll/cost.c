@@ -430,6 +430,21 @@ double weft__cost_hier_scatter(const weft_cost_params_t *c, double n, int p)
            weft__cost_shm_scatter(c, n / c->nodes, c->local);
 }
 
+/* alltoall (n: every block of one rank): N shm alltoalls of n/N bytes per rank, then every rail
+ * at once exchanges the groups, n per rank (no latency added for the rails sharing cores: the
+ * flat algorithms' ranks all send at once too). Offered up to WEFT_HIER_ALLTOALL bytes: the
+ * node steps copy every byte once more, which the model, pricing a flat algorithm's messages
+ * inside a node as the network's, does not see (measured: docs/algorithms.md). */
+double weft__cost_hier_a2a(const weft_cost_params_t *c, double n, int p)
+{
+    (void)p;
+    if (n > (double)weft__coll_config.hier_alltoall) {
+        return INFINITY;
+    }
+    return c->nodes * weft__cost_shm_a2a(c, n / c->nodes, c->local) +
+           inner(c, WEFT_COLL_ALLTOALL, n, c->nodes);
+}
+
 /* The ordered reductions (coll/ordered/ordered.c): blocks straight to
  * their owners, folded once all arrived; allreduce and reduce then send
  * every folded block on. */
@@ -611,6 +626,8 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
             } else if (t < 0) {
                 fprintf(explain, "  %-24s %14s    (not here: needs %s)\n", a->name, "-",
                         weft__coll_layout_name(a->layout));
+            } else if (isinf(t)) {
+                fprintf(explain, "  %-24s %14s    (not offered at this size)\n", a->name, "-");
             } else {
                 fprintf(explain, "  %-24s %14.3f us%s\n", a->name, t * 1e6,
                         form_note(a, params, bytes));

@@ -100,6 +100,7 @@ weft_cost_model_fn weft__cost_shm_allreduce, weft__cost_shm_rs, weft__cost_shm_a
     weft__cost_shm_a2a;
 weft_cost_model_fn weft__cost_ordered_rs, weft__cost_ordered_allreduce;
 weft_cost_model_fn weft__cost_hier_allreduce, weft__cost_hier_bcast, weft__cost_hier_rs,
-    weft__cost_hier_ag, weft__cost_hier_barrier, weft__cost_hier_gather, weft__cost_hier_scatter;
+    weft__cost_hier_ag, weft__cost_hier_barrier, weft__cost_hier_gather, weft__cost_hier_scatter,
+    weft__cost_hier_a2a;
 
 #endif /* WEFT_COLL_COST_H */

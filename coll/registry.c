@@ -321,6 +321,16 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .model = "n/p < `WEFT_SHM_CMA_ALLTOALL`: r(n) a_s + 2 n c; above: 2 a_s + n c",
      .desc = "every rank copies a piece of every block into its slot, then its pieces out; "
              "large blocks read from the peers' buffers"},
+    {.name = "hier",
+     .kind = WEFT_COLL_ALLTOALL,
+     .build = weft__hier_build,
+     .cost = weft__cost_hier_a2a,
+     .layout = WEFT_COLL_LAYOUT_NODES,
+     .file = "coll/hier/hier.c",
+     .model = "N shm alltoalls of n/N + rails(best alltoall of n on N ranks)",
+     .desc = "a shm alltoall per node of the blocks for its ranks, then an alltoall of those "
+             "groups on every rail at once (put node by node first and in rank order after "
+             "where the nodes' ranks are not node by node)"},
 
     /* barrier */
     {.name = "dissemination",

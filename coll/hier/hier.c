@@ -21,6 +21,10 @@
  *               (the root's node's straight to their place) -> rank order at
  *               the root where the nodes' ranks are not node by node
  *   scatter:    the gather backwards (rail scatter, then shm scatter)
+ *   alltoall:   a shm alltoall per node n of the blocks for n's ranks (local
+ *               rank q gets the node's blocks for rank (n, q)) -> alltoall
+ *               of those groups among rail q, straight into rank order where
+ *               the nodes' ranks are node by node
  *
  *         node 0          node 1
  *       r0    r1        r2    r3       rails: {r0, r2} and {r1, r3}
@@ -684,6 +688,60 @@ static weft_status_t build_scatter(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
+/* alltoall: on every node, one shm alltoall per node n of the blocks for n's ranks (local rank q
+ * gets from each local rank q' its block for rank (n, q), the L of them together by n), then an
+ * alltoall among rail q of those groups (L blocks from each node to each rank of the rail), which
+ * land in rank order where the nodes' ranks are node by node: no copy of the data but the shm
+ * steps' own. Otherwise the input is put node by node first and the result into rank order
+ * after. In place needs no staging: every shm step has read the input (its readers said done)
+ * before the rail writes the result. */
+static weft_status_t build_alltoall(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, N = m->nnodes, grouped = !node_major(m);
+    size_t block = a->count * a->esize, all = block * (size_t)a->size, group = block * L;
+    char *mid = weft__sched_scratch(s, all), *dst = a->dst;
+    const char *src = a->src;
+    weft_coll_args_t in = *a;
+    int t = -1, node = weft__sched_nop(s);
+
+    if (mid == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    if (grouped) {
+        char *stage = weft__sched_scratch(s, all);
+
+        dst = weft__sched_scratch(s, all);
+        if (stage == NULL || dst == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        weft__sched_step(s, "group by node", 0);
+        t = regroup(s, stage, (char *)a->src, block, 1, -1, 1);
+        src = stage;
+    }
+    weft__sched_step(s, "node alltoall", 1);
+    for (int n = 0; n < N; n++) {
+        int x = weft__shm_alltoall(s, comm->coll->shm, src + (size_t)n * group,
+                                   mid + (size_t)n * group, a->count, a->esize);
+
+        weft__sched_dep(s, t, x);
+        weft__sched_dep(s, x, node);
+    }
+    in.src = mid;
+    in.dst = dst;
+    in.count = a->count * (size_t)L;
+    in.rank = m->node;
+    in.size = N;
+    weft__sched_step(s, "rail alltoall", 2);
+    t = on_rail(s, &in, node);
+    if (grouped) {
+        weft__sched_step(s, "rank order", 3);
+        regroup(s, dst, a->dst, block, 0, t, 1);
+    }
+    return WEFT_OK;
+}
+
 /* barrier: every local rank arrived (shm barrier), local rank 0 of every node meets the others
  * on rail 0, then the node's ranks leave with it (shm barrier): when any rank leaves, its node's
  * ranks and, through rail 0, every node's arrived. */
@@ -728,6 +786,8 @@ weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a)
         return build_gather(s, a);
     case WEFT_COLL_SCATTER:
         return build_scatter(s, a);
+    case WEFT_COLL_ALLTOALL:
+        return build_alltoall(s, a);
     default:
         return weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL, "hier: %s not supported",
                                                weft__coll_kind_name(a->kind)));

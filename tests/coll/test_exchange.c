@@ -344,18 +344,38 @@ done:
 /* ranks that ran with shared memory and with a node map of several nodes */
 static atomic_int with_shm, with_nodes, with_cma_reads;
 
+/* Run the cases on a split of the world whose ranks take the virtual nodes in turn (rank r on
+ * node r % N), so that no node's ranks are consecutive: the hierarchical alltoall then puts
+ * the blocks node by node and back itself. */
+static int matrix_interleave = 0;
+
 static void rank_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
-    const weft_shm_t *shm = weft__comm_of(comm)->coll->shm;
+    int rpn = weft__runtime_config.ranks_per_node;
+    weft_comm_t use = comm;
+    const weft_shm_t *shm;
 
+    if (matrix_interleave && rpn > 0) {
+        int nodes = (sh->nranks + rpn - 1) / rpn;
+        weft_status_t status = weft_comm_split(comm, 0, rank % rpn * nodes + rank / rpn, &use);
+
+        if (status == WEFT_OK) {
+            status = weft_comm_rank(use, &rank);
+        }
+        cr_assert_eq(status, WEFT_OK, "split into interleaved nodes: %s", weft_last_error());
+    }
+    shm = weft__comm_of(use)->coll->shm;
     atomic_fetch_add(&with_shm, shm != NULL);
     atomic_fetch_add(&with_nodes,
-                     weft__comm_of(comm)->node != NULL && weft__comm_of(comm)->node->nnodes > 1);
+                     weft__comm_of(use)->node != NULL && weft__comm_of(use)->node->nnodes > 1);
     for (int i = 0; i < sh->ncases; i++) {
-        run_case(sh, comm, rank, &sh->cases[i]);
+        run_case(sh, use, rank, &sh->cases[i]);
     }
     atomic_fetch_add(&with_cma_reads, shm != NULL && shm->cma_bytes > 0);
+    if (use != comm) {
+        weft_comm_destroy(use);
+    }
 }
 
 /*
@@ -438,10 +458,14 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
             cr_assert_eq(status, WEFT_OK, "thread world of %d ranks: %s", p, weft_last_error());
             check_placement(p);
             /* the single-copy rounds ran on every rank that has peers, or on none */
-            cr_assert_eq(atomic_load(&with_cma_reads),
-                         matrix_shm_cma_alltoall == 0 && p > 1 && ranks_per_node == 0 ? p : 0,
-                         "%s/%s p=%d: %d ranks read peers' buffers by process_vm_readv",
-                         weft__coll_kind_name(kind), algo, p, atomic_load(&with_cma_reads));
+            cr_assert_eq(
+                atomic_load(&with_cma_reads),
+                matrix_shm_cma_alltoall == 0 && p > 1 &&
+                        (ranks_per_node == 0 || p % ranks_per_node == 0 || p < ranks_per_node)
+                    ? p
+                    : 0,
+                "%s/%s p=%d: %d ranks read peers' buffers by process_vm_readv",
+                weft__coll_kind_name(kind), algo, p, atomic_load(&with_cma_reads));
             cr_assert_eq(harness_fail_count(), 0, "%s/%s: %d failure(s) at p=%d seed %d; first: %s",
                          weft__coll_kind_name(kind), algo, harness_fail_count(), p, seed,
                          harness_fail_message(0));
@@ -542,6 +566,33 @@ Test(exchange, alltoall_shm_single_copy, .timeout = 300)
 {
     matrix_shm_cma_alltoall = 0;
     run_matrix(WEFT_COLL_ALLTOALL, "shm");
+}
+
+/* The hierarchical alltoall on virtual nodes of 2 and 3 ranks, node by node (the rails' blocks
+ * land in rank order) and taking the nodes in turn (grouped by node and back) */
+Test(exchange, alltoall_hier_2_per_node, .timeout = 300)
+{
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 2);
+}
+
+Test(exchange, alltoall_hier_3_per_node, .timeout = 300)
+{
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 3);
+}
+
+/* the shm steps reading the peers' send buffers where they are */
+Test(exchange, alltoall_hier_3_per_node_single_copy, .timeout = 300)
+{
+    matrix_shm_cma_alltoall = 0;
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 3);
+    matrix_shm_cma_alltoall = SIZE_MAX;
+}
+
+Test(exchange, alltoall_hier_2_per_node_interleaved, .timeout = 300)
+{
+    matrix_interleave = 1;
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 2);
+    matrix_interleave = 0;
 }
 
 Test(exchange, alltoallv_pairwise, .timeout = 300)

@@ -7,6 +7,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <math.h>
+
 #include "coll/coll.h"
 #include "coll/cost.h"
 #include "tests/harness.h"
@@ -329,6 +331,32 @@ Test(registry, hier_pipeline_chunks, .init = init_clean, .fini = fini)
                  "one piece (%g s)",
                  piped, one);
     weft__coll_config.hier_pipeline = WEFT_HIER_PIPELINE_AUTO;
+}
+
+/* The hierarchical alltoall: chosen for small send buffers across two nodes of two ranks where
+ * ranks outnumber cores (every message waits for a core: fewer messages win), never above
+ * WEFT_HIER_ALLTOALL (its node steps copy every byte once more), and not at all with 0; a
+ * WEFT_TUNE rule still runs it at any size. */
+Test(registry, hier_alltoall_up_to_its_size, .init = init_clean, .fini = fini)
+{
+    const weft_coll_algo_t *hier = weft__coll_find(WEFT_COLL_ALLTOALL, "hier");
+    weft_cost_params_t c;
+
+    hier_params(&c, 2, 2);
+    c.alpha += weft__coll_config.cost_oversub_us * 1e-6;
+    c.shm_alpha += weft__coll_config.cost_oversub_shm_us * 1e-6;
+    c.oversubscribed = 1;
+    cr_assert_eq(weft__coll_config.hier_alltoall, (size_t)256 << 10);
+    cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 64, 4, &c, NULL), hier, "64 B");
+    cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 32 << 10, 4, &c, NULL), hier, "32 KiB");
+    cr_assert_neq(weft__coll_choose(WEFT_COLL_ALLTOALL, 2 << 20, 4, &c, NULL), hier, "2 MiB");
+    cr_assert(isinf(weft__cost_predict(hier, &c, (256 << 10) + 1, 4)));
+    weft__coll_config.hier_alltoall = 0;
+    cr_assert_neq(weft__coll_choose(WEFT_COLL_ALLTOALL, 64, 4, &c, NULL), hier, "0: never");
+    cr_assert_eq(weft__coll_tune_load("alltoall:0-inf:hier"), WEFT_OK, "%s", weft_last_error());
+    cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 2 << 20, 4, &c, NULL), hier, "forced");
+    weft__coll_tune_release();
+    weft__coll_config.hier_alltoall = (size_t)256 << 10;
 }
 
 /* Where ranks outnumber cores the sliced forms pay their rail phase's latency once per local

@@ -26,7 +26,7 @@ specs=(
     bcast:binomial bcast:scatter_allgather bcast:hier
     reduce:binomial reduce:reduce_scatter_gather
     barrier:dissemination barrier:hier
-    alltoall:pairwise alltoall:bruck
+    alltoall:pairwise alltoall:bruck alltoall:hier
     gather:binomial gather:hier scatter:binomial scatter:hier
 )
 # pingpong: weft_send/weft_recv between rank r and r + 2, across the hosts
