@@ -283,8 +283,9 @@ size_t weft__coll_bytes(const weft_coll_args_t *a);
  * run between nodes, and what shared-memory ones fall back to. */
 const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll_kind_t kind,
                                                size_t bytes, int nranks);
-/* Whether the hierarchical allreduce, bcast or allgather of bytes on comm runs its leader form (the
- * whole vector over one rail; coll/cost.c decides, alike on every rank). */
+/* Whether the hierarchical allreduce, bcast, allgather, reduce_scatter or reduce of bytes on comm
+ * runs its leader form (the whole vector over one rail; coll/cost.c decides, alike on every
+ * rank). */
 int weft__coll_hier_leader(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes);
 /* Bytes per chunk of the pipelined hierarchical allreduce (the sliced form) of bytes on comm, 0 for
  * one piece (WEFT_HIER_PIPELINE; auto: coll/cost.c decides, alike on every rank). */

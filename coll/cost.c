@@ -323,6 +323,11 @@ static double hier_sliced(const weft_cost_params_t *c, weft_coll_kind_t kind, do
          * after it: not modelled, the choice must not depend on where one rank's buffer is) */
         return rail_phase(c, kind, n) + shm_ag_in(c, n, L);
     }
+    if (kind == WEFT_COLL_REDUCE) {
+        /* shm reduce-scatter, every rail reduces its slice to the root's node, shm allgather
+         * there */
+        return shm_rs_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
+    }
     if (kind == WEFT_COLL_REDUCE_SCATTER) {
         /* host memory: the shm reduce-scatter takes each rail's blocks where they are (device
          * memory groups them by a local copy first: not modelled, the choice must not depend
@@ -337,6 +342,10 @@ static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, do
 {
     int L = c->local;
 
+    if (kind == WEFT_COLL_REDUCE) {
+        /* shm reduce (modelled as the shm allreduce), reduce on the root's rail */
+        return shm_allreduce_in(c, n, L) + inner(c, kind, n, c->nodes);
+    }
     if (kind == WEFT_COLL_ALLREDUCE) {
         /* shm reduce (modelled as the shm allreduce), allreduce on rail 0, shm bcast */
         return shm_allreduce_in(c, n, L) + inner(c, kind, n, c->nodes) + shm_bcast_in(c, n, L);
@@ -359,7 +368,7 @@ static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, do
 static int has_leader_form(weft_coll_kind_t kind)
 {
     return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_BCAST || kind == WEFT_COLL_ALLGATHER ||
-           kind == WEFT_COLL_REDUCE_SCATTER;
+           kind == WEFT_COLL_REDUCE_SCATTER || kind == WEFT_COLL_REDUCE;
 }
 
 int weft__cost_hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
@@ -390,6 +399,12 @@ double weft__cost_hier_bcast(const weft_cost_params_t *c, double n, int p)
 {
     (void)p;
     return hier_two_forms(c, WEFT_COLL_BCAST, n);
+}
+
+double weft__cost_hier_reduce(const weft_cost_params_t *c, double n, int p)
+{
+    (void)p;
+    return hier_two_forms(c, WEFT_COLL_REDUCE, n);
 }
 
 double weft__cost_hier_rs(const weft_cost_params_t *c, double n, int p)

@@ -66,9 +66,10 @@ int weft__cost_fits(const weft_coll_algo_t *algo, const weft_cost_params_t *para
 double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t *params,
                           size_t bytes, int nranks);
 
-/* Whether the hierarchical allreduce, bcast or allgather of n bytes runs its leader form (the whole
- * vector over one rail, coll/hier/hier.c; 0 for the other collectives): WEFT_HIER_LEADER, auto: the
- * cheaper form by these parameters (which every rank of a communicator has alike). */
+/* Whether the hierarchical allreduce, bcast, allgather, reduce_scatter or reduce of n bytes runs
+ * its leader form (the whole vector over one rail, coll/hier/hier.c; 0 for the other collectives):
+ * WEFT_HIER_LEADER, auto: the cheaper form by these parameters (which every rank of a communicator
+ * has alike). */
 int weft__cost_hier_leader(const weft_cost_params_t *params, weft_coll_kind_t kind, double n);
 /* Bytes per chunk of the pipelined hierarchical allreduce of n bytes (its sliced form,
  * coll/hier/hier.c), 0 for one piece: WEFT_HIER_PIPELINE (a size: chunks of it, grown to make
@@ -101,6 +102,6 @@ weft_cost_model_fn weft__cost_shm_allreduce, weft__cost_shm_rs, weft__cost_shm_a
 weft_cost_model_fn weft__cost_ordered_rs, weft__cost_ordered_allreduce;
 weft_cost_model_fn weft__cost_hier_allreduce, weft__cost_hier_bcast, weft__cost_hier_rs,
     weft__cost_hier_ag, weft__cost_hier_barrier, weft__cost_hier_gather, weft__cost_hier_scatter,
-    weft__cost_hier_a2a;
+    weft__cost_hier_a2a, weft__cost_hier_reduce;
 
 #endif /* WEFT_COLL_COST_H */

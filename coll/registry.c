@@ -234,6 +234,17 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .file = "coll/shm/ops.c",
      .model = "as the shm allreduce",
      .desc = "the shm allreduce's rounds, only the root copies out"},
+    {.name = "hier",
+     .kind = WEFT_COLL_REDUCE,
+     .build = weft__hier_build,
+     .cost = weft__cost_hier_reduce,
+     .layout = WEFT_COLL_LAYOUT_NODES,
+     .file = "coll/hier/hier.c",
+     .model = "min(shm reduce-scatter + rails(best reduce of n/L on N ranks) + shm allgather, "
+              "shm reduce + best reduce of n on N ranks)",
+     .desc = "shm reduce-scatter, each slice reduced on its rail to the root's node (all at "
+             "once), shm allgather there; small n (WEFT_HIER_LEADER): shm reduce, reduce on "
+             "the root's rail"},
     {.name = "ordered",
      .kind = WEFT_COLL_REDUCE,
      .build = weft__ordered_build,

@@ -148,12 +148,11 @@ static const weft_config_entry_t coll_entries[] = {
      "without reading it first, leaving them to the segment's buffers; inf: never",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_stream)},
     {"HIER_LEADER", "auto",
-     "hierarchical allreduce, bcast, allgather and reduce_scatter (several nodes) of up to this "
-     "many bytes: "
-     "one rail carries the whole vector, one rank per node, which the node's data reaches and "
-     "leaves through shared memory (the form for latency); above, every rail carries a slice "
-     "(the form for bandwidth); auto: the form the cost model predicts cheaper; 0: never; inf: "
-     "always",
+     "hierarchical allreduce, bcast, allgather, reduce_scatter and reduce (several nodes) of up "
+     "to this many bytes: one rail carries the whole vector, one rank per node, which the "
+     "node's data reaches and leaves through shared memory (the form for latency); above, "
+     "every rail carries a slice (the form for bandwidth); auto: the form the cost model "
+     "predicts cheaper; 0: never; inf: always",
      parse_size_auto, offsetof(weft_coll_config_t, hier_leader)},
     {"HIER_PIPELINE", "auto",
      "hierarchical allreduce (several nodes, the sliced form) of vectors larger than this many "

@@ -10,6 +10,8 @@
  *               -> shm allgather of the slices
  *   bcast:      root's node: shm bcast -> rail q broadcasts slice q from the
  *               root's node -> other nodes: shm allgather of the slices
+ *   reduce:     shm reduce-scatter -> reduce of slice q on rail q to the
+ *               root's node -> shm allgather there
  *   reduce_scatter: shm reduce-scatter (rail q's blocks, taken from their
  *               ranks' places, to local rank q; device memory: a local copy
  *               grouping them first) -> reduce_scatter among rail q
@@ -46,6 +48,8 @@
  *   allgather:  shm gather to local rank 0 -> allgather of the nodes' blocks
  *               among rail 0 -> the blocks in rank order -> shm bcast from
  *               local rank 0
+ *   reduce:     shm reduce to each node's rank of the root's rail -> reduce
+ *               on that rail to the root
  *   reduce_scatter: shm reduce to local rank 0 -> the node's blocks put
  *               together -> reduce_scatter among rail 0 -> shm scatter from
  *               local rank 0
@@ -352,6 +356,80 @@ static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
         weft__sched_step(s, "node allgather", 2);
         weft__sched_dep(s, t2,
                         weft__shm_allgather(s, comm->coll->shm, in.dst, a->dst, b, b + L, a->esize));
+    }
+    return WEFT_OK;
+}
+
+/* reduce, the leader form (small vectors): shm reduce to each node's rank of the root's rail,
+ * reduce of the nodes' results on that rail to the root. */
+static weft_status_t build_reduce_leader(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int leader = m->local_of[a->root], is_root = a->rank == a->root, t;
+    char *buf = NULL;
+
+    if (m->local_rank == leader) {
+        buf = is_root ? a->dst : weft__sched_scratch(s, a->count * a->esize);
+        if (buf == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+    }
+    weft__sched_step(s, "node reduce", 0);
+    t = weft__shm_reduce(s, comm->coll->shm, leader, a->src, buf, a->count, a->esize);
+    if (m->local_rank == leader) {
+        weft_coll_args_t in = *a;
+
+        in.src = buf;
+        in.dst = is_root ? buf : NULL;
+        in.rank = m->node;
+        in.size = m->nnodes;
+        in.root = m->node_of[a->root];
+        weft__sched_step(s, "rail reduce", 1);
+        on_rail(s, &in, t);
+    }
+    return WEFT_OK;
+}
+
+/* reduce: shm reduce-scatter (slice q to local rank q), reduce of slice q on rail q to the root's
+ * node (every rail at once), shm allgather of the slices there (the root keeps the result). */
+static weft_status_t build_reduce(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, me = m->local_rank, root_node = m->node_of[a->root];
+    int there = m->node == root_node, t;
+    size_t *b, es = a->esize;
+    char *slice, *out = NULL;
+    weft_coll_args_t in = *a;
+
+    if (leader_form(s, a)) {
+        return build_reduce_leader(s, a);
+    }
+    b = slices(s, a->count, L);
+    if (b == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    slice = weft__sched_scratch(s, b[L + me] * es + 1);
+    if (there) {
+        out = a->rank == a->root ? a->dst : weft__sched_scratch(s, a->count * es + 1);
+    }
+    if (slice == NULL || (there && out == NULL)) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    weft__sched_step(s, "node reduce-scatter", 0);
+    t = weft__shm_reduce_scatter(s, comm->coll->shm, a->src, slice, b, b + L, es);
+    in.src = slice;
+    in.dst = there ? slice : NULL;
+    in.count = b[L + me];
+    in.rank = m->node;
+    in.size = m->nnodes;
+    in.root = root_node;
+    weft__sched_step(s, "rail reduce", 1);
+    t = on_rail(s, &in, t);
+    if (there) {
+        weft__sched_step(s, "node allgather", 2);
+        weft__sched_dep(s, t, weft__shm_allgather(s, comm->coll->shm, slice, out, b, b + L, es));
     }
     return WEFT_OK;
 }
@@ -776,6 +854,8 @@ weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a)
         return build_allreduce(s, a);
     case WEFT_COLL_BCAST:
         return build_bcast(s, a);
+    case WEFT_COLL_REDUCE:
+        return build_reduce(s, a);
     case WEFT_COLL_REDUCE_SCATTER:
         return build_reduce_scatter(s, a);
     case WEFT_COLL_ALLGATHER:

@@ -244,17 +244,17 @@ static void hier_params(weft_cost_params_t *c, int nodes, int local)
     c->local = local;
 }
 
-/* The hierarchical allreduce's, bcast's, allgather's and reduce_scatter's two forms: with auto
- * the model takes the leader form (one rail carries the whole vector) for small vectors and the
- * sliced one for large, and its prediction is that form's; a size or inf decides alone; the other
- * collectives (reduce) have one form. 4 nodes of 8 ranks, the defaults, more ranks than cores
- * (where the L rails of a node wait for each other; with a core per rank the bcast's leader form
- * still saves a shared-memory step).
+/* The hierarchical allreduce's, bcast's, allgather's, reduce_scatter's and reduce's two forms:
+ * with auto the model takes the leader form (one rail carries the whole vector) for small vectors
+ * and the sliced one for large, and its prediction is that form's; a size or inf decides alone;
+ * the other collectives (gather) have one form. 4 nodes of 8 ranks, the defaults, more ranks than
+ * cores (where the L rails of a node wait for each other; with a core per rank the bcast's leader
+ * form still saves a shared-memory step).
  */
 Test(registry, hier_leader_forms, .init = init_clean, .fini = fini)
 {
     const weft_coll_kind_t kinds[] = {WEFT_COLL_ALLREDUCE, WEFT_COLL_BCAST, WEFT_COLL_ALLGATHER,
-                                      WEFT_COLL_REDUCE_SCATTER};
+                                      WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_REDUCE};
     weft_cost_params_t c, cores;
 
     hier_params(&c, 4, 8);
@@ -262,7 +262,7 @@ Test(registry, hier_leader_forms, .init = init_clean, .fini = fini)
     c.oversubscribed = 1;
     cr_assert(weft__cost_hier_leader(&cores, WEFT_COLL_BCAST, 8), "bcast of 8 B: sliced");
     cr_assert_eq(weft__coll_config.hier_leader, WEFT_HIER_LEADER_AUTO);
-    cr_assert_not(weft__cost_hier_leader(&c, WEFT_COLL_REDUCE, 8), "reduce has one form");
+    cr_assert_not(weft__cost_hier_leader(&c, WEFT_COLL_GATHER, 8), "gather has one form");
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
         const weft_coll_algo_t *hier = weft__coll_find(kinds[k], "hier");
         const char *name = weft__coll_kind_name(kinds[k]);

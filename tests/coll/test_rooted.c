@@ -537,6 +537,42 @@ Test(rooted, scatter_hier_2_per_node_interleaved, .timeout = 300)
     run_hier_rooted(WEFT_COLL_SCATTER, 2, 1);
 }
 
+/* The hierarchical reduce in its two forms: a slice reduced on every rail (the matrix's default),
+ * the whole vector on the root's rail; the builds of the second counted either way. */
+static void run_reduce_hier(int ranks_per_node, int leader)
+{
+    unsigned long before = weft__hier_leader_builds();
+    const char *why;
+
+    matrix_hier_leader = leader ? SIZE_MAX : 0;
+    run_matrix_nodes(WEFT_COLL_REDUCE, "hier", ranks_per_node);
+    matrix_hier_leader = 0;
+    why = check_hier_leader_builds(before, leader);
+    cr_assert_null(why, "%s", why);
+}
+
+Test(rooted, reduce_hier_2_per_node, .timeout = 300)
+{
+    run_reduce_hier(2, 0);
+}
+
+Test(rooted, reduce_hier_3_per_node, .timeout = 300)
+{
+    run_reduce_hier(3, 0);
+}
+
+Test(rooted, reduce_hier_leader_2_per_node, .timeout = 300)
+{
+    run_reduce_hier(2, 1);
+}
+
+Test(rooted, reduce_hier_leader_3_per_node_interleaved, .timeout = 300)
+{
+    matrix_interleave = 1;
+    run_reduce_hier(3, 1);
+    matrix_interleave = 0;
+}
+
 Test(rooted, reduce_shm, .timeout = 300)
 {
     run_matrix(WEFT_COLL_REDUCE, "shm");

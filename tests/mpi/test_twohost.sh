@@ -24,7 +24,7 @@ specs=(
     reduce_scatter:ring reduce_scatter:recursive_halving reduce_scatter:hier
     allgather:ring allgather:recursive_doubling allgather:bruck allgather:hier
     bcast:binomial bcast:scatter_allgather bcast:hier
-    reduce:binomial reduce:reduce_scatter_gather
+    reduce:binomial reduce:reduce_scatter_gather reduce:hier
     barrier:dissemination barrier:hier
     alltoall:pairwise alltoall:bruck alltoall:hier
     gather:binomial gather:hier scatter:binomial scatter:hier
