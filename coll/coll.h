@@ -162,6 +162,13 @@ void weft__coll_tune_release(void);
  * NULL for the caller's own call ("call"); the enqueue machinery sets "device task",
  * "progress thread" or a host-staged form around the collectives it runs. */
 extern _Thread_local const char *weft__coll_form;
+/* Set by the enqueue machinery around a collective it runs as a device task on a stream's thread
+ * (runtime/enqueue.c): its waits yield the core from the first empty poll, as where ranks
+ * outnumber cores, since the application's threads, which enqueue meanwhile, share the cores. */
+extern _Thread_local int weft__coll_on_stream;
+/* Nanoseconds a wait of comm's busy-polls before it yields the core between polls: WEFT_SPIN_US,
+ * none where ranks outnumber cores or on a stream's thread (weft__coll_on_stream). */
+uint64_t weft__coll_spin_ns(const struct weft_comm *comm);
 
 /* Select, build and start the operation (the caller waits for or detaches
  * the schedule), or build, run and destroy it (blocking). */

@@ -590,7 +590,7 @@ weft_status_t weft__sched_wait(weft_sched_t *s)
          * (comm->p2p) may be gone: only the schedule is read */
         return s->status;
     }
-    spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
+    spin_ns = weft__coll_spin_ns(comm);
     yield_ns = comm->p2p->prompt_wakeup ? 0 : (uint64_t)weft__coll_config.yield_us * 1000;
 
     while (s->status == WEFT_INPROGRESS) {

@@ -179,7 +179,8 @@ static const weft_config_entry_t coll_entries[] = {
     {"SPIN_US", "50",
      "microseconds a waiting collective busy-polls before it starts yielding its core between "
      "polls (skipped when this machine runs more ranks of the communicator than the cores they "
-     "may run on together)",
+     "may run on together, and in device tasks, whose stream's thread shares the cores with the "
+     "application's)",
      weft__config_parse_int, offsetof(weft_coll_config_t, spin_us)},
     {"YIELD_US", "2000",
      "microseconds a waiting collective then polls with sched_yield before it lets the "
@@ -501,6 +502,18 @@ static int root_of(const weft_coll_args_t *a)
 }
 
 _Thread_local const char *weft__coll_form;
+_Thread_local int weft__coll_on_stream;
+
+uint64_t weft__coll_spin_ns(const struct weft_comm *comm)
+{
+    /* a device task on an emu stream spinning for its peer kept the application's thread, which
+     * enqueues the next ones, off the core: a chain of 64 enqueued 8-byte allreduces at np 2 on
+     * 2 cores took 7.2-7.6 us each, 1.4 yielding (benchmarks/weft_bench -d emu --chain 64) */
+    if (comm->oversubscribed || weft__coll_on_stream) {
+        return 0;
+    }
+    return (uint64_t)weft__coll_config.spin_us * 1000;
+}
 
 weft_status_t weft__coll_start(struct weft_comm *comm, const weft_coll_args_t *args,
                                weft_sched_t **sched_p)

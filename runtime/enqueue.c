@@ -504,7 +504,9 @@ static void task_run(void *arg)
 
     if (status == WEFT_OK) {
         weft__coll_form = "device task";
+        weft__coll_on_stream = 1;
         status = weft__coll_run(op->comm, &op->args);
+        weft__coll_on_stream = 0;
         weft__coll_form = NULL;
         atomic_fetch_add(&tasks_run, 1);
     }

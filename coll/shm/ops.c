@@ -1128,13 +1128,14 @@ int weft__shm_alltoall(weft_sched_t *s, weft_shm_t *shm, const void *src, void *
  * The blocking path when nothing else of the communicator is outstanding:
  * the same rounds, driven here instead of by a schedule (no task graph to
  * build for a call that is one task). Waits as the schedule engine does:
- * busy-poll WEFT_SPIN_US (not when ranks outnumber cores: then it yields
- * from the first poll), then yield the core between polls; the deadline and
- * the peers' health every 64 polls once busy-polling is over.
+ * busy-poll WEFT_SPIN_US (not when ranks outnumber cores, nor in a device
+ * task: then it yields from the first poll), then yield the core between
+ * polls; the deadline and the peers' health every 64 polls once
+ * busy-polling is over.
  */
 static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t seq)
 {
-    uint64_t spin_ns = comm->oversubscribed ? 0 : (uint64_t)weft__coll_config.spin_us * 1000;
+    uint64_t spin_ns = weft__coll_spin_ns(comm);
     uint64_t start = 0, deadline = 0;
     weft_status_t status;
     int peer = -1;

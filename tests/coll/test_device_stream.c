@@ -24,6 +24,8 @@
 #include "tests/coll/device_world.h"
 
 #include "coll/coll.h"
+#include "coll/comm_state.h"
+#include "runtime/comm.h"
 #include "runtime/enqueue.h"
 
 /* ------------------------------------------------------------------ order */
@@ -528,6 +530,75 @@ Test(enqueue, returns_while_peers_are_absent, .timeout = 120)
 
         run_world(p, absent_body, &w);
     }
+}
+
+/*
+ * A device task waiting for a late peer yields the core from its first empty poll: the
+ * application's threads, which enqueue the next operations meanwhile, share the cores with the
+ * stream's thread. The same wait in a blocking call on host buffers busy-polls first
+ * (WEFT_SPIN_US; the ranks have a core each here). Rank 1 late by 20 ms each time.
+ */
+typedef struct waits_world {
+    world_t w;                   /* first: the body's arg is both */
+    uint64_t busy[2], yields[2]; /* rank 0's: [0] the device task, [1] the host call */
+} waits_world_t;
+
+static void task_waits_body(weft_comm_t comm, int r, void *arg)
+{
+    waits_world_t *ww = arg;
+    world_t *w = &ww->w;
+    struct weft_comm *c = weft__comm_of(comm);
+    const size_t n = 16, bytes = n * 4;
+    unsigned char *e = xalloc(w, r, 1, bytes), *h = xalloc(w, r, 0, bytes);
+    weft_stream_t st = NULL;
+
+    CHECK_OK(weft_stream_create(WEFT_MEM_EMU, &st));
+    c->oversubscribed = 0;
+    for (int form = 0; form < 2; form++) {
+        unsigned char *buf = form == 0 ? e : h;
+        uint64_t busy0, yields0;
+
+        dd_fill(CI_INT32_SUM, r, 0, n, buf);
+        pthread_barrier_wait(&w->barrier);
+        busy0 = c->coll->busy_polls;
+        yields0 = c->coll->yield_polls;
+        if (r == 1) {
+            struct timespec late = {0, 20000000};
+
+            nanosleep(&late, NULL);
+        }
+        if (form == 0) {
+            CHECK_OK(weft_allreduce_enqueue(WEFT_IN_PLACE, buf, n, WEFT_INT32, WEFT_SUM, comm, st));
+            CHECK_OK(weft_stream_synchronize(st));
+        } else {
+            CHECK_OK(weft_allreduce(WEFT_IN_PLACE, buf, n, WEFT_INT32, WEFT_SUM, comm));
+        }
+        CHECK_DATA(dd_check_reduced(CI_INT32_SUM, 2, 0, n, buf), "allreduce (form %d)", form);
+        if (r == 0) {
+            ww->busy[form] = c->coll->busy_polls - busy0;
+            ww->yields[form] = c->coll->yield_polls - yields0;
+        }
+    }
+    CHECK_OK(weft_stream_destroy(st));
+    pthread_barrier_wait(&w->barrier);
+    dd_free(e);
+    dd_free(h);
+    atomic_fetch_add(&w->finished, 1);
+}
+
+Test(enqueue, device_tasks_yield_from_the_first_poll, .timeout = 120)
+{
+    unsigned long tasks0 = weft__enqueue_tasks_run();
+    waits_world_t ww = {0};
+
+    run_world(2, task_waits_body, &ww.w);
+    cr_assert_eq(weft__enqueue_tasks_run() - tasks0, 2ul, "%lu device tasks",
+                 weft__enqueue_tasks_run() - tasks0);
+    cr_assert_eq(ww.busy[0], 0, "the device task busy-polled %llu times",
+                 (unsigned long long)ww.busy[0]);
+    cr_assert_gt(ww.yields[0], 0, "the device task never yielded while its peer was late");
+    cr_assert_gt(ww.busy[1], 0, "the host call never busy-polled (%llu yields)",
+                 (unsigned long long)ww.yields[1]);
 }
 
 /*
