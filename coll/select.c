@@ -162,12 +162,13 @@ static const weft_config_entry_t coll_entries[] = {
      "predicts fastest (2-64 of at least 64k; none where ranks outnumber cores, as nothing "
      "then runs beside the rails); 0: one piece",
      parse_size_auto, offsetof(weft_coll_config_t, hier_pipeline)},
-    {"HIER_ALLTOALL", "256k",
+    {"HIER_ALLTOALL", "128k",
      "hierarchical alltoall (several nodes) offered up to this many bytes per rank (the whole "
      "send buffer), where the cost model prefers it: its node steps save the rails' messages "
-     "but copy every byte once more, which no network byte pays back for larger ones (two "
-     "simulated hosts of two ranks: faster up to 32k, level at 256k, slower from 2m); 0: "
-     "never; inf: wherever the cost model prefers it",
+     "but copy every byte once more, which no network byte pays back for larger ones "
+     "(simulated hosts, blocks per destination: two hosts of two ranks faster up to 32k, level "
+     "at 256k, slower from 2m; four hosts of two faster at 4k, slower from 32k); 0: never; "
+     "inf: wherever the cost model prefers it",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, hier_alltoall)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "

@@ -346,17 +346,17 @@ Test(registry, hier_alltoall_up_to_its_size, .init = init_clean, .fini = fini)
     c.alpha += weft__coll_config.cost_oversub_us * 1e-6;
     c.shm_alpha += weft__coll_config.cost_oversub_shm_us * 1e-6;
     c.oversubscribed = 1;
-    cr_assert_eq(weft__coll_config.hier_alltoall, (size_t)256 << 10);
+    cr_assert_eq(weft__coll_config.hier_alltoall, (size_t)128 << 10);
     cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 64, 4, &c, NULL), hier, "64 B");
     cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 32 << 10, 4, &c, NULL), hier, "32 KiB");
     cr_assert_neq(weft__coll_choose(WEFT_COLL_ALLTOALL, 2 << 20, 4, &c, NULL), hier, "2 MiB");
-    cr_assert(isinf(weft__cost_predict(hier, &c, (256 << 10) + 1, 4)));
+    cr_assert(isinf(weft__cost_predict(hier, &c, (128 << 10) + 1, 4)));
     weft__coll_config.hier_alltoall = 0;
     cr_assert_neq(weft__coll_choose(WEFT_COLL_ALLTOALL, 64, 4, &c, NULL), hier, "0: never");
     cr_assert_eq(weft__coll_tune_load("alltoall:0-inf:hier"), WEFT_OK, "%s", weft_last_error());
     cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 2 << 20, 4, &c, NULL), hier, "forced");
     weft__coll_tune_release();
-    weft__coll_config.hier_alltoall = (size_t)256 << 10;
+    weft__coll_config.hier_alltoall = (size_t)128 << 10;
 }
 
 /* Where ranks outnumber cores the sliced forms pay their rail phase's latency once per local
