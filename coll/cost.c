@@ -445,19 +445,21 @@ double weft__cost_hier_scatter(const weft_cost_params_t *c, double n, int p)
            weft__cost_shm_scatter(c, n / c->nodes, c->local);
 }
 
-/* alltoall (n: every block of one rank): N shm alltoalls of n/N bytes per rank, then every rail
- * at once exchanges the groups, n per rank (no latency added for the rails sharing cores: the
- * flat algorithms' ranks all send at once too). Offered up to WEFT_HIER_ALLTOALL bytes: the
- * node steps copy every byte once more, which the model, pricing a flat algorithm's messages
- * inside a node as the network's, does not see (measured: docs/algorithms.md). */
+/* alltoall (n: every block of one rank). Up to WEFT_HIER_ALLTOALL bytes: N shm alltoalls of n/N
+ * bytes per rank, then every rail at once exchanges the groups, n per rank (no latency added for
+ * the rails sharing cores: the flat algorithms' ranks all send at once too); those node steps
+ * copy every byte once more, which the model, pricing a flat algorithm's messages inside a node
+ * as the network's, does not see (measured: docs/algorithms.md). Above: one shm alltoall of the
+ * node's n/N, the other blocks straight to their ranks (p - L messages, (N-1)/N n). */
 double weft__cost_hier_a2a(const weft_cost_params_t *c, double n, int p)
 {
-    (void)p;
+    int N = c->nodes;
+
     if (n > (double)weft__coll_config.hier_alltoall) {
-        return INFINITY;
+        return weft__cost_shm_a2a(c, n / N, c->local) + (p - c->local) * c->alpha +
+               (double)(N - 1) / N * n * c->beta;
     }
-    return c->nodes * weft__cost_shm_a2a(c, n / c->nodes, c->local) +
-           inner(c, WEFT_COLL_ALLTOALL, n, c->nodes);
+    return N * weft__cost_shm_a2a(c, n / N, c->local) + inner(c, WEFT_COLL_ALLTOALL, n, N);
 }
 
 /* The ordered reductions (coll/ordered/ordered.c): blocks straight to
@@ -641,8 +643,6 @@ const weft_coll_algo_t *weft__coll_choose(weft_coll_kind_t kind, size_t bytes, i
             } else if (t < 0) {
                 fprintf(explain, "  %-24s %14s    (not here: needs %s)\n", a->name, "-",
                         weft__coll_layout_name(a->layout));
-            } else if (isinf(t)) {
-                fprintf(explain, "  %-24s %14s    (not offered at this size)\n", a->name, "-");
             } else {
                 fprintf(explain, "  %-24s %14.3f us%s\n", a->name, t * 1e6,
                         form_note(a, params, bytes));

@@ -338,10 +338,12 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_a2a,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "N shm alltoalls of n/N + rails(best alltoall of n on N ranks)",
+     .model = "n <= WEFT_HIER_ALLTOALL: N shm alltoalls of n/N + best alltoall of n on N ranks; "
+              "above: shm alltoall of n/N + (p-L) alpha + (N-1)/N n beta",
      .desc = "a shm alltoall per node of the blocks for its ranks, then an alltoall of those "
              "groups on every rail at once (put node by node first and in rank order after "
-             "where the nodes' ranks are not node by node)"},
+             "where the nodes' ranks are not node by node); large blocks: the node's through one "
+             "shm alltoall, the others straight to their ranks"},
 
     /* barrier */
     {.name = "dissemination",

@@ -163,12 +163,13 @@ static const weft_config_entry_t coll_entries[] = {
      "then runs beside the rails); 0: one piece",
      parse_size_auto, offsetof(weft_coll_config_t, hier_pipeline)},
     {"HIER_ALLTOALL", "128k",
-     "hierarchical alltoall (several nodes) offered up to this many bytes per rank (the whole "
-     "send buffer), where the cost model prefers it: its node steps save the rails' messages "
-     "but copy every byte once more, which no network byte pays back for larger ones "
-     "(simulated hosts, blocks per destination: two hosts of two ranks faster up to 32k, level "
-     "at 256k, slower from 2m; four hosts of two faster at 4k, slower from 32k); 0: never; "
-     "inf: wherever the cost model prefers it",
+     "hierarchical alltoall (several nodes) of up to this many bytes per rank (the whole send "
+     "buffer): each node's blocks for a rail's ranks cross the network together (one message "
+     "per node pair and rail: fewer messages, every byte copied once more inside the nodes); "
+     "above, only the blocks for the node's own ranks go through shared memory and every other "
+     "block straight to its rank (simulated hosts, blocks per destination: the first faster "
+     "up to 32k on two hosts of two ranks, at 4k on four of two, slower from 2m and 32k); 0: "
+     "always the second; inf: always the first",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, hier_alltoall)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "

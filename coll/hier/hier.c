@@ -766,6 +766,86 @@ static weft_status_t build_scatter(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
+/* alltoall of large blocks (above WEFT_HIER_ALLTOALL bytes per rank): the blocks for this node's
+ * ranks through one shm alltoall (the node's part of src and dst where the nodes' ranks are node
+ * by node, copied out and back otherwise), every other block straight to its rank, pairwise (in
+ * step k to rank + k, from rank - k, the steps with a peer on this node left out), both at once;
+ * every byte copied as a flat algorithm copies it, and none crosses a node's transport twice. */
+static weft_status_t build_alltoall_direct(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, p = a->size, r = a->rank, prev = -1, node;
+    size_t block = a->count * a->esize, all = block * (size_t)p;
+    const char *src = a->src;
+    char *dst = a->dst;
+
+    if (a->src == a->dst) { /* the blocks sent and those received share places: stage the input */
+        char *stage = weft__sched_scratch(s, all);
+
+        if (stage == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        weft__sched_step(s, "stage", 0);
+        prev = weft__sched_copy(s, stage, a->src, all);
+        src = stage;
+    }
+    weft__sched_step(s, "node alltoall", 1);
+    if (node_major(m)) {
+        size_t base = (size_t)m->node * L * block;
+
+        node = weft__shm_alltoall(s, comm->coll->shm, src + base, dst + base, a->count, a->esize);
+        weft__sched_dep(s, prev, node);
+    } else {
+        char *in = weft__sched_scratch(s, block * L), *out = weft__sched_scratch(s, block * L);
+        int gathered = weft__sched_nop(s), x;
+
+        if (in == NULL || out == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        node = weft__sched_nop(s);
+        for (int q = 0; q < L; q++) {
+            int t = weft__sched_copy(s, in + (size_t)q * block,
+                                     src + (size_t)m->local_ranks[q] * block, block);
+
+            weft__sched_dep(s, prev, t);
+            weft__sched_dep(s, t, gathered);
+        }
+        x = weft__shm_alltoall(s, comm->coll->shm, in, out, a->count, a->esize);
+        weft__sched_dep(s, gathered, x);
+        for (int q = 0; q < L; q++) {
+            int t = weft__sched_copy(s, dst + (size_t)m->local_ranks[q] * block,
+                                     out + (size_t)q * block, block);
+
+            weft__sched_dep(s, x, t);
+            weft__sched_dep(s, t, node);
+        }
+    }
+    for (int k = 1; k < p; k++) {
+        int to = (r + k) % p, from = (r - k + p) % p, done = weft__sched_nop(s);
+
+        if (m->node_of[to] == m->node && m->node_of[from] == m->node) {
+            continue;
+        }
+        weft__sched_step(s, "pairwise", 2 + k);
+        if (m->node_of[to] != m->node) {
+            int send = weft__sched_send(s, to, (uint32_t)k, src + (size_t)to * block, block);
+
+            weft__sched_dep(s, prev, send);
+            weft__sched_dep(s, send, done);
+        }
+        if (m->node_of[from] != m->node) {
+            int recv =
+                weft__sched_recv(s, from, (uint32_t)k, dst + (size_t)from * block, block);
+
+            weft__sched_dep(s, prev, recv);
+            weft__sched_dep(s, recv, done);
+        }
+        prev = done;
+    }
+    return WEFT_OK;
+}
+
 /* alltoall: on every node, one shm alltoall per node n of the blocks for n's ranks (local rank q
  * gets from each local rank q' its block for rank (n, q), the L of them together by n), then an
  * alltoall among rail q of those groups (L blocks from each node to each rank of the rail), which
@@ -779,11 +859,16 @@ static weft_status_t build_alltoall(weft_sched_t *s, const weft_coll_args_t *a)
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes, grouped = !node_major(m);
     size_t block = a->count * a->esize, all = block * (size_t)a->size, group = block * L;
-    char *mid = weft__sched_scratch(s, all), *dst = a->dst;
+    char *mid, *dst = a->dst;
     const char *src = a->src;
     weft_coll_args_t in = *a;
-    int t = -1, node = weft__sched_nop(s);
+    int t = -1, node;
 
+    if (all > weft__coll_config.hier_alltoall) {
+        return build_alltoall_direct(s, a);
+    }
+    mid = weft__sched_scratch(s, all);
+    node = weft__sched_nop(s);
     if (mid == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }

@@ -404,6 +404,10 @@ static void check_placement(int p)
  * matrix's default: never, so the staged rounds are what it tests) */
 static size_t matrix_shm_cma_alltoall = SIZE_MAX;
 
+/* the hierarchical alltoall's blocks over the rails together up to this many bytes per rank,
+ * the others straight to their ranks above (the matrix's default: its sizes all below) */
+static size_t matrix_hier_alltoall = 128 << 10;
+
 /* ranks_per_node > 0: virtual nodes of that many ranks. */
 static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
@@ -420,6 +424,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_slot = 4096;
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma_alltoall = matrix_shm_cma_alltoall;
+    weft__coll_config.hier_alltoall = matrix_hier_alltoall;
     weft__coll_config.shm_cma_allgather = SIZE_MAX; /* tests/coll/test_algorithms.c has it */
     weft__runtime_config.ranks_per_node = ranks_per_node;
 
@@ -578,6 +583,24 @@ Test(exchange, alltoall_hier_2_per_node, .timeout = 300)
 Test(exchange, alltoall_hier_3_per_node, .timeout = 300)
 {
     run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 3);
+}
+
+/* the large-block form: the node's blocks through shared memory, the others straight to their
+ * ranks (every size), node by node and taking the nodes in turn */
+Test(exchange, alltoall_hier_direct_2_per_node, .timeout = 300)
+{
+    matrix_hier_alltoall = 0;
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 2);
+    matrix_hier_alltoall = 128 << 10;
+}
+
+Test(exchange, alltoall_hier_direct_3_per_node_interleaved, .timeout = 300)
+{
+    matrix_hier_alltoall = 0;
+    matrix_interleave = 1;
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 3);
+    matrix_interleave = 0;
+    matrix_hier_alltoall = 128 << 10;
 }
 
 /* the shm steps reading the peers' send buffers where they are */

@@ -333,30 +333,33 @@ Test(registry, hier_pipeline_chunks, .init = init_clean, .fini = fini)
     weft__coll_config.hier_pipeline = WEFT_HIER_PIPELINE_AUTO;
 }
 
-/* The hierarchical alltoall: chosen for small send buffers across two nodes of two ranks where
- * ranks outnumber cores (every message waits for a core: fewer messages win), never above
- * WEFT_HIER_ALLTOALL (its node steps copy every byte once more), and not at all with 0; a
- * WEFT_TUNE rule still runs it at any size. */
-Test(registry, hier_alltoall_up_to_its_size, .init = init_clean, .fini = fini)
+/* The hierarchical alltoall across two nodes of two ranks where ranks outnumber cores: chosen at
+ * every size, each node's blocks for a rail together up to WEFT_HIER_ALLTOALL bytes per rank,
+ * the node's own blocks through shared memory and the rest straight to their ranks above (so
+ * the prediction jumps there); 0 and inf choose one form everywhere. */
+Test(registry, hier_alltoall_forms, .init = init_clean, .fini = fini)
 {
     const weft_coll_algo_t *hier = weft__coll_find(WEFT_COLL_ALLTOALL, "hier");
+    const size_t edge = (size_t)128 << 10;
     weft_cost_params_t c;
+    double below, above;
 
     hier_params(&c, 2, 2);
     c.alpha += weft__coll_config.cost_oversub_us * 1e-6;
     c.shm_alpha += weft__coll_config.cost_oversub_shm_us * 1e-6;
     c.oversubscribed = 1;
-    cr_assert_eq(weft__coll_config.hier_alltoall, (size_t)128 << 10);
+    cr_assert_eq(weft__coll_config.hier_alltoall, edge);
     cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 64, 4, &c, NULL), hier, "64 B");
     cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 32 << 10, 4, &c, NULL), hier, "32 KiB");
-    cr_assert_neq(weft__coll_choose(WEFT_COLL_ALLTOALL, 2 << 20, 4, &c, NULL), hier, "2 MiB");
-    cr_assert(isinf(weft__cost_predict(hier, &c, (128 << 10) + 1, 4)));
+    cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 16 << 20, 4, &c, NULL), hier, "16 MiB");
+    below = weft__cost_predict(hier, &c, edge, 4);
+    above = weft__cost_predict(hier, &c, edge + 1, 4);
+    weft__coll_config.hier_alltoall = SIZE_MAX;
+    cr_assert(fabs(weft__cost_predict(hier, &c, edge + 1, 4) - above) > 1e-12,
+              "inf: the form for small blocks above %zu bytes too", edge);
     weft__coll_config.hier_alltoall = 0;
-    cr_assert_neq(weft__coll_choose(WEFT_COLL_ALLTOALL, 64, 4, &c, NULL), hier, "0: never");
-    cr_assert_eq(weft__coll_tune_load("alltoall:0-inf:hier"), WEFT_OK, "%s", weft_last_error());
-    cr_assert_eq(weft__coll_choose(WEFT_COLL_ALLTOALL, 2 << 20, 4, &c, NULL), hier, "forced");
-    weft__coll_tune_release();
-    weft__coll_config.hier_alltoall = (size_t)128 << 10;
+    cr_assert_neq(weft__cost_predict(hier, &c, edge, 4), below, "0: the form for large blocks");
+    weft__coll_config.hier_alltoall = edge;
 }
 
 /* Where ranks outnumber cores the sliced forms pay their rail phase's latency once per local
