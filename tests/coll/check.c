@@ -456,3 +456,12 @@ const char *check_hier_leader_builds(unsigned long before, int leader)
     }
     return NULL;
 }
+
+weft_status_t check_split_interleaved(weft_comm_t comm, int rank, int nranks, int rpn,
+                                      weft_comm_t *out_p, int *rank_p)
+{
+    int nodes = (nranks + rpn - 1) / rpn;
+    weft_status_t status = weft_comm_split(comm, 0, rank % rpn * nodes + rank / rpn, out_p);
+
+    return status == WEFT_OK ? weft_comm_rank(*out_p, rank_p) : status;
+}

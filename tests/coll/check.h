@@ -122,4 +122,11 @@ const char *check_force(weft_coll_kind_t kind, const char *algo);
  * were (not); else what went wrong (a static buffer). */
 const char *check_hier_leader_builds(unsigned long before, int leader);
 
+/* A split of comm (nranks ranks, this one `rank`, cut into virtual nodes of rpn) whose ranks take
+ * the nodes in turn (rank r of the split on node r % N): no node's ranks are consecutive there,
+ * so the hierarchical algorithms put blocks in rank order themselves. *out_p and *rank_p: the
+ * split and this rank's place in it; the status of the split. */
+weft_status_t check_split_interleaved(weft_comm_t comm, int rank, int nranks, int rpn,
+                                      weft_comm_t *out_p, int *rank_p);
+
 #endif /* WEFT_TESTS_COLL_CHECK_H */

@@ -357,13 +357,8 @@ static void rank_body(weft_comm_t comm, int rank, void *arg)
     const weft_shm_t *shm;
 
     if (matrix_interleave && rpn > 0) {
-        int nodes = (sh->nranks + rpn - 1) / rpn;
-        weft_status_t status = weft_comm_split(comm, 0, rank % rpn * nodes + rank / rpn, &use);
-
-        if (status == WEFT_OK) {
-            status = weft_comm_rank(use, &rank);
-        }
-        cr_assert_eq(status, WEFT_OK, "split into interleaved nodes: %s", weft_last_error());
+        cr_assert_eq(check_split_interleaved(comm, rank, sh->nranks, rpn, &use, &rank), WEFT_OK,
+                     "split into interleaved nodes: %s", weft_last_error());
     }
     shm = weft__comm_of(use)->coll->shm;
     atomic_fetch_add(&with_shm, shm != NULL);
