@@ -469,17 +469,23 @@ Test(rooted, scatter_shm_single_copy, .timeout = 300)
     run_single_copy(WEFT_COLL_SCATTER, 1);
 }
 
-/* The hierarchical bcast in its two forms: a slice down every rail (the matrix's default),
- * the whole vector down the root's rail; the builds of the second counted either way. */
-static void run_bcast_hier(int ranks_per_node, int leader)
+/* The hierarchical bcast and reduce in their two forms: a slice on every rail (the matrix's
+ * default), the whole vector on the root's rail; the builds of the second counted either way. */
+static void run_hier_forms(weft_coll_kind_t kind, int ranks_per_node, int leader)
 {
     unsigned long before = weft__hier_leader_builds();
     const char *why;
 
     matrix_hier_leader = leader ? SIZE_MAX : 0;
-    run_matrix_nodes(WEFT_COLL_BCAST, "hier", ranks_per_node);
+    run_matrix_nodes(kind, "hier", ranks_per_node);
+    matrix_hier_leader = 0;
     why = check_hier_leader_builds(before, leader);
     cr_assert_null(why, "%s", why);
+}
+
+static void run_bcast_hier(int ranks_per_node, int leader)
+{
+    run_hier_forms(WEFT_COLL_BCAST, ranks_per_node, leader);
 }
 
 Test(rooted, bcast_hier_2_per_node, .timeout = 300)
@@ -532,18 +538,9 @@ Test(rooted, scatter_hier_2_per_node_interleaved, .timeout = 300)
     run_hier_rooted(WEFT_COLL_SCATTER, 2, 1);
 }
 
-/* The hierarchical reduce in its two forms: a slice reduced on every rail (the matrix's default),
- * the whole vector on the root's rail; the builds of the second counted either way. */
 static void run_reduce_hier(int ranks_per_node, int leader)
 {
-    unsigned long before = weft__hier_leader_builds();
-    const char *why;
-
-    matrix_hier_leader = leader ? SIZE_MAX : 0;
-    run_matrix_nodes(WEFT_COLL_REDUCE, "hier", ranks_per_node);
-    matrix_hier_leader = 0;
-    why = check_hier_leader_builds(before, leader);
-    cr_assert_null(why, "%s", why);
+    run_hier_forms(WEFT_COLL_REDUCE, ranks_per_node, leader);
 }
 
 Test(rooted, reduce_hier_2_per_node, .timeout = 300)
