@@ -97,6 +97,18 @@ static weft_status_t fallback(weft_sched_t *s, const weft_coll_args_t *a)
     return algo->build(s, a);
 }
 
+/* a on this rank's rail (its node's place among the N nodes), for the caller to change what it
+ * moves */
+static weft_coll_args_t rail_args(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    const weft_node_map_t *m = weft__sched_comm(s)->node;
+    weft_coll_args_t in = *a;
+
+    in.rank = m->node;
+    in.size = m->nnodes;
+    return in;
+}
+
 /* Build `in` (a collective among this rank's rail) after task `after`;
  * returns a task that completes with it. */
 static int on_rail(weft_sched_t *s, const weft_coll_args_t *in, int after)
@@ -144,11 +156,9 @@ static size_t *rail_slice(weft_sched_t *s, const weft_coll_args_t *a, weft_coll_
     size_t *b = slices(s, a->count, L);
 
     if (b != NULL) {
-        *in = *a;
+        *in = rail_args(s, a);
         in->src = in->dst = (char *)a->dst + b[me] * a->esize;
         in->count = b[L + me];
-        in->rank = m->node;
-        in->size = m->nnodes;
     }
     return b;
 }
@@ -183,11 +193,9 @@ static weft_status_t build_allreduce_leader(weft_sched_t *s, const weft_coll_arg
     weft__sched_step(s, "node reduce", 0);
     t1 = weft__shm_reduce(s, comm->coll->shm, 0, a->src, a->dst, a->count, a->esize);
     if (m->local_rank == 0) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
 
         in.src = in.dst = a->dst;
-        in.rank = m->node;
-        in.size = m->nnodes;
         weft__sched_step(s, "rail allreduce", 1);
         t2 = on_rail(s, &in, t1);
     }
@@ -248,11 +256,9 @@ static weft_status_t build_allreduce_pipelined(weft_sched_t *s, const weft_coll_
         if (b[k] == NULL) {
             return WEFT_ERR_NO_MEMORY;
         }
-        in[k] = *a;
+        in[k] = rail_args(s, a);
         in[k].src = in[k].dst = (char *)a->dst + (e0 + b[k][me]) * es;
         in[k].count = b[k][L + me];
-        in[k].rank = m->node;
-        in[k].size = m->nnodes;
         weft__sched_step(s, "node reduce-scatter", 0);
         t1 = weft__shm_reduce_scatter(s, comm->coll->shm, (const char *)a->src + e0 * es, in[k].dst,
                                       b[k], b[k] + L, es);
@@ -313,11 +319,9 @@ static weft_status_t build_bcast_leader(weft_sched_t *s, const weft_coll_args_t 
     int t = -1;
 
     if (m->local_rank == leader) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
 
         in.src = in.dst = a->dst;
-        in.rank = m->node;
-        in.size = m->nnodes;
         in.root = root_node;
         weft__sched_step(s, "rail bcast", 0);
         t = on_rail(s, &in, -1);
@@ -378,12 +382,10 @@ static weft_status_t build_reduce_leader(weft_sched_t *s, const weft_coll_args_t
     weft__sched_step(s, "node reduce", 0);
     t = weft__shm_reduce(s, comm->coll->shm, leader, a->src, buf, a->count, a->esize);
     if (m->local_rank == leader) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
 
         in.src = buf;
         in.dst = is_root ? buf : NULL;
-        in.rank = m->node;
-        in.size = m->nnodes;
         in.root = m->node_of[a->root];
         weft__sched_step(s, "rail reduce", 1);
         on_rail(s, &in, t);
@@ -401,7 +403,7 @@ static weft_status_t build_reduce(weft_sched_t *s, const weft_coll_args_t *a)
     int there = m->node == root_node, t;
     size_t *b, es = a->esize;
     char *slice, *out = NULL;
-    weft_coll_args_t in = *a;
+    weft_coll_args_t in = rail_args(s, a);
 
     if (leader_form(s, a)) {
         return build_reduce_leader(s, a);
@@ -422,8 +424,6 @@ static weft_status_t build_reduce(weft_sched_t *s, const weft_coll_args_t *a)
     in.src = slice;
     in.dst = there ? slice : NULL;
     in.count = b[L + me];
-    in.rank = m->node;
-    in.size = m->nnodes;
     in.root = root_node;
     weft__sched_step(s, "rail reduce", 1);
     t = on_rail(s, &in, t);
@@ -507,7 +507,7 @@ static weft_status_t build_reduce_scatter_leader(weft_sched_t *s, const weft_col
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
-    int L = m->local_size, N = m->nnodes, leader = m->local_rank == 0;
+    int L = m->local_size, leader = m->local_rank == 0;
     size_t block = a->count * a->esize;
     char *sum = leader ? weft__sched_scratch(s, block * (size_t)a->size) : NULL;
     char *grouped = leader ? weft__sched_scratch(s, block * (size_t)a->size) : NULL;
@@ -521,7 +521,7 @@ static weft_status_t build_reduce_scatter_leader(weft_sched_t *s, const weft_col
     t1 = weft__shm_reduce(s, comm->coll->shm, 0, a->src, sum, a->count * (size_t)a->size,
                           a->esize);
     if (leader) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
         int grouped_done;
 
         weft__sched_step(s, "group by node", 1);
@@ -529,8 +529,6 @@ static weft_status_t build_reduce_scatter_leader(weft_sched_t *s, const weft_col
         in.src = grouped;
         in.dst = node;
         in.count = a->count * (size_t)L;
-        in.rank = m->node;
-        in.size = N;
         weft__sched_step(s, "rail reduce-scatter", 2);
         t2 = on_rail(s, &in, grouped_done);
     }
@@ -545,7 +543,7 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
-    weft_coll_args_t in = *a;
+    weft_coll_args_t in = rail_args(s, a);
     rail_bufs_t r;
     weft_status_t status;
     int t1;
@@ -572,8 +570,6 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
         weft__sched_dep(s, t0, t1);
     }
     in.src = r.rail;
-    in.rank = m->node;
-    in.size = N;
     weft__sched_step(s, "rail reduce-scatter", 2);
     on_rail(s, &in, t1);
     return WEFT_OK;
@@ -586,7 +582,7 @@ static weft_status_t build_allgather_leader(weft_sched_t *s, const weft_coll_arg
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
-    int L = m->local_size, N = m->nnodes, leader = m->local_rank == 0;
+    int L = m->local_size, leader = m->local_rank == 0;
     size_t block = a->count * a->esize;
     char *node = leader ? weft__sched_scratch(s, block * (size_t)L) : NULL;
     char *all = leader ? weft__sched_scratch(s, block * (size_t)a->size) : NULL;
@@ -598,14 +594,12 @@ static weft_status_t build_allgather_leader(weft_sched_t *s, const weft_coll_arg
     weft__sched_step(s, "node gather", 0);
     t1 = weft__shm_gather(s, comm->coll->shm, 0, a->src, node, a->count, a->esize);
     if (leader) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
         int done;
 
         in.src = node;
         in.dst = all;
         in.count = a->count * (size_t)L;
-        in.rank = m->node;
-        in.size = N;
         weft__sched_step(s, "rail allgather", 1);
         done = on_rail(s, &in, t1);
         /* node n's blocks are ranks rank_at[n][0..L-1] */
@@ -624,7 +618,7 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes;
-    weft_coll_args_t in = *a;
+    weft_coll_args_t in = rail_args(s, a);
     rail_bufs_t r;
     weft_status_t status;
     int t1, t2;
@@ -637,8 +631,6 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
         return status;
     }
     in.dst = r.rail;
-    in.rank = m->node;
-    in.size = N;
     weft__sched_step(s, "rail allgather", 0);
     t1 = on_rail(s, &in, -1);
     weft__sched_step(s, "node allgather", 1);
@@ -701,13 +693,11 @@ static weft_status_t build_gather(weft_sched_t *s, const weft_coll_args_t *a)
     weft__sched_step(s, "node gather", 0);
     t = weft__shm_gather(s, comm->coll->shm, leader, a->src, node, a->count, a->esize);
     if (m->local_rank == leader) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
 
         in.src = node;
         in.dst = all;
         in.count = a->count * (size_t)L;
-        in.rank = m->node;
-        in.size = m->nnodes;
         in.root = root_node;
         weft__sched_step(s, "rail gather", 1);
         if (is_root) { /* the other nodes' blocks arrive meanwhile (its own: in place) */
@@ -740,7 +730,7 @@ static weft_status_t build_scatter(weft_sched_t *s, const weft_coll_args_t *a)
     char *node = NULL;
 
     if (m->local_rank == leader) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
 
         node = is_root ? all + (size_t)root_node * L * block : weft__sched_scratch(s, block * L);
         if (node == NULL || (is_root && all == NULL)) {
@@ -753,8 +743,6 @@ static weft_status_t build_scatter(weft_sched_t *s, const weft_coll_args_t *a)
         in.src = all;
         in.dst = node;
         in.count = a->count * (size_t)L;
-        in.rank = m->node;
-        in.size = m->nnodes;
         in.root = root_node;
         weft__sched_step(s, "rail scatter", 1);
         rail = on_rail(s, &in, t);
@@ -861,7 +849,7 @@ static weft_status_t build_alltoall(weft_sched_t *s, const weft_coll_args_t *a)
     size_t block = a->count * a->esize, all = block * (size_t)a->size, group = block * L;
     char *mid, *dst = a->dst;
     const char *src = a->src;
-    weft_coll_args_t in = *a;
+    weft_coll_args_t in = rail_args(s, a);
     int t = -1, node;
 
     if (all > weft__coll_config.hier_alltoall) {
@@ -894,8 +882,6 @@ static weft_status_t build_alltoall(weft_sched_t *s, const weft_coll_args_t *a)
     in.src = mid;
     in.dst = dst;
     in.count = a->count * (size_t)L;
-    in.rank = m->node;
-    in.size = N;
     weft__sched_step(s, "rail alltoall", 2);
     t = on_rail(s, &in, node);
     if (grouped) {
@@ -917,10 +903,8 @@ static weft_status_t build_barrier(weft_sched_t *s, const weft_coll_args_t *a)
     weft__sched_step(s, "node barrier", 0);
     t = weft__shm_barrier(s, comm->coll->shm);
     if (m->local_rank == 0) {
-        weft_coll_args_t in = *a;
+        weft_coll_args_t in = rail_args(s, a);
 
-        in.rank = m->node;
-        in.size = m->nnodes;
         weft__sched_step(s, "rail barrier", 1);
         t = on_rail(s, &in, t);
     }
