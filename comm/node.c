@@ -227,6 +227,10 @@ weft_status_t weft__node_map_create(const uint64_t *keys, int size, int rank, in
         }
         m->rank_at[m->node_of[r] * m->max_local + m->local_of[r]] = r;
     }
+    m->node_major = m->uniform;
+    for (int r = 0; r < size; r++) {
+        m->node_major &= m->node_of[r] * m->local_size + m->local_of[r] == r;
+    }
     free(count);
     *map_p = m;
     return WEFT_OK;

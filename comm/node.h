@@ -24,6 +24,7 @@ typedef struct weft_node_map {
     int local_rank;   /* this rank's index on its node */
     int local_size;   /* ranks on this rank's node */
     int uniform;      /* every node has local_size ranks */
+    int node_major;   /* uniform, and node n's ranks are n local_size .. (n + 1) local_size - 1 */
     int max_local;    /* most ranks on any node */
     int *node_of;     /* [size] node of each rank */
     int *local_of;    /* [size] local rank of each rank */

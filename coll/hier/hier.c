@@ -649,25 +649,11 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     return WEFT_OK;
 }
 
-/* Whether node n's ranks are ranks n L .. n L + L - 1 for every n (the nodes' blocks of a gather
- * or scatter are then in rank order as they are) */
-static int node_major(const weft_node_map_t *m)
-{
-    for (int n = 0; n < m->nnodes; n++) {
-        for (int q = 0; q < m->local_size; q++) {
-            if (m->rank_at[n * m->max_local + q] != n * m->local_size + q) {
-                return 0;
-            }
-        }
-    }
-    return 1;
-}
-
 /* The root's buffer of a gather or scatter with its blocks node by node: the user's where the
  * nodes' ranks are in that order, else scratch (*grouped_p 1; NULL on no memory) */
 static char *node_blocks(weft_sched_t *s, const weft_coll_args_t *a, char *user, int *grouped_p)
 {
-    *grouped_p = !node_major(weft__sched_comm(s)->node);
+    *grouped_p = !weft__sched_comm(s)->node->node_major;
     return *grouped_p ? weft__sched_scratch(s, a->count * a->esize * (size_t)a->size) : user;
 }
 
@@ -779,7 +765,7 @@ static weft_status_t build_alltoall_direct(weft_sched_t *s, const weft_coll_args
         src = stage;
     }
     weft__sched_step(s, "node alltoall", 1);
-    if (node_major(m)) {
+    if (m->node_major) {
         size_t base = (size_t)m->node * L * block;
 
         node = weft__shm_alltoall(s, comm->coll->shm, src + base, dst + base, a->count, a->esize);
@@ -845,7 +831,7 @@ static weft_status_t build_alltoall(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
-    int L = m->local_size, N = m->nnodes, grouped = !node_major(m);
+    int L = m->local_size, N = m->nnodes, grouped = !m->node_major;
     size_t block = a->count * a->esize, all = block * (size_t)a->size, group = block * L;
     char *mid, *dst = a->dst;
     const char *src = a->src;
