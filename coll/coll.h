@@ -250,6 +250,7 @@ typedef struct weft_coll_config {
     size_t hier_pipeline;     /* hierarchical allreduce in pipelined chunks of this many bytes
                                * (0: one piece) */
     size_t hier_alltoall;     /* hierarchical alltoall offered up to this many bytes per rank */
+    size_t hier_direct;       /* hierarchical gather and scatter of larger blocks: direct form */
     int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */
 } weft_coll_config_t;
 
@@ -270,6 +271,8 @@ weft_status_t weft__shm_build(weft_sched_t *s, const weft_coll_args_t *a);
 weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a);
 /* Hierarchical bcast schedules built in the leader form since the process started (tests). */
 unsigned long weft__hier_leader_builds(void);
+/* Schedules built in the direct form of hierarchical gather and scatter (tests). */
+unsigned long weft__hier_direct_builds(void);
 /* Hierarchical allreduce schedules built in pipelined chunks (WEFT_HIER_PIPELINE; tests). */
 unsigned long weft__hier_pipelined_builds(void);
 /* The most chunks a pipelined hierarchical allreduce takes (larger chunks beyond). */

@@ -430,19 +430,32 @@ double weft__cost_hier_barrier(const weft_cost_params_t *c, double n, int p)
 /* gather (n: every rank's block): shm gather of each node's n/N bytes to the root's rail, a
  * gather of the nodes' blocks on it (the copy into rank order where the nodes' ranks are not node
  * by node is not modelled) */
+/* the direct form of gather and scatter (blocks above WEFT_HIER_DIRECT): the root's node's n/N
+ * through shared memory, p - L messages of the other nodes' (N-1)/N n through the root */
+static double hier_direct(const weft_cost_params_t *c, double shm, double n, int p)
+{
+    return shm + (p - c->local) * c->alpha + (double)(c->nodes - 1) / c->nodes * n * c->beta;
+}
+
 double weft__cost_hier_gather(const weft_cost_params_t *c, double n, int p)
 {
-    (void)p;
-    return weft__cost_shm_gather(c, n / c->nodes, c->local) +
-           inner(c, WEFT_COLL_GATHER, n, c->nodes);
+    double shm = weft__cost_shm_gather(c, n / c->nodes, c->local);
+
+    if (n / p > (double)weft__coll_config.hier_direct) {
+        return hier_direct(c, shm, n, p);
+    }
+    return shm + inner(c, WEFT_COLL_GATHER, n, c->nodes);
 }
 
 /* scatter: the gather backwards */
 double weft__cost_hier_scatter(const weft_cost_params_t *c, double n, int p)
 {
-    (void)p;
-    return inner(c, WEFT_COLL_SCATTER, n, c->nodes) +
-           weft__cost_shm_scatter(c, n / c->nodes, c->local);
+    double shm = weft__cost_shm_scatter(c, n / c->nodes, c->local);
+
+    if (n / p > (double)weft__coll_config.hier_direct) {
+        return hier_direct(c, shm, n, p);
+    }
+    return inner(c, WEFT_COLL_SCATTER, n, c->nodes) + shm;
 }
 
 /* alltoall (n: every block of one rank). Up to WEFT_HIER_ALLTOALL bytes: N shm alltoalls of n/N

@@ -277,10 +277,12 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_gather,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "shm gather of n/N + best gather of n on N ranks",
+     .model = "n/p <= WEFT_HIER_DIRECT: shm gather of n/N + best gather of n on N ranks; "
+              "above: shm gather of n/N + (p-L) alpha + (N-1)/N n beta",
      .desc = "shm gather on every node to its rank of the root's rail, gather of the nodes' "
              "blocks on that rail (put in rank order at the root where the nodes' ranks are not "
-             "node by node)"},
+             "node by node); large blocks: the root's node's through one shm gather, the others "
+             "straight to the root"},
     {.name = "binomial",
      .kind = WEFT_COLL_SCATTER,
      .build = weft__scatter_binomial,
@@ -303,9 +305,12 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .cost = weft__cost_hier_scatter,
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
-     .model = "best scatter of n on N ranks + shm scatter of n/N",
+     .model = "n/p <= WEFT_HIER_DIRECT: best scatter of n on N ranks + shm scatter of n/N; "
+              "above: shm scatter of n/N + (p-L) alpha + (N-1)/N n beta",
      .desc = "the nodes' blocks down the root's rail (grouped by node first where the nodes' "
-             "ranks are not node by node), shm scatter on every node from its rank of that rail"},
+             "ranks are not node by node), shm scatter on every node from its rank of that "
+             "rail; large blocks: the root's node's through one shm scatter, the others "
+             "straight from the root"},
 
     /* alltoall */
     {.name = "pairwise",

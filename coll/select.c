@@ -171,6 +171,13 @@ static const weft_config_entry_t coll_entries[] = {
      "up to 32k on two hosts of two ranks, at 4k on four of two, slower from 2m and 32k); 0: "
      "always the second; inf: always the first",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, hier_alltoall)},
+    {"HIER_DIRECT", "16k",
+     "hierarchical gather and scatter (several nodes) of blocks of more than this many bytes "
+     "per rank: the root's node's blocks through shared memory and every other block straight "
+     "between its rank and the root, at once, instead of each node's blocks together on the "
+     "root's rail and a second hop through that node's shared memory; 0: always direct; inf: "
+     "never",
+     weft__config_parse_size_inf, offsetof(weft_coll_config_t, hier_direct)},
     {"REPRODUCIBLE", "no",
      "reductions (allreduce, reduce, reduce_scatter, reduce_scatter_v) bitwise reproducible: "
      "every element is combined in rank order, grouped alike, whatever the placement, the "

@@ -657,6 +657,109 @@ static char *node_blocks(weft_sched_t *s, const weft_coll_args_t *a, char *user,
     return *grouped_p ? weft__sched_scratch(s, a->count * a->esize * (size_t)a->size) : user;
 }
 
+/* Schedules built in the direct form of gather and scatter (tests). */
+static atomic_ulong direct_builds;
+
+unsigned long weft__hier_direct_builds(void)
+{
+    return atomic_load(&direct_builds);
+}
+
+/* gather of large blocks (above WEFT_HIER_DIRECT bytes per rank): a shm gather of the root's node's
+ * blocks to the root, every other rank's block straight to the root, both at once: no second
+ * hop through another node's shared memory, whose rail message waits for its whole node's
+ * blocks (store and forward). Where the nodes' ranks are not node by node the root's node's
+ * blocks are gathered into scratch and put in rank order. */
+static weft_status_t build_gather_direct(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, root_node = m->node_of[a->root], t;
+    size_t block = a->count * a->esize;
+    char *node = NULL;
+
+    if (m->node != root_node) {
+        weft__sched_step(s, "to the root", 0);
+        weft__sched_send(s, a->root, 0, a->src, block);
+        return WEFT_OK;
+    }
+    if (a->rank == a->root) {
+        node = m->node_major ? (char *)a->dst + (size_t)root_node * L * block
+                             : weft__sched_scratch(s, block * L);
+        if (node == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        weft__sched_step(s, "from the other nodes", 1);
+        for (int r = 0; r < a->size; r++) {
+            if (m->node_of[r] != root_node) {
+                weft__sched_recv(s, r, 0, (char *)a->dst + (size_t)r * block, block);
+            }
+        }
+    }
+    weft__sched_step(s, "node gather", 0);
+    t = weft__shm_gather(s, comm->coll->shm, m->local_of[a->root], a->src, node, a->count,
+                         a->esize);
+    if (a->rank == a->root && !m->node_major) {
+        weft__sched_step(s, "rank order", 2);
+        for (int q = 0; q < L; q++) {
+            weft__sched_dep(s, t,
+                            weft__sched_copy(s, (char *)a->dst + (size_t)m->local_ranks[q] * block,
+                                             node + (size_t)q * block, block));
+        }
+    }
+    return WEFT_OK;
+}
+
+/* scatter of large blocks (above WEFT_HIER_DIRECT bytes per rank): the gather's direct form
+ * backwards: every other node's block straight from the root to its rank, and a shm scatter of
+ * the root's node's blocks (grouped into scratch first where the nodes' ranks are not node by
+ * node), both at once. */
+static weft_status_t build_scatter_direct(weft_sched_t *s, const weft_coll_args_t *a)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, root_node = m->node_of[a->root], t = -1;
+    size_t block = a->count * a->esize;
+    const char *src = a->src, *node = NULL;
+
+    if (m->node != root_node) {
+        weft__sched_step(s, "from the root", 0);
+        weft__sched_recv(s, a->root, 0, a->dst, block);
+        return WEFT_OK;
+    }
+    if (a->rank == a->root) {
+        weft__sched_step(s, "to the other nodes", 1);
+        for (int r = 0; r < a->size; r++) {
+            if (m->node_of[r] != root_node) {
+                weft__sched_send(s, r, 0, src + (size_t)r * block, block);
+            }
+        }
+        if (m->node_major) {
+            node = src + (size_t)root_node * L * block;
+        } else {
+            char *grouped = weft__sched_scratch(s, block * L);
+
+            if (grouped == NULL) {
+                return WEFT_ERR_NO_MEMORY;
+            }
+            weft__sched_step(s, "group the node's blocks", 0);
+            t = weft__sched_nop(s);
+            for (int q = 0; q < L; q++) {
+                weft__sched_dep(s,
+                                weft__sched_copy(s, grouped + (size_t)q * block,
+                                                 src + (size_t)m->local_ranks[q] * block, block),
+                                t);
+            }
+            node = grouped;
+        }
+    }
+    weft__sched_step(s, "node scatter", 2);
+    weft__sched_dep(s, t,
+                    weft__shm_scatter(s, comm->coll->shm, m->local_of[a->root], node, a->dst,
+                                      a->count, a->esize));
+    return WEFT_OK;
+}
+
 /* gather: shm gather of each node's blocks to its rank on the root's rail (on the root's node
  * the root, straight to its node's place in the result), gather of the nodes' L blocks on that
  * rail to the root, rank order there where the nodes' ranks are not node by node. */
@@ -667,9 +770,13 @@ static weft_status_t build_gather(weft_sched_t *s, const weft_coll_args_t *a)
     int L = m->local_size, leader = m->local_of[a->root], root_node = m->node_of[a->root];
     int is_root = a->rank == a->root, grouped = 0, t;
     size_t block = a->count * a->esize;
-    char *all = is_root ? node_blocks(s, a, a->dst, &grouped) : NULL;
-    char *node = NULL;
+    char *all, *node = NULL;
 
+    if (block > weft__coll_config.hier_direct) {
+        atomic_fetch_add(&direct_builds, 1);
+        return build_gather_direct(s, a);
+    }
+    all = is_root ? node_blocks(s, a, a->dst, &grouped) : NULL;
     if (m->local_rank == leader) {
         node = is_root ? all + (size_t)root_node * L * block : weft__sched_scratch(s, block * L);
         if (node == NULL || (is_root && all == NULL)) {
@@ -712,9 +819,13 @@ static weft_status_t build_scatter(weft_sched_t *s, const weft_coll_args_t *a)
     int L = m->local_size, leader = m->local_of[a->root], root_node = m->node_of[a->root];
     int is_root = a->rank == a->root, grouped = 0, t = -1, rail;
     size_t block = a->count * a->esize;
-    char *all = is_root ? node_blocks(s, a, (char *)a->src, &grouped) : NULL;
-    char *node = NULL;
+    char *all, *node = NULL;
 
+    if (block > weft__coll_config.hier_direct) {
+        atomic_fetch_add(&direct_builds, 1);
+        return build_scatter_direct(s, a);
+    }
+    all = is_root ? node_blocks(s, a, (char *)a->src, &grouped) : NULL;
     if (m->local_rank == leader) {
         weft_coll_args_t in = rail_args(s, a);
 

@@ -336,6 +336,9 @@ static size_t matrix_shm_cma_copy = SIZE_MAX;
 /* hierarchical bcast in the leader form up to this many bytes (the matrix's default: never;
  * SIZE_MAX: always) */
 static size_t matrix_hier_leader = 0;
+/* hierarchical gather and scatter in the direct form from blocks of more than this many bytes
+ * (the matrix's default: never; 0: always) */
+static size_t matrix_hier_direct = SIZE_MAX;
 
 static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
@@ -351,6 +354,7 @@ static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma_copy = matrix_shm_cma_copy;
     weft__coll_config.hier_leader = matrix_hier_leader;
+    weft__coll_config.hier_direct = matrix_hier_direct;
     weft__runtime_config.ranks_per_node = ranks_per_node;
 }
 
@@ -510,32 +514,63 @@ Test(rooted, bcast_hier_leader_3_per_node, .timeout = 300)
 
 /* The hierarchical gather and scatter on virtual nodes of 2 and 3 ranks, their ranks node by
  * node (the nodes' blocks travel straight into the result) and taking the nodes in turn (the
- * root puts them in rank order) */
-static void run_hier_rooted(weft_coll_kind_t kind, int ranks_per_node, int interleave)
+ * root puts them in rank order), in the rail form or the direct form (direct: at every size);
+ * the direct form's builds counted either way. */
+static void run_hier_rooted(weft_coll_kind_t kind, int ranks_per_node, int interleave, int direct)
 {
+    unsigned long before = weft__hier_direct_builds(), built;
+
     matrix_interleave = interleave;
+    matrix_hier_direct = direct ? 0 : SIZE_MAX;
     run_matrix_nodes(kind, "hier", ranks_per_node);
     matrix_interleave = 0;
+    matrix_hier_direct = SIZE_MAX;
+    built = weft__hier_direct_builds() - before;
+    if (direct) {
+        cr_assert_gt(built, 0, "the direct form never ran");
+    } else {
+        cr_assert_eq(built, 0, "the direct form ran %lu times with WEFT_HIER_DIRECT inf", built);
+    }
 }
 
 Test(rooted, gather_hier_2_per_node, .timeout = 300)
 {
-    run_hier_rooted(WEFT_COLL_GATHER, 2, 0);
+    run_hier_rooted(WEFT_COLL_GATHER, 2, 0, 0);
 }
 
 Test(rooted, gather_hier_3_per_node_interleaved, .timeout = 300)
 {
-    run_hier_rooted(WEFT_COLL_GATHER, 3, 1);
+    run_hier_rooted(WEFT_COLL_GATHER, 3, 1, 0);
 }
 
 Test(rooted, scatter_hier_3_per_node, .timeout = 300)
 {
-    run_hier_rooted(WEFT_COLL_SCATTER, 3, 0);
+    run_hier_rooted(WEFT_COLL_SCATTER, 3, 0, 0);
 }
 
 Test(rooted, scatter_hier_2_per_node_interleaved, .timeout = 300)
 {
-    run_hier_rooted(WEFT_COLL_SCATTER, 2, 1);
+    run_hier_rooted(WEFT_COLL_SCATTER, 2, 1, 0);
+}
+
+Test(rooted, gather_hier_direct_3_per_node, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_GATHER, 3, 0, 1);
+}
+
+Test(rooted, gather_hier_direct_2_per_node_interleaved, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_GATHER, 2, 1, 1);
+}
+
+Test(rooted, scatter_hier_direct_2_per_node, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_SCATTER, 2, 0, 1);
+}
+
+Test(rooted, scatter_hier_direct_3_per_node_interleaved, .timeout = 300)
+{
+    run_hier_rooted(WEFT_COLL_SCATTER, 3, 1, 1);
 }
 
 static void run_reduce_hier(int ranks_per_node, int leader)
