@@ -8,6 +8,7 @@
 #ifndef WEFT_COLL_COMM_STATE_H
 #define WEFT_COLL_COMM_STATE_H
 
+#include "coll/sched.h"
 #include "comm/comm.h"
 
 struct weft_coll_comm {
@@ -24,6 +25,8 @@ struct weft_coll_comm {
         const void *algo;
         size_t bytes;
         int measured;
+        weft_coll_sig_t sig; /* the last call's signature and its hash (0: none yet) */
+        uint32_t sig_hash;
     } last_choice[16];
     /* empty polls of this communicator's waits (coll/sched_engine.c, coll/shm/ops.c): spent
      * busy-polling, and followed by a yield of the core (for tests) */

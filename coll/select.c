@@ -433,7 +433,12 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     weft__sig_make(
         &desc->sig, args,
         weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src)->memtype);
-    desc->sig_hash = weft__sig_hash(&desc->sig);
+    if (last->sig_hash != 0 && weft__sig_equal(&desc->sig, &last->sig)) {
+        desc->sig_hash = last->sig_hash; /* the last call's arguments again: not hashed again */
+    } else {
+        desc->sig_hash = last->sig_hash = weft__sig_hash(&desc->sig);
+        last->sig = desc->sig;
+    }
     desc->form = weft__coll_form != NULL ? weft__coll_form : "call";
     if (args->op == WEFT_AVG && args->dst != NULL) {
         switch (args->kind) {
@@ -572,7 +577,7 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
     weft_op_desc_t desc;
     weft_sched_t *s;
     weft_status_t status = prepare(comm, args, &algo, &desc);
-    int handled = 0;
+    int handled = 0, waited = 0;
     long rec;
 
     if (status != WEFT_OK) {
@@ -586,9 +591,13 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
         uint64_t t0 = WEFT_UNLIKELY(weft__obs_flags != 0) ? weft__time_ns() : 0;
 
         rec = weft__record_start(comm, &desc, seq, root_of(args));
-        status = weft__shm_run(comm, args, &desc, device_of(args), &handled);
+        status = weft__shm_run(comm, args, &desc, device_of(args), &handled, &waited);
         if (handled) {
-            weft__record_end(comm, rec, status);
+            if (waited || status != WEFT_OK) {
+                weft__record_end(comm, rec, status);
+            } else {
+                weft__record_end_quick(comm, rec, status);
+            }
             if (WEFT_UNLIKELY(weft__obs_flags != 0)) {
                 weft__obs_op_end(comm, &desc, seq, t0, status);
             }

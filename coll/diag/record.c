@@ -133,14 +133,15 @@ void weft__record_sched(struct weft_comm *comm, long handle, weft_sched_t *s)
     }
 }
 
-void weft__record_end(struct weft_comm *comm, long handle, weft_status_t status)
+static void end(struct weft_comm *comm, long handle, weft_status_t status, int quick)
 {
     record_t *rec = slot(comm, handle);
 
     if (rec == NULL || rec->state != WEFT_RECORD_RUNNING) {
         return;
     }
-    rec->end_ns = weft__record_now_ns();
+    /* quick: a coarse clock's tick is milliseconds, the operation took microseconds */
+    rec->end_ns = quick ? rec->start_ns : weft__record_now_ns();
     rec->sched = NULL;
     rec->status = status;
     rec->state = status == WEFT_OK ? WEFT_RECORD_DONE : WEFT_RECORD_FAILED;
@@ -150,6 +151,16 @@ void weft__record_end(struct weft_comm *comm, long handle, weft_status_t status)
     if (WEFT_UNLIKELY(comm->coll->recorder->pending != NULL)) {
         weft__dump_ended(comm, status);
     }
+}
+
+void weft__record_end(struct weft_comm *comm, long handle, weft_status_t status)
+{
+    end(comm, handle, status, 0);
+}
+
+void weft__record_end_quick(struct weft_comm *comm, long handle, weft_status_t status)
+{
+    end(comm, handle, status, 1);
 }
 
 void weft__record_drop(struct weft_comm *comm, long handle)

@@ -39,6 +39,10 @@ void weft__record_sched(struct weft_comm *comm, long handle, weft_sched_t *s);
 /* The operation ended with status (its message in weft_last_error when it
  * failed). A handle whose slot was reused since is ignored. */
 void weft__record_end(struct weft_comm *comm, long handle, weft_status_t status);
+/* The same for an operation that ended within a microsecond or two of its start, without waiting
+ * (weft__shm_run): its end is its start, within the clock's resolution, and the clock is not
+ * read again. */
+void weft__record_end_quick(struct weft_comm *comm, long handle, weft_status_t status);
 /* Forget the last operation recorded (handle), which did not run. */
 void weft__record_drop(struct weft_comm *comm, long handle);
 /* One line per recorded operation, oldest first; log: through the log at

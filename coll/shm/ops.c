@@ -1133,7 +1133,7 @@ int weft__shm_alltoall(weft_sched_t *s, weft_shm_t *shm, const void *src, void *
  * polls; the deadline and the peers' health every 64 polls once
  * busy-polling is over.
  */
-static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t seq)
+static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t seq, int *waited_p)
 {
     uint64_t spin_ns = weft__coll_spin_ns(comm);
     uint64_t start = 0, deadline = 0;
@@ -1152,8 +1152,9 @@ static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t se
             break;
         }
         if (yielding) {
-            sched_yield();
+            sched_yield(); /* which may take another process's time slice */
             comm->coll->yield_polls++;
+            *waited_p = 1;
         } else {
             weft__cpu_relax();
             comm->coll->busy_polls++;
@@ -1165,6 +1166,7 @@ static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t se
         if (start == 0) {
             start = now;
             deadline = weft__comm_deadline_ns(comm);
+            *waited_p = 1;
         }
         comm->p2p->progress(comm->p2p_ep); /* a peer's failure notice (comm/comm.h) */
         status = now >= deadline ? WEFT_OK : weft__comm_health(comm);
@@ -1203,7 +1205,7 @@ static weft_status_t run_direct(struct weft_comm *comm, shm_op_t *o, uint32_t se
 
 weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
                             const weft_op_desc_t *desc, const weft_device_ops_t *dev,
-                            int *handled_p)
+                            int *handled_p, int *waited_p)
 {
     weft_shm_t *shm = comm->coll->shm;
     size_t b[2 * 256], total = a->count;
@@ -1211,6 +1213,7 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
     op_kind_t kind;
 
     *handled_p = 0;
+    *waited_p = 0;
     switch (a->kind) {
     case WEFT_COLL_ALLREDUCE:
     case WEFT_COLL_REDUCE:
@@ -1258,5 +1261,5 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
     }
     *handled_p = 1;
     op_reserve(&o, total);
-    return run_direct(comm, &o, weft__comm_take_seq(comm));
+    return run_direct(comm, &o, weft__comm_take_seq(comm), waited_p);
 }

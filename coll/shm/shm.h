@@ -62,10 +62,9 @@
  * the failure notice, comm/comm.h).
  *
  * Failures: a local rank that dies is noticed by pid (weft__shm_health, at
- * most every 100 ms while waiting); an operation that ends without running
- * its rounds (failure, cancellation) breaks the segment's round order, and
- * every later shared-memory operation of the communicator fails with
- * WEFT_ERR_INTERNAL naming that cause.
+ * most every 100 ms while waiting, the clock read every 64th check); an operation that ends without
+ * running its rounds (failure, cancellation) breaks the segment's round order, and every later
+ * shared-memory operation of the communicator fails with WEFT_ERR_INTERNAL naming that cause.
  *
  * Threading: driven by the thread that drives the communicator.
  */
@@ -124,6 +123,7 @@ typedef struct weft_shm {
     uint64_t exec_round;    /* next round this rank runs */
     const char *broken;     /* why rounds can no longer be agreed, or NULL */
     uint64_t checked_ns;    /* last liveness check */
+    uint64_t health_calls;  /* weft__shm_health's calls (it reads the clock every 64th) */
     double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     uint64_t *seen;         /* [L] the largest arrive read of each local rank (private) */
@@ -222,9 +222,11 @@ int weft__shm_alltoall(weft_sched_t *s, weft_shm_t *shm, const void *src, void *
 int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
 /* A blocking operation with nothing else of this thread outstanding,
  * weft__shm_usable for it: run it to completion now (*handled_p = 1, its
- * status returned), or *handled_p = 0 for those that need a schedule. */
+ * status returned; *waited_p 0 when it ended within its first 64 polls, all
+ * of them busy: a microsecond or two), or *handled_p = 0 for those that
+ * need a schedule. */
 weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
                             const weft_op_desc_t *desc, const weft_device_ops_t *dev,
-                            int *handled_p);
+                            int *handled_p, int *waited_p);
 
 #endif /* WEFT_COLL_SHM_H */

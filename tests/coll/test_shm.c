@@ -33,6 +33,7 @@
 
 #include "coll/coll.h"
 #include "coll/cost.h"
+#include "coll/diag/record.h"
 #include "coll/shm/shm.h"
 #include "base/proc.h"
 #include "runtime/config.h"
@@ -1055,6 +1056,64 @@ Test(segment, waits_yield_from_the_first_poll_where_ranks_outnumber_cores, .time
     weft_finalize();
 }
 
+/* The flight recorder's times of operations run on the segment without a schedule: one that
+ * waited for a late peer (rank 1, 60 ms) ends when it ended, read from the clock; one that did
+ * not wait (its end taken for its start: no second clock read) still ends DONE. */
+typedef struct record_shared {
+    shared_t sh;
+    uint64_t elapsed_ns[2]; /* rank 0's last record: [late peer, prompt] */
+    int state[2];
+} record_shared_t;
+
+static void last_record(const weft_record_view_t *v, void *arg)
+{
+    ((uint64_t *)arg)[0] = v->end_ns - v->start_ns;
+    ((uint64_t *)arg)[1] = (uint64_t)v->state;
+}
+
+static void record_body(weft_comm_t comm, int rank, void *arg)
+{
+    record_shared_t *rs = arg;
+    float in[2] = {1, 2}, out[2];
+
+    for (int late = 1; late >= 0; late--) {
+        weft_status_t st;
+
+        pthread_barrier_wait(&rs->sh.barrier);
+        if (rank == 1 && late) {
+            struct timespec ts = {0, 60000000};
+
+            nanosleep(&ts, NULL);
+        }
+        st = weft_allreduce(in, out, 2, WEFT_FLOAT32, WEFT_SUM, comm);
+        EXPECT(st == WEFT_OK, "rank %d: %s", rank, weft_last_error());
+        if (rank == 0) {
+            uint64_t got[2] = {0, 0};
+
+            weft__record_visit(weft__comm_of(comm), last_record, got);
+            rs->elapsed_ns[!late] = got[0];
+            rs->state[!late] = (int)got[1];
+        }
+    }
+}
+
+Test(segment, recorded_times_of_operations_without_a_schedule, .timeout = 60)
+{
+    record_shared_t rs = {0};
+
+    init();
+    shared_init(&rs.sh, 2);
+    run_world(&rs.sh, 2, 23, record_body);
+    cr_expect_geq(rs.elapsed_ns[0], 30000000u, "waited 60 ms for its peer, recorded %.3f ms",
+                  (double)rs.elapsed_ns[0] / 1e6);
+    cr_expect_eq(rs.state[0], WEFT_RECORD_DONE, "late peer: state %d", rs.state[0]);
+    cr_expect_eq(rs.state[1], WEFT_RECORD_DONE, "prompt peer: state %d", rs.state[1]);
+    cr_expect_lt(rs.elapsed_ns[1], 30000000u, "prompt peer: recorded %.3f ms",
+                 (double)rs.elapsed_ns[1] / 1e6);
+    shared_done(&rs.sh);
+    weft_finalize();
+}
+
 /* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
  * from 1 MiB to below WEFT_SHM_STREAM (8 MiB), not where ranks outnumber cores. */
 typedef struct cma_default_shared {
@@ -1489,7 +1548,8 @@ Test(segment, recycled_pid_is_a_dead_rank, .timeout = 30)
     cr_assert_eq(weft__shm_health(&shm), WEFT_OK, "a live rank taken for dead: %s",
                  weft_last_error());
     ctrl[1].start = start + 1;
-    shm.checked_ns = 0;
+    shm.checked_ns = 0;   /* the next call checks the pids again: the rate limit's clock ... */
+    shm.health_calls = 0; /* ... read on every 64th call, the first of them */
     status = weft__shm_health(&shm);
     cr_assert_eq(status, WEFT_ERR_PEER_FAILED, "a recycled pid taken for the rank's process: %s",
                  weft_status_string(status));
