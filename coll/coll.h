@@ -71,6 +71,9 @@ typedef struct weft_coll_args {
     const size_t *displs;  /* v variants: receive displacements (NULL for reduce_scatter_v) */
     const size_t *scounts; /* alltoallv: send counts */
     const size_t *sdispls; /* alltoallv: send displacements */
+    /* the buffers' device table, where the caller looked it up already (the entry points'
+     * checks); NULL: the collective layer looks it up (dst, or src where dst is NULL) */
+    const struct weft_device_ops *dev;
 } weft_coll_args_t;
 
 typedef weft_status_t (*weft_coll_build_fn)(weft_sched_t *s, const weft_coll_args_t *args);

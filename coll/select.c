@@ -395,6 +395,14 @@ size_t weft__coll_bytes(const weft_coll_args_t *a)
     }
 }
 
+static const weft_device_ops_t *device_of(const weft_coll_args_t *args)
+{
+    if (args->dev != NULL) {
+        return args->dev;
+    }
+    return weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
+}
+
 /* The algorithm and the operation's description (health checked first). */
 static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *args,
                              const weft_coll_algo_t **algo_p, weft_op_desc_t *desc)
@@ -430,9 +438,7 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     desc->dtype = args->dtype;
     desc->op = args->op;
     desc->algo = algo->name;
-    weft__sig_make(
-        &desc->sig, args,
-        weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src)->memtype);
+    weft__sig_make(&desc->sig, args, device_of(args)->memtype);
     if (last->sig_hash != 0 && weft__sig_equal(&desc->sig, &last->sig)) {
         desc->sig_hash = last->sig_hash; /* the last call's arguments again: not hashed again */
     } else {
@@ -459,11 +465,6 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     }
     *algo_p = algo;
     return WEFT_OK;
-}
-
-static const weft_device_ops_t *device_of(const weft_coll_args_t *args)
-{
-    return weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
 }
 
 /* A collective of no data, which the entry points complete at once unless

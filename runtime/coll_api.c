@@ -149,6 +149,7 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
              weft__blocking_host_staged(c->comm, &args, c->dev, &status))) {
             return status;
         }
+        args.dev = c->dev; /* the user's buffers' table, looked up by the checks */
         return weft__coll_run(c->comm, &args);
     }
     if (how->enqueue) {
@@ -161,6 +162,7 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
             return status;
         }
     }
+    args.dev = c->dev;
     return weft__coll_start(c->comm, &args, how->started);
 }
 
