@@ -254,7 +254,8 @@ typedef struct weft_coll_config {
                                * (0: one piece) */
     size_t hier_alltoall;     /* hierarchical alltoall offered up to this many bytes per rank */
     size_t hier_direct;       /* hierarchical gather and scatter of larger blocks: direct form */
-    int reproducible;         /* reductions only by WEFT_COLL_ORDERED rows */
+    size_t hier_alltoall_at_once; /* its large blocks' pairwise steps at once from this size */
+    int reproducible;             /* reductions only by WEFT_COLL_ORDERED rows */
 } weft_coll_config_t;
 
 extern weft_coll_config_t weft__coll_config;

@@ -171,6 +171,12 @@ static const weft_config_entry_t coll_entries[] = {
      "up to 32k on two hosts of two ranks, at 4k on four of two, slower from 2m and 32k); 0: "
      "always the second; inf: always the first",
      weft__config_parse_size_inf, offsetof(weft_coll_config_t, hier_alltoall)},
+    {"HIER_ALLTOALL_AT_ONCE", "1m",
+     "the hierarchical alltoall's form for large blocks (above WEFT_HIER_ALLTOALL) sends and "
+     "receives the blocks of the other nodes' ranks all at once from blocks of this many bytes "
+     "(below, pairwise step after step; simulated hosts: at once faster from 2m, slower at "
+     "256k); inf: never",
+     weft__config_parse_size_inf, offsetof(weft_coll_config_t, hier_alltoall_at_once)},
     {"HIER_DIRECT", "16k",
      "hierarchical gather and scatter (several nodes) of blocks of more than this many bytes "
      "per rank: the root's node's blocks through shared memory and every other block straight "

@@ -402,6 +402,9 @@ static size_t matrix_shm_cma_alltoall = SIZE_MAX;
 /* the hierarchical alltoall's blocks over the rails together up to this many bytes per rank,
  * the others straight to their ranks above (the matrix's default: its sizes all below) */
 static size_t matrix_hier_alltoall = 128 << 10;
+/* and in the second form the steps at once from blocks of this many bytes (the matrix's default:
+ * never; 0: always) */
+static size_t matrix_hier_a2a_at_once = SIZE_MAX;
 
 /* ranks_per_node > 0: virtual nodes of that many ranks. */
 static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
@@ -420,6 +423,7 @@ static void run_matrix_nodes(weft_coll_kind_t kind, const char *algo, int ranks_
     weft__coll_config.shm_small = 64;
     weft__coll_config.shm_cma_alltoall = matrix_shm_cma_alltoall;
     weft__coll_config.hier_alltoall = matrix_hier_alltoall;
+    weft__coll_config.hier_alltoall_at_once = matrix_hier_a2a_at_once;
     weft__coll_config.shm_cma_allgather = SIZE_MAX; /* tests/coll/test_algorithms.c has it */
     weft__runtime_config.ranks_per_node = ranks_per_node;
 
@@ -595,6 +599,27 @@ Test(exchange, alltoall_hier_direct_3_per_node_interleaved, .timeout = 300)
     matrix_interleave = 1;
     run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 3);
     matrix_interleave = 0;
+    matrix_hier_alltoall = 128 << 10;
+}
+
+/* the large-block form with its steps at once (in place too: after the staging copy) */
+Test(exchange, alltoall_hier_direct_at_once_2_per_node_interleaved, .timeout = 300)
+{
+    matrix_hier_alltoall = 0;
+    matrix_hier_a2a_at_once = 0;
+    matrix_interleave = 1;
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 2);
+    matrix_interleave = 0;
+    matrix_hier_a2a_at_once = SIZE_MAX;
+    matrix_hier_alltoall = 128 << 10;
+}
+
+Test(exchange, alltoall_hier_direct_at_once_3_per_node, .timeout = 300)
+{
+    matrix_hier_alltoall = 0;
+    matrix_hier_a2a_at_once = 0;
+    run_matrix_nodes(WEFT_COLL_ALLTOALL, "hier", 3);
+    matrix_hier_a2a_at_once = SIZE_MAX;
     matrix_hier_alltoall = 128 << 10;
 }
 
