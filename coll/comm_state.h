@@ -31,6 +31,7 @@ struct weft_coll_comm {
     /* empty polls of this communicator's waits (coll/sched_engine.c, coll/shm/ops.c): spent
      * busy-polling, and followed by a yield of the core (for tests) */
     uint64_t busy_polls, yield_polls;
+    int at_entry; /* the health check of a collective's start runs (coll/select.c prepare) */
     struct weft_shm *shm;           /* this node's segment, or NULL (coll/shm/shm.h) */
     struct weft_recorder *recorder; /* the last operations (coll/diag/record.h) */
     struct weft_obs *obs;           /* trace and counters (coll/diag/obs.h) */

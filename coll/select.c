@@ -417,8 +417,11 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     const weft_coll_algo_t *algo;
     size_t bytes = weft__coll_bytes(args);
     struct weft_comm_choice *last = &comm->coll->last_choice[args->kind];
-    weft_status_t status = weft__comm_health(comm);
+    weft_status_t status;
 
+    comm->coll->at_entry = 1; /* the liveness check's clock not every time (coll/shm/shm.h) */
+    status = weft__comm_health(comm);
+    comm->coll->at_entry = 0;
     if (status != WEFT_OK) {
         return status;
     }

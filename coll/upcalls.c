@@ -13,7 +13,8 @@
 
 static weft_status_t health(struct weft_comm *comm)
 {
-    return comm->coll->shm != NULL ? weft__shm_health(comm->coll->shm) : WEFT_OK;
+    return comm->coll->shm != NULL ? weft__shm_health(comm->coll->shm, comm->coll->at_entry)
+                                   : WEFT_OK;
 }
 
 /* SIGUSR1 asked every communicator for a dump (coll/diag/dump.h). */

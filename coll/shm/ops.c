@@ -664,7 +664,7 @@ static weft_status_t op_poll(void *state, int *peer_p)
         weft_status_t status;
 
         if (shm->dead_rank >= 0) {
-            return weft__shm_health(shm);
+            return weft__shm_health(shm, 0);
         }
         if (shm->broken != NULL) {
             return weft__error(WEFT_ERR_INTERNAL, "shared-memory collectives unusable: %s",

@@ -606,7 +606,7 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     return WEFT_OK;
 }
 
-weft_status_t weft__shm_health(weft_shm_t *shm)
+weft_status_t weft__shm_health(weft_shm_t *shm, int at_entry)
 {
     uint64_t now;
     pid_t self;
@@ -616,9 +616,11 @@ weft_status_t weft__shm_health(weft_shm_t *shm)
                            "rank %d failed (its process %ld on this node is gone)", shm->dead_rank,
                            (long)shm->dead_pid);
     }
-    /* the clock only every 64th call: every collective asks at its start, and a wait every 64
-     * polls (np 2, 8-byte allreduce: three clock reads a call cost 4-7 % of its time) */
-    if (shm->health_calls++ % 64 != 0) {
+    /* every collective asks at its start: the clock only every 64th time there (np 2, 8-byte
+     * allreduce: three clock reads a call cost 4-7 % of its time); a wait asks every 64 polls,
+     * and looks at the clock each time, so that a dead peer is found within the period however
+     * long its yields take */
+    if (at_entry && shm->health_calls++ % 64 != 0) {
         return WEFT_OK;
     }
     now = weft__time_coarse_ns();

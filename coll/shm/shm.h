@@ -62,7 +62,7 @@
  * the failure notice, comm/comm.h).
  *
  * Failures: a local rank that dies is noticed by pid (weft__shm_health, at
- * most every 100 ms while waiting, the clock read every 64th check); an operation that ends without
+ * most every 100 ms while waiting); an operation that ends without
  * running its rounds (failure, cancellation) breaks the segment's round order, and every later
  * shared-memory operation of the communicator fails with WEFT_ERR_INTERNAL naming that cause.
  *
@@ -123,7 +123,7 @@ typedef struct weft_shm {
     uint64_t exec_round;    /* next round this rank runs */
     const char *broken;     /* why rounds can no longer be agreed, or NULL */
     uint64_t checked_ns;    /* last liveness check */
-    uint64_t health_calls;  /* weft__shm_health's calls (it reads the clock every 64th) */
+    uint64_t health_calls;  /* weft__shm_health's calls at entry (the clock every 64th) */
     double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     uint64_t *seen;         /* [L] the largest arrive read of each local rank (private) */
@@ -161,8 +161,10 @@ weft_shm_t *weft__shm_attach(int L, const char *name);
  * namespace left when they died before unlinking them; returns how many.
  * (The setup's creator calls it first; for tests.) */
 int weft__shm_reap(void);
-/* WEFT_ERR_PEER_FAILED when a local rank's process is gone. */
-weft_status_t weft__shm_health(weft_shm_t *shm);
+/* WEFT_ERR_PEER_FAILED when a local rank's process is gone (looked for at most every 100 ms;
+ * at_entry, a collective's start, reads the clock for that on every 64th call only, a wait every
+ * time). */
+weft_status_t weft__shm_health(weft_shm_t *shm, int at_entry);
 
 static inline void *weft__shm_slot(const weft_shm_t *shm, int r, uint64_t round)
 {
