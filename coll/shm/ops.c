@@ -782,9 +782,8 @@ static void op_reserve(shm_op_t *o, size_t total)
                  o->kind == OP_IPC_ALLGATHER || o->kind == OP_IPC_BCAST ||
                  o->kind == OP_IPC_REDUCE || weft__shm_kind_cma(o->kind);
 
-    o->nrounds = o->kind == OP_BARRIER || (single && total > 0) ? 1
-                 : total <= o->chunk ? total > 0 /* no division for the most frequent case */
-                                     : (total + o->chunk - 1) / o->chunk;
+    o->nrounds =
+        o->kind == OP_BARRIER || (single && total > 0) ? 1 : (total + o->chunk - 1) / o->chunk;
     o->round0 = o->shm->next_round;
     o->shm->next_round += o->nrounds;
     stream_init(o);
