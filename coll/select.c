@@ -581,6 +581,45 @@ weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_ar
     return WEFT_OK;
 }
 
+int weft__coll_line_allreduce(struct weft_comm *comm, const void *src, void *dst, size_t count,
+                              weft_dtype_t dtype, weft_op_t op, size_t esize,
+                              weft_status_t *status_p)
+{
+    struct weft_coll_comm *cc = comm->coll;
+    weft_op_desc_t *desc = &cc->line_desc;
+    int handled, waited;
+    weft_status_t status;
+    long rec;
+
+    if (!cc->line || cc->shm == NULL || desc->count != count || desc->dtype != dtype ||
+        desc->op != op || cc->line_measured != cc->cost_measured || weft__thread_busy() ||
+        weft__coll_config.check_args || weft__obs_flags != 0) {
+        return 0;
+    }
+    cc->at_entry = 1;
+    status = weft__comm_health(comm);
+    cc->at_entry = 0;
+    if (status != WEFT_OK) {
+        *status_p = status;
+        return 1;
+    }
+    desc->form = weft__coll_form != NULL ? weft__coll_form : "call";
+    rec = weft__record_start(comm, desc, weft__comm_peek_seq(comm), -1);
+    status = weft__shm_line_allreduce(comm, desc, src, dst, count, esize, &handled, &waited);
+    if (!handled) {
+        weft__record_drop(comm, rec);
+        return 0;
+    }
+    cc->line_runs++;
+    if (waited || status != WEFT_OK) {
+        weft__record_end(comm, rec, status);
+    } else {
+        weft__record_end_quick(comm, rec, status);
+    }
+    *status_p = status == WEFT_OK ? status : weft__comm_fail(comm, status);
+    return 1;
+}
+
 weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *args)
 {
     const weft_coll_algo_t *algo;
@@ -603,6 +642,11 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
         rec = weft__record_start(comm, &desc, seq, root_of(args));
         status = weft__shm_run(comm, args, &desc, device_of(args), &handled, &waited);
         if (handled) {
+            comm->coll->line = status == WEFT_OK && weft__shm_line_fits(comm, args, desc.sig.mem);
+            if (comm->coll->line) {
+                comm->coll->line_desc = desc;
+                comm->coll->line_measured = comm->coll->cost_measured;
+            }
             if (waited || status != WEFT_OK) {
                 weft__record_end(comm, rec, status);
             } else {

@@ -229,10 +229,13 @@ weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t co
         return status;
     }
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf) {
-        return run(WEFT_COLL_ALLREDUCE, &c, recvbuf, recvbuf, esize, how);
-    }
-    if (overlaps(sendbuf, count * esize, recvbuf, count * esize)) {
+        sendbuf = recvbuf;
+    } else if (overlaps(sendbuf, count * esize, recvbuf, count * esize)) {
         return overlap_error(&c);
+    }
+    if (how == NULL && c.dev != NULL && c.dev->memtype == WEFT_MEM_HOST &&
+        weft__coll_line_allreduce(comm, sendbuf, recvbuf, count, dtype, op, esize, &status)) {
+        return status;
     }
     return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize, how);
 }

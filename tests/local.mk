@@ -35,7 +35,8 @@ coll_check = tests/coll/check.h tests/coll/check.c
 tests_coll_test_algorithms_SOURCES = tests/coll/test_algorithms.c $(coll_check)
 tests_coll_test_rooted_SOURCES = tests/coll/test_rooted.c $(coll_check)
 tests_coll_test_exchange_SOURCES = tests/coll/test_exchange.c $(coll_check)
-tests_coll_test_shm_SOURCES = tests/coll/test_shm.c $(coll_check)
+tests_coll_test_shm_SOURCES = tests/coll/test_shm.c $(coll_check) tests/coll/device_data.c \
+	tests/coll/device_data.h
 tests_coll_test_reproducible_SOURCES = tests/coll/test_reproducible.c $(coll_check)
 tests_runtime_test_runtime_SOURCES = tests/runtime/test_runtime.c \
 	tests/runtime/test_runtime_config.c tests/runtime/runtime_env.h tests/runtime/runtime_env.c

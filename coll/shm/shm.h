@@ -227,6 +227,13 @@ int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
  * status returned; *waited_p 0 when it ended within its first 64 polls, all
  * of them busy: a microsecond or two), or *handled_p = 0 for those that
  * need a schedule. */
+/* Whether a runs as an allreduce whose data fits the control line (weft__shm_line_allreduce). */
+int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype);
+/* That allreduce again, described by desc (the one the last call built): *handled_p 0 when it
+ * cannot start at once (an earlier round's lines still read), else as weft__shm_run. */
+weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_desc_t *desc,
+                                       const void *src, void *dst, size_t count, size_t esize,
+                                       int *handled_p, int *waited_p);
 weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
                             const weft_op_desc_t *desc, const weft_device_ops_t *dev,
                             int *handled_p, int *waited_p);

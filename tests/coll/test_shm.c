@@ -39,6 +39,7 @@
 #include "runtime/config.h"
 #include "runtime/thread_world.h"
 #include "tests/coll/check.h"
+#include "tests/coll/device_data.h"
 #include "tests/harness.h"
 
 #include <dirent.h>
@@ -1057,12 +1058,14 @@ Test(segment, waits_yield_from_the_first_poll_where_ranks_outnumber_cores, .time
 }
 
 /* The flight recorder's times of operations run on the segment without a schedule: one that
- * waited for a late peer (rank 1, 60 ms) ends when it ended, read from the clock; one that did
- * not wait (its end taken for its start: no second clock read) still ends DONE. */
+ * waited for a late peer (rank 1, 60 ms) ends when it ended, read from the clock, the first call
+ * (weft__shm_run) and the second (the same allreduce: the line path) alike; one that did not wait
+ * (its end taken for its start: no second clock read) still ends DONE. */
 typedef struct record_shared {
     shared_t sh;
-    uint64_t elapsed_ns[2]; /* rank 0's last record: [late peer, prompt] */
-    int state[2];
+    uint64_t elapsed_ns[3]; /* rank 0's last record: [late peer, late peer again, prompt] */
+    int state[3];
+    uint64_t line_runs; /* rank 0's */
 } record_shared_t;
 
 static void last_record(const weft_record_view_t *v, void *arg)
@@ -1076,7 +1079,8 @@ static void record_body(weft_comm_t comm, int rank, void *arg)
     record_shared_t *rs = arg;
     float in[2] = {1, 2}, out[2];
 
-    for (int late = 1; late >= 0; late--) {
+    for (int call = 0; call < 3; call++) {
+        int late = call < 2;
         weft_status_t st;
 
         pthread_barrier_wait(&rs->sh.barrier);
@@ -1091,8 +1095,9 @@ static void record_body(weft_comm_t comm, int rank, void *arg)
             uint64_t got[2] = {0, 0};
 
             weft__record_visit(weft__comm_of(comm), last_record, got);
-            rs->elapsed_ns[!late] = got[0];
-            rs->state[!late] = (int)got[1];
+            rs->elapsed_ns[call] = got[0];
+            rs->state[call] = (int)got[1];
+            rs->line_runs = weft__comm_of(comm)->coll->line_runs;
         }
     }
 }
@@ -1104,14 +1109,123 @@ Test(segment, recorded_times_of_operations_without_a_schedule, .timeout = 60)
     init();
     shared_init(&rs.sh, 2);
     run_world(&rs.sh, 2, 23, record_body);
-    cr_expect_geq(rs.elapsed_ns[0], 30000000u, "waited 60 ms for its peer, recorded %.3f ms",
-                  (double)rs.elapsed_ns[0] / 1e6);
-    cr_expect_eq(rs.state[0], WEFT_RECORD_DONE, "late peer: state %d", rs.state[0]);
-    cr_expect_eq(rs.state[1], WEFT_RECORD_DONE, "prompt peer: state %d", rs.state[1]);
-    cr_expect_lt(rs.elapsed_ns[1], 30000000u, "prompt peer: recorded %.3f ms",
-                 (double)rs.elapsed_ns[1] / 1e6);
+    for (int call = 0; call < 2; call++) {
+        cr_expect_geq(rs.elapsed_ns[call], 30000000u,
+                      "call %d waited 60 ms for its peer, recorded %.3f ms", call,
+                      (double)rs.elapsed_ns[call] / 1e6);
+        cr_expect_eq(rs.state[call], WEFT_RECORD_DONE, "call %d, late peer: state %d", call,
+                     rs.state[call]);
+    }
+    cr_expect_eq(rs.state[2], WEFT_RECORD_DONE, "prompt peer: state %d", rs.state[2]);
+    cr_expect_lt(rs.elapsed_ns[2], 30000000u, "prompt peer: recorded %.3f ms",
+                 (double)rs.elapsed_ns[2] / 1e6);
+    cr_expect_eq(rs.line_runs, 2, "%llu of the last 2 calls took the line path",
+                 (unsigned long long)rs.line_runs);
     shared_done(&rs.sh);
     weft_finalize();
+}
+
+/* Allreduces whose data fits the control line (up to 8 bytes of host memory), repeated: from
+ * the second call of a count, dtype and op on they take the line path
+ * (weft__coll_line_allreduce), with every call's own result, for every dtype and op of the
+ * device tests' table, in place and not; AVG never takes it, a new count leaves it until that
+ * count ran once, and so does memory of another type (emu). */
+typedef struct line_shared {
+    shared_t sh;
+    uint64_t runs[2]; /* rank 0: line runs of the emu calls, and of the calls after them */
+} line_shared_t;
+
+enum { LINE_CALLS = 4 };
+
+static void line_body(weft_comm_t comm, int rank, void *arg)
+{
+    line_shared_t *ls = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    int p = ls->sh.nranks;
+    uint64_t in[2], out[2];
+    void *emu;
+
+    for (int ci = 0; ci < dd_ncombos; ci++) {
+        weft_dtype_t dt = dd_combos[ci].dtype;
+        weft_op_t op = dd_combos[ci].op;
+        size_t es = weft_dtype_size(dt);
+
+        for (size_t n = 1; n * es <= sizeof(uint64_t); n *= 2) {
+            for (int in_place = 0; in_place < 2; in_place++) {
+                uint64_t before = c->coll->line_runs, runs, want;
+
+                for (int k = 0; k < LINE_CALLS; k++) {
+                    void *res = in_place ? (void *)in : (void *)out;
+                    weft_status_t st;
+                    long bad;
+
+                    memset(out, 0x5a, sizeof(out));
+                    dd_fill(ci, rank, (size_t)k * 8, n, in);
+                    st =
+                        weft_allreduce(in_place ? WEFT_IN_PLACE : (void *)in, res, n, dt, op, comm);
+                    EXPECT(st == WEFT_OK, "rank %d, %s %s n %zu call %d: %s", rank,
+                           weft_dtype_name(dt), weft_op_name(op), n, k, weft_last_error());
+                    bad = dd_check_reduced(ci, p, (size_t)k * 8, n, res);
+                    EXPECT(bad < 0, "rank %d, %s %s n %zu%s call %d: element %ld wrong", rank,
+                           weft_dtype_name(dt), weft_op_name(op), n, in_place ? " in place" : "", k,
+                           bad);
+                }
+                runs = c->coll->line_runs - before;
+                /* in place repeats the count, dtype and op of the calls before it */
+                want = op == WEFT_AVG ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
+                EXPECT(runs == want, "rank %d, %s %s n %zu%s: %llu line runs, want %llu", rank,
+                       weft_dtype_name(dt), weft_op_name(op), n, in_place ? " in place" : "",
+                       (unsigned long long)runs, (unsigned long long)want);
+            }
+        }
+    }
+    /* the line is an int32 sum of 2 (the table's first row): emu buffers of that shape take
+     * the full path, and host buffers after them the line again */
+    emu = dd_alloc(1, 8);
+    EXPECT(emu != NULL, "rank %d: emu memory: %s", rank, weft_last_error());
+    if (emu == NULL) {
+        return;
+    }
+    for (int host = 0; host < 2; host++) {
+        uint64_t before;
+
+        for (int k = 0; k < 2; k++) { /* the shape once, to set the line */
+            dd_fill(0, rank, 0, 2, in);
+            EXPECT(weft_allreduce(in, out, 2, WEFT_INT32, WEFT_SUM, comm) == WEFT_OK, "rank %d: %s",
+                   rank, weft_last_error());
+        }
+        before = c->coll->line_runs;
+        for (int k = 0; k < 3; k++) {
+            void *buf = host ? (void *)out : emu;
+
+            dd_fill(0, rank, 0, 2, buf); /* emu memory is the host's, to tests */
+            EXPECT(weft_allreduce(WEFT_IN_PLACE, buf, 2, WEFT_INT32, WEFT_SUM, comm) == WEFT_OK,
+                   "rank %d: %s", rank, weft_last_error());
+            EXPECT(dd_check_reduced(0, p, 0, 2, buf) < 0, "rank %d, %s: wrong result", rank,
+                   host ? "host" : "emu");
+        }
+        if (rank == 0) {
+            ls->runs[host] = c->coll->line_runs - before;
+        }
+    }
+    dd_free(emu);
+}
+
+Test(segment, line_allreduce_of_every_dtype_and_op, .timeout = 120)
+{
+    for (int p = 2; p <= 4; p++) {
+        line_shared_t ls = {0};
+
+        init();
+        shared_init(&ls.sh, p);
+        run_world(&ls.sh, p, 24, line_body);
+        cr_expect_eq(ls.runs[0], 0, "p=%d: %llu emu allreduces took the line path", p,
+                     (unsigned long long)ls.runs[0]);
+        cr_expect_eq(ls.runs[1], 3, "p=%d: %llu of 3 host allreduces took the line path", p,
+                     (unsigned long long)ls.runs[1]);
+        shared_done(&ls.sh);
+        weft_finalize();
+    }
 }
 
 /* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
