@@ -365,7 +365,8 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .layout = WEFT_COLL_LAYOUT_ONE_NODE,
      .file = "coll/shm/ops.c",
      .model = "a_s",
-     .desc = "every rank publishes its arrival and waits for all"},
+     .desc = "every rank publishes its arrival and waits for all; where ranks outnumber cores "
+             "the others wait for local rank 0's release instead, so that it leaves first"},
     {.name = "hier",
      .kind = WEFT_COLL_BARRIER,
      .build = weft__hier_build,

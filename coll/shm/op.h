@@ -76,6 +76,7 @@ typedef struct shm_op {
     size_t kout; /* single copy: chunks whose results this rank has */
     int differs; /* a local rank whose signature differs from ours (-1: none seen) */
     int stream;  /* results copied out with non-temporal stores (WEFT_SHM_STREAM) */
+    int release; /* barrier: the others wait for local rank 0's release (round_barrier) */
     /* IPC of buffers the device cannot share (CUDA managed, pool, VMM memory): copies in
      * scratch device memory are shared instead (single_copy.c, stage_unshareable) */
     char *scratch_src; /* holds src's bytes, exported in its place */

@@ -1057,6 +1057,86 @@ Test(segment, waits_yield_from_the_first_poll_where_ranks_outnumber_cores, .time
     weft_finalize();
 }
 
+/* The barrier where ranks outnumber cores: local rank 0 releases the others (round_barrier).
+ * Rank 0 starts a nonblocking barrier, polls it once and leaves it alone for 50 ms while the others
+ * start theirs and poll them: released by rank 0 they do not end before it polls again; without the
+ * release (a core each) they end while it is away. Then blocking barriers, the form on some ranks
+ * only (the ranks disagree: they must still meet), none leaving before every rank arrived. */
+typedef struct release_shared {
+    shared_t sh;
+    atomic_int ended_early[2]; /* [release]: others that ended while rank 0 was away */
+    atomic_int arrived;
+} release_shared_t;
+
+static void release_body(weft_comm_t comm, int rank, void *arg)
+{
+    release_shared_t *rs = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    int p = rs->sh.nranks;
+
+    for (int release = 0; release < 2; release++) {
+        weft_request_t req = NULL;
+        weft_status_t st;
+        int done = 0;
+
+        c->oversubscribed = release;
+        if (rank == 0) { /* its arrival published, the others not in yet */
+            EXPECT(weft_ibarrier(comm, &req) == WEFT_OK && weft_test(req, &done) == WEFT_OK,
+                   "rank 0: %s", weft_last_error());
+            EXPECT(!done, "rank 0's barrier ended alone");
+        }
+        pthread_barrier_wait(&rs->sh.barrier);
+        if (rank == 0) {
+            struct timespec away = {0, 50000000};
+
+            nanosleep(&away, NULL);
+            pthread_barrier_wait(&rs->sh.barrier);
+        } else {
+            double until;
+
+            EXPECT(weft_ibarrier(comm, &req) == WEFT_OK, "rank %d: %s", rank, weft_last_error());
+            for (until = harness_now_s() + 0.04; !done && harness_now_s() < until;) {
+                st = weft_test(req, &done);
+                EXPECT(st == WEFT_OK, "rank %d: %s", rank, weft_last_error());
+            }
+            atomic_fetch_add(&rs->ended_early[release], done);
+            pthread_barrier_wait(&rs->sh.barrier);
+        }
+        if (!done) {
+            st = weft_wait(req);
+            EXPECT(st == WEFT_OK, "rank %d, release %d: %s", rank, release, weft_last_error());
+        }
+    }
+    for (int k = 0; k < 200; k++) {
+        c->oversubscribed = (k / 2 + rank) % 3 != 0; /* every pattern of forms, in turn */
+        atomic_fetch_add(&rs->arrived, 1);
+        EXPECT(weft_barrier(comm) == WEFT_OK, "rank %d, barrier %d: %s", rank, k,
+               weft_last_error());
+        EXPECT(atomic_load(&rs->arrived) >= (k + 1) * p, "rank %d left barrier %d with %d of %d in",
+               rank, k, atomic_load(&rs->arrived) - k * p, p);
+    }
+    c->oversubscribed = 0;
+}
+
+Test(segment, barrier_released_by_local_rank_0_where_ranks_outnumber_cores, .timeout = 60)
+{
+    for (int p = 2; p <= 4; p++) {
+        release_shared_t rs = {0};
+
+        init();
+        shared_init(&rs.sh, p);
+        run_world(&rs.sh, p, 25, release_body);
+        cr_expect_eq(atomic_load(&rs.ended_early[0]), p - 1,
+                     "p=%d, no release: %d of %d ranks ended while rank 0 was away", p,
+                     atomic_load(&rs.ended_early[0]), p - 1);
+        cr_expect_eq(atomic_load(&rs.ended_early[1]), 0,
+                     "p=%d, released by rank 0: %d ranks ended while it was away", p,
+                     atomic_load(&rs.ended_early[1]));
+        shared_done(&rs.sh);
+        weft_finalize();
+    }
+}
+
 /* The flight recorder's times of operations run on the segment without a schedule: one that
  * waited for a late peer (rank 1, 60 ms) ends when it ended, read from the clock, the first call
  * (weft__shm_run) and the second (the same allreduce: the line path) alike; one that did not wait
