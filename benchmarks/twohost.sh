@@ -7,14 +7,16 @@
 # alternating weft's and Open MPI's collective on the same buffers), prints
 # the median per size and the geomean of the ratios, and removes the hosts.
 #
-#   benchmarks/twohost.sh [--hosts N] [--ranks R] [--rate RATE] [-r RUNS]
-#                         [WEFT_BENCH-OPTIONS] COLLECTIVE
+#   benchmarks/twohost.sh [--hosts N] [--ranks R] [--rate RATE] [--pml PML]
+#                         [-r RUNS] [WEFT_BENCH-OPTIONS] COLLECTIVE
 #
 #   --hosts N     hosts (default 2)
 #   --ranks R     ranks per host (default 2)
 #   --rate RATE   cap each host's sending rate (tc tbf), e.g. 10gbit, 25gbit:
 #                 a link slower than memory, as a cluster's is (default none:
 #                 the veth runs at memory speed)
+#   --pml PML     Open MPI's point-to-point layer for its side: ob1 (default:
+#                 its tcp btl) or ucx (UCX over the same TCP links as weft)
 #   -r RUNS       mpirun jobs (default 3)
 #   WEFT_BENCH-OPTIONS go to weft_bench (default -b 8 -e 16m -f 8)
 #
@@ -24,18 +26,23 @@
 # Example: benchmarks/twohost.sh --rate 25gbit -r 5 allreduce
 # Needs root (namespaces) and Open MPI's mpirun.
 set -euo pipefail
-nhosts=2 ranks=2 rate='' runs=3
+nhosts=2 ranks=2 rate='' runs=3 pml=ob1
 while [ $# -gt 0 ]; do
     case $1 in
         --hosts) nhosts=$2; shift 2 ;;
         --ranks) ranks=$2; shift 2 ;;
         --rate) rate=$2; shift 2 ;;
+        --pml) pml=$2; shift 2 ;;
         -r) runs=$2; shift 2 ;;
         -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
-[ $# -ge 1 ] || { echo "usage: $0 [--hosts N] [--ranks R] [--rate RATE] [-r RUNS] [options] COLLECTIVE" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 [--hosts N] [--ranks R] [--rate RATE] [--pml ob1|ucx] [-r RUNS] [options] COLLECTIVE" >&2; exit 2; }
+case $pml in
+    ob1 | ucx) ;;
+    *) echo "twohost.sh: --pml takes ob1 or ucx, not '$pml'" >&2; exit 2 ;;
+esac
 for v in "$nhosts" "$ranks" "$runs"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "twohost.sh: '$v' is not a positive count" >&2; exit 2; }
 done
@@ -57,6 +64,9 @@ if [ -n "$rate" ]; then
     hosts_rate "$rate" || hosts_unavailable "tc could not cap the links at '$rate'"
 fi
 np=$((nhosts * ranks))
+# Open MPI's pml ucx takes only InfiniBand-class transports unless told otherwise
+pml_opts=(--mca pml "$pml")
+[ "$pml" = ucx ] && pml_opts+=(--mca pml_ucx_tls any --mca pml_ucx_devices any)
 export WEFT_TIMEOUT=${WEFT_TIMEOUT:-60}
 pass=()
 for v in $(compgen -e | grep -E '^(WEFT|UCX)_'); do
@@ -65,7 +75,7 @@ done
 
 rows=''
 for r in $(seq "$runs"); do
-    mpirun_hosts 900 -np $np "${pass[@]}" "$bench" --vs-mpi --format csv "${args[@]}"
+    mpirun_hosts 900 -np $np "${pml_opts[@]}" "${pass[@]}" "$bench" --vs-mpi --format csv "${args[@]}"
     if [ "$rc" -ne 0 ]; then
         echo "twohost.sh: run $r failed (exit $rc):" >&2
         tail -n 20 <<<"$out" >&2
@@ -75,8 +85,8 @@ for r in $(seq "$runs"); do
 done
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-printf "# %s, %d hosts x %d ranks, link %s, median of %d mpirun jobs (weft_bench --vs-mpi %s)\n" \
-    "${args[-1]}" "$nhosts" "$ranks" "${rate:-unlimited}" "$runs" "${args[*]}"
+printf "# %s, %d hosts x %d ranks, link %s, Open MPI pml %s, median of %d mpirun jobs (weft_bench --vs-mpi %s)\n" \
+    "${args[-1]}" "$nhosts" "$ranks" "${rate:-unlimited}" "$pml" "$runs" "${args[*]}"
 printf "%10s %12s %12s %10s\n" bytes weft_us mpi_us weft/mpi
 logsum=0 n=0
 for bytes in $(grep . <<<"$rows" | cut -d, -f3 | sort -gu); do

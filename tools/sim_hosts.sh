@@ -44,7 +44,7 @@ kill_hosts() {
             pids+=" $(ip netns pids "$h" 2>/dev/null)"
         done
         [ -z "${pids// /}" ] && return 0
-        kill -KILL $pids 2>/dev/null
+        kill -KILL $pids 2>/dev/null || true # some may have ended meanwhile
         sleep 0.1
     done
     echo "warning: processes left in the host namespaces:$pids"
@@ -52,6 +52,9 @@ kill_hosts() {
 
 hosts_cleanup() {
     local h
+    # every step runs, whatever fails before it: a sourcing script with `set -e` would
+    # otherwise leave the hosts at the first failed command (a job's wait, a kill)
+    set +e
     if [ -n "$sim_job" ]; then # interrupted during a job: its group first (timeout leads one)
         kill -KILL -- "-$sim_job" 2>/dev/null || kill -KILL "$sim_job" 2>/dev/null
         wait "$sim_job" 2>/dev/null
@@ -149,8 +152,9 @@ mpirun_hosts() { # DEADLINE MPIRUN-ARGS...
     timeout -k 5 "$deadline" "$sim_tmp/host.sh" "${hosts[0]}" \
         mpirun "${sim_mpirun[@]}" "$@" >"$sim_tmp/out" 2>&1 &
     sim_job=$!
-    wait $sim_job
-    rc=$? sim_job=
+    rc=0
+    wait $sim_job || rc=$? # (a failed job is the caller's to report, also under `set -e`)
+    sim_job=
     kill_hosts
     out=$(<"$sim_tmp/out")
 }
