@@ -77,7 +77,9 @@ rows=''
 for r in $(seq "$runs"); do
     mpirun_hosts 900 -np $np "${pml_opts[@]}" "${pass[@]}" "$bench" --vs-mpi --format csv "${args[@]}"
     if [ "$rc" -ne 0 ]; then
-        echo "twohost.sh: run $r failed (exit $rc):" >&2
+        log=$(mktemp "${TMPDIR:-/tmp}/twohost-failed.XXXXXX.log")
+        printf "%s\n" "$out" >"$log"
+        echo "twohost.sh: run $r failed (exit $rc); every rank's output in $log, its end:" >&2
         tail -n 20 <<<"$out" >&2
         exit 1
     fi
