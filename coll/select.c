@@ -642,10 +642,13 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
         rec = weft__record_start(comm, &desc, seq, root_of(args));
         status = weft__shm_run(comm, args, &desc, device_of(args), &handled, &waited);
         if (handled) {
-            comm->coll->line = status == WEFT_OK && weft__shm_line_fits(comm, args, desc.sig.mem);
-            if (comm->coll->line) {
-                comm->coll->line_desc = desc;
-                comm->coll->line_measured = comm->coll->cost_measured;
+            if (args->kind == WEFT_COLL_ALLREDUCE) { /* the others leave the line as it is */
+                comm->coll->line =
+                    status == WEFT_OK && weft__shm_line_fits(comm, args, desc.sig.mem);
+                if (comm->coll->line) {
+                    comm->coll->line_desc = desc;
+                    comm->coll->line_measured = comm->coll->cost_measured;
+                }
             }
             if (waited || status != WEFT_OK) {
                 weft__record_end(comm, rec, status);

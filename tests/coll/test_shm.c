@@ -1208,8 +1208,8 @@ Test(segment, recorded_times_of_operations_without_a_schedule, .timeout = 60)
 /* Allreduces whose data fits the control line (up to 8 bytes of host memory), repeated: from
  * the second call of a count, dtype and op on they take the line path
  * (weft__coll_line_allreduce), with every call's own result, for every dtype and op of the
- * device tests' table, in place and not; AVG never takes it, a new count leaves it until that
- * count ran once, and so does memory of another type (emu). */
+ * device tests' table, in place and not, a barrier between two of them; AVG never takes it, a
+ * new count leaves it until that count ran once, and so does memory of another type (emu). */
 typedef struct line_shared {
     shared_t sh;
     uint64_t runs[2]; /* rank 0: line runs of the emu calls, and of the calls after them */
@@ -1249,6 +1249,10 @@ static void line_body(weft_comm_t comm, int rank, void *arg)
                     EXPECT(bad < 0, "rank %d, %s %s n %zu%s call %d: element %ld wrong", rank,
                            weft_dtype_name(dt), weft_op_name(op), n, in_place ? " in place" : "", k,
                            bad);
+                    if (k == 1) { /* another collective between two calls leaves the line */
+                        EXPECT(weft_barrier(comm) == WEFT_OK, "rank %d: barrier: %s", rank,
+                               weft_last_error());
+                    }
                 }
                 runs = c->coll->line_runs - before;
                 /* in place repeats the count, dtype and op of the calls before it */
