@@ -427,15 +427,16 @@ double weft__cost_hier_barrier(const weft_cost_params_t *c, double n, int p)
     return 2 * c->shm_alpha + inner(c, WEFT_COLL_BARRIER, 0, c->nodes);
 }
 
-/* gather (n: every rank's block): shm gather of each node's n/N bytes to the root's rail, a
- * gather of the nodes' blocks on it (the copy into rank order where the nodes' ranks are not node
- * by node is not modelled) */
 /* the direct form of gather and scatter (blocks above WEFT_HIER_DIRECT): the root's node's n/N
  * through shared memory, p - L messages of the other nodes' (N-1)/N n through the root */
 static double hier_direct(const weft_cost_params_t *c, double shm, double n, int p)
 {
     return shm + (p - c->local) * c->alpha + (double)(c->nodes - 1) / c->nodes * n * c->beta;
 }
+
+/* gather (n: every rank's block): shm gather of each node's n/N bytes to the root's rail, a
+ * gather of the nodes' blocks on it (the copy into rank order where the nodes' ranks are not node
+ * by node is not modelled); larger blocks: the direct form */
 
 double weft__cost_hier_gather(const weft_cost_params_t *c, double n, int p)
 {

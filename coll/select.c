@@ -409,6 +409,29 @@ static const weft_device_ops_t *device_of(const weft_coll_args_t *args)
     return weft__device_query(args->dst != NULL ? (const void *)args->dst : args->src);
 }
 
+/* The health check at a collective's start (the liveness check's clock not every time:
+ * coll/shm/shm.h). */
+static weft_status_t entry_health(struct weft_comm *comm)
+{
+    weft_status_t status;
+
+    comm->coll->at_entry = 1;
+    status = weft__comm_health(comm);
+    comm->coll->at_entry = 0;
+    return status;
+}
+
+/* The end of an operation run on the segment without a schedule: one that did not wait ended
+ * within the clock's resolution of its start. */
+static void record_end_run(struct weft_comm *comm, long rec, weft_status_t status, int waited)
+{
+    if (waited || status != WEFT_OK) {
+        weft__record_end(comm, rec, status);
+    } else {
+        weft__record_end_quick(comm, rec, status);
+    }
+}
+
 /* The algorithm and the operation's description (health checked first). */
 static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *args,
                              const weft_coll_algo_t **algo_p, weft_op_desc_t *desc)
@@ -417,11 +440,8 @@ static weft_status_t prepare(struct weft_comm *comm, const weft_coll_args_t *arg
     const weft_coll_algo_t *algo;
     size_t bytes = weft__coll_bytes(args);
     struct weft_comm_choice *last = &comm->coll->last_choice[args->kind];
-    weft_status_t status;
+    weft_status_t status = entry_health(comm);
 
-    comm->coll->at_entry = 1; /* the liveness check's clock not every time (coll/shm/shm.h) */
-    status = weft__comm_health(comm);
-    comm->coll->at_entry = 0;
     if (status != WEFT_OK) {
         return status;
     }
@@ -596,9 +616,7 @@ int weft__coll_line_allreduce(struct weft_comm *comm, const void *src, void *dst
         weft__coll_config.check_args || weft__obs_flags != 0) {
         return 0;
     }
-    cc->at_entry = 1;
-    status = weft__comm_health(comm);
-    cc->at_entry = 0;
+    status = entry_health(comm);
     if (status != WEFT_OK) {
         *status_p = status;
         return 1;
@@ -611,11 +629,7 @@ int weft__coll_line_allreduce(struct weft_comm *comm, const void *src, void *dst
         return 0;
     }
     cc->line_runs++;
-    if (waited || status != WEFT_OK) {
-        weft__record_end(comm, rec, status);
-    } else {
-        weft__record_end_quick(comm, rec, status);
-    }
+    record_end_run(comm, rec, status, waited);
     *status_p = status == WEFT_OK ? status : weft__comm_fail(comm, status);
     return 1;
 }
@@ -650,11 +664,7 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
                     comm->coll->line_measured = comm->coll->cost_measured;
                 }
             }
-            if (waited || status != WEFT_OK) {
-                weft__record_end(comm, rec, status);
-            } else {
-                weft__record_end_quick(comm, rec, status);
-            }
+            record_end_run(comm, rec, status, waited);
             if (WEFT_UNLIKELY(weft__obs_flags != 0)) {
                 weft__obs_op_end(comm, &desc, seq, t0, status);
             }

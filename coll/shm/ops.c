@@ -605,9 +605,9 @@ static weft_status_t round_alltoall(shm_op_t *o, uint64_t R, int *peer_p)
  * release, which the others wait for instead where ranks outnumber cores (o->release): it leaves
  * first, ahead of the others, which each leave when they next run, rather than all at once and
  * each next operation waiting for ranks not running. np 4 on 2 cores, the osu loop (every call
- * from a barrier) of 8 bytes through the MPI interposer, the slowest rank's mean: scatter 5.1-9.2
- * us -> 0.39-0.50 (Open MPI 0.16-2.3), bcast 4.4-8.8 -> 0.26-0.56 (1.0-2.5), the barrier alike
- * (5.9-8.3 against 6.7-7.6). Local rank 0 always releases, so ranks that disagree on the form
+ * from a barrier) through the MPI interposer: bcast 8-256 B 2.97-3.25 of Open MPI's time ->
+ * 0.21-0.25, scatter 4-9 us -> 0.32-0.44 at 8 B-1 KiB; back-to-back barriers pay local rank 0's
+ * turn: 4.9-5.9 us -> 6.0-7.8. Local rank 0 always releases, so ranks that disagree on the form
  * still meet; the others check its signature (it checks theirs).
  */
 static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
@@ -1305,7 +1305,7 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
  * the line | publish | wait for all (busy, at most 64 polls) | reduce the L lines into dst. A
  * longer wait, or a peer whose signature differs, goes on as the full operation from its phase 1
  * (run_direct: the yields, the deadline, the peers' health, the mismatch's message). np 2, 8
- * bytes: 1.08-1.17 of Open MPI's time -> 0.77-0.90 (the operation's set-up, dispatch and
+ * bytes: 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up, dispatch and
  * description were 30 % of a call).
  */
 weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_desc_t *desc,

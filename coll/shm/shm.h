@@ -62,9 +62,10 @@
  * the failure notice, comm/comm.h).
  *
  * Failures: a local rank that dies is noticed by pid (weft__shm_health, at
- * most every 100 ms while waiting); an operation that ends without
- * running its rounds (failure, cancellation) breaks the segment's round order, and every later
- * shared-memory operation of the communicator fails with WEFT_ERR_INTERNAL naming that cause.
+ * most every 100 ms while waiting); an operation that ends without running
+ * its rounds (failure, cancellation) breaks the segment's round order, and
+ * every later shared-memory operation of the communicator fails with
+ * WEFT_ERR_INTERNAL naming that cause.
  *
  * Threading: driven by the thread that drives the communicator.
  */
@@ -227,6 +228,9 @@ int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
  * status returned; *waited_p 0 when it ended within its first 64 polls, all
  * of them busy: a microsecond or two), or *handled_p = 0 for those that
  * need a schedule. */
+weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
+                            const weft_op_desc_t *desc, const weft_device_ops_t *dev,
+                            int *handled_p, int *waited_p);
 /* Whether a runs as an allreduce whose data fits the control line (weft__shm_line_allreduce). */
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype);
 /* That allreduce again, described by desc (the one the last call built): *handled_p 0 when it
@@ -234,8 +238,5 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
 weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_desc_t *desc,
                                        const void *src, void *dst, size_t count, size_t esize,
                                        int *handled_p, int *waited_p);
-weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
-                            const weft_op_desc_t *desc, const weft_device_ops_t *dev,
-                            int *handled_p, int *waited_p);
 
 #endif /* WEFT_COLL_SHM_H */
