@@ -21,6 +21,17 @@
 weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, size_t count,
                                 weft_dtype_t dtype, weft_op_t op);
 
+/* The two loops weft__host_reduce runs for (dtype, op) on a full-width type: *binary_p
+ * (d = a op b) and *accumulate_p (d = d op b). Over inputs none of which is dst, binary over the
+ * first two and accumulate over each next one in order give weft__host_reduce's bits (the line
+ * allreduce, coll/shm/ops.c, skips its dispatch this way). Returns 0, setting nothing, for the
+ * narrow float types (reduced through float blocks) and the pairs weft__host_reduce refuses. */
+typedef void (*weft_host_binary_fn)(void *restrict d, const void *restrict a,
+                                    const void *restrict b, size_t n);
+typedef void (*weft_host_accumulate_fn)(void *restrict d, const void *restrict b, size_t n);
+int weft__host_reduce_loops(weft_dtype_t dtype, weft_op_t op, weft_host_binary_fn *binary_p,
+                            weft_host_accumulate_fn *accumulate_p);
+
 /* buf[i] /= divisor: integers truncate toward zero, floats divide in their own precision, half
  * types divide in float and round once to nearest even. */
 weft_status_t weft__host_avg_finalize(void *buf, size_t count, weft_dtype_t dtype, size_t divisor);

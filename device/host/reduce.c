@@ -710,6 +710,20 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
     return WEFT_OK;
 }
 
+int weft__host_reduce_loops(weft_dtype_t dtype, weft_op_t op, weft_host_binary_fn *binary_p,
+                            weft_host_accumulate_fn *accumulate_p)
+{
+    const kernel_t *k;
+
+    if ((unsigned)dtype >= WEFT_DTYPE_COUNT || (unsigned)op >= WEFT_OP_COUNT ||
+        portable_format(dtype) != NULL || (k = kernels[dtype][op]) == NULL) {
+        return 0;
+    }
+    *binary_p = k->binary;
+    *accumulate_p = k->accumulate;
+    return 1;
+}
+
 uint64_t weft__host_reduce_staged(void)
 {
     return atomic_load_explicit(&staged_calls, memory_order_relaxed);

@@ -1027,6 +1027,60 @@ Test(reduce, accepts_exactly_the_valid_combinations)
     cr_assert(strstr(weft_last_error(), "-1 inputs") != NULL, "%s", weft_last_error());
 }
 
+/* The loops weft__host_reduce_loops hands out, binary over the first two inputs and accumulate
+ * over each next one, give weft__host_reduce's bits for every full-width (dtype, op) it defines,
+ * on random bit patterns (NaNs and infinities among them) and up to 7 inputs; the narrow float
+ * types and the pairs it refuses get none. */
+Test(reduce, loops_give_the_reduction_bits)
+{
+    enum { N = 33 };
+    uint64_t in[MAX_SRCS][N], want[N + 1], got[N + 1], x = 0x9e3779b97f4a7c15ull;
+    const void *srcs[MAX_SRCS];
+    int full = 0;
+
+    for (int j = 0; j < MAX_SRCS; j++) {
+        for (int i = 0; i < N; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            in[j][i] = x;
+        }
+        srcs[j] = in[j];
+    }
+    for (int d = 0; d < WEFT_DTYPE_COUNT; d++) {
+        for (int o = 0; o < WEFT_OP_COUNT; o++) {
+            weft_dtype_t dtype = (weft_dtype_t)d;
+            weft_op_t op = (weft_op_t)o;
+            weft_host_binary_fn binary = NULL;
+            weft_host_accumulate_fn accumulate = NULL;
+            size_t size = weft_dtype_size(dtype), count = N * sizeof(uint64_t) / size - 3;
+            int narrow = dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16 ||
+                         dtype == WEFT_FLOAT8_E4M3 || dtype == WEFT_FLOAT8_E5M2;
+            int have = weft__host_reduce_loops(dtype, op, &binary, &accumulate);
+
+            cr_assert_eq(have, !narrow && weft__op_valid_for_dtype(op, dtype), "%s %s: %d",
+                         weft_dtype_name(dtype), weft_op_name(op), have);
+            if (!have) {
+                cr_assert(binary == NULL && accumulate == NULL, "set for a refused pair");
+                continue;
+            }
+            full++;
+            for (int n = 2; n <= MAX_SRCS; n++) {
+                memset(want, 0xa5, sizeof(want));
+                memset(got, 0xa5, sizeof(got));
+                cr_assert_eq(weft__host_reduce(want, srcs, n, count, dtype, op), WEFT_OK);
+                binary(got, srcs[0], srcs[1], count);
+                for (int j = 2; j < n; j++) {
+                    accumulate(got, srcs[j], count);
+                }
+                cr_assert(memcmp(got, want, sizeof(got)) == 0, "%s %s, %d inputs: other bits",
+                          weft_dtype_name(dtype), weft_op_name(op), n);
+            }
+        }
+    }
+    cr_assert_gt(full, 40, "%d pairs", full);
+    cr_assert_eq(weft__host_reduce_loops(WEFT_DTYPE_COUNT, WEFT_SUM, NULL, NULL), 0);
+    cr_assert_eq(weft__host_reduce_loops(WEFT_FLOAT32, WEFT_OP_COUNT, NULL, NULL), 0);
+}
+
 /* ---- the host table ---- */
 
 Test(host, ops_table)
