@@ -38,6 +38,10 @@ struct weft_coll_comm {
      * busy-polling, and followed by a yield of the core (for tests) */
     uint64_t busy_polls, yield_polls;
     int at_entry; /* the health check of a collective's start runs (coll/select.c prepare) */
+    /* the last shared-memory barrier's sequence number, once there was one (coll/shm/ops.c
+     * barrier_release) */
+    int barrier_seen;
+    uint32_t barrier_seq;
     struct weft_shm *shm;           /* this node's segment, or NULL (coll/shm/shm.h) */
     struct weft_recorder *recorder; /* the last operations (coll/diag/record.h) */
     struct weft_obs *obs;           /* trace and counters (coll/diag/obs.h) */

@@ -366,7 +366,8 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .file = "coll/shm/ops.c",
      .model = "a_s",
      .desc = "every rank publishes its arrival and waits for all; where ranks outnumber cores "
-             "the others wait for local rank 0's release instead, so that it leaves first"},
+             "the others wait for local rank 0's release instead, so that it leaves first, "
+             "unless the operation before was a barrier"},
     {.name = "hier",
      .kind = WEFT_COLL_BARRIER,
      .build = weft__hier_build,

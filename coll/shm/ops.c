@@ -607,8 +607,11 @@ static weft_status_t round_alltoall(shm_op_t *o, uint64_t R, int *peer_p)
  * each next operation waiting for ranks not running. np 4 on 2 cores, the osu loop (every call
  * from a barrier) through the MPI interposer: bcast 8-256 B 2.97-3.25 of Open MPI's time ->
  * 0.21-0.25, scatter 4-9 us -> 0.32-0.44 at 8 B-1 KiB; back-to-back barriers pay local rank 0's
- * turn: 4.9-5.9 us -> 6.0-7.8. Local rank 0 always releases, so ranks that disagree on the form
- * still meet; the others check its signature (it checks theirs).
+ * turn: 4.9-5.9 us -> 6.0-7.8. So a barrier right after another (the sequence number next to the
+ * last barrier's: barrier_release) takes the flat form, as a run of barriers has nothing to gain
+ * from the release: np 4, `weft_bench --vs-mpi --loop barrier`, four alternating jobs, 3.2-3.6 us
+ * (1.01-1.10 of Open MPI's time) -> 2.4 (0.76-0.77). Local rank 0 always releases, so ranks that
+ * disagree on the form still meet; the others check its signature (it checks theirs).
  */
 static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
 {
@@ -940,6 +943,19 @@ static void vector_init(shm_op_t *o, int root, const void *src, void *dst, size_
     o->count = count;
 }
 
+/* Whether the barrier of sequence number seq on comm waits for local rank 0's release
+ * (round_barrier): where ranks outnumber cores, unless the operation before it was a barrier (its
+ * sequence number the one before). Every rank sees the same sequence numbers, so they agree. */
+static int barrier_release(struct weft_comm *comm, uint32_t seq)
+{
+    struct weft_coll_comm *cc = comm->coll;
+    int run = cc->barrier_seen && seq == cc->barrier_seq + 1;
+
+    cc->barrier_seen = 1;
+    cc->barrier_seq = seq;
+    return comm->oversubscribed && !run;
+}
+
 static int vector_add(weft_sched_t *s, weft_shm_t *shm, weft_coll_kind_t kind, int root,
                       const void *src, void *dst, size_t count, size_t esize)
 {
@@ -950,7 +966,8 @@ static int vector_add(weft_sched_t *s, weft_shm_t *shm, weft_coll_kind_t kind, i
 
     if (o != NULL) {
         vector_init(o, root, src, dst, count);
-        o->release = weft__sched_comm(s)->oversubscribed;
+        o->release =
+            kind == WEFT_COLL_BARRIER && barrier_release(weft__sched_comm(s), weft__sched_seq(s));
     }
     return op_add(s, o, count);
 }
@@ -1256,7 +1273,8 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
                 a->esize, desc, dev);
         /* bcast: the root's data is its dst, like everyone's result */
         vector_init(&o, a->root, a->kind == WEFT_COLL_BCAST ? a->dst : a->src, a->dst, a->count);
-        o.release = comm->oversubscribed;
+        o.release =
+            a->kind == WEFT_COLL_BARRIER && barrier_release(comm, weft__comm_peek_seq(comm));
         break;
     case WEFT_COLL_REDUCE_SCATTER:
     case WEFT_COLL_ALLGATHER:

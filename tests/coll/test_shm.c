@@ -1057,16 +1057,29 @@ Test(segment, waits_yield_from_the_first_poll_where_ranks_outnumber_cores, .time
     weft_finalize();
 }
 
-/* The barrier where ranks outnumber cores: local rank 0 releases the others (round_barrier).
- * Rank 0 starts a nonblocking barrier, polls it once and leaves it alone for 50 ms while the others
- * start theirs and poll them: released by rank 0 they do not end before it polls again; without the
- * release (a core each) they end while it is away. Then blocking barriers, the form on some ranks
- * only (the ranks disagree: they must still meet), none leaving before every rank arrived. */
+/* The barrier where ranks outnumber cores: local rank 0 releases the others (round_barrier),
+ * unless the operation before was a barrier too. Rank 0 starts a nonblocking barrier, polls it
+ * once and leaves it alone for 50 ms while the others start theirs and poll them: released by
+ * rank 0 (ranks outnumbering cores, an allreduce before) they do not end before it polls again;
+ * without the release they end while it is away: with a core each, and right after another
+ * barrier. Then blocking barriers, the form on some ranks only (the ranks disagree: they must
+ * still meet), every other one after an allreduce (the others are flat on every rank), none
+ * leaving before every rank arrived. */
+enum { RELEASE_FLAT, RELEASE_AFTER_ALLREDUCE, RELEASE_AFTER_BARRIER, RELEASE_CASES };
+
 typedef struct release_shared {
     shared_t sh;
-    atomic_int ended_early[2]; /* [release]: others that ended while rank 0 was away */
+    atomic_int ended_early[RELEASE_CASES]; /* others that ended while rank 0 was away */
     atomic_int arrived;
 } release_shared_t;
+
+static void release_allreduce(weft_comm_t comm, int rank)
+{
+    int32_t one = 1, sum = 0;
+
+    EXPECT(weft_allreduce(&one, &sum, 1, WEFT_INT32, WEFT_SUM, comm) == WEFT_OK,
+           "rank %d: allreduce: %s", rank, weft_last_error());
+}
 
 static void release_body(weft_comm_t comm, int rank, void *arg)
 {
@@ -1074,12 +1087,15 @@ static void release_body(weft_comm_t comm, int rank, void *arg)
     struct weft_comm *c = weft__comm_of(comm);
     int p = rs->sh.nranks;
 
-    for (int release = 0; release < 2; release++) {
+    for (int cs = 0; cs < RELEASE_CASES; cs++) {
         weft_request_t req = NULL;
         weft_status_t st;
         int done = 0;
 
-        c->oversubscribed = release;
+        c->oversubscribed = cs != RELEASE_FLAT;
+        if (cs == RELEASE_AFTER_ALLREDUCE) {
+            release_allreduce(comm, rank);
+        }
         if (rank == 0) { /* its arrival published, the others not in yet */
             EXPECT(weft_ibarrier(comm, &req) == WEFT_OK && weft_test(req, &done) == WEFT_OK,
                    "rank 0: %s", weft_last_error());
@@ -1099,16 +1115,19 @@ static void release_body(weft_comm_t comm, int rank, void *arg)
                 st = weft_test(req, &done);
                 EXPECT(st == WEFT_OK, "rank %d: %s", rank, weft_last_error());
             }
-            atomic_fetch_add(&rs->ended_early[release], done);
+            atomic_fetch_add(&rs->ended_early[cs], done);
             pthread_barrier_wait(&rs->sh.barrier);
         }
         if (!done) {
             st = weft_wait(req);
-            EXPECT(st == WEFT_OK, "rank %d, release %d: %s", rank, release, weft_last_error());
+            EXPECT(st == WEFT_OK, "rank %d, case %d: %s", rank, cs, weft_last_error());
         }
     }
     for (int k = 0; k < 200; k++) {
         c->oversubscribed = (k / 2 + rank) % 3 != 0; /* every pattern of forms, in turn */
+        if (k % 2 == 0) {
+            release_allreduce(comm, rank);
+        }
         atomic_fetch_add(&rs->arrived, 1);
         EXPECT(weft_barrier(comm) == WEFT_OK, "rank %d, barrier %d: %s", rank, k,
                weft_last_error());
@@ -1126,12 +1145,15 @@ Test(segment, barrier_released_by_local_rank_0_where_ranks_outnumber_cores, .tim
         init();
         shared_init(&rs.sh, p);
         run_world(&rs.sh, p, 25, release_body);
-        cr_expect_eq(atomic_load(&rs.ended_early[0]), p - 1,
+        cr_expect_eq(atomic_load(&rs.ended_early[RELEASE_FLAT]), p - 1,
                      "p=%d, no release: %d of %d ranks ended while rank 0 was away", p,
-                     atomic_load(&rs.ended_early[0]), p - 1);
-        cr_expect_eq(atomic_load(&rs.ended_early[1]), 0,
+                     atomic_load(&rs.ended_early[RELEASE_FLAT]), p - 1);
+        cr_expect_eq(atomic_load(&rs.ended_early[RELEASE_AFTER_ALLREDUCE]), 0,
                      "p=%d, released by rank 0: %d ranks ended while it was away", p,
-                     atomic_load(&rs.ended_early[1]));
+                     atomic_load(&rs.ended_early[RELEASE_AFTER_ALLREDUCE]));
+        cr_expect_eq(atomic_load(&rs.ended_early[RELEASE_AFTER_BARRIER]), p - 1,
+                     "p=%d, right after a barrier: %d of %d ranks ended while rank 0 was away", p,
+                     atomic_load(&rs.ended_early[RELEASE_AFTER_BARRIER]), p - 1);
         shared_done(&rs.sh);
         weft_finalize();
     }
