@@ -175,7 +175,7 @@ int main(int argc, char **argv)
         t = t / n * 1e6;
         MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
-            printf("%zu,%.2f\n", bytes, tmax);
+            printf("%zu,%.3f\n", bytes, tmax);
             fflush(stdout);
         }
     }

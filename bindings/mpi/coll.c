@@ -20,7 +20,7 @@ static weft__mpi_why_t check_allreduce(weft__mpi_call_t *c, const void *sbuf, vo
     int size, rank;
     size_t bytes;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     ARGS_IF(count < 0);
     WHY(weft__mpi_reduction(dt, op, &c->dtype, &c->op));
     bytes = (size_t)count * weft_dtype_size(c->dtype);
@@ -69,7 +69,7 @@ static weft__mpi_why_t check_reduce(weft__mpi_call_t *c, const void *sbuf, void 
     int size, rank;
     size_t bytes;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     ARGS_IF(count < 0);
     WHY(root_ok(root, size));
     WHY(weft__mpi_reduction(dt, op, &c->dtype, &c->op));
@@ -121,7 +121,7 @@ static weft__mpi_why_t check_reduce_scatter(weft__mpi_call_t *c, const void *sbu
     int size, rank;
     size_t total = 0, es;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     ARGS_IF(rcounts == NULL);
     WHY(weft__mpi_reduction(dt, op, &c->dtype, &c->op));
     es = weft_dtype_size(c->dtype);
@@ -177,7 +177,7 @@ static weft__mpi_why_t check_reduce_scatter_block(weft__mpi_call_t *c, const voi
     int size, rank;
     size_t bytes;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     ARGS_IF(rcount < 0);
     WHY(weft__mpi_reduction(dt, op, &c->dtype, &c->op));
     bytes = (size_t)rcount * weft_dtype_size(c->dtype);
@@ -230,7 +230,7 @@ static int barrier(MPI_Comm comm, MPI_Request *req, int nb)
     int rc, size, rank;
 
     if (weft__mpi_gate() &&
-        dispatch(weft__mpi_comm_check(comm, &size, &rank), comm, &c, req, nb, &rc)) {
+        dispatch(weft__mpi_comm_check(comm, &size, &rank, &c.entry), comm, &c, req, nb, &rc)) {
         return rc;
     }
     return nb ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
@@ -252,7 +252,7 @@ static weft__mpi_why_t check_bcast(weft__mpi_call_t *c, void *buf, int count, MP
     int size, rank;
     size_t es;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     ARGS_IF(count < 0);
     WHY(root_ok(root, size));
     WHY(weft__mpi_movable(dt, &es));

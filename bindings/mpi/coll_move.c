@@ -17,7 +17,7 @@ static weft__mpi_why_t check_allgather(weft__mpi_call_t *c, const void *sbuf, in
     int size, rank;
     size_t res, ses, block;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     ARGS_IF(rcount < 0);
     WHY(weft__mpi_movable(rtype, &res));
     block = (size_t)rcount * res;
@@ -91,7 +91,7 @@ static weft__mpi_why_t check_allgatherv(weft__mpi_call_t *c, const void *sbuf, i
     int size, rank;
     size_t res, ses, extent;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     WHY(weft__mpi_movable(rtype, &res));
     ARGS_IF(weft__mpi_arrays(c, 2, size) == NULL);
     c->counts = c->arrays;
@@ -153,7 +153,7 @@ static weft__mpi_why_t check_alltoall(weft__mpi_call_t *c, const void *sbuf, int
     int size, rank;
     size_t res, ses, block;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     ARGS_IF(rcount < 0);
     WHY(weft__mpi_movable(rtype, &res));
     block = (size_t)rcount * res;
@@ -209,7 +209,7 @@ static weft__mpi_why_t check_alltoallv(weft__mpi_call_t *c, const void *sbuf, co
     int size, rank;
     size_t res, ses, rextent, sextent;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     WHY(weft__mpi_movable(rtype, &res));
     ARGS_IF(weft__mpi_arrays(c, 4, size) == NULL);
     c->counts = c->arrays;
@@ -278,7 +278,7 @@ static weft__mpi_why_t check_gather(weft__mpi_call_t *c, const void *sbuf, int s
     int size, rank;
     size_t res, ses, block;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     WHY(root_ok(root, size));
     if (rank == root) {
         ARGS_IF(rcount < 0);
@@ -344,7 +344,7 @@ static weft__mpi_why_t check_scatter(weft__mpi_call_t *c, const void *sbuf, int 
     int size, rank;
     size_t res, ses, block;
 
-    WHY(weft__mpi_comm_check(comm, &size, &rank));
+    WHY(weft__mpi_comm_check(comm, &size, &rank, &c->entry));
     WHY(root_ok(root, size));
     if (rank == root) {
         ARGS_IF(scount < 0);

@@ -1,6 +1,7 @@
 /*
  * Running a checked call on weft: one dispatch for the blocking and the
- * nonblocking forms, under weft__mpi_lock.
+ * nonblocking forms, under weft__mpi_lock where MPI_THREAD_MULTIPLE was
+ * provided or a request outlives the call.
  */
 #include "bindings/mpi/weft_mpi_internal.h"
 
@@ -77,31 +78,55 @@ static weft_status_t start(const weft__mpi_call_t *c, weft_comm_t wc, weft_reque
     return WEFT_ERR_INTERNAL;
 }
 
+/* The entry of the call's communicator into *e_p: WEFT__MPI_SERVE, or the reason to forward.
+ * *ref_p: whether the caller holds a reference to drop (weft__mpi_comm_put). A reference is
+ * taken where the call outlives this function (a request) or another thread may free the
+ * communicator meanwhile (MPI_THREAD_MULTIPLE); a blocking call of the only thread in MPI uses
+ * the entry its check found as it is (one attribute lookup a call, no atomic). */
+static weft__mpi_why_t entry_of(MPI_Comm comm, const weft__mpi_call_t *c, int keep,
+                                weft__mpi_comm_t **e_p, int *ref_p)
+{
+    weft__mpi_why_t why;
+
+    *ref_p = 0;
+    if (keep || c->entry == NULL) {
+        why = weft__mpi_comm_get(comm, e_p);
+        *ref_p = why == WEFT__MPI_SERVE;
+        return why;
+    }
+    if (c->entry->wc == NULL) {
+        return WEFT__MPI_WHY_NO_COMM;
+    }
+    *e_p = c->entry;
+    return WEFT__MPI_SERVE;
+}
+
 weft__mpi_why_t weft__mpi_serve(MPI_Comm comm, weft__mpi_why_t why, weft__mpi_call_t *c,
                                 MPI_Request *req, int *rc_p)
 {
     weft__mpi_comm_t *e = NULL;
     weft_request_t wreq = NULL;
     weft_status_t status;
+    int ref = 0;
 
     if (why == WEFT__MPI_SERVE) {
         why = weft__mpi_memory(c->sbuf, c->rbuf);
     }
     if (why == WEFT__MPI_SERVE) {
-        why = weft__mpi_comm_get(comm, &e);
+        why = entry_of(comm, c, req != NULL || weft__mpi_multiple, &e, &ref);
     }
     if (why != WEFT__MPI_SERVE) {
         free(c->arrays);
         weft__mpi_count_forward(why);
         return why;
     }
-    pthread_mutex_lock(&weft__mpi_lock);
     if (req == NULL && !weft__mpi_multiple) {
-        status = run(c, e->wc);
+        status = run(c, e->wc); /* the only thread in MPI: nothing to exclude */
     } else {
+        pthread_mutex_lock(&weft__mpi_lock);
         status = start(c, e->wc, &wreq);
+        pthread_mutex_unlock(&weft__mpi_lock);
     }
-    pthread_mutex_unlock(&weft__mpi_lock);
     if (req == NULL && weft__mpi_multiple && status == WEFT_OK) {
         /* blocking, but other threads' collectives move meanwhile; each
          * test is bounded by the operation's deadline */
@@ -130,21 +155,29 @@ weft__mpi_why_t weft__mpi_serve(MPI_Comm comm, weft__mpi_why_t why, weft__mpi_ca
      * every rank: what it refuses, MPI gets instead */
     if (status == WEFT_ERR_INVALID_ARG || status == WEFT_ERR_UNSUPPORTED) {
         free(c->arrays);
-        weft__mpi_comm_put(e);
+        if (ref) {
+            weft__mpi_comm_put(e);
+        }
         weft__mpi_count_forward(WEFT__MPI_WHY_REJECTED);
         return WEFT__MPI_WHY_REJECTED;
     }
     weft__mpi_count_served();
+    if (req == NULL) {
+        if (status != WEFT_OK) {
+            *rc_p = weft__mpi_raise(e, c->name, status);
+        } else {
+            *rc_p = MPI_SUCCESS;
+        }
+        free(c->arrays);
+        if (ref) {
+            weft__mpi_comm_put(e);
+        }
+        return WEFT__MPI_SERVE;
+    }
     if (status != WEFT_OK) {
         *rc_p = weft__mpi_raise(e, c->name, status);
         free(c->arrays);
-        weft__mpi_comm_put(e);
-        return WEFT__MPI_SERVE;
-    }
-    if (req == NULL) {
-        free(c->arrays);
-        weft__mpi_comm_put(e);
-        *rc_p = MPI_SUCCESS;
+        weft__mpi_comm_put(e); /* a request's call always holds one (entry_of) */
         return WEFT__MPI_SERVE;
     }
     /* the request owns the reference on e and the arrays from here */

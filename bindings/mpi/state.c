@@ -31,6 +31,12 @@ static atomic_long served;
 static atomic_long forwarded[WEFT__MPI_WHY_COUNT];
 static atomic_long comms_made, comms_released;
 
+/* The communicator whose entry the last check found, where one thread calls MPI at a time
+ * (not MPI_THREAD_MULTIPLE): calls on it again skip MPI's attribute lookup (a hash table in Open
+ * MPI). delete_attr forgets it, so a handle MPI reuses for another communicator is looked up. */
+static MPI_Comm last_comm = MPI_COMM_NULL;
+static weft__mpi_comm_t *last_entry;
+
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static weft__mpi_comm_t *registry;
 
@@ -59,7 +65,12 @@ void weft__mpi_count_forward(weft__mpi_why_t why)
 
 void weft__mpi_count_served(void)
 {
-    atomic_fetch_add_explicit(&served, 1, memory_order_relaxed);
+    if (weft__mpi_multiple) {
+        atomic_fetch_add_explicit(&served, 1, memory_order_relaxed);
+    } else { /* one thread calls MPI at a time: no locked add */
+        atomic_store_explicit(&served, atomic_load_explicit(&served, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    }
 }
 
 int weft__mpi_error_class(weft_status_t status)
@@ -137,6 +148,10 @@ static int delete_attr(MPI_Comm comm, int keyval, void *value, void *extra)
 
     (void)comm, (void)keyval, (void)extra;
     atomic_store(&e->mcomm_freed, 1);
+    if (e == last_entry) {
+        last_comm = MPI_COMM_NULL;
+        last_entry = NULL;
+    }
     registry_remove(e);
     weft__mpi_comm_put(e);
     return MPI_SUCCESS;
@@ -249,17 +264,33 @@ void weft__mpi_derive(MPI_Comm parent, MPI_Comm newc)
     }
 }
 
-weft__mpi_why_t weft__mpi_comm_check(MPI_Comm comm, int *size_p, int *rank_p)
+weft__mpi_why_t weft__mpi_comm_check(MPI_Comm comm, int *size_p, int *rank_p,
+                                     weft__mpi_comm_t **e_p)
 {
     weft__mpi_comm_t *e;
     int flag = 0, inter = 0;
 
+    if (e_p != NULL) {
+        *e_p = NULL;
+    }
     if (comm == MPI_COMM_NULL) {
         return WEFT__MPI_WHY_ARGS;
     }
-    if (PMPI_Comm_get_attr(comm, comm_keyval, &e, &flag) == MPI_SUCCESS && flag) {
+    if (comm == last_comm && !weft__mpi_multiple) {
+        e = last_entry;
+        flag = 1;
+    } else if (PMPI_Comm_get_attr(comm, comm_keyval, &e, &flag) != MPI_SUCCESS) {
+        flag = 0;
+    } else if (flag && !weft__mpi_multiple) {
+        last_comm = comm;
+        last_entry = e;
+    }
+    if (flag) {
         *size_p = e->size;
         *rank_p = e->rank;
+        if (e_p != NULL) {
+            *e_p = e;
+        }
         return WEFT__MPI_SERVE;
     }
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) {
@@ -304,7 +335,7 @@ WEFT_MPI_EXPORT int weft_comm_from_mpi(MPI_Comm comm, weft_comm_t *comm_p)
     if (atomic_load(&weft__mpi_state) != 1) {
         return MPI_ERR_OTHER;
     }
-    why = weft__mpi_comm_check(comm, &size, &rank);
+    why = weft__mpi_comm_check(comm, &size, &rank, NULL);
     if (why != WEFT__MPI_SERVE) {
         return MPI_ERR_COMM;
     }

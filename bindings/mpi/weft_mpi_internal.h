@@ -91,6 +91,7 @@ typedef struct weft__mpi_call {
     int root;
     size_t *counts, *displs, *scounts, *sdispls;
     size_t *arrays;
+    weft__mpi_comm_t *entry; /* the communicator's, as its check found it (NULL: none) */
 } weft__mpi_call_t;
 
 /* state.c */
@@ -104,8 +105,11 @@ void weft__mpi_count_served(void);
  * the caller, dropped with weft__mpi_comm_put), or a reason. */
 weft__mpi_why_t weft__mpi_comm_get(MPI_Comm comm, weft__mpi_comm_t **e_p);
 void weft__mpi_comm_put(weft__mpi_comm_t *e);
-/* NULL: MPI_COMM_NULL; else size, rank and whether it is an intercomm. */
-weft__mpi_why_t weft__mpi_comm_check(MPI_Comm comm, int *size_p, int *rank_p);
+/* NULL: MPI_COMM_NULL; else size, rank and whether it is an intercomm; *e_p
+ * (unless e_p is NULL): its entry, NULL where it has none (no reference
+ * taken: the call's own thread holds the communicator while it runs). */
+weft__mpi_why_t weft__mpi_comm_check(MPI_Comm comm, int *size_p, int *rank_p,
+                                     weft__mpi_comm_t **e_p);
 /* Collective over parent, after MPI made newc from it (MPI_COMM_NULL on
  * ranks outside it): newc's weft communicator, split from parent's. */
 void weft__mpi_derive(MPI_Comm parent, MPI_Comm newc);

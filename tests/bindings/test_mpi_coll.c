@@ -11,7 +11,9 @@
  * result buffer and return code, so that runs with and
  * without the interposer can be compared; the exit status is 1 on any
  * failure. Run under mpirun -np 1..4, plain or with
- * LD_PRELOAD=libweft_mpi.so.
+ * LD_PRELOAD=libweft_mpi.so; it asks for MPI_THREAD_MULTIPLE, or with the
+ * argument --single for MPI_THREAD_SINGLE (the interposer's paths for one
+ * thread in MPI: no lock, the last communicator's entry kept).
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -762,7 +764,10 @@ int main(int argc, char **argv)
     MPI_Comm dup, split, freed;
     uint64_t *digests;
 
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Init_thread(&argc, &argv,
+                    argc > 1 && strcmp(argv[1], "--single") == 0 ? MPI_THREAD_SINGLE
+                                                                 : MPI_THREAD_MULTIPLE,
+                    &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     setup_types();
@@ -783,12 +788,22 @@ int main(int argc, char **argv)
     /* communicators freed after use: their weft communicators are released */
     MPI_Comm_free(&split);
     MPI_Comm_free(&dup);
-    for (int j = 0; j < 3; j++) {
-        int x = wrank, sum = -1;
+    /* (each in turn a dup and a split of another size and order, so that a
+     * handle MPI reuses never stands for the communicator freed before it) */
+    for (int j = 0; j < 4; j++) {
+        int x, sum = -1, size = 0;
 
-        MPI_Comm_dup(MPI_COMM_WORLD, &freed);
+        if (j % 2 == 0) {
+            MPI_Comm_dup(MPI_COMM_WORLD, &freed);
+        } else {
+            MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, -wrank, &freed);
+        }
+        MPI_Comm_rank(freed, &x);
+        MPI_Comm_size(freed, &size);
         MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, freed);
-        expect(sum == n * (n - 1) / 2, "freed comm", "sum", j);
+        expect(sum == size * (size - 1) / 2, "freed comm", "sum", j);
+        MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, freed);
+        expect(x == size - 1, "freed comm", "max rank", j);
         MPI_Comm_free(&freed);
     }
 

@@ -73,8 +73,15 @@ for np in 1 2 3 4; do
             fail "np $np: no forwarded call counted as ${reason%=}"
     done
     released=$(stat_field released)
-    [ "${released:-0}" -ge 5 ] || fail "np $np: released ${released:-none} weft communicators, \
-expected the 5 the program freed"
+    [ "${released:-0}" -ge 6 ] || fail "np $np: released ${released:-none} weft communicators, \
+expected the 6 the program freed"
+
+    # one thread in MPI (MPI_THREAD_SINGLE): the interposer's unlocked path
+    run 120 "np $np interposed, thread single" -np $np "${preload[@]}" "$prog" --single
+    grep -q "^test_mpi_coll: $np ranks, .* 0 failed" <<<"$out" ||
+        fail "np $np interposed, thread single: checks"
+    served=$(stat_field served)
+    [ "${served:-0}" -gt 500 ] || fail "np $np thread single: served ${served:-none} calls"
 done
 
 # device buffers (emu memory from weft_mem_alloc): served through weft's
