@@ -609,9 +609,9 @@ static weft_status_t round_alltoall(shm_op_t *o, uint64_t R, int *peer_p)
  * 0.21-0.25, scatter 4-9 us -> 0.32-0.44 at 8 B-1 KiB; back-to-back barriers pay local rank 0's
  * turn: 4.9-5.9 us -> 6.0-7.8. So a barrier right after another (the sequence number next to the
  * last barrier's: barrier_release) takes the flat form, as a run of barriers has nothing to gain
- * from the release: np 4, `weft_bench --vs-mpi --loop barrier`, four alternating jobs, 3.2-3.6 us
- * (1.01-1.10 of Open MPI's time) -> 2.4 (0.76-0.77). Local rank 0 always releases, so ranks that
- * disagree on the form still meet; the others check its signature (it checks theirs).
+ * from the release: np 4, `weft_bench --vs-mpi --loop barrier`, alternating jobs, 3.2-3.7 us
+ * (1.01-1.10 of Open MPI's time) -> 2.4-2.6 (0.74-0.78). Local rank 0 always releases, so ranks
+ * that disagree on the form still meet; the others check its signature (it checks theirs).
  */
 static weft_status_t round_barrier(shm_op_t *o, uint64_t R, int *peer_p)
 {
