@@ -782,12 +782,35 @@ Test(enqueue, comm_destroy_waits_for_enqueued_work, .timeout = 120)
 }
 
 /*
+ * Wait until the progress thread has started a sleep on the doorbell since *w0, at most
+ * PEER_DEADLINE_S; 0 when it timed out. Idle, it yields 64 times before its first sleep: on a
+ * loaded machine that may take more than the tens of milliseconds a fixed nap would give it.
+ */
+static int await_sleep(const weft_enqueue_waits_t *w0)
+{
+    double deadline = now_s() + PEER_DEADLINE_S;
+    weft_enqueue_waits_t now = {0};
+
+    for (;;) {
+        weft__enqueue_waits(&now);
+        if (now.sleeps > w0->sleeps) {
+            return 1;
+        }
+        if (now_s() > deadline) {
+            return 0;
+        }
+        nap_ms(1);
+    }
+}
+
+/*
  * The progress thread sleeps on the doorbell while the operations it runs wait for their
  * streams, and a ring wakes it (runtime/enqueue.c): a ring of sends and receives queued on
  * gated streams held 30 ms (every stream emu: no nap at all, a sleep a ring ended); then
  * the same queued behind each rank's allreduce, a device task on its gated stream, on an open
  * stream (their flags written before the sleep: only the task's end can ring). Two rounds of
- * each, the counters taken by rank 0 while every rank waits.
+ * each, the counters taken by rank 0 while every rank waits: from the queueing, until the
+ * thread has slept and 10 ms more, to the end.
  */
 static void doorbell_body(weft_comm_t comm, int r, void *arg)
 {
@@ -824,9 +847,12 @@ static void doorbell_body(weft_comm_t comm, int r, void *arg)
             }
             pthread_barrier_wait(&w->barrier);
             if (r == 0) {
-                nap_ms(10); /* the progress thread idle: asleep */
                 weft__enqueue_waits(&w0);
-                nap_ms(20);
+                CHECK(await_sleep(&w0),
+                      "phase %d: the progress thread never slept on the doorbell "
+                      "in %.0f s",
+                      phase, PEER_DEADLINE_S);
+                nap_ms(10); /* asleep a while before the gates open */
             }
             pthread_barrier_wait(&w->barrier);
             CHECK(dd_check_fill(rb, bytes) < 0, "a receive ran behind its closed gate");
@@ -845,10 +871,6 @@ static void doorbell_body(weft_comm_t comm, int r, void *arg)
                       "phase %d: the progress thread napped %lu times "
                       "(every stream is emu, and rings)",
                       phase, w1.naps - w0.naps);
-                CHECK(w1.sleeps > w0.sleeps,
-                      "phase %d: the progress thread never slept on "
-                      "the doorbell",
-                      phase);
                 rung += w1.rung - w0.rung;
             }
             gated_destroy(w, r, &g);
