@@ -13,7 +13,8 @@
  * failure. Run under mpirun -np 1..4, plain or with
  * LD_PRELOAD=libweft_mpi.so; it asks for MPI_THREAD_MULTIPLE, or with the
  * argument --single for MPI_THREAD_SINGLE (the interposer's paths for one
- * thread in MPI: no lock, the last communicator's entry kept).
+ * thread in MPI: no lock, the last communicator's entry kept); --finalize-late runs
+ * only the check of MPI_Finalize's barrier (finalize_late).
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int checks, failures, wrank;
 static uint64_t digest = 1469598103934665603ull;
@@ -758,12 +760,33 @@ static void test_threads(int provided)
     }
 }
 
+/*
+ * --finalize-late: every rank but 0 waits a second before MPI_Finalize, whose barrier (with the
+ * interposer, bindings/mpi/state.c: finalize_barrier) rank 0 then waits in; WEFT_MPI_STATS=1
+ * prints how long.
+ */
+static int finalize_late(void)
+{
+    struct timespec second = {1, 0};
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    if (wrank != 0) {
+        nanosleep(&second, NULL);
+    }
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int provided, n, all_failures = 0;
     MPI_Comm dup, split, freed;
     uint64_t *digests;
 
+    if (argc > 1 && strcmp(argv[1], "--finalize-late") == 0) {
+        MPI_Init(&argc, &argv);
+        return finalize_late();
+    }
     MPI_Init_thread(&argc, &argv,
                     argc > 1 && strcmp(argv[1], "--single") == 0 ? MPI_THREAD_SINGLE
                                                                  : MPI_THREAD_MULTIPLE,

@@ -4,7 +4,7 @@
 # and with the interposer preloaded, with identical results (digests),
 # the interposer's statistics showing served calls, the forwarded cases
 # (derived datatype, user op, intercommunicator) and the released
-# communicators; WEFT_MPI=off forwarding everything; then programs
+# communicators; MPI_Finalize waiting for every rank; WEFT_MPI=off forwarding everything; then programs
 # nobody here wrote: an mpi4py script and Debian's hpcc, when installed.
 # Every run has a deadline; a run that overstays it is killed with all
 # its ranks.
@@ -98,6 +98,14 @@ for np in 2 3; do
     grep -q "^weft_mpi: served.*memory_type=[1-9]" <<<"$out" &&
         fail "device np $np: device buffers forwarded to MPI"
 done
+
+# MPI_Finalize stops weft only once every rank has reached it: rank 0 waits there for the
+# others, which arrive a second late
+run 120 "finalize late" -np 3 "${preload[@]}" "$prog" --finalize-late
+waited=$(grep -o '^weft_mpi: MPI_Finalize waited [0-9.]* s' <<<"$out" | cut -d' ' -f4)
+awk -v w="${waited:-0}" 'BEGIN {exit !(w >= 0.5)}' ||
+    fail "finalize late: rank 0 waited ${waited:-no time} s in MPI_Finalize for the ranks a \
+second late, expected at least 0.5"
 
 run 120 "WEFT_MPI=off" -np 2 "${preload[@]}" -x WEFT_MPI=off "$prog"
 grep -q "^test_mpi_coll: 2 ranks, .* 0 failed" <<<"$out" || fail "WEFT_MPI=off: checks"
