@@ -21,7 +21,9 @@
  *   (one-phase data of up to 8 bytes per rank, in host memory, goes in the
  *   rank's control line instead of its slot: the flag a reader waits for
  *   brings it along; allreduce, reduce, allgather, bcast, gather, and
- *   scatter and alltoall where a writer's pieces for the L - 1 others fit)
+ *   scatter and alltoall where a writer's pieces for the L - 1 others fit;
+ *   9 to 48 bytes of the first five in a wide line, data and stamp in one
+ *   cache line: wide_round)
  *   reduce: as allreduce, only root copies out, the others' slices (its own it
  *       reduces into dst; small: root reduces all)
  *   barrier: publish | wait all (where ranks outnumber cores the others wait for
@@ -90,6 +92,69 @@ static inline int arrived(weft_shm_t *shm, int q, uint64_t v)
     return a >= v;
 }
 
+/* n elements of a one-phase round travel in the sender's control line (DATA1) */
+static inline int fits_line(const shm_op_t *o, size_t n)
+{
+    return n * o->esize <= sizeof(uint64_t) && o->dev->memtype == WEFT_MEM_HOST;
+}
+
+/* Whether round o->r of the operation carries its data in the wide lines (weft_shm_wide_t): a
+ * one-phase round of host memory whose largest block is 9 to WEFT_SHM_WIDE_BYTES bytes, of the
+ * kinds that place it with DATA1. Every local rank decides alike: the signature (count, dtype,
+ * memory type) and the round are theirs all. */
+static int wide_round(const shm_op_t *o)
+{
+    size_t n = 0;
+
+    switch (o->kind) {
+    case OP_ALLREDUCE1:
+    case OP_REDUCE1:
+    case OP_BCAST:
+    case OP_GATHER:
+        n = weft__shm_op_span(o->count, o->chunk, o->r);
+        break;
+    case OP_ALLGATHER:
+        for (int q = 0; q < o->shm->L; q++) {
+            size_t b = weft__shm_op_span(o->bcnt[q], o->chunk, o->r);
+
+            n = b > n ? b : n;
+        }
+        break;
+    default:
+        return 0;
+    }
+    return n * o->esize > sizeof(uint64_t) && n * o->esize <= WEFT_SHM_WIDE_BYTES &&
+           o->dev->memtype == WEFT_MEM_HOST;
+}
+
+/* Local rank q's phase 1 of wide round v / 4 (v = 4 R + 1): 1 once its stamp says its data is
+ * in (remembered in shm->seen as its arrive would be: it started round R); 0 before, and also
+ * when its signature differs (o->differs). A peer that published its arrive for the round
+ * without the stamp took another form: its call differs, and its line's signature says so. */
+static int wide_arrived(shm_op_t *o, int q, uint64_t v)
+{
+    weft_shm_t *shm = o->shm;
+    const weft_shm_wide_t *w = &shm->ctrl[q].wide[(v >> 2) % WEFT_SHM_LINE_DEPTH];
+
+    if (__atomic_load_n(&w->stamp, __ATOMIC_ACQUIRE) != v) {
+        /* the stamp is stored before the arrive: read again once the arrive is seen */
+        if (!arrived(shm, q, v) || __atomic_load_n(&w->stamp, __ATOMIC_ACQUIRE) != v) {
+            if (shm->seen[q] >= v) {
+                differs(o, q, v);
+            }
+            return 0;
+        }
+    }
+    if (shm->seen[q] < v) {
+        shm->seen[q] = v;
+    }
+    if (WEFT_UNLIKELY(__atomic_load_n(&w->sig, __ATOMIC_RELAXED) != o->desc->sig_hash)) {
+        o->differs = q;
+        return 0;
+    }
+    return 1;
+}
+
 /* 1 when every local rank's arrive (or done) counter reached v (0 also
  * when a rank's signature differs: o->differs). */
 int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
@@ -101,6 +166,13 @@ int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 
         if (done) {
             if (load(&c->done) < v) {
+                *peer_p = shm->local_ranks[o->waiting];
+                return 0;
+            }
+            continue;
+        }
+        if ((v & 3) == 1 && wide_round(o)) {
+            if (!wide_arrived(o, o->waiting, v)) {
                 *peer_p = shm->local_ranks[o->waiting];
                 return 0;
             }
@@ -120,6 +192,13 @@ int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 
 static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
 {
+    if ((v & 3) == 1 && wide_round(o)) {
+        if (!wide_arrived(o, q, v)) {
+            *peer_p = o->shm->local_ranks[q];
+            return 0;
+        }
+        return 1;
+    }
     if (!arrived(o->shm, q, v)) {
         *peer_p = o->shm->local_ranks[q];
         return 0;
@@ -127,14 +206,9 @@ static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
     return !differs(o, q, v);
 }
 
-/* n elements of a one-phase round travel in the sender's control line (DATA1) */
-static inline int fits_line(const shm_op_t *o, size_t n)
-{
-    return n * o->esize <= sizeof(uint64_t) && o->dev->memtype == WEFT_MEM_HOST;
-}
-
 /* Round o->r of the operation keeps its data in the control lines (up to 8 bytes per rank of
- * host memory, or none): every local rank decides alike, from what all of them know. */
+ * host memory, or none) or the wide lines (wide_round): every local rank decides alike, from what
+ * all of them know. */
 static int line_round(const shm_op_t *o)
 {
     size_t n = 0;
@@ -162,7 +236,7 @@ static int line_round(const shm_op_t *o)
     default:
         return 0;
     }
-    return fits_line(o, n);
+    return fits_line(o, n) || wide_round(o);
 }
 
 /* Where local rank q's piece of round R (n elements) for local rank p lies (scatter, alltoall;
@@ -220,6 +294,12 @@ void weft__shm_op_publish(shm_op_t *o, uint64_t R, int ph)
 {
     weft_shm_ctrl_t *c = &o->shm->ctrl[o->shm->me];
 
+    if (ph == 1 && wide_round(o)) { /* its data is in: the stamp, before the arrive */
+        weft_shm_wide_t *w = &c->wide[R % WEFT_SHM_LINE_DEPTH];
+
+        __atomic_store_n(&w->sig, o->desc->sig_hash, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->stamp, 4 * R + 1, __ATOMIC_RELEASE);
+    }
     if (ph == 1 && c->sig[R % WEFT_SHM_LINE_DEPTH] != o->desc->sig_hash) {
         /* the signature travels with phase 1 (the cold line is written only
          * when it changes, so repeated operations leave it in our cache) */
@@ -282,10 +362,12 @@ size_t weft__shm_op_span(size_t total, size_t chunk, uint64_t r)
     return total > e0 ? (total - e0 < chunk ? total - e0 : chunk) : 0;
 }
 
-/* one-phase data of n elements: in the control line when it fits */
+/* one-phase data of n elements: in the wide line of a wide round, else in the control line
+ * when it fits */
 #define DATA1(o, q, R, n)                                                                          \
-    (fits_line((o), (n)) ? (char *)&(o)->shm->ctrl[(q)].tiny[(R) % WEFT_SHM_LINE_DEPTH]            \
-                         : SLOT((o), (q), (R)))
+    (wide_round(o)         ? (char *)(o)->shm->ctrl[(q)].wide[(R) % WEFT_SHM_LINE_DEPTH].data      \
+     : fits_line((o), (n)) ? (char *)&(o)->shm->ctrl[(q)].tiny[(R) % WEFT_SHM_LINE_DEPTH]          \
+                           : SLOT((o), (q), (R)))
 
 static weft_status_t round_allreduce(shm_op_t *o, uint64_t R, int *peer_p)
 {
@@ -1323,26 +1405,26 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
 static weft_status_t line_reduce(shm_op_t *o, void *dst, uint64_t R, size_t count)
 {
     weft_shm_t *shm = o->shm;
-    const int slot = (int)(R % WEFT_SHM_LINE_DEPTH);
     weft_host_binary_fn binary;
     weft_host_accumulate_fn accumulate;
 
+    for (int q = 0; q < shm->L; q++) { /* the tiny entries, or the wide lines above 8 bytes */
+        shm->srcs[q] = DATA1(o, q, R, count);
+    }
     if (shm->L >= 2 && weft__host_reduce_loops(o->desc->dtype, o->desc->op, &binary, &accumulate)) {
-        binary(dst, &shm->ctrl[0].tiny[slot], &shm->ctrl[1].tiny[slot], count);
+        binary(dst, shm->srcs[0], shm->srcs[1], count);
         for (int q = 2; q < shm->L; q++) {
-            accumulate(dst, &shm->ctrl[q].tiny[slot], count);
+            accumulate(dst, shm->srcs[q], count);
         }
         return WEFT_OK;
-    }
-    for (int q = 0; q < shm->L; q++) {
-        shm->srcs[q] = &shm->ctrl[q].tiny[slot];
     }
     return weft__shm_op_reduce_many(o, dst, shm->srcs, shm->L, count);
 }
 
 /*
- * The line allreduce: an allreduce of up to 8 bytes of host memory (OP_ALLREDUCE1, one round whose
- * data travels in the control lines) run without building the operation, for a call that repeats
+ * The line allreduce: an allreduce of up to 48 bytes of host memory (OP_ALLREDUCE1, one round
+ * whose data travels in the control lines, or above 8 bytes the wide lines) run without building
+ * the operation, for a call that repeats
  * the last one (coll/select.c weft__coll_line_allreduce). It is round_allreduce's round, on the
  * same lines and flags, so a rank that takes the full path for the same call meets it: copy into
  * the line | publish | wait for all (busy, at most 64 polls) | reduce the L lines into dst. A
@@ -1369,6 +1451,10 @@ weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_des
     o.dev = &weft__device_host_ops;
     o.waiting = 0;
     o.differs = -1;
+    o.kind = OP_ALLREDUCE1; /* its one round, as wide_round and DATA1 read it */
+    o.count = o.chunk = count;
+    o.esize = esize;
+    o.r = 0;
     if (shm->exec_round != R || shm->dead_rank >= 0 || shm->broken != NULL ||
         !lines_free(&o, R, WEFT_SHM_LINE_DEPTH - 1, &peer)) {
         return WEFT_OK; /* the full path waits */
@@ -1376,7 +1462,7 @@ weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_des
     *handled_p = 1;
     shm->next_round = R + 1;
     seq = weft__comm_take_seq(comm);
-    memcpy(&shm->ctrl[shm->me].tiny[R % WEFT_SHM_LINE_DEPTH], src, count * esize);
+    memcpy(DATA1(&o, shm->me, R, count), src, count * esize);
     weft__shm_op_publish(&o, R, 1);
     for (int i = 0; !weft__shm_op_ready_all(&o, 0, 4 * R + 1, &peer); i++) {
         if (i + 1 >= polls || o.differs >= 0) {
@@ -1399,7 +1485,7 @@ weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_des
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype)
 {
     return a->kind == WEFT_COLL_ALLREDUCE && memtype == WEFT_MEM_HOST && a->op != WEFT_AVG &&
-           a->count * a->esize <= sizeof(uint64_t) &&
+           a->count * a->esize <= WEFT_SHM_WIDE_BYTES &&
            vector_kind(comm->coll->shm, a->kind, a->count * a->esize, memtype,
                        comm->oversubscribed) == OP_ALLREDUCE1;
 }

@@ -4,10 +4,12 @@
 
 #include "base/proc.h"
 
-_Static_assert(sizeof(weft_shm_ctrl_t) == 320 && offsetof(weft_shm_ctrl_t, pad_) == 56 &&
+_Static_assert(sizeof(weft_shm_ctrl_t) == 576 && offsetof(weft_shm_ctrl_t, pad_) == 56 &&
                    offsetof(weft_shm_ctrl_t, src_addr) == 64 &&
-                   offsetof(weft_shm_ctrl_t, done) == 256,
-               "per rank: the polled cache line, three cold ones, the done counter's");
+                   offsetof(weft_shm_ctrl_t, done) == 256 &&
+                   offsetof(weft_shm_ctrl_t, wide) == 320 && sizeof(weft_shm_wide_t) == 64,
+               "per rank: the polled cache line, three cold ones, the done counter's, and the "
+               "wide lines, one each");
 
 #include <dirent.h>
 #include <errno.h>

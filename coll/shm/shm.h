@@ -18,7 +18,9 @@
  * ctrl[r] holds rank r's arrive counter, the signatures of its last
  * WEFT_SHM_LINE_DEPTH rounds and their data of up to 8 bytes on one cache
  * line, its pid and the full signatures on the next three, its done counter
- * on a fifth (only r writes them);
+ * on a fifth, and on four more the wide lines: one-phase data of 9 to 48
+ * bytes with a stamp of its own, one line per round R % WEFT_SHM_LINE_DEPTH
+ * (weft_shm_wide_t) (only r writes them);
  * slot[r][b] (b = round % 2) is rank r's staging buffer of slot_bytes.
  *
  * Rounds: every shared-memory step of a collective is a round with a
@@ -82,6 +84,21 @@
  * LINE_DEPTH - 1 before it. */
 #define WEFT_SHM_LINE_DEPTH 4
 
+/* Bytes of a round's data a wide line carries (weft_shm_wide_t). */
+#define WEFT_SHM_WIDE_BYTES 48
+
+/* One-phase data of 9 to WEFT_SHM_WIDE_BYTES bytes of host memory, in a line of its own with the
+ * flag its readers wait for: round R's in wide[R % LINE_DEPTH]. The owner writes data and sig,
+ * then stamp = 4 R + 1 (a release store), then its arrive as for any round; a reader that sees
+ * the stamp has the data in the same cache line, one transfer instead of the arrive's and the
+ * slot's. */
+typedef struct weft_shm_wide {
+    uint64_t stamp;
+    uint32_t sig; /* the hash of round R's signature */
+    uint32_t pad_;
+    unsigned char data[WEFT_SHM_WIDE_BYTES];
+} weft_shm_wide_t;
+
 typedef struct weft_shm_ctrl {
     /* written by the owner only, read by the others: the first cache line
      * holds what every round's readers poll for */
@@ -109,6 +126,8 @@ typedef struct weft_shm_ctrl {
     uint64_t done;
     uint64_t ping; /* weft__shm_measure_handoff's counter */
     uint64_t pad2_[6];
+    /* sixth to ninth lines: the wide lines */
+    weft_shm_wide_t wide[WEFT_SHM_LINE_DEPTH];
 } weft_shm_ctrl_t;
 
 typedef struct weft_shm {
@@ -231,7 +250,8 @@ int weft__shm_usable(struct weft_comm *comm, const weft_coll_args_t *a);
 weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
                             const weft_op_desc_t *desc, const weft_device_ops_t *dev,
                             int *handled_p, int *waited_p);
-/* Whether a runs as an allreduce whose data fits the control line (weft__shm_line_allreduce). */
+/* Whether a runs as an allreduce whose data fits the control line or a wide line
+ * (weft__shm_line_allreduce). */
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype);
 /* That allreduce again, described by desc (the one the last call built): *handled_p 0 when it
  * cannot start at once (an earlier round's lines still read), else as weft__shm_run. */

@@ -720,7 +720,9 @@ static void ahead_body(weft_comm_t comm, int rank, void *arg)
 
     atomic_fetch_add(&as->sh.with_shm, weft__comm_of(comm)->coll->shm != NULL);
     ahead_phase(as, comm, rank, 2, WEFT_SHM_LINE_DEPTH, 100); /* 8 bytes: in the lines */
-    ahead_phase(as, comm, rank, 3, 2, 200);                   /* 12 bytes: in the slots */
+    /* 12 bytes: in the wide lines (a scatter's pieces: in the slots) */
+    ahead_phase(as, comm, rank, 3, as->kind == AHEAD_SCATTER ? 2 : WEFT_SHM_LINE_DEPTH, 200);
+    ahead_phase(as, comm, rank, 13, 2, 300); /* 52 bytes: in the slots */
 }
 
 static void run_ahead(ahead_kind_t kind)
@@ -1227,8 +1229,9 @@ Test(segment, recorded_times_of_operations_without_a_schedule, .timeout = 60)
     weft_finalize();
 }
 
-/* Allreduces whose data fits the control line (up to 8 bytes of host memory), repeated: from
- * the second call of a count, dtype and op on they take the line path
+/* Allreduces whose data fits the control line (up to 8 bytes of host memory) or a wide line (up
+ * to WEFT_SHM_WIDE_BYTES), repeated: from the second call of a count, dtype and op on they take
+ * the line path
  * (weft__coll_line_allreduce), with every call's own result, for every dtype and op of the
  * device tests' table, in place and not, a barrier between two of them; AVG never takes it, a
  * new count leaves it until that count ran once, and so does memory of another type (emu). */
@@ -1244,15 +1247,24 @@ static void line_body(weft_comm_t comm, int rank, void *arg)
     line_shared_t *ls = arg;
     struct weft_comm *c = weft__comm_of(comm);
     int p = ls->sh.nranks;
-    uint64_t in[2], out[2];
+    uint64_t in[WEFT_SHM_WIDE_BYTES / 8 + 1], out[WEFT_SHM_WIDE_BYTES / 8 + 1];
     void *emu;
 
     for (int ci = 0; ci < dd_ncombos; ci++) {
         weft_dtype_t dt = dd_combos[ci].dtype;
         weft_op_t op = dd_combos[ci].op;
         size_t es = weft_dtype_size(dt);
+        /* the control line's sizes, then the wide line's: 3 elements, and its largest */
+        size_t ns[8], nn = 0;
 
         for (size_t n = 1; n * es <= sizeof(uint64_t); n *= 2) {
+            ns[nn++] = n;
+        }
+        ns[nn++] = 3;
+        ns[nn++] = WEFT_SHM_WIDE_BYTES / es;
+        for (size_t i = 0; i < nn; i++) {
+            size_t n = ns[i];
+
             for (int in_place = 0; in_place < 2; in_place++) {
                 uint64_t before = c->coll->line_runs, runs, want;
 

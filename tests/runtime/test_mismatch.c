@@ -35,7 +35,18 @@
 #define COUNT 2 /* 8 bytes of float: the shared-memory path in the control line */
 #define FAST_S 5.0
 
-typedef enum { CASE_COUNT, CASE_DTYPE, CASE_DTYPE_SIZE, CASE_OP, CASE_ROOT, CASE_KIND } case_t;
+typedef enum {
+    CASE_COUNT,
+    CASE_COUNT_WIDE,
+    CASE_BCAST_WIDE,
+    CASE_DTYPE,
+    CASE_DTYPE_SIZE,
+    CASE_OP,
+    CASE_ROOT,
+    CASE_KIND
+} case_t;
+/* 48 bytes of float: a wide line's data (coll/shm/shm.h), 52 the slots' */
+#define COUNT_WIDE 12
 
 typedef struct slot {
     char stage[128];
@@ -167,13 +178,13 @@ static shared_t *run(const job_t *job)
  * allreduces: the communicator must stay failed. */
 static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
 {
-    float in[COUNT * 2], out[COUNT * 2];
+    float in[COUNT_WIDE + 1], out[COUNT_WIDE + 1];
     double din[COUNT], dout[COUNT];
     int odd = rank == NRANKS - 1;
     double t0;
     weft_status_t st;
 
-    for (int i = 0; i < COUNT * 2; i++) {
+    for (int i = 0; i < COUNT_WIDE + 1; i++) {
         in[i] = (float)(rank + 1);
     }
     t0 = harness_now_s();
@@ -182,6 +193,13 @@ static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
     switch ((case_t)which) {
     case CASE_COUNT:
         st = weft_allreduce(in, out, COUNT + odd, WEFT_FLOAT32, WEFT_SUM, comm);
+        break;
+    case CASE_COUNT_WIDE: /* the others in their wide lines, rank 3 in its slot */
+        st = weft_allreduce(in, out, COUNT_WIDE + odd, WEFT_FLOAT32, WEFT_SUM, comm);
+        break;
+    case CASE_BCAST_WIDE: /* the root, rank 3, in its slot (it reads nobody's line); the others
+                           * wait for its wide line */
+        st = weft_bcast(in, COUNT_WIDE + odd, WEFT_FLOAT32, NRANKS - 1, comm);
         break;
     case CASE_DTYPE: /* same size: only a signature can tell */
         st = weft_allreduce(in, out, COUNT, odd ? WEFT_INT32 : WEFT_FLOAT32, WEFT_SUM, comm);
@@ -205,7 +223,7 @@ static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
         break;
     }
     record(me, st, t0);
-    memcpy(me->out, out, sizeof(out));
+    memcpy(me->out, out, sizeof(me->out));
     for (int k = 0; k < 2; k++) {
         t0 = harness_now_s();
         record(me, weft_allreduce(in, out, COUNT, WEFT_FLOAT32, WEFT_SUM, comm), t0);
@@ -214,6 +232,8 @@ static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
 
 static const char *const case_text[] = {
     [CASE_COUNT] = "count differs: ranks 0-2 2, rank 3 3",
+    [CASE_COUNT_WIDE] = "count differs: ranks 0-2 12, rank 3 13",
+    [CASE_BCAST_WIDE] = "count differs: ranks 0-2 12, rank 3 13",
     [CASE_DTYPE] = "dtype differs: ranks 0-2 float32, rank 3 int32",
     [CASE_DTYPE_SIZE] = "dtype differs: ranks 0-2 float32, rank 3 float64",
     [CASE_OP] = "op differs: ranks 0-2 sum, rank 3 max",
@@ -241,6 +261,10 @@ static void dump(const shared_t *sh)
  */
 static void expect_mismatch(const shared_t *sh, int all_at_once, const char *text)
 {
+    /* all_at_once 2: every rank but the differing one at once, which learns it at its next call
+     * (and the text is in rank 0's message) */
+    const int first = all_at_once == 2 ? 0 : NRANKS - 1;
+
     dump(sh);
     for (int r = 0; r < NRANKS; r++) {
         const slot_t *s = &sh->slot[r];
@@ -251,7 +275,7 @@ static void expect_mismatch(const shared_t *sh, int all_at_once, const char *tex
             cr_assert_lt(s->secs[k], FAST_S, "rank %d call %d took %.1f s: %s", r, k, s->secs[k],
                          s->msg[k]);
         }
-        if (all_at_once || r == NRANKS - 1) {
+        if (all_at_once == 1 || (all_at_once == 2) == (r != NRANKS - 1)) {
             cr_assert_eq(s->st[1], WEFT_ERR_MISMATCH, "rank %d call 1: %s: %s", r,
                          weft_status_string(s->st[1]), s->msg[1]);
         } else {
@@ -276,8 +300,8 @@ static void expect_mismatch(const shared_t *sh, int all_at_once, const char *tex
         }
     }
     if (text != NULL) {
-        cr_assert_not_null(strstr(sh->slot[NRANKS - 1].msg[1], text), "rank 3: \"%s\" lacks \"%s\"",
-                           sh->slot[NRANKS - 1].msg[1], text);
+        cr_assert_not_null(strstr(sh->slot[first].msg[1], text), "rank %d: \"%s\" lacks \"%s\"",
+                           first, sh->slot[first].msg[1], text);
     }
 }
 
@@ -300,6 +324,15 @@ TestSuite(mismatch, .timeout = 60);
 Test(mismatch, shm_count)
 {
     run_case("yes", "no", CASE_COUNT, 1, case_text[CASE_COUNT]);
+}
+Test(mismatch, shm_count_wide)
+{
+    run_case("yes", "no", CASE_COUNT_WIDE, 1, case_text[CASE_COUNT_WIDE]);
+}
+/* the readers of a wide line find that its writer took another form */
+Test(mismatch, shm_bcast_wide)
+{
+    run_case("yes", "no", CASE_BCAST_WIDE, 2, case_text[CASE_BCAST_WIDE]);
 }
 Test(mismatch, shm_dtype)
 {
