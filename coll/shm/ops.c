@@ -98,33 +98,40 @@ static inline int fits_line(const shm_op_t *o, size_t n)
     return n * o->esize <= sizeof(uint64_t) && o->dev->memtype == WEFT_MEM_HOST;
 }
 
+/* The elements of round o->r that a rank of a kind that places its data with DATA1 puts there
+ * (an allgather's largest block): 1 for those kinds, 0 for the others. */
+static int data1_span(const shm_op_t *o, size_t *n_p)
+{
+    switch (o->kind) {
+    case OP_ALLREDUCE1:
+    case OP_REDUCE1:
+    case OP_BCAST:
+    case OP_GATHER:
+        *n_p = weft__shm_op_span(o->count, o->chunk, o->r);
+        return 1;
+    case OP_ALLGATHER:
+        *n_p = 0;
+        for (int q = 0; q < o->shm->L; q++) {
+            size_t b = weft__shm_op_span(o->bcnt[q], o->chunk, o->r);
+
+            *n_p = b > *n_p ? b : *n_p;
+        }
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Whether round o->r of the operation carries its data in the wide lines (weft_shm_wide_t): a
  * one-phase round of host memory whose largest block is 9 to WEFT_SHM_WIDE_BYTES bytes, of the
  * kinds that place it with DATA1. Every local rank decides alike: the signature (count, dtype,
  * memory type) and the round are theirs all. */
 static int wide_round(const shm_op_t *o)
 {
-    size_t n = 0;
+    size_t n;
 
-    switch (o->kind) {
-    case OP_ALLREDUCE1:
-    case OP_REDUCE1:
-    case OP_BCAST:
-    case OP_GATHER:
-        n = weft__shm_op_span(o->count, o->chunk, o->r);
-        break;
-    case OP_ALLGATHER:
-        for (int q = 0; q < o->shm->L; q++) {
-            size_t b = weft__shm_op_span(o->bcnt[q], o->chunk, o->r);
-
-            n = b > n ? b : n;
-        }
-        break;
-    default:
-        return 0;
-    }
-    return n * o->esize > sizeof(uint64_t) && n * o->esize <= WEFT_SHM_WIDE_BYTES &&
-           o->dev->memtype == WEFT_MEM_HOST;
+    return data1_span(o, &n) && n * o->esize > sizeof(uint64_t) &&
+           n * o->esize <= WEFT_SHM_WIDE_BYTES && o->dev->memtype == WEFT_MEM_HOST;
 }
 
 /* Local rank q's phase 1 of wide round v / 4 (v = 4 R + 1): 1 once its stamp says its data is
@@ -213,22 +220,12 @@ static int line_round(const shm_op_t *o)
 {
     size_t n = 0;
 
+    if (data1_span(o, &n)) {
+        return fits_line(o, n) || wide_round(o);
+    }
     switch (o->kind) {
     case OP_BARRIER:
         return 1;
-    case OP_ALLREDUCE1:
-    case OP_REDUCE1:
-    case OP_BCAST:
-    case OP_GATHER:
-        n = weft__shm_op_span(o->count, o->chunk, o->r);
-        break;
-    case OP_ALLGATHER:
-        for (int q = 0; q < o->shm->L; q++) {
-            size_t b = weft__shm_op_span(o->bcnt[q], o->chunk, o->r);
-
-            n = b > n ? b : n;
-        }
-        break;
     case OP_SCATTER:
     case OP_ALLTOALL: /* a writer's pieces for the L - 1 others (pieces_fit_line) */
         n = weft__shm_op_span(o->count, o->chunk, o->r) * (size_t)(o->shm->L - 1);
@@ -236,7 +233,7 @@ static int line_round(const shm_op_t *o)
     default:
         return 0;
     }
-    return fits_line(o, n) || wide_round(o);
+    return fits_line(o, n);
 }
 
 /* Where local rank q's piece of round R (n elements) for local rank p lies (scatter, alltoall;
