@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 pthread_mutex_t weft__mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 int weft__mpi_multiple;
@@ -451,25 +450,24 @@ static void print_stats(void)
  */
 static double finalize_barrier(void)
 {
-    weft__mpi_comm_t *e = NULL;
+    weft__mpi_comm_t *e;
     weft_status_t status;
-    struct timespec t0, t1;
-    int flag = 0;
+    double t0;
+    int size, rank;
 
-    if (PMPI_Comm_get_attr(MPI_COMM_WORLD, comm_keyval, &e, &flag) != MPI_SUCCESS || !flag ||
+    if (weft__mpi_comm_check(MPI_COMM_WORLD, &size, &rank, &e) != WEFT__MPI_SERVE || e == NULL ||
         e->wc == NULL) {
         return -1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t0 = PMPI_Wtime();
     status = weft_barrier(e->wc);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (status != WEFT_OK) {
         fprintf(stderr,
                 "weft_mpi: MPI_Finalize: the barrier before stopping weft failed: %s (%s)\n",
                 weft_status_string(status), weft_last_error());
         return -1;
     }
-    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return PMPI_Wtime() - t0;
 }
 
 WEFT_MPI_EXPORT int MPI_Finalize(void)

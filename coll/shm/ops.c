@@ -126,12 +126,17 @@ static int data1_span(const shm_op_t *o, size_t *n_p)
  * one-phase round of host memory whose largest block is 9 to WEFT_SHM_WIDE_BYTES bytes, of the
  * kinds that place it with DATA1. Every local rank decides alike: the signature (count, dtype,
  * memory type) and the round are theirs all. */
+static inline int fits_wide(const shm_op_t *o, size_t n)
+{
+    return n * o->esize > sizeof(uint64_t) && n * o->esize <= WEFT_SHM_WIDE_BYTES &&
+           o->dev->memtype == WEFT_MEM_HOST;
+}
+
 static int wide_round(const shm_op_t *o)
 {
     size_t n;
 
-    return data1_span(o, &n) && n * o->esize > sizeof(uint64_t) &&
-           n * o->esize <= WEFT_SHM_WIDE_BYTES && o->dev->memtype == WEFT_MEM_HOST;
+    return data1_span(o, &n) && fits_wide(o, n);
 }
 
 /* Local rank q's phase 1 of wide round v / 4 (v = 4 R + 1): 1 once its stamp says its data is
@@ -144,11 +149,12 @@ static int wide_arrived(shm_op_t *o, int q, uint64_t v)
     const weft_shm_wide_t *w = &shm->ctrl[q].wide[(v >> 2) % WEFT_SHM_LINE_DEPTH];
 
     if (__atomic_load_n(&w->stamp, __ATOMIC_ACQUIRE) != v) {
-        /* the stamp is stored before the arrive: read again once the arrive is seen */
-        if (!arrived(shm, q, v) || __atomic_load_n(&w->stamp, __ATOMIC_ACQUIRE) != v) {
-            if (shm->seen[q] >= v) {
-                differs(o, q, v);
-            }
+        if (!arrived(shm, q, v)) {
+            return 0;
+        }
+        /* the stamp is stored before the arrive: read again now that the arrive is seen */
+        if (__atomic_load_n(&w->stamp, __ATOMIC_ACQUIRE) != v) {
+            differs(o, q, v);
             return 0;
         }
     }
@@ -162,34 +168,23 @@ static int wide_arrived(shm_op_t *o, int q, uint64_t v)
     return 1;
 }
 
+/* Local rank q published phase v & 3 of round v / 4 with our signature (wide: through its wide
+ * line, wide_arrived); 0 before, and when its signature differs (o->differs). */
+static inline int peer_ready(shm_op_t *o, int q, uint64_t v, int wide)
+{
+    return wide ? wide_arrived(o, q, v) : arrived(o->shm, q, v) && !differs(o, q, v);
+}
+
 /* 1 when every local rank's arrive (or done) counter reached v (0 also
  * when a rank's signature differs: o->differs). */
 int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 {
     weft_shm_t *shm = o->shm;
+    const int wide = !done && (v & 3) == 1 && wide_round(o);
 
     for (; o->waiting < shm->L; o->waiting++) {
-        weft_shm_ctrl_t *c = &shm->ctrl[o->waiting];
-
-        if (done) {
-            if (load(&c->done) < v) {
-                *peer_p = shm->local_ranks[o->waiting];
-                return 0;
-            }
-            continue;
-        }
-        if ((v & 3) == 1 && wide_round(o)) {
-            if (!wide_arrived(o, o->waiting, v)) {
-                *peer_p = shm->local_ranks[o->waiting];
-                return 0;
-            }
-            continue;
-        }
-        if (!arrived(shm, o->waiting, v)) {
+        if (done ? load(&shm->ctrl[o->waiting].done) < v : !peer_ready(o, o->waiting, v, wide)) {
             *peer_p = shm->local_ranks[o->waiting];
-            return 0;
-        }
-        if (differs(o, o->waiting, v)) {
             return 0;
         }
     }
@@ -199,18 +194,11 @@ int weft__shm_op_ready_all(shm_op_t *o, int done, uint64_t v, int *peer_p)
 
 static int ready_one(shm_op_t *o, int q, uint64_t v, int *peer_p)
 {
-    if ((v & 3) == 1 && wide_round(o)) {
-        if (!wide_arrived(o, q, v)) {
-            *peer_p = o->shm->local_ranks[q];
-            return 0;
-        }
-        return 1;
-    }
-    if (!arrived(o->shm, q, v)) {
+    if (!peer_ready(o, q, v, (v & 3) == 1 && wide_round(o))) {
         *peer_p = o->shm->local_ranks[q];
         return 0;
     }
-    return !differs(o, q, v);
+    return 1;
 }
 
 /* Round o->r of the operation keeps its data in the control lines (up to 8 bytes per rank of
@@ -221,7 +209,7 @@ static int line_round(const shm_op_t *o)
     size_t n = 0;
 
     if (data1_span(o, &n)) {
-        return fits_line(o, n) || wide_round(o);
+        return fits_line(o, n) || fits_wide(o, n);
     }
     switch (o->kind) {
     case OP_BARRIER:
