@@ -285,13 +285,17 @@ void weft__shm_op_publish(shm_op_t *o, uint64_t R, int ph)
         __atomic_store_n(&w->sig, o->desc->sig_hash, __ATOMIC_RELAXED);
         __atomic_store_n(&w->stamp, 4 * R + 1, __ATOMIC_RELEASE);
     }
-    if (ph == 1 && c->sig[R % WEFT_SHM_LINE_DEPTH] != o->desc->sig_hash) {
+    if (ph == 1 && o->shm->sig_sent[R % WEFT_SHM_LINE_DEPTH] != o->desc->sig_hash) {
         /* the signature travels with phase 1 (the cold line is written only
          * when it changes, so repeated operations leave it in our cache) */
         c->full[R % WEFT_SHM_LINE_DEPTH] = o->desc->sig;
         __atomic_store_n(&c->sig[R % WEFT_SHM_LINE_DEPTH], o->desc->sig_hash, __ATOMIC_RELAXED);
+        o->shm->sig_sent[R % WEFT_SHM_LINE_DEPTH] = o->desc->sig_hash;
     }
     store(&c->arrive, 4 * R + (uint64_t)ph);
+    /* known here: the waits that count this rank among the local ranks (lines_free, ready_all)
+     * need not read its line back from a peer that polls it */
+    o->shm->seen[o->shm->me] = 4 * R + (uint64_t)ph;
 }
 
 /* dst = srcs[0] op ... op srcs[n-1], in groups the device takes at once. */

@@ -147,6 +147,9 @@ typedef struct weft_shm {
     double copy_gbs;        /* measured at setup, agreed (the slowest rank's) */
     const void **srcs;      /* [L] reduction inputs (this rank's scratch) */
     uint64_t *seen;         /* [L] the largest arrive read of each local rank (private) */
+    /* the hashes this rank last wrote to its control line's sig[] (private: reading the line
+     * back would wait for it once a peer polling it took it, weft__shm_op_publish) */
+    uint32_t sig_sent[WEFT_SHM_LINE_DEPTH];
     void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */
     void **peer_dst;
     int *pidfd;    /* [L] single copy: pidfds of the peers' processes (-1: none) */
