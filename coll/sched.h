@@ -62,6 +62,12 @@ void weft__sched_cache_release(struct weft_comm *comm);
 /* Execute the started schedule's ready tasks now (post their messages)
  * without testing any: WEFT_OK, or the failure to post that failed it. */
 weft_status_t weft__sched_post(weft_sched_t *s);
+/* Instead of weft__sched_post, for a started schedule of one send or receive whose message the
+ * caller posted itself on the communicator's transport (the blocking point-to-point calls'
+ * direct path, runtime/p2p.c): req, still in flight, becomes the task's request, waited for as
+ * if the schedule had posted it; req NULL: the message failed with status (the transport's
+ * error set), which fails the schedule as a failure found by its progress would. */
+weft_status_t weft__sched_adopt(weft_sched_t *s, weft_p2p_req_t *req, weft_status_t status);
 /* The operation's sequence number (WEFT_TAG_SEQ_P2P for point-to-point). */
 uint32_t weft__sched_seq(const weft_sched_t *s);
 /* A finished point-to-point receive: the rank its message came from (the

@@ -294,6 +294,26 @@ weft_status_t weft__sched_post(weft_sched_t *s)
     return s->status == WEFT_INPROGRESS ? run_ready(s, &events) : s->status;
 }
 
+weft_status_t weft__sched_adopt(weft_sched_t *s, weft_p2p_req_t *req, weft_status_t status)
+{
+    int index;
+
+    if (s->status != WEFT_INPROGRESS || s->nready != 1 || s->ntasks != 1 ||
+        (s->tasks[0].kind != TASK_SEND && s->tasks[0].kind != TASK_RECV)) {
+        return weft__sched_fail(s, weft__error(WEFT_ERR_INTERNAL,
+                                               "%s: only a started one-message schedule adopts its "
+                                               "message",
+                                               s->desc.coll));
+    }
+    index = s->ready[--s->nready];
+    if (req == NULL) { /* it failed before: as if it had failed here */
+        return fail_now(s, status, index);
+    }
+    s->tasks[index].req = req;
+    s->active[s->nactive++] = index;
+    return WEFT_OK;
+}
+
 weft_status_t weft__sched_progress(weft_sched_t *s, int *done_p)
 {
     int events = 0;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct shared {
     atomic_int failures;
@@ -372,4 +373,45 @@ static void any_source_timeout_body(weft_comm_t comm, int rank, void *arg)
 Test(p2p, any_source_timeout)
 {
     run(2, 1, 0, any_source_timeout_body);
+}
+
+/*
+ * Blocking calls poll their message directly for a moment and hand a longer wait, or a failure,
+ * to a schedule (runtime/p2p.c p2p_direct): a receive whose sender comes 50 ms late gets its
+ * data; a size mismatch found in the direct polls (the message there first) and one found in the
+ * schedule's wait (the message later) both fail the receive alone with the call named, and the
+ * communicator goes on.
+ */
+static void late_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    const struct timespec nap = {0, 50 * 1000 * 1000};
+    int32_t v[4] = {5, 6, 7, 8}, r[4] = {0, 0, 0, 0};
+
+    if (rank == 0) {
+        nanosleep(&nap, NULL);
+        CHECK_OK(weft_send(v, 4, WEFT_INT32, 1, 1, comm), "late send");
+        CHECK_OK(weft_send(v, 2, WEFT_INT32, 1, 2, comm), "send 2 of 4 first");
+        nanosleep(&nap, NULL);
+        CHECK_OK(weft_send(v, 2, WEFT_INT32, 1, 3, comm), "late send 2 of 4");
+    } else {
+        CHECK_OK(weft_recv(r, 4, WEFT_INT32, 0, 1, comm), "receive a late message");
+        CHECK(r[0] == 5 && r[3] == 8, "payload of a late message");
+        nanosleep(&nap, NULL);
+        CHECK(weft_recv(r, 4, WEFT_INT32, 0, 2, comm) == WEFT_ERR_MISMATCH,
+              "size mismatch, message first");
+        CHECK(strstr(weft_last_error(), "weft_recv") != NULL, "the error names the call");
+        CHECK(weft_recv(r, 4, WEFT_INT32, 0, 3, comm) == WEFT_ERR_MISMATCH,
+              "size mismatch, message later");
+        CHECK(strstr(weft_last_error(), "weft_recv") != NULL, "the error names the call");
+    }
+    int32_t sum = rank;
+    CHECK_OK(weft_allreduce(WEFT_IN_PLACE, &sum, 1, WEFT_INT32, WEFT_SUM, comm), "allreduce");
+    CHECK(sum == 1, "allreduce after the mismatches");
+    atomic_fetch_add(&sh->finished, 1);
+}
+
+Test(p2p, blocking_calls_past_their_direct_polls)
+{
+    run(2, 5, 0, late_body);
 }
