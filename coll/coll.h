@@ -189,12 +189,14 @@ typedef struct weft_coll_stage {
 } weft_coll_stage_t;
 weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_args_t *args,
                                       const weft_coll_stage_t *stage, weft_sched_t **sched_p);
-/* A blocking allreduce of host buffers whose data fits a shared-memory control line, of the
- * same count, dtype and op as the last one, which ran that way: run at once (1, its status in
- * *status_p), or 0 when it takes weft__coll_run's way (arguments checked by the caller). */
-int weft__coll_line_allreduce(struct weft_comm *comm, const void *src, void *dst, size_t count,
-                              weft_dtype_t dtype, weft_op_t op, size_t esize,
-                              weft_status_t *status_p);
+/* A blocking allreduce, bcast or allgather of host buffers whose data fits a shared-memory
+ * control or wide line, of the same count, dtype, op and root as the last one of its kind,
+ * which ran that way: run at once (1, its status in *status_p), or 0 when it takes
+ * weft__coll_run's way (arguments checked by the caller; src and dst as weft__coll_run takes
+ * them, root -1 where there is none). */
+int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *src, void *dst,
+                    size_t count, weft_dtype_t dtype, weft_op_t op, int root, size_t esize,
+                    weft_status_t *status_p);
 weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *args);
 
 /* Split count elements into nblocks blocks whose sizes differ by at most one:

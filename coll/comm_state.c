@@ -23,7 +23,7 @@ void weft__coll_set_reproducible(struct weft_comm *comm, int on)
 {
     comm->coll->reproducible = on != 0;
     memset(comm->coll->last_choice, 0, sizeof(comm->coll->last_choice));
-    comm->coll->line = 0;
+    memset(comm->coll->line, 0, sizeof(comm->coll->line));
 }
 
 void weft__coll_comm_release(struct weft_comm *comm)

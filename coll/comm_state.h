@@ -28,11 +28,14 @@ struct weft_coll_comm {
         weft_coll_sig_t sig; /* the last call's signature and its hash (0: none yet) */
         uint32_t sig_hash;
     } last_choice[16];
-    /* the blocking allreduce whose data fits a control line, as the last one ran that way
-     * (coll/select.c weft__coll_line_allreduce): its description, valid while line is 1 and
-     * cost_measured is line_measured; line_runs counts the calls that took it (for tests) */
-    int line, line_measured;
-    weft_op_desc_t line_desc;
+    /* per collective (weft_coll_kind_t), the blocking call whose data fits the control or wide
+     * lines, as the last one of its kind ran that way (coll/select.c weft__coll_line): its
+     * description, valid while valid is 1 and cost_measured is measured; line_runs counts the
+     * calls that took a line path (for tests) */
+    struct weft_coll_line {
+        int valid, measured;
+        weft_op_desc_t desc;
+    } line[16];
     uint64_t line_runs;
     /* empty polls of this communicator's waits (coll/sched_engine.c, coll/shm/ops.c): spent
      * busy-polling, and followed by a yield of the core (for tests) */

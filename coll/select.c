@@ -601,18 +601,24 @@ weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_ar
     return WEFT_OK;
 }
 
-int weft__coll_line_allreduce(struct weft_comm *comm, const void *src, void *dst, size_t count,
-                              weft_dtype_t dtype, weft_op_t op, size_t esize,
-                              weft_status_t *status_p)
+_Static_assert(WEFT_COLL_KIND_COUNT <= sizeof(((struct weft_coll_comm *)0)->line) /
+                                           sizeof(((struct weft_coll_comm *)0)->line[0]),
+               "a line entry per collective");
+
+int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *src, void *dst,
+                    size_t count, weft_dtype_t dtype, weft_op_t op, int root, size_t esize,
+                    weft_status_t *status_p)
 {
     struct weft_coll_comm *cc = comm->coll;
-    weft_op_desc_t *desc = &cc->line_desc;
+    struct weft_coll_line *line = &cc->line[kind];
+    weft_op_desc_t *desc = &line->desc;
     int handled, waited;
     weft_status_t status;
     long rec;
 
-    if (!cc->line || cc->shm == NULL || desc->count != count || desc->dtype != dtype ||
-        desc->op != op || cc->line_measured != cc->cost_measured || weft__thread_busy() ||
+    if (!line->valid || cc->shm == NULL || desc->count != count || desc->dtype != dtype ||
+        desc->op != op || desc->sig.root != (root < 0 ? 0 : root) ||
+        line->measured != cc->cost_measured || weft__thread_busy() ||
         weft__coll_config.check_args || weft__obs_flags != 0) {
         return 0;
     }
@@ -622,8 +628,8 @@ int weft__coll_line_allreduce(struct weft_comm *comm, const void *src, void *dst
         return 1;
     }
     desc->form = weft__coll_form != NULL ? weft__coll_form : "call";
-    rec = weft__record_start(comm, desc, weft__comm_peek_seq(comm), -1);
-    status = weft__shm_line_allreduce(comm, desc, src, dst, count, esize, &handled, &waited);
+    rec = weft__record_start(comm, desc, weft__comm_peek_seq(comm), root);
+    status = weft__shm_line_run(comm, kind, desc, src, dst, count, esize, root, &handled, &waited);
     if (!handled) {
         weft__record_drop(comm, rec);
         return 0;
@@ -656,12 +662,13 @@ weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *arg
         rec = weft__record_start(comm, &desc, seq, root_of(args));
         status = weft__shm_run(comm, args, &desc, device_of(args), &handled, &waited);
         if (handled) {
-            if (args->kind == WEFT_COLL_ALLREDUCE) { /* the others leave the line as it is */
-                comm->coll->line =
-                    status == WEFT_OK && weft__shm_line_fits(comm, args, desc.sig.mem);
-                if (comm->coll->line) {
-                    comm->coll->line_desc = desc;
-                    comm->coll->line_measured = comm->coll->cost_measured;
+            {
+                struct weft_coll_line *line = &comm->coll->line[args->kind];
+
+                line->valid = status == WEFT_OK && weft__shm_line_fits(comm, args, desc.sig.mem);
+                if (line->valid) {
+                    line->desc = desc;
+                    line->measured = comm->coll->cost_measured;
                 }
             }
             record_end_run(comm, rec, status, waited);

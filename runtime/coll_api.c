@@ -234,7 +234,8 @@ weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t co
         return overlap_error(&c);
     }
     if (how == NULL && c.dev != NULL && c.dev->memtype == WEFT_MEM_HOST &&
-        weft__coll_line_allreduce(comm, sendbuf, recvbuf, count, dtype, op, esize, &status)) {
+        weft__coll_line(comm, WEFT_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1, esize,
+                        &status)) {
         return status;
     }
     return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize, how);
@@ -286,10 +287,14 @@ weft_status_t weft__allgather_impl(const void *sendbuf, void *recvbuf, size_t se
     bytes = sendcount * esize;
     own = (char *)recvbuf + (size_t)comm->rank * bytes;
     if (sendbuf == WEFT_IN_PLACE || sendbuf == recvbuf || sendbuf == own) {
-        return run(WEFT_COLL_ALLGATHER, &c, own, recvbuf, esize, how);
-    }
-    if (overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)comm->size)) {
+        sendbuf = own;
+    } else if (overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)comm->size)) {
         return overlap_error(&c);
+    }
+    if (how == NULL && c.dev != NULL && c.dev->memtype == WEFT_MEM_HOST &&
+        weft__coll_line(comm, WEFT_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, WEFT_SUM,
+                        -1, esize, &status)) {
+        return status;
     }
     return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize, how);
 }
@@ -311,6 +316,11 @@ weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int 
 
     status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || (count == 0 && !weft__coll_config.check_args)) {
+        return status;
+    }
+    if (how == NULL && c.dev != NULL && c.dev->memtype == WEFT_MEM_HOST &&
+        weft__coll_line(comm, WEFT_COLL_BCAST, buf, buf, count, dtype, WEFT_SUM, root, esize,
+                        &status)) {
         return status;
     }
     return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL, how);

@@ -1410,28 +1410,71 @@ static weft_status_t line_reduce(shm_op_t *o, void *dst, uint64_t R, size_t coun
     return weft__shm_op_reduce_many(o, dst, shm->srcs, shm->L, count);
 }
 
+/* Round R's one-phase data of local rank q in the lines: its wide line (wide), else its control
+ * line's entry (DATA1's places for data that fits them). */
+static inline char *line_data(const shm_op_t *o, int q, uint64_t R, int wide)
+{
+    return wide ? (char *)o->shm->ctrl[q].wide[R % WEFT_SHM_LINE_DEPTH].data
+                : (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH];
+}
+
+/* A line path's wait that outlasted its polls, or met another signature: the full operation
+ * from its phase 1 (the line path did its phase 0), as weft__shm_run would have built it. */
+static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, shm_op_t *o,
+                               const void *src, void *dst, size_t *b, uint64_t R, uint32_t seq,
+                               int *waited_p)
+{
+    const weft_op_desc_t *desc = o->desc;
+    const int root = o->root;
+    const size_t count = o->count, esize = o->esize;
+
+    switch (kind) {
+    case WEFT_COLL_ALLGATHER:
+        op_init(o, o->shm, OP_ALLGATHER, esize, desc, &weft__device_host_ops);
+        blocks_init(o, src, dst, b, b + o->shm->L);
+        break;
+    case WEFT_COLL_BCAST:
+        op_init(o, o->shm, OP_BCAST, esize, desc, &weft__device_host_ops);
+        vector_init(o, root, dst, dst, count);
+        break;
+    default:
+        op_init(o, o->shm, OP_ALLREDUCE1, esize, desc, &weft__device_host_ops);
+        vector_init(o, 0, src, dst, count);
+        break;
+    }
+    o->nrounds = 1;
+    o->round0 = R;
+    o->phase = 1;
+    return run_direct(comm, o, seq, waited_p);
+}
+
 /*
- * The line allreduce: an allreduce of up to 48 bytes of host memory (OP_ALLREDUCE1, one round
- * whose data travels in the control lines, or above 8 bytes the wide lines) run without building
- * the operation, for a call that repeats
- * the last one (coll/select.c weft__coll_line_allreduce). It is round_allreduce's round, on the
- * same lines and flags, so a rank that takes the full path for the same call meets it: copy into
- * the line | publish | wait for all (busy, at most 64 polls) | reduce the L lines into dst. A
+ * The line paths: an allreduce, bcast or allgather whose data (a rank's block) is up to 48 bytes
+ * of host memory (one round whose data travels in the control lines, or above 8 bytes the wide
+ * lines) run without building the operation, for a call that repeats the last one of its kind
+ * (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's OP_ALLREDUCE1,
+ * round_bcast, round_blocks' allgather) on the same lines and flags, so a rank that takes the full
+ * path for the same call meets it: copy into the line | publish | wait (busy, at most 64 polls:
+ * for all, or a bcast's reader for its root) | reduce the L lines into dst, or copy them out. A
  * longer wait, or a peer whose signature differs, goes on as the full operation from its phase 1
- * (run_direct: the yields, the deadline, the peers' health, the mismatch's message). np 2, 8
- * bytes: 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up, dispatch and
- * description were 30 % of a call).
+ * (line_full, run_direct: the yields, the deadline, the peers' health, the mismatch's message).
+ * np 2, 8 bytes: allreduce 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up,
+ * dispatch and description were 30 % of a call).
  */
-weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_desc_t *desc,
-                                       const void *src, void *dst, size_t count, size_t esize,
-                                       int *handled_p, int *waited_p)
+weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
+                                 const weft_op_desc_t *desc, const void *src, void *dst,
+                                 size_t count, size_t esize, int root, int *handled_p,
+                                 int *waited_p)
 {
     weft_shm_t *shm = comm->coll->shm;
+    const int L = shm->L, me = shm->me;
+    const size_t bytes = count * esize;
     uint64_t R = shm->next_round;
-    int polls = weft__coll_spin_ns(comm) == 0 ? 1 : 64, peer;
+    int polls = weft__coll_spin_ns(comm) == 0 ? 1 : 64, peer, wide, reads;
+    size_t b[2 * 256];
     shm_op_t o;
     uint32_t seq;
-    weft_status_t status;
+    weft_status_t status = WEFT_OK;
 
     *handled_p = 0;
     *waited_p = 0;
@@ -1440,10 +1483,33 @@ weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_des
     o.dev = &weft__device_host_ops;
     o.waiting = 0;
     o.differs = -1;
-    o.kind = OP_ALLREDUCE1; /* its one round, as wide_round and DATA1 read it */
     o.count = o.chunk = count;
     o.esize = esize;
     o.r = 0;
+    o.root = root;
+    switch (kind) { /* the kind of its one round, as wide_round and DATA1 read it */
+    case WEFT_COLL_ALLREDUCE:
+        o.kind = OP_ALLREDUCE1;
+        break;
+    case WEFT_COLL_BCAST:
+        o.kind = OP_BCAST;
+        break;
+    case WEFT_COLL_ALLGATHER:
+        if (L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
+            return WEFT_OK;
+        }
+        o.kind = OP_ALLGATHER;
+        for (int q = 0; q < L; q++) {
+            b[q] = (size_t)q * count;
+            b[L + q] = count;
+        }
+        o.boff = b;
+        o.bcnt = b + L;
+        o.pcount = 0;
+        break;
+    default:
+        return WEFT_OK;
+    }
     if (shm->exec_round != R || shm->dead_rank >= 0 || shm->broken != NULL ||
         !lines_free(&o, R, WEFT_SHM_LINE_DEPTH - 1, &peer)) {
         return WEFT_OK; /* the full path waits */
@@ -1451,30 +1517,64 @@ weft_status_t weft__shm_line_allreduce(struct weft_comm *comm, const weft_op_des
     *handled_p = 1;
     shm->next_round = R + 1;
     seq = weft__comm_take_seq(comm);
-    memcpy(DATA1(&o, shm->me, R, count), src, count * esize);
+    wide = fits_wide(&o, count);
+    reads = kind != WEFT_COLL_BCAST || me != root; /* a bcast's root reads nobody's line */
+    if (kind != WEFT_COLL_BCAST || me == root) {
+        memcpy(line_data(&o, me, R, wide), kind == WEFT_COLL_BCAST ? dst : src, bytes);
+    }
     weft__shm_op_publish(&o, R, 1);
-    for (int i = 0; !weft__shm_op_ready_all(&o, 0, 4 * R + 1, &peer); i++) {
+    for (int i = 0;
+         reads && !(kind == WEFT_COLL_BCAST ? ready_one(&o, root, 4 * R + 1, &peer)
+                                            : weft__shm_op_ready_all(&o, 0, 4 * R + 1, &peer));
+         i++) {
         if (i + 1 >= polls || o.differs >= 0) {
-            op_init(&o, shm, OP_ALLREDUCE1, esize, desc, &weft__device_host_ops);
-            vector_init(&o, 0, src, dst, count);
-            o.nrounds = 1;
-            o.round0 = R;
-            o.phase = 1;
-            return run_direct(comm, &o, seq, waited_p);
+            return line_full(comm, kind, &o, src, dst, b, R, seq, waited_p);
         }
         weft__cpu_relax();
         comm->coll->busy_polls++;
     }
-    status = line_reduce(&o, dst, R, count);
-    store(&shm->ctrl[shm->me].done, R + 1);
+    switch (kind) {
+    case WEFT_COLL_ALLREDUCE:
+        status = line_reduce(&o, dst, R, count);
+        break;
+    case WEFT_COLL_BCAST:
+        if (reads) {
+            memcpy(dst, line_data(&o, root, R, wide), bytes);
+        }
+        break;
+    default: /* allgather: in place, this rank's block is in dst already */
+        for (int q = 0; q < L; q++) {
+            char *to = (char *)dst + (size_t)q * bytes;
+            const char *from = q == me ? (const char *)src : line_data(&o, q, R, wide);
+
+            if (to != from) {
+                memcpy(to, from, bytes);
+            }
+        }
+        break;
+    }
+    store(&shm->ctrl[me].done, R + 1);
     shm->exec_round++;
     return status;
 }
 
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype)
 {
-    return a->kind == WEFT_COLL_ALLREDUCE && memtype == WEFT_MEM_HOST && a->op != WEFT_AVG &&
-           a->count * a->esize <= WEFT_SHM_WIDE_BYTES &&
-           vector_kind(comm->coll->shm, a->kind, a->count * a->esize, memtype,
-                       comm->oversubscribed) == OP_ALLREDUCE1;
+    const weft_shm_t *shm = comm->coll->shm;
+    const size_t bytes = a->count * a->esize;
+
+    if (memtype != WEFT_MEM_HOST || bytes == 0 || bytes > WEFT_SHM_WIDE_BYTES) {
+        return 0;
+    }
+    switch (a->kind) {
+    case WEFT_COLL_ALLREDUCE:
+        return a->op != WEFT_AVG &&
+               vector_kind(shm, a->kind, bytes, memtype, comm->oversubscribed) == OP_ALLREDUCE1;
+    case WEFT_COLL_BCAST:
+        return vector_kind(shm, a->kind, bytes, memtype, comm->oversubscribed) == OP_BCAST;
+    case WEFT_COLL_ALLGATHER:
+        return allgather_kind(shm, memtype, bytes * (size_t)shm->L) == OP_ALLGATHER;
+    default:
+        return 0;
+    }
 }

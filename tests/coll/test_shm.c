@@ -1346,6 +1346,108 @@ Test(segment, line_allreduce_of_every_dtype_and_op, .timeout = 120)
     }
 }
 
+/* Bcasts and allgathers whose data (a rank's block) fits the control line or a wide line,
+ * repeated: from the second call of a shape on (count, dtype, root) they take the line path
+ * (weft__coll_line), with every call's own data, from every root, in place and not, at 1-8 bytes
+ * (the control line), 12 and WEFT_SHM_WIDE_BYTES (a wide line); 4 bytes more than that never
+ * takes it; nothing past a result is written. */
+enum { LINE_MAX = WEFT_SHM_WIDE_BYTES + 4, LINE_GUARD = 16 };
+
+static unsigned char line_byte(int rank, int k, size_t i)
+{
+    return (unsigned char)(rank * 37 + k * 11 + (int)i * 3 + 1);
+}
+
+static void line_copy_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    const int p = sh->nranks;
+    static const size_t sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, LINE_MAX};
+    unsigned char buf[LINE_MAX + LINE_GUARD], all[4 * LINE_MAX + LINE_GUARD], mine[LINE_MAX];
+
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        const size_t n = sizes[si];
+        const int line = n <= WEFT_SHM_WIDE_BYTES;
+        /* 1-byte elements for the odd sizes, 4-byte ones else: the dtype is part of the shape */
+        const weft_dtype_t dt = n % 4 ? WEFT_UINT8 : WEFT_INT32;
+        const size_t count = n / weft_dtype_size(dt);
+
+        for (int root = 0; root < p; root++) {
+            uint64_t before = c->coll->line_runs;
+
+            for (int k = 0; k < LINE_CALLS; k++) {
+                /* nobody runs ahead: a root may start a call while the others still read
+                 * its lines of three calls back, and take the full path then (the count below) */
+                pthread_barrier_wait(&sh->barrier);
+                memset(buf, 0xee, sizeof(buf));
+                for (size_t i = 0; rank == root && i < n; i++) {
+                    buf[i] = line_byte(root, k, i);
+                }
+                EXPECT(weft_bcast(buf, count, dt, root, comm) == WEFT_OK,
+                       "rank %d, bcast of %zu bytes from %d, call %d: %s", rank, n, root, k,
+                       weft_last_error());
+                for (size_t i = 0; i < n + LINE_GUARD; i++) {
+                    unsigned char want = i < n ? line_byte(root, k, i) : 0xee;
+
+                    EXPECT(buf[i] == want,
+                           "rank %d, bcast of %zu bytes from %d, call %d: byte "
+                           "%zu is %#x, want %#x",
+                           rank, n, root, k, i, buf[i], want);
+                }
+            }
+            EXPECT(c->coll->line_runs - before == (line ? LINE_CALLS - 1 : 0),
+                   "rank %d, bcast of %zu bytes from %d: %llu line runs", rank, n, root,
+                   (unsigned long long)(c->coll->line_runs - before));
+        }
+        for (int in_place = 0; in_place < 2; in_place++) {
+            uint64_t before = c->coll->line_runs, want;
+
+            for (int k = 0; k < LINE_CALLS; k++) {
+                pthread_barrier_wait(&sh->barrier);
+                memset(all, 0xee, sizeof(all));
+                for (size_t i = 0; i < n; i++) {
+                    mine[i] = line_byte(rank, k, i);
+                    if (in_place) {
+                        all[(size_t)rank * n + i] = mine[i];
+                    }
+                }
+                EXPECT(weft_allgather(in_place ? WEFT_IN_PLACE : (void *)mine, all, count, dt,
+                                      comm) == WEFT_OK,
+                       "rank %d, allgather of %zu bytes%s, call %d: %s", rank, n,
+                       in_place ? " in place" : "", k, weft_last_error());
+                for (size_t i = 0; i < (size_t)p * n + LINE_GUARD; i++) {
+                    unsigned char w = i < (size_t)p * n ? line_byte((int)(i / n), k, i % n) : 0xee;
+
+                    EXPECT(all[i] == w,
+                           "rank %d, allgather of %zu bytes%s, call %d: byte %zu is "
+                           "%#x, want %#x",
+                           rank, n, in_place ? " in place" : "", k, i, all[i], w);
+                }
+            }
+            /* in place repeats the shape of the calls before it */
+            want = !line ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
+            EXPECT(c->coll->line_runs - before == want,
+                   "rank %d, allgather of %zu bytes%s: %llu line runs, want %llu", rank, n,
+                   in_place ? " in place" : "", (unsigned long long)(c->coll->line_runs - before),
+                   (unsigned long long)want);
+        }
+    }
+}
+
+Test(segment, line_bcast_and_allgather, .timeout = 120)
+{
+    for (int p = 2; p <= 4; p++) {
+        shared_t sh;
+
+        init();
+        shared_init(&sh, p);
+        run_world(&sh, p, 25, line_copy_body);
+        shared_done(&sh);
+        weft_finalize();
+    }
+}
+
 /* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
  * from 1 MiB to below WEFT_SHM_STREAM (8 MiB), not where ranks outnumber cores. */
 typedef struct cma_default_shared {

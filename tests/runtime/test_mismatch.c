@@ -43,7 +43,9 @@ typedef enum {
     CASE_DTYPE_SIZE,
     CASE_OP,
     CASE_ROOT,
-    CASE_KIND
+    CASE_KIND,
+    CASE_LINE_ALLGATHER,
+    CASE_LINE_BCAST
 } case_t;
 /* 48 bytes of float: a wide line's data (coll/shm/shm.h), 52 the slots' */
 #define COUNT_WIDE 12
@@ -184,8 +186,17 @@ static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
     double t0;
     weft_status_t st;
 
+    float all[NRANKS * (COUNT + 1)];
+
     for (int i = 0; i < COUNT_WIDE + 1; i++) {
         in[i] = (float)(rank + 1);
+    }
+    /* the line cases: the agreeing shape first (not recorded), so that ranks 0-2 take the line
+     * path (weft__shm_line_run) in the mismatched call */
+    if (which == CASE_LINE_ALLGATHER) {
+        weft_allgather(in, all, COUNT, WEFT_FLOAT32, comm);
+    } else if (which == CASE_LINE_BCAST) {
+        weft_bcast(in, COUNT, WEFT_FLOAT32, 0, comm);
     }
     t0 = harness_now_s();
     record(me, weft_allreduce(in, out, COUNT, WEFT_FLOAT32, WEFT_SUM, comm), t0);
@@ -217,6 +228,13 @@ static void mismatch_scenario(weft_comm_t comm, int rank, slot_t *me, int which)
     case CASE_ROOT:
         st = weft_bcast(in, COUNT, WEFT_FLOAT32, odd ? 1 : 0, comm);
         break;
+    case CASE_LINE_ALLGATHER: /* rank 3 in its wide line, the others in their control lines */
+        st = weft_allgather(in, all, COUNT + odd, WEFT_FLOAT32, comm);
+        break;
+    case CASE_LINE_BCAST: /* the root and the ranks that agree with it complete; rank 3 waits for
+                           * a wide line the root never writes */
+        st = weft_bcast(in, COUNT + odd, WEFT_FLOAT32, 0, comm);
+        break;
     default: /* CASE_KIND */
         st = odd ? weft_bcast(in, COUNT, WEFT_FLOAT32, 0, comm)
                  : weft_allreduce(in, out, COUNT, WEFT_FLOAT32, WEFT_SUM, comm);
@@ -239,6 +257,8 @@ static const char *const case_text[] = {
     [CASE_OP] = "op differs: ranks 0-2 sum, rank 3 max",
     [CASE_ROOT] = "root differs: ranks 0-2 0, rank 3 1",
     [CASE_KIND] = "collective differs: ranks 0-2 allreduce, rank 3 bcast",
+    [CASE_LINE_ALLGATHER] = "count differs: ranks 0-2 2, rank 3 3",
+    [CASE_LINE_BCAST] = "count differs: ranks 0-2 2, rank 3 3",
 };
 
 static void dump(const shared_t *sh)
@@ -351,6 +371,15 @@ Test(mismatch, shm_kind)
 Test(mismatch, shm_root)
 {
     run_case("yes", "no", CASE_ROOT, 0, case_text[CASE_ROOT]);
+}
+/* the line paths (weft__shm_line_run) of ranks 0-2 meet rank 3's full path */
+Test(mismatch, shm_line_allgather)
+{
+    run_case("yes", "no", CASE_LINE_ALLGATHER, 1, case_text[CASE_LINE_ALLGATHER]);
+}
+Test(mismatch, shm_line_bcast)
+{
+    run_case("yes", "no", CASE_LINE_BCAST, 0, case_text[CASE_LINE_BCAST]);
 }
 
 /* Point-to-point, default checks: message sizes only (a rank that finds a
