@@ -612,12 +612,13 @@ int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *s
     struct weft_coll_comm *cc = comm->coll;
     struct weft_coll_line *line = &cc->line[kind];
     weft_op_desc_t *desc = &line->desc;
+    const weft_coll_args_t shape = {.kind = kind, .root = root};
     int handled, waited;
     weft_status_t status;
     long rec;
 
     if (!line->valid || cc->shm == NULL || desc->count != count || desc->dtype != dtype ||
-        desc->op != op || desc->sig.root != (root < 0 ? 0 : root) ||
+        desc->op != op || (root_of(&shape) >= 0 && desc->sig.root != root) ||
         line->measured != cc->cost_measured || weft__thread_busy() ||
         weft__coll_config.check_args || weft__obs_flags != 0) {
         return 0;
@@ -628,7 +629,7 @@ int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *s
         return 1;
     }
     desc->form = weft__coll_form != NULL ? weft__coll_form : "call";
-    rec = weft__record_start(comm, desc, weft__comm_peek_seq(comm), root);
+    rec = weft__record_start(comm, desc, weft__comm_peek_seq(comm), root_of(&shape));
     status = weft__shm_line_run(comm, kind, desc, src, dst, count, esize, root, &handled, &waited);
     if (!handled) {
         weft__record_drop(comm, rec);

@@ -143,6 +143,14 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
     if (how == NULL) {
         weft_status_t status;
 
+        /* a small call of host memory that repeats the last one of its kind, which ran in the
+         * shared-memory lines: run there at once (coll/select.c weft__coll_line) */
+        if (counts == NULL && scounts == NULL && c->dev != NULL &&
+            c->dev->memtype == WEFT_MEM_HOST &&
+            weft__coll_line(c->comm, kind, src, dst, c->count, c->dtype, c->op, root, esize,
+                            &status)) {
+            return status;
+        }
         /* device buffers inside a node: the device task an enqueue makes, waited for */
         if (c->dev != NULL && c->dev->memtype != WEFT_MEM_HOST &&
             (weft__enqueue_blocking_task(c->comm, &args, c->dev, c->call, &status) ||
@@ -233,11 +241,6 @@ weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t co
     } else if (overlaps(sendbuf, count * esize, recvbuf, count * esize)) {
         return overlap_error(&c);
     }
-    if (how == NULL && c.dev != NULL && c.dev->memtype == WEFT_MEM_HOST &&
-        weft__coll_line(comm, WEFT_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1, esize,
-                        &status)) {
-        return status;
-    }
     return run(WEFT_COLL_ALLREDUCE, &c, sendbuf, recvbuf, esize, how);
 }
 
@@ -291,11 +294,6 @@ weft_status_t weft__allgather_impl(const void *sendbuf, void *recvbuf, size_t se
     } else if (overlaps(sendbuf, bytes, recvbuf, bytes * (size_t)comm->size)) {
         return overlap_error(&c);
     }
-    if (how == NULL && c.dev != NULL && c.dev->memtype == WEFT_MEM_HOST &&
-        weft__coll_line(comm, WEFT_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, WEFT_SUM,
-                        -1, esize, &status)) {
-        return status;
-    }
     return run(WEFT_COLL_ALLGATHER, &c, sendbuf, recvbuf, esize, how);
 }
 
@@ -316,11 +314,6 @@ weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int 
 
     status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || (count == 0 && !weft__coll_config.check_args)) {
-        return status;
-    }
-    if (how == NULL && c.dev != NULL && c.dev->memtype == WEFT_MEM_HOST &&
-        weft__coll_line(comm, WEFT_COLL_BCAST, buf, buf, count, dtype, WEFT_SUM, root, esize,
-                        &status)) {
         return status;
     }
     return run_args(WEFT_COLL_BCAST, &c, buf, buf, esize, root, NULL, NULL, NULL, NULL, how);

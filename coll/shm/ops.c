@@ -1428,18 +1428,19 @@ static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, sh
     const int root = o->root;
     const size_t count = o->count, esize = o->esize;
 
+    op_init(o, o->shm, o->kind, esize, desc, &weft__device_host_ops);
     switch (kind) {
     case WEFT_COLL_ALLGATHER:
-        op_init(o, o->shm, OP_ALLGATHER, esize, desc, &weft__device_host_ops);
         blocks_init(o, src, dst, b, b + o->shm->L);
         break;
-    case WEFT_COLL_BCAST:
-        op_init(o, o->shm, OP_BCAST, esize, desc, &weft__device_host_ops);
+    case WEFT_COLL_BCAST: /* the root's data is its dst, like everyone's result */
         vector_init(o, root, dst, dst, count);
         break;
-    default:
-        op_init(o, o->shm, OP_ALLREDUCE1, esize, desc, &weft__device_host_ops);
-        vector_init(o, 0, src, dst, count);
+    case WEFT_COLL_GATHER:
+        rooted_init(o, root, src, dst, count);
+        break;
+    default: /* allreduce, reduce */
+        vector_init(o, root, src, dst, count);
         break;
     }
     o->nrounds = 1;
@@ -1448,18 +1449,25 @@ static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, sh
     return run_direct(comm, o, seq, waited_p);
 }
 
+/* Who a line path waits for after it published: nobody, the root, every local rank. */
+typedef enum { LINE_WAIT_NONE, LINE_WAIT_ROOT, LINE_WAIT_ALL } line_wait_t;
+
 /*
- * The line paths: an allreduce, bcast or allgather whose data (a rank's block) is up to 48 bytes
- * of host memory (one round whose data travels in the control lines, or above 8 bytes the wide
- * lines) run without building the operation, for a call that repeats the last one of its kind
- * (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's OP_ALLREDUCE1,
- * round_bcast, round_blocks' allgather) on the same lines and flags, so a rank that takes the full
- * path for the same call meets it: copy into the line | publish | wait (busy, at most 64 polls:
- * for all, or a bcast's reader for its root) | reduce the L lines into dst, or copy them out. A
- * longer wait, or a peer whose signature differs, goes on as the full operation from its phase 1
- * (line_full, run_direct: the yields, the deadline, the peers' health, the mismatch's message).
- * np 2, 8 bytes: allreduce 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up,
- * dispatch and description were 30 % of a call).
+ * The line paths: an allreduce, reduce, bcast, gather or allgather whose data (a rank's block) is
+ * up to 48 bytes of host memory (one round whose data travels in the control lines, or above 8
+ * bytes the wide lines) run without building the operation, for a call that repeats the last one
+ * of its kind (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's
+ * OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks' allgather) on the same
+ * lines and flags, so a rank that takes the full path for the same call meets it: copy into the
+ * line (not a bcast's readers, nor a gather's root) | publish | wait (busy, at most 64 polls: for
+ * all, or a bcast's reader for its root; a reduce's or gather's senders and a bcast's root read
+ * nobody) | reduce the L lines into dst, or copy them out. A longer wait, or a peer whose
+ * signature differs, goes on as the full operation from its phase 1 (line_full, run_direct: the
+ * yields, the deadline, the peers' health, the mismatch's message). np 2, 8 bytes: allreduce
+ * 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up, dispatch and description
+ * were 30 % of a call); 8-32 bytes: bcast 1.07-1.53 -> 0.97-1.06 and allgather 1.10-1.56 ->
+ * 0.95-1.04 each call from a barrier, 1.77-2.19 -> 1.06-1.43 and 1.12-1.34 -> 0.85-0.96 back to
+ * back.
  */
 weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
                                  const weft_op_desc_t *desc, const void *src, void *dst,
@@ -1467,10 +1475,11 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
                                  int *waited_p)
 {
     weft_shm_t *shm = comm->coll->shm;
-    const int L = shm->L, me = shm->me;
+    const int L = shm->L, me = shm->me, is_root = me == root;
     const size_t bytes = count * esize;
     uint64_t R = shm->next_round;
-    int polls = weft__coll_spin_ns(comm) == 0 ? 1 : 64, peer, wide, reads;
+    int polls = weft__coll_spin_ns(comm) == 0 ? 1 : 64, peer, wide, writes = 1;
+    line_wait_t wait = LINE_WAIT_ALL;
     size_t b[2 * 256];
     shm_op_t o;
     uint32_t seq;
@@ -1491,8 +1500,19 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     case WEFT_COLL_ALLREDUCE:
         o.kind = OP_ALLREDUCE1;
         break;
+    case WEFT_COLL_REDUCE:
+        o.kind = OP_REDUCE1;
+        wait = is_root ? LINE_WAIT_ALL : LINE_WAIT_NONE;
+        break;
     case WEFT_COLL_BCAST:
         o.kind = OP_BCAST;
+        writes = is_root;
+        wait = is_root ? LINE_WAIT_NONE : LINE_WAIT_ROOT;
+        break;
+    case WEFT_COLL_GATHER:
+        o.kind = OP_GATHER;
+        writes = !is_root;
+        wait = is_root ? LINE_WAIT_ALL : LINE_WAIT_NONE;
         break;
     case WEFT_COLL_ALLGATHER:
         if (L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
@@ -1518,14 +1538,13 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     shm->next_round = R + 1;
     seq = weft__comm_take_seq(comm);
     wide = fits_wide(&o, count);
-    reads = kind != WEFT_COLL_BCAST || me != root; /* a bcast's root reads nobody's line */
-    if (kind != WEFT_COLL_BCAST || me == root) {
+    if (writes) {
         memcpy(line_data(&o, me, R, wide), kind == WEFT_COLL_BCAST ? dst : src, bytes);
     }
     weft__shm_op_publish(&o, R, 1);
-    for (int i = 0;
-         reads && !(kind == WEFT_COLL_BCAST ? ready_one(&o, root, 4 * R + 1, &peer)
-                                            : weft__shm_op_ready_all(&o, 0, 4 * R + 1, &peer));
+    for (int i = 0; wait != LINE_WAIT_NONE &&
+                    !(wait == LINE_WAIT_ROOT ? ready_one(&o, root, 4 * R + 1, &peer)
+                                             : weft__shm_op_ready_all(&o, 0, 4 * R + 1, &peer));
          i++) {
         if (i + 1 >= polls || o.differs >= 0) {
             return line_full(comm, kind, &o, src, dst, b, R, seq, waited_p);
@@ -1535,15 +1554,18 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     }
     switch (kind) {
     case WEFT_COLL_ALLREDUCE:
-        status = line_reduce(&o, dst, R, count);
+    case WEFT_COLL_REDUCE:
+        if (wait == LINE_WAIT_ALL) {
+            status = line_reduce(&o, dst, R, count);
+        }
         break;
     case WEFT_COLL_BCAST:
-        if (reads) {
+        if (!is_root) {
             memcpy(dst, line_data(&o, root, R, wide), bytes);
         }
         break;
-    default: /* allgather: in place, this rank's block is in dst already */
-        for (int q = 0; q < L; q++) {
+    default: /* gather's root, allgather: in place, this rank's block is in dst already */
+        for (int q = 0; q < L && wait == LINE_WAIT_ALL; q++) {
             char *to = (char *)dst + (size_t)q * bytes;
             const char *from = q == me ? (const char *)src : line_data(&o, q, R, wide);
 
@@ -1562,16 +1584,20 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
 {
     const weft_shm_t *shm = comm->coll->shm;
     const size_t bytes = a->count * a->esize;
+    const int ovs = comm->oversubscribed;
 
     if (memtype != WEFT_MEM_HOST || bytes == 0 || bytes > WEFT_SHM_WIDE_BYTES) {
         return 0;
     }
     switch (a->kind) {
     case WEFT_COLL_ALLREDUCE:
-        return a->op != WEFT_AVG &&
-               vector_kind(shm, a->kind, bytes, memtype, comm->oversubscribed) == OP_ALLREDUCE1;
+    case WEFT_COLL_REDUCE: /* an average divides at the end: the full path's */
+        return a->op != WEFT_AVG && vector_kind(shm, a->kind, bytes, memtype, ovs) ==
+                                        (a->kind == WEFT_COLL_REDUCE ? OP_REDUCE1 : OP_ALLREDUCE1);
     case WEFT_COLL_BCAST:
-        return vector_kind(shm, a->kind, bytes, memtype, comm->oversubscribed) == OP_BCAST;
+        return vector_kind(shm, a->kind, bytes, memtype, ovs) == OP_BCAST;
+    case WEFT_COLL_GATHER:
+        return rooted_kind(shm, OP_GATHER, memtype, bytes, ovs) == OP_GATHER;
     case WEFT_COLL_ALLGATHER:
         return allgather_kind(shm, memtype, bytes * (size_t)shm->L) == OP_ALLGATHER;
     default:

@@ -1435,6 +1435,93 @@ static void line_copy_body(weft_comm_t comm, int rank, void *arg)
     }
 }
 
+/* The same for reduce (a sum: uint8 wraps) and gather, from every root. */
+static void line_rooted_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    const int p = sh->nranks;
+    static const size_t sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, LINE_MAX};
+    unsigned char mine[LINE_MAX], res[4 * LINE_MAX + LINE_GUARD];
+
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        const size_t n = sizes[si];
+        const int line = n <= WEFT_SHM_WIDE_BYTES;
+        const weft_dtype_t dt = n % 4 ? WEFT_UINT8 : WEFT_INT32;
+        const size_t count = n / weft_dtype_size(dt);
+
+        for (int root = 0; root < p; root++) {
+            uint64_t before = c->coll->line_runs;
+
+            for (int k = 0; k < LINE_CALLS; k++) {
+                pthread_barrier_wait(&sh->barrier);
+                for (size_t i = 0; i < n; i++) {
+                    mine[i] = line_byte(rank, k, i);
+                }
+                memset(res, 0xee, sizeof(res));
+                EXPECT(weft_reduce(mine, res, count, dt, WEFT_SUM, root, comm) == WEFT_OK,
+                       "rank %d, reduce of %zu bytes to %d, call %d: %s", rank, n, root, k,
+                       weft_last_error());
+                for (size_t e = 0; rank == root && e < count; e++) {
+                    uint32_t want = 0, got = 0;
+
+                    for (int q = 0; q < p; q++) {
+                        uint32_t v = 0;
+
+                        for (size_t j = 0; j < weft_dtype_size(dt); j++) { /* little endian */
+                            v |= (uint32_t)line_byte(q, k, e * weft_dtype_size(dt) + j) << (8 * j);
+                        }
+                        want += v;
+                    }
+                    memcpy(&got, res + e * weft_dtype_size(dt), weft_dtype_size(dt));
+                    want &= dt == WEFT_UINT8 ? 0xffu : 0xffffffffu;
+                    EXPECT(got == want,
+                           "rank %d, reduce of %zu bytes to %d, call %d: element %zu "
+                           "is %u, want %u",
+                           rank, n, root, k, e, got, want);
+                }
+                for (size_t i = rank == root ? n : 0; i < n + LINE_GUARD; i++) {
+                    EXPECT(res[i] == 0xee,
+                           "rank %d, reduce of %zu bytes to %d, call %d: byte %zu "
+                           "written",
+                           rank, n, root, k, i);
+                }
+                memset(res, 0xee, sizeof(res));
+                EXPECT(weft_gather(mine, res, count, dt, root, comm) == WEFT_OK,
+                       "rank %d, gather of %zu bytes to %d, call %d: %s", rank, n, root, k,
+                       weft_last_error());
+                for (size_t i = 0; i < (size_t)p * n + LINE_GUARD; i++) {
+                    unsigned char w = rank == root && i < (size_t)p * n
+                                          ? line_byte((int)(i / n), k, i % n)
+                                          : 0xee;
+
+                    EXPECT(res[i] == w,
+                           "rank %d, gather of %zu bytes to %d, call %d: byte %zu "
+                           "is %#x, want %#x",
+                           rank, n, root, k, i, res[i], w);
+                }
+            }
+            /* the two alternate: each kind's line entry is its own */
+            EXPECT(c->coll->line_runs - before == (line ? 2 * (LINE_CALLS - 1) : 0),
+                   "rank %d, reduce and gather of %zu bytes to %d: %llu line runs", rank, n, root,
+                   (unsigned long long)(c->coll->line_runs - before));
+        }
+    }
+}
+
+Test(segment, line_reduce_and_gather, .timeout = 120)
+{
+    for (int p = 2; p <= 4; p++) {
+        shared_t sh;
+
+        init();
+        shared_init(&sh, p);
+        run_world(&sh, p, 27, line_rooted_body);
+        shared_done(&sh);
+        weft_finalize();
+    }
+}
+
 Test(segment, line_bcast_and_allgather, .timeout = 120)
 {
     for (int p = 2; p <= 4; p++) {
