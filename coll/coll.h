@@ -189,11 +189,11 @@ typedef struct weft_coll_stage {
 } weft_coll_stage_t;
 weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_args_t *args,
                                       const weft_coll_stage_t *stage, weft_sched_t **sched_p);
-/* A blocking allreduce, reduce, bcast, gather or allgather of host buffers whose data (a rank's
- * block) fits a shared-memory control or wide line, of the same count, dtype, op and root as the
- * last one of its kind, which ran that way: run at once (1, its status in *status_p), or 0 when
- * it takes weft__coll_run's way (arguments checked by the caller; src, dst and root as
- * weft__coll_run takes them). */
+/* A blocking collective (not a v form) of host buffers whose data fits a shared-memory control or
+ * wide line (weft__shm_line_fits), of the same count, dtype, op and root as the last one of its
+ * kind, which ran that way: run at once (1, its status in *status_p), or 0 when it takes
+ * weft__coll_run's way (arguments checked by the caller; src, dst and root as weft__coll_run
+ * takes them). */
 int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *src, void *dst,
                     size_t count, weft_dtype_t dtype, weft_op_t op, int root, size_t esize,
                     weft_status_t *status_p);

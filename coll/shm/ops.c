@@ -1418,6 +1418,14 @@ static inline char *line_data(const shm_op_t *o, int q, uint64_t R, int wide)
                 : (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH];
 }
 
+/* Local rank q's piece of `bytes` for local rank p in round R, packed in q's control line (a
+ * scatter's or alltoall's pieces that fit it: piece_at's place). */
+static inline char *line_piece(const shm_op_t *o, int q, int p, uint64_t R, size_t bytes)
+{
+    return (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH] +
+           (size_t)(p < q ? p : p - 1) * bytes;
+}
+
 /* A line path's wait that outlasted its polls, or met another signature: the full operation
  * from its phase 1 (the line path did its phase 0), as weft__shm_run would have built it. */
 static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, shm_op_t *o,
@@ -1437,7 +1445,11 @@ static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, sh
         vector_init(o, root, dst, dst, count);
         break;
     case WEFT_COLL_GATHER:
+    case WEFT_COLL_SCATTER:
         rooted_init(o, root, src, dst, count);
+        break;
+    case WEFT_COLL_ALLTOALL:
+        rooted_init(o, 0, src, dst, count);
         break;
     default: /* allreduce, reduce */
         vector_init(o, root, src, dst, count);
@@ -1455,9 +1467,11 @@ typedef enum { LINE_WAIT_NONE, LINE_WAIT_ROOT, LINE_WAIT_ALL } line_wait_t;
 /*
  * The line paths: an allreduce, reduce, bcast, gather or allgather whose data (a rank's block) is
  * up to 48 bytes of host memory (one round whose data travels in the control lines, or above 8
- * bytes the wide lines) run without building the operation, for a call that repeats the last one
+ * bytes the wide lines), and a scatter or alltoall whose pieces for the others fit a writer's
+ * control line, run without building the operation, for a call that repeats the last one
  * of its kind (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's
- * OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks' allgather) on the same
+ * OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks' allgather,
+ * round_scatter, round_alltoall) on the same
  * lines and flags, so a rank that takes the full path for the same call meets it: copy into the
  * line (not a bcast's readers, nor a gather's root) | publish | wait (busy, at most 64 polls: for
  * all, or a bcast's reader for its root; a reduce's or gather's senders and a bcast's root read
@@ -1467,7 +1481,8 @@ typedef enum { LINE_WAIT_NONE, LINE_WAIT_ROOT, LINE_WAIT_ALL } line_wait_t;
  * 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up, dispatch and description
  * were 30 % of a call); 8-32 bytes: bcast 1.07-1.53 -> 0.97-1.06 and allgather 1.10-1.56 ->
  * 0.95-1.04 each call from a barrier, 1.77-2.19 -> 1.06-1.43 and 1.12-1.34 -> 0.85-0.96 back to
- * back.
+ * back; 4-8 bytes: scatter 1.27-1.35 -> 0.95-1.03 (2.07-2.41 -> 1.50-1.85), alltoall 1.21-1.28
+ * -> 0.93-1.01 (1.01-1.23 -> 0.71-0.86).
  */
 weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
                                  const weft_op_desc_t *desc, const void *src, void *dst,
@@ -1514,6 +1529,14 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         writes = !is_root;
         wait = is_root ? LINE_WAIT_ALL : LINE_WAIT_NONE;
         break;
+    case WEFT_COLL_SCATTER: /* the root's pieces for the others, packed in its control line */
+        o.kind = OP_SCATTER;
+        writes = is_root;
+        wait = is_root ? LINE_WAIT_NONE : LINE_WAIT_ROOT;
+        break;
+    case WEFT_COLL_ALLTOALL: /* every rank's pieces for the others, packed in its control line */
+        o.kind = OP_ALLTOALL;
+        break;
     case WEFT_COLL_ALLGATHER:
         if (L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
             return WEFT_OK;
@@ -1538,7 +1561,17 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     shm->next_round = R + 1;
     seq = weft__comm_take_seq(comm);
     wide = fits_wide(&o, count);
-    if (writes) {
+    if (writes && (kind == WEFT_COLL_SCATTER || kind == WEFT_COLL_ALLTOALL)) {
+        for (int q = 0; q < L; q++) { /* pieces_in's places */
+            const char *from = (const char *)src + (size_t)q * bytes;
+            char *to = q == me ? (char *)dst + (size_t)(kind == WEFT_COLL_ALLTOALL ? me : 0) * bytes
+                               : line_piece(&o, me, q, R, bytes);
+
+            if (to != from) {
+                memcpy(to, from, bytes);
+            }
+        }
+    } else if (writes) {
         memcpy(line_data(&o, me, R, wide), kind == WEFT_COLL_BCAST ? dst : src, bytes);
     }
     weft__shm_op_publish(&o, R, 1);
@@ -1562,6 +1595,18 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     case WEFT_COLL_BCAST:
         if (!is_root) {
             memcpy(dst, line_data(&o, root, R, wide), bytes);
+        }
+        break;
+    case WEFT_COLL_SCATTER:
+        if (!is_root) {
+            memcpy(dst, line_piece(&o, root, me, R, bytes), bytes);
+        }
+        break;
+    case WEFT_COLL_ALLTOALL:
+        for (int q = 0; q < L; q++) {
+            if (q != me) {
+                memcpy((char *)dst + (size_t)q * bytes, line_piece(&o, q, me, R, bytes), bytes);
+            }
         }
         break;
     default: /* gather's root, allgather: in place, this rank's block is in dst already */
@@ -1598,6 +1643,12 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
         return vector_kind(shm, a->kind, bytes, memtype, ovs) == OP_BCAST;
     case WEFT_COLL_GATHER:
         return rooted_kind(shm, OP_GATHER, memtype, bytes, ovs) == OP_GATHER;
+    case WEFT_COLL_SCATTER: /* a writer's pieces for the L - 1 others fit its control line */
+        return bytes * (size_t)(shm->L - 1) <= sizeof(uint64_t) &&
+               rooted_kind(shm, OP_SCATTER, memtype, bytes, ovs) == OP_SCATTER;
+    case WEFT_COLL_ALLTOALL: /* (from 16 KiB blocks apart it reads the peers' buffers) */
+        return bytes * (size_t)(shm->L - 1) <= sizeof(uint64_t) &&
+               bytes < weft__coll_config.shm_cma_alltoall;
     case WEFT_COLL_ALLGATHER:
         return allgather_kind(shm, memtype, bytes * (size_t)shm->L) == OP_ALLGATHER;
     default:

@@ -1522,6 +1522,112 @@ Test(segment, line_reduce_and_gather, .timeout = 120)
     }
 }
 
+/* The same for scatter and alltoall, whose pieces for the others fit a writer's control line
+ * (8 bytes: two ranks up to 8-byte blocks, four up to 2), from every root, in place and not; a
+ * block of 12 bytes never takes it. */
+static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    const int p = sh->nranks;
+    static const size_t sizes[] = {1, 2, 4, 8, 12};
+    unsigned char in[4 * 12 + LINE_GUARD], out[4 * 12 + LINE_GUARD];
+
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        const size_t n = sizes[si];
+        const int line = n * (size_t)(p - 1) <= sizeof(uint64_t);
+
+        for (int root = 0; root < p; root++) {
+            for (int in_place = 0; in_place < 2; in_place++) {
+                uint64_t before = c->coll->line_runs, want;
+
+                for (int k = 0; k < LINE_CALLS; k++) {
+                    unsigned char *res = in_place && rank == root ? in + (size_t)root * n : out;
+
+                    pthread_barrier_wait(&sh->barrier);
+                    for (size_t i = 0; i < (size_t)p * n; i++) {
+                        in[i] = line_byte(rank, k, i);
+                    }
+                    memset(out, 0xee, sizeof(out));
+                    /* in place: the root's own block of sendbuf is its recvbuf */
+                    EXPECT(weft_scatter(in, res, n, WEFT_UINT8, root, comm) == WEFT_OK,
+                           "rank %d, scatter of %zu bytes from %d%s, call %d: %s", rank, n, root,
+                           in_place ? " in place" : "", k, weft_last_error());
+                    for (size_t i = 0; i < n; i++) {
+                        unsigned char w = line_byte(root, k, (size_t)rank * n + i);
+
+                        EXPECT(res[i] == w,
+                               "rank %d, scatter of %zu bytes from %d%s, call %d: "
+                               "byte %zu is %#x, want %#x",
+                               rank, n, root, in_place ? " in place" : "", k, i, res[i], w);
+                    }
+                    for (size_t i = res == out ? n : 0; i < n + LINE_GUARD; i++) {
+                        EXPECT(out[i] == 0xee,
+                               "rank %d, scatter of %zu bytes from %d, call %d: "
+                               "byte %zu written",
+                               rank, n, root, k, i);
+                    }
+                }
+                /* in place at the root only: the shape is the same */
+                want = !line ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
+                EXPECT(c->coll->line_runs - before == want,
+                       "rank %d, scatter of %zu bytes from %d%s: %llu line runs, want %llu", rank,
+                       n, root, in_place ? " in place" : "",
+                       (unsigned long long)(c->coll->line_runs - before), (unsigned long long)want);
+            }
+        }
+        for (int in_place = 0; in_place < 2; in_place++) {
+            uint64_t before = c->coll->line_runs, want;
+
+            for (int k = 0; k < LINE_CALLS; k++) {
+                unsigned char *res = in_place ? in : out;
+
+                pthread_barrier_wait(&sh->barrier);
+                for (size_t i = 0; i < (size_t)p * n; i++) {
+                    in[i] = line_byte(rank, k, i);
+                }
+                memset(out, 0xee, sizeof(out));
+                EXPECT(weft_alltoall(in_place ? WEFT_IN_PLACE : (void *)in, res, n, WEFT_UINT8,
+                                     comm) == WEFT_OK,
+                       "rank %d, alltoall of %zu bytes%s, call %d: %s", rank, n,
+                       in_place ? " in place" : "", k, weft_last_error());
+                for (size_t i = 0; i < (size_t)p * n; i++) {
+                    unsigned char w = line_byte((int)(i / n), k, (size_t)rank * n + i % n);
+
+                    EXPECT(res[i] == w,
+                           "rank %d, alltoall of %zu bytes%s, call %d: byte %zu is "
+                           "%#x, want %#x",
+                           rank, n, in_place ? " in place" : "", k, i, res[i], w);
+                }
+                for (size_t i = in_place ? 0 : (size_t)p * n; i < (size_t)p * n + LINE_GUARD; i++) {
+                    EXPECT(out[i] == 0xee,
+                           "rank %d, alltoall of %zu bytes, call %d: byte %zu "
+                           "written",
+                           rank, n, k, i);
+                }
+            }
+            want = !line ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
+            EXPECT(c->coll->line_runs - before == want,
+                   "rank %d, alltoall of %zu bytes%s: %llu line runs, want %llu", rank, n,
+                   in_place ? " in place" : "", (unsigned long long)(c->coll->line_runs - before),
+                   (unsigned long long)want);
+        }
+    }
+}
+
+Test(segment, line_scatter_and_alltoall, .timeout = 120)
+{
+    for (int p = 2; p <= 4; p++) {
+        shared_t sh;
+
+        init();
+        shared_init(&sh, p);
+        run_world(&sh, p, 28, line_pieces_body);
+        shared_done(&sh);
+        weft_finalize();
+    }
+}
+
 Test(segment, line_bcast_and_allgather, .timeout = 120)
 {
     for (int p = 2; p <= 4; p++) {
