@@ -190,8 +190,8 @@ typedef struct weft_coll_stage {
 weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_args_t *args,
                                       const weft_coll_stage_t *stage, weft_sched_t **sched_p);
 /* A blocking collective (not a v form) of host buffers whose data fits a shared-memory control or
- * wide line (weft__shm_line_fits), of the same count, dtype, op and root as the last one of its
- * kind, which ran that way: run at once (1, its status in *status_p), or 0 when it takes
+ * wide line (weft__shm_line_fits), or a barrier, of the same count, dtype, op and root as the last
+ * one of its kind, which ran that way: run at once (1, its status in *status_p), or 0 when it takes
  * weft__coll_run's way (arguments checked by the caller; src, dst and root as weft__coll_run
  * takes them). */
 int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *src, void *dst,

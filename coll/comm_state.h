@@ -35,6 +35,7 @@ struct weft_coll_comm {
     struct weft_coll_line {
         int valid, measured;
         weft_op_desc_t desc;
+        uint64_t runs; /* of this kind (for tests) */
     } line[16];
     uint64_t line_runs;
     /* empty polls of this communicator's waits (coll/sched_engine.c, coll/shm/ops.c): spent

@@ -636,6 +636,7 @@ int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *s
         return 0;
     }
     cc->line_runs++;
+    line->runs++;
     record_end_run(comm, rec, status, waited);
     *status_p = status == WEFT_OK ? status : weft__comm_fail(comm, status);
     return 1;

@@ -145,8 +145,8 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
 
         /* a small call of host memory that repeats the last one of its kind, which ran in the
          * shared-memory lines: run there at once (coll/select.c weft__coll_line) */
-        if (counts == NULL && scounts == NULL && c->dev != NULL &&
-            c->dev->memtype == WEFT_MEM_HOST &&
+        if (counts == NULL && scounts == NULL &&
+            (c->dev != NULL ? c->dev->memtype == WEFT_MEM_HOST : kind == WEFT_COLL_BARRIER) &&
             weft__coll_line(c->comm, kind, src, dst, c->count, c->dtype, c->op, root, esize,
                             &status)) {
             return status;

@@ -1433,10 +1433,11 @@ static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, sh
                                int *waited_p)
 {
     const weft_op_desc_t *desc = o->desc;
-    const int root = o->root;
+    const int root = o->root, release = o->release;
     const size_t count = o->count, esize = o->esize;
 
     op_init(o, o->shm, o->kind, esize, desc, &weft__device_host_ops);
+    o->release = release;
     switch (kind) {
     case WEFT_COLL_ALLGATHER:
         blocks_init(o, src, dst, b, b + o->shm->L);
@@ -1451,6 +1452,9 @@ static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, sh
     case WEFT_COLL_ALLTOALL:
         rooted_init(o, 0, src, dst, count);
         break;
+    case WEFT_COLL_BARRIER:
+        vector_init(o, 0, NULL, NULL, 0);
+        break;
     default: /* allreduce, reduce */
         vector_init(o, root, src, dst, count);
         break;
@@ -1461,17 +1465,36 @@ static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, sh
     return run_direct(comm, o, seq, waited_p);
 }
 
-/* Who a line path waits for after it published: nobody, the root, every local rank. */
-typedef enum { LINE_WAIT_NONE, LINE_WAIT_ROOT, LINE_WAIT_ALL } line_wait_t;
+/* Who a line path waits for after it published: nobody, the root, every local rank, or local
+ * rank 0's release of a barrier (round_barrier). */
+typedef enum { LINE_WAIT_NONE, LINE_WAIT_ROOT, LINE_WAIT_ALL, LINE_WAIT_RELEASE } line_wait_t;
+
+static int line_ready(shm_op_t *o, line_wait_t wait, uint64_t R, int *peer_p)
+{
+    switch (wait) {
+    case LINE_WAIT_NONE:
+        return 1;
+    case LINE_WAIT_ROOT:
+        return ready_one(o, o->root, 4 * R + 1, peer_p);
+    case LINE_WAIT_ALL:
+        return weft__shm_op_ready_all(o, 0, 4 * R + 1, peer_p);
+    default:
+        if (!ready_one(o, 0, 4 * R + 1, peer_p)) {
+            return 0;
+        }
+        *peer_p = o->shm->local_ranks[0];
+        return arrived(o->shm, 0, 4 * R + 2);
+    }
+}
 
 /*
  * The line paths: an allreduce, reduce, bcast, gather or allgather whose data (a rank's block) is
  * up to 48 bytes of host memory (one round whose data travels in the control lines, or above 8
- * bytes the wide lines), and a scatter or alltoall whose pieces for the others fit a writer's
- * control line, run without building the operation, for a call that repeats the last one
- * of its kind (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's
+ * bytes the wide lines), a scatter or alltoall whose pieces for the others fit a writer's
+ * control line, and a barrier, run without building the operation, for a call that repeats the last
+ * one of its kind (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's
  * OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks' allgather,
- * round_scatter, round_alltoall) on the same
+ * round_scatter, round_alltoall, round_barrier) on the same
  * lines and flags, so a rank that takes the full path for the same call meets it: copy into the
  * line (not a bcast's readers, nor a gather's root) | publish | wait (busy, at most 64 polls: for
  * all, or a bcast's reader for its root; a reduce's or gather's senders and a bcast's root read
@@ -1482,7 +1505,8 @@ typedef enum { LINE_WAIT_NONE, LINE_WAIT_ROOT, LINE_WAIT_ALL } line_wait_t;
  * were 30 % of a call); 8-32 bytes: bcast 1.07-1.53 -> 0.97-1.06 and allgather 1.10-1.56 ->
  * 0.95-1.04 each call from a barrier, 1.77-2.19 -> 1.06-1.43 and 1.12-1.34 -> 0.85-0.96 back to
  * back; 4-8 bytes: scatter 1.27-1.35 -> 0.95-1.03 (2.07-2.41 -> 1.50-1.85), alltoall 1.21-1.28
- * -> 0.93-1.01 (1.01-1.23 -> 0.71-0.86).
+ * -> 0.93-1.01 (1.01-1.23 -> 0.71-0.86); barrier 1.22-1.28 -> 0.94-0.98 (0.98-1.10 ->
+ * 0.74-0.82).
  */
 weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
                                  const weft_op_desc_t *desc, const void *src, void *dst,
@@ -1511,6 +1535,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     o.esize = esize;
     o.r = 0;
     o.root = root;
+    o.release = 0;
     switch (kind) { /* the kind of its one round, as wide_round and DATA1 read it */
     case WEFT_COLL_ALLREDUCE:
         o.kind = OP_ALLREDUCE1;
@@ -1537,6 +1562,10 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     case WEFT_COLL_ALLTOALL: /* every rank's pieces for the others, packed in its control line */
         o.kind = OP_ALLTOALL;
         break;
+    case WEFT_COLL_BARRIER:
+        o.kind = OP_BARRIER;
+        writes = 0;
+        break;
     case WEFT_COLL_ALLGATHER:
         if (L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
             return WEFT_OK;
@@ -1559,6 +1588,10 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     }
     *handled_p = 1;
     shm->next_round = R + 1;
+    if (kind == WEFT_COLL_BARRIER) { /* decided as weft__shm_run decides, once a barrier */
+        o.release = barrier_release(comm, weft__comm_peek_seq(comm));
+        wait = o.release && me != 0 ? LINE_WAIT_RELEASE : LINE_WAIT_ALL;
+    }
     seq = weft__comm_take_seq(comm);
     wide = fits_wide(&o, count);
     if (writes && (kind == WEFT_COLL_SCATTER || kind == WEFT_COLL_ALLTOALL)) {
@@ -1575,10 +1608,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         memcpy(line_data(&o, me, R, wide), kind == WEFT_COLL_BCAST ? dst : src, bytes);
     }
     weft__shm_op_publish(&o, R, 1);
-    for (int i = 0; wait != LINE_WAIT_NONE &&
-                    !(wait == LINE_WAIT_ROOT ? ready_one(&o, root, 4 * R + 1, &peer)
-                                             : weft__shm_op_ready_all(&o, 0, 4 * R + 1, &peer));
-         i++) {
+    for (int i = 0; !line_ready(&o, wait, R, &peer); i++) {
         if (i + 1 >= polls || o.differs >= 0) {
             return line_full(comm, kind, &o, src, dst, b, R, seq, waited_p);
         }
@@ -1609,6 +1639,11 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
             }
         }
         break;
+    case WEFT_COLL_BARRIER: /* local rank 0 releases, whichever form (round_barrier) */
+        if (me == 0) {
+            weft__shm_op_publish(&o, R, 2);
+        }
+        break;
     default: /* gather's root, allgather: in place, this rank's block is in dst already */
         for (int q = 0; q < L && wait == LINE_WAIT_ALL; q++) {
             char *to = (char *)dst + (size_t)q * bytes;
@@ -1631,6 +1666,9 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
     const size_t bytes = a->count * a->esize;
     const int ovs = comm->oversubscribed;
 
+    if (a->kind == WEFT_COLL_BARRIER) {
+        return 1;
+    }
     if (memtype != WEFT_MEM_HOST || bytes == 0 || bytes > WEFT_SHM_WIDE_BYTES) {
         return 0;
     }

@@ -150,7 +150,7 @@ typedef struct weft_shm {
     /* the hashes this rank last wrote to its control line's sig[] (private: reading the line
      * back would wait for it once a peer polling it took it, weft__shm_op_publish) */
     uint32_t sig_sent[WEFT_SHM_LINE_DEPTH];
-    void **peer_src;        /* [L] device allreduce: the peers' buffers, mapped (IPC) */
+    void **peer_src; /* [L] device allreduce: the peers' buffers, mapped (IPC) */
     void **peer_dst;
     int *pidfd;    /* [L] single copy: pidfds of the peers' processes (-1: none) */
     int dead_rank; /* a local rank found dead (-1: none) */
@@ -254,8 +254,8 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
                             const weft_op_desc_t *desc, const weft_device_ops_t *dev,
                             int *handled_p, int *waited_p);
 /* Whether a runs as an allreduce, reduce, bcast, gather or allgather whose data (a rank's block)
- * fits the control line or a wide line, or a scatter or alltoall whose pieces for the others fit
- * a writer's control line, in one round (weft__shm_line_run). */
+ * fits the control line or a wide line, a scatter or alltoall whose pieces for the others fit a
+ * writer's control line, or a barrier, in one round (weft__shm_line_run). */
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype);
 /* That collective again, described by desc (the one the last call built; root -1 where it has
  * none): *handled_p 0 when it cannot start at once (an earlier round's lines still read), else

@@ -1266,7 +1266,7 @@ static void line_body(weft_comm_t comm, int rank, void *arg)
             size_t n = ns[i];
 
             for (int in_place = 0; in_place < 2; in_place++) {
-                uint64_t before = c->coll->line_runs, runs, want;
+                uint64_t before = c->coll->line[WEFT_COLL_ALLREDUCE].runs, runs, want;
 
                 for (int k = 0; k < LINE_CALLS; k++) {
                     void *res = in_place ? (void *)in : (void *)out;
@@ -1288,7 +1288,7 @@ static void line_body(weft_comm_t comm, int rank, void *arg)
                                weft_last_error());
                     }
                 }
-                runs = c->coll->line_runs - before;
+                runs = c->coll->line[WEFT_COLL_ALLREDUCE].runs - before;
                 /* in place repeats the count, dtype and op of the calls before it */
                 want = op == WEFT_AVG ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
                 EXPECT(runs == want, "rank %d, %s %s n %zu%s: %llu line runs, want %llu", rank,
@@ -1624,6 +1624,64 @@ Test(segment, line_scatter_and_alltoall, .timeout = 120)
         shared_init(&sh, p);
         run_world(&sh, p, 28, line_pieces_body);
         shared_done(&sh);
+        weft_finalize();
+    }
+}
+
+/* Barriers on the line path (from the second on), flat and, where ranks outnumber cores, the
+ * release form (a barrier after another collective): nobody leaves one before every rank
+ * reached it. */
+typedef struct line_barrier_shared {
+    shared_t sh;
+    atomic_int arrivals;
+} line_barrier_shared_t;
+
+enum { LINE_BARRIERS = 12 };
+
+static void line_barrier_body(weft_comm_t comm, int rank, void *arg)
+{
+    line_barrier_shared_t *ls = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    const int p = ls->sh.nranks;
+    uint64_t before = c->coll->line_runs;
+    int between = 0;
+
+    for (int k = 0; k < LINE_BARRIERS; k++) {
+        int32_t v = 1;
+
+        if (rank == k % p) { /* one rank late each time */
+            struct timespec ts = {0, 2000000};
+
+            nanosleep(&ts, NULL);
+        }
+        atomic_fetch_add(&ls->arrivals, 1);
+        EXPECT(weft_barrier(comm) == WEFT_OK, "rank %d, barrier %d: %s", rank, k,
+               weft_last_error());
+        EXPECT(atomic_load(&ls->arrivals) >= p * (k + 1),
+               "rank %d left barrier %d when %d of %d ranks had reached it", rank, k,
+               atomic_load(&ls->arrivals) - p * k, p);
+        if (k % 3 == 2) { /* the next barrier follows another collective */
+            EXPECT(weft_allreduce(WEFT_IN_PLACE, &v, 1, WEFT_INT32, WEFT_SUM, comm) == WEFT_OK &&
+                       v == p,
+                   "rank %d: allreduce between barriers: %s", rank, weft_last_error());
+            between++;
+        }
+    }
+    /* every barrier but the first, every allreduce but the first */
+    EXPECT(c->coll->line_runs - before == (uint64_t)(LINE_BARRIERS - 1 + between - 1),
+           "rank %d: %llu line runs of %d barriers and %d allreduces", rank,
+           (unsigned long long)(c->coll->line_runs - before), LINE_BARRIERS, between);
+}
+
+Test(segment, line_barrier, .timeout = 60)
+{
+    for (int p = 2; p <= 4; p++) {
+        line_barrier_shared_t ls = {0};
+
+        init();
+        shared_init(&ls.sh, p);
+        run_world(&ls.sh, p, 29, line_barrier_body);
+        shared_done(&ls.sh);
         weft_finalize();
     }
 }
