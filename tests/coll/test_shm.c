@@ -1358,19 +1358,27 @@ static unsigned char line_byte(int rank, int k, size_t i)
     return (unsigned char)(rank * 37 + k * 11 + (int)i * 3 + 1);
 }
 
+/* The sizes the line tests run: the control line's, a wide line's, and just past it. */
+static const size_t line_sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, LINE_MAX};
+#define LINE_NSIZES (sizeof(line_sizes) / sizeof(line_sizes[0]))
+
+/* 1-byte elements for the odd sizes, 4-byte ones else: the dtype is part of the shape */
+static weft_dtype_t line_dtype(size_t n)
+{
+    return n % 4 ? WEFT_UINT8 : WEFT_INT32;
+}
+
 static void line_copy_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
     struct weft_comm *c = weft__comm_of(comm);
     const int p = sh->nranks;
-    static const size_t sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, LINE_MAX};
     unsigned char buf[LINE_MAX + LINE_GUARD], all[4 * LINE_MAX + LINE_GUARD], mine[LINE_MAX];
 
-    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
-        const size_t n = sizes[si];
+    for (size_t si = 0; si < LINE_NSIZES; si++) {
+        const size_t n = line_sizes[si];
         const int line = n <= WEFT_SHM_WIDE_BYTES;
-        /* 1-byte elements for the odd sizes, 4-byte ones else: the dtype is part of the shape */
-        const weft_dtype_t dt = n % 4 ? WEFT_UINT8 : WEFT_INT32;
+        const weft_dtype_t dt = line_dtype(n);
         const size_t count = n / weft_dtype_size(dt);
 
         for (int root = 0; root < p; root++) {
@@ -1435,19 +1443,32 @@ static void line_copy_body(weft_comm_t comm, int rank, void *arg)
     }
 }
 
+/* A line test's body at 2, 3 and 4 ranks. */
+static void run_line_worlds(uint64_t seed, weft_thread_rank_fn fn)
+{
+    for (int p = 2; p <= 4; p++) {
+        shared_t sh;
+
+        init();
+        shared_init(&sh, p);
+        run_world(&sh, p, seed, fn);
+        shared_done(&sh);
+        weft_finalize();
+    }
+}
+
 /* The same for reduce (a sum: uint8 wraps) and gather, from every root. */
 static void line_rooted_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
     struct weft_comm *c = weft__comm_of(comm);
     const int p = sh->nranks;
-    static const size_t sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, LINE_MAX};
     unsigned char mine[LINE_MAX], res[4 * LINE_MAX + LINE_GUARD];
 
-    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
-        const size_t n = sizes[si];
+    for (size_t si = 0; si < LINE_NSIZES; si++) {
+        const size_t n = line_sizes[si];
         const int line = n <= WEFT_SHM_WIDE_BYTES;
-        const weft_dtype_t dt = n % 4 ? WEFT_UINT8 : WEFT_INT32;
+        const weft_dtype_t dt = line_dtype(n);
         const size_t count = n / weft_dtype_size(dt);
 
         for (int root = 0; root < p; root++) {
@@ -1511,15 +1532,7 @@ static void line_rooted_body(weft_comm_t comm, int rank, void *arg)
 
 Test(segment, line_reduce_and_gather, .timeout = 120)
 {
-    for (int p = 2; p <= 4; p++) {
-        shared_t sh;
-
-        init();
-        shared_init(&sh, p);
-        run_world(&sh, p, 27, line_rooted_body);
-        shared_done(&sh);
-        weft_finalize();
-    }
+    run_line_worlds(27, line_rooted_body);
 }
 
 /* The same for scatter and alltoall, whose pieces for the others fit a writer's control line
@@ -1617,15 +1630,7 @@ static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
 
 Test(segment, line_scatter_and_alltoall, .timeout = 120)
 {
-    for (int p = 2; p <= 4; p++) {
-        shared_t sh;
-
-        init();
-        shared_init(&sh, p);
-        run_world(&sh, p, 28, line_pieces_body);
-        shared_done(&sh);
-        weft_finalize();
-    }
+    run_line_worlds(28, line_pieces_body);
 }
 
 /* Barriers on the line path (from the second on), flat and, where ranks outnumber cores, the
@@ -1688,15 +1693,7 @@ Test(segment, line_barrier, .timeout = 60)
 
 Test(segment, line_bcast_and_allgather, .timeout = 120)
 {
-    for (int p = 2; p <= 4; p++) {
-        shared_t sh;
-
-        init();
-        shared_init(&sh, p);
-        run_world(&sh, p, 25, line_copy_body);
-        shared_done(&sh);
-        weft_finalize();
-    }
+    run_line_worlds(25, line_copy_body);
 }
 
 /* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
