@@ -1390,7 +1390,8 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
  * and bits, for a full-width type straight through the two loops it would reach
  * (device/host/host.h weft__host_reduce_loops), without the four calls and the checks before
  * them: 14 % of an 8-byte call at np 2 in perf, the loop itself 8 %; 0.79-0.83 of Open MPI's
- * time -> 0.79-0.80 (five alternating jobs). */
+ * time -> 0.79-0.80 (five alternating jobs). A reduce_scatter's inputs are this rank's block in
+ * every local rank's slot (round_blocks' places). */
 static weft_status_t line_reduce(shm_op_t *o, void *dst, uint64_t R, size_t count)
 {
     weft_shm_t *shm = o->shm;
@@ -1398,7 +1399,9 @@ static weft_status_t line_reduce(shm_op_t *o, void *dst, uint64_t R, size_t coun
     weft_host_accumulate_fn accumulate;
 
     for (int q = 0; q < shm->L; q++) { /* the tiny entries, or the wide lines above 8 bytes */
-        shm->srcs[q] = DATA1(o, q, R, count);
+        shm->srcs[q] = o->kind == OP_REDUCE_SCATTER
+                           ? SLOT(o, q, R) + (size_t)shm->me * o->chunk * o->esize
+                           : DATA1(o, q, R, count);
     }
     if (shm->L >= 2 && weft__host_reduce_loops(o->desc->dtype, o->desc->op, &binary, &accumulate)) {
         binary(dst, shm->srcs[0], shm->srcs[1], count);
@@ -1409,6 +1412,10 @@ static weft_status_t line_reduce(shm_op_t *o, void *dst, uint64_t R, size_t coun
     }
     return weft__shm_op_reduce_many(o, dst, shm->srcs, shm->L, count);
 }
+
+/* The largest block of a reduce_scatter on its line path (its blocks in the slots: where the
+ * operation's set-up is a large part of a call). */
+#define LINE_SLOT_BYTES 1024
 
 /* Round R's one-phase data of local rank q in the lines: its wide line (wide), else its control
  * line's entry (DATA1's places for data that fits them). */
@@ -1440,6 +1447,7 @@ static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, sh
     o->release = release;
     switch (kind) {
     case WEFT_COLL_ALLGATHER:
+    case WEFT_COLL_REDUCE_SCATTER:
         blocks_init(o, src, dst, b, b + o->shm->L);
         break;
     case WEFT_COLL_BCAST: /* the root's data is its dst, like everyone's result */
@@ -1490,23 +1498,24 @@ static int line_ready(shm_op_t *o, line_wait_t wait, uint64_t R, int *peer_p)
 /*
  * The line paths: an allreduce, reduce, bcast, gather or allgather whose data (a rank's block) is
  * up to 48 bytes of host memory (one round whose data travels in the control lines, or above 8
- * bytes the wide lines), a scatter or alltoall whose pieces for the others fit a writer's
- * control line, and a barrier, run without building the operation, for a call that repeats the last
- * one of its kind (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's
- * OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks' allgather,
- * round_scatter, round_alltoall, round_barrier) on the same
- * lines and flags, so a rank that takes the full path for the same call meets it: copy into the
- * line (not a bcast's readers, nor a gather's root) | publish | wait (busy, at most 64 polls: for
- * all, or a bcast's reader for its root; a reduce's or gather's senders and a bcast's root read
- * nobody) | reduce the L lines into dst, or copy them out. A longer wait, or a peer whose
- * signature differs, goes on as the full operation from its phase 1 (line_full, run_direct: the
- * yields, the deadline, the peers' health, the mismatch's message). np 2, 8 bytes: allreduce
- * 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up, dispatch and description
- * were 30 % of a call); 8-32 bytes: bcast 1.07-1.53 -> 0.97-1.06 and allgather 1.10-1.56 ->
- * 0.95-1.04 each call from a barrier, 1.77-2.19 -> 1.06-1.43 and 1.12-1.34 -> 0.85-0.96 back to
- * back; 4-8 bytes: scatter 1.27-1.35 -> 0.95-1.03 (2.07-2.41 -> 1.50-1.85), alltoall 1.21-1.28
- * -> 0.93-1.01 (1.01-1.23 -> 0.71-0.86); barrier 1.22-1.28 -> 0.94-0.98 (0.98-1.10 ->
- * 0.74-0.82).
+ * bytes the wide lines), a scatter or alltoall whose pieces for the others fit a writer's control
+ * line, a reduce_scatter of blocks up to LINE_SLOT_BYTES (one round in the slots), and a barrier,
+ * run without building the operation, for a call that repeats the last one of its kind
+ * (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's OP_ALLREDUCE1 and
+ * OP_REDUCE1, round_bcast, round_gather, round_blocks, round_scatter, round_alltoall,
+ * round_barrier) on the same lines, slots and flags, so a rank that takes the full path for the
+ * same call meets it: copy into the line (not a bcast's readers, nor a gather's root) | publish |
+ * wait (busy, at most 64 polls: for all, or a bcast's reader for its root; a reduce's or gather's
+ * senders and a bcast's root read nobody) | reduce the L lines into dst, or copy them out. A
+ * longer wait, or a peer whose signature differs, goes on as the full operation from its phase 1
+ * (line_full, run_direct: the yields, the deadline, the peers' health, the mismatch's message).
+ * np 2, 8 bytes: allreduce 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up,
+ * dispatch and description were 30 % of a call); 8-32 bytes: bcast 1.07-1.53 -> 0.97-1.06 and
+ * allgather 1.10-1.56 -> 0.95-1.04 each call from a barrier, 1.77-2.19 -> 1.06-1.43 and
+ * 1.12-1.34 -> 0.85-0.96 back to back; 4-8 bytes: scatter 1.27-1.35 -> 0.95-1.03 (2.07-2.41 ->
+ * 1.50-1.85), alltoall 1.21-1.28 -> 0.93-1.01 (1.01-1.23 -> 0.71-0.86); barrier 1.22-1.28 ->
+ * 0.94-0.98 (0.98-1.10 -> 0.74-0.82); reduce_scatter 8-128 B 1.05-1.44 -> 0.90-1.30 (1.02-1.20 ->
+ * 0.75-0.84), 512 B 0.75-0.77 -> 0.60-0.62.
  */
 weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
                                  const weft_op_desc_t *desc, const void *src, void *dst,
@@ -1567,10 +1576,11 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         writes = 0;
         break;
     case WEFT_COLL_ALLGATHER:
+    case WEFT_COLL_REDUCE_SCATTER:
         if (L > (int)(sizeof(b) / sizeof(b[0]) / 2)) {
             return WEFT_OK;
         }
-        o.kind = OP_ALLGATHER;
+        o.kind = kind == WEFT_COLL_ALLGATHER ? OP_ALLGATHER : OP_REDUCE_SCATTER;
         for (int q = 0; q < L; q++) {
             b[q] = (size_t)q * count;
             b[L + q] = count;
@@ -1578,12 +1588,15 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         o.boff = b;
         o.bcnt = b + L;
         o.pcount = 0;
+        if (kind == WEFT_COLL_REDUCE_SCATTER) { /* a sub-block of its slot per rank */
+            o.chunk = shm->slot_bytes / esize / (size_t)L;
+        }
         break;
     default:
         return WEFT_OK;
     }
     if (shm->exec_round != R || shm->dead_rank >= 0 || shm->broken != NULL ||
-        !lines_free(&o, R, WEFT_SHM_LINE_DEPTH - 1, &peer)) {
+        !weft__shm_op_reusable(&o, R, &peer)) {
         return WEFT_OK; /* the full path waits */
     }
     *handled_p = 1;
@@ -1594,7 +1607,12 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     }
     seq = weft__comm_take_seq(comm);
     wide = fits_wide(&o, count);
-    if (writes && (kind == WEFT_COLL_SCATTER || kind == WEFT_COLL_ALLTOALL)) {
+    if (kind == WEFT_COLL_REDUCE_SCATTER) { /* every block to its sub-block of my slot */
+        for (int q = 0; q < L; q++) {
+            memcpy(SLOT(&o, me, R) + (size_t)q * o.chunk * esize,
+                   (const char *)src + (size_t)q * bytes, bytes);
+        }
+    } else if (writes && (kind == WEFT_COLL_SCATTER || kind == WEFT_COLL_ALLTOALL)) {
         for (int q = 0; q < L; q++) { /* pieces_in's places */
             const char *from = (const char *)src + (size_t)q * bytes;
             char *to = q == me ? (char *)dst + (size_t)(kind == WEFT_COLL_ALLTOALL ? me : 0) * bytes
@@ -1618,6 +1636,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     switch (kind) {
     case WEFT_COLL_ALLREDUCE:
     case WEFT_COLL_REDUCE:
+    case WEFT_COLL_REDUCE_SCATTER:
         if (wait == LINE_WAIT_ALL) {
             status = line_reduce(&o, dst, R, count);
         }
@@ -1668,6 +1687,10 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
 
     if (a->kind == WEFT_COLL_BARRIER) {
         return 1;
+    }
+    if (a->kind == WEFT_COLL_REDUCE_SCATTER) { /* in the slots: one round, a sub-block a rank */
+        return memtype == WEFT_MEM_HOST && a->op != WEFT_AVG && bytes > 0 &&
+               bytes <= LINE_SLOT_BYTES && bytes * (size_t)shm->L <= shm->slot_bytes;
     }
     if (memtype != WEFT_MEM_HOST || bytes == 0 || bytes > WEFT_SHM_WIDE_BYTES) {
         return 0;

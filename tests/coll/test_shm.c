@@ -1628,6 +1628,83 @@ static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
     }
 }
 
+/* The same for reduce_scatter, whose blocks go through the slots: a sum (uint8 wraps) of blocks
+ * up to 1 KiB, in place and not; 1028 bytes never takes the line path. */
+enum { RS_MAX = 1028 };
+
+static void line_rs_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    const int p = sh->nranks;
+    static const size_t sizes[] = {1, 4, 12, WEFT_SHM_WIDE_BYTES, 256, 1024, RS_MAX};
+    unsigned char *in = malloc(4 * RS_MAX + LINE_GUARD), *out = malloc(RS_MAX + LINE_GUARD);
+
+    EXPECT(in != NULL && out != NULL, "rank %d: no memory", rank);
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]) && in != NULL && out != NULL; si++) {
+        const size_t n = sizes[si];
+        const weft_dtype_t dt = line_dtype(n);
+        const size_t es = weft_dtype_size(dt), count = n / es;
+
+        for (int in_place = 0; in_place < 2; in_place++) {
+            uint64_t before = c->coll->line[WEFT_COLL_REDUCE_SCATTER].runs, want;
+
+            for (int k = 0; k < LINE_CALLS; k++) {
+                unsigned char *res = in_place ? in : out;
+
+                pthread_barrier_wait(&sh->barrier);
+                for (size_t i = 0; i < (size_t)p * n; i++) {
+                    in[i] = line_byte(rank, k, i);
+                }
+                memset(in + (size_t)p * n, 0xee, LINE_GUARD);
+                memset(out, 0xee, RS_MAX + LINE_GUARD);
+                EXPECT(weft_reduce_scatter(in_place ? WEFT_IN_PLACE : (void *)in, res, count, dt,
+                                           WEFT_SUM, comm) == WEFT_OK,
+                       "rank %d, reduce_scatter of %zu bytes%s, call %d: %s", rank, n,
+                       in_place ? " in place" : "", k, weft_last_error());
+                for (size_t e = 0; e < count; e++) {
+                    uint32_t want_e = 0, got = 0;
+
+                    for (int q = 0; q < p; q++) {
+                        uint32_t v = 0;
+
+                        for (size_t j = 0; j < es; j++) { /* little endian */
+                            v |= (uint32_t)line_byte(q, k, (size_t)rank * n + e * es + j)
+                                 << (8 * j);
+                        }
+                        want_e += v;
+                    }
+                    memcpy(&got, res + e * es, es);
+                    want_e &= es == 1 ? 0xffu : 0xffffffffu;
+                    EXPECT(got == want_e,
+                           "rank %d, reduce_scatter of %zu bytes%s, call %d: "
+                           "element %zu is %u, want %u",
+                           rank, n, in_place ? " in place" : "", k, e, got, want_e);
+                }
+                for (size_t i = in_place ? 0 : n; i < n + LINE_GUARD; i++) {
+                    EXPECT(out[i] == 0xee,
+                           "rank %d, reduce_scatter of %zu bytes, call %d: byte "
+                           "%zu written",
+                           rank, n, k, i);
+                }
+            }
+            want = n > 1024 ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
+            EXPECT(c->coll->line[WEFT_COLL_REDUCE_SCATTER].runs - before == want,
+                   "rank %d, reduce_scatter of %zu bytes%s: %llu line runs, want %llu", rank, n,
+                   in_place ? " in place" : "",
+                   (unsigned long long)(c->coll->line[WEFT_COLL_REDUCE_SCATTER].runs - before),
+                   (unsigned long long)want);
+        }
+    }
+    free(in);
+    free(out);
+}
+
+Test(segment, line_reduce_scatter, .timeout = 120)
+{
+    run_line_worlds(30, line_rs_body);
+}
+
 Test(segment, line_scatter_and_alltoall, .timeout = 120)
 {
     run_line_worlds(28, line_pieces_body);
