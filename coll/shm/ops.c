@@ -1413,16 +1413,19 @@ static weft_status_t line_reduce(shm_op_t *o, void *dst, uint64_t R, size_t coun
     return weft__shm_op_reduce_many(o, dst, shm->srcs, shm->L, count);
 }
 
-/* The largest block of a reduce_scatter on its line path (its blocks in the slots: where the
- * operation's set-up is a large part of a call). */
+/* The largest block of a line path whose data goes through the slots (where the operation's
+ * set-up is still a large part of a call). */
 #define LINE_SLOT_BYTES 1024
 
-/* Round R's one-phase data of local rank q in the lines: its wide line (wide), else its control
- * line's entry (DATA1's places for data that fits them). */
-static inline char *line_data(const shm_op_t *o, int q, uint64_t R, int wide)
+/* Where round R's one-phase data of local rank q lies (DATA1's places, decided once a call):
+ * its control line's entry, its wide line, or its slot. */
+enum { LINE_TINY, LINE_WIDE, LINE_SLOT };
+
+static inline char *line_data(const shm_op_t *o, int q, uint64_t R, int place)
 {
-    return wide ? (char *)o->shm->ctrl[q].wide[R % WEFT_SHM_LINE_DEPTH].data
-                : (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH];
+    return place == LINE_WIDE   ? (char *)o->shm->ctrl[q].wide[R % WEFT_SHM_LINE_DEPTH].data
+           : place == LINE_TINY ? (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH]
+                                : SLOT(o, q, R);
 }
 
 /* Local rank q's piece of `bytes` for local rank p in round R, packed in q's control line (a
@@ -1498,24 +1501,25 @@ static int line_ready(shm_op_t *o, line_wait_t wait, uint64_t R, int *peer_p)
 /*
  * The line paths: an allreduce, reduce, bcast, gather or allgather whose data (a rank's block) is
  * up to 48 bytes of host memory (one round whose data travels in the control lines, or above 8
- * bytes the wide lines), a scatter or alltoall whose pieces for the others fit a writer's control
- * line, a reduce_scatter of blocks up to LINE_SLOT_BYTES (one round in the slots), and a barrier,
- * run without building the operation, for a call that repeats the last one of its kind
- * (coll/select.c weft__coll_line). Each is its kind's round (round_allreduce's OP_ALLREDUCE1 and
- * OP_REDUCE1, round_bcast, round_gather, round_blocks, round_scatter, round_alltoall,
- * round_barrier) on the same lines, slots and flags, so a rank that takes the full path for the
- * same call meets it: copy into the line (not a bcast's readers, nor a gather's root) | publish |
- * wait (busy, at most 64 polls: for all, or a bcast's reader for its root; a reduce's or gather's
- * senders and a bcast's root read nobody) | reduce the L lines into dst, or copy them out. A
- * longer wait, or a peer whose signature differs, goes on as the full operation from its phase 1
- * (line_full, run_direct: the yields, the deadline, the peers' health, the mismatch's message).
- * np 2, 8 bytes: allreduce 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the operation's set-up,
- * dispatch and description were 30 % of a call); 8-32 bytes: bcast 1.07-1.53 -> 0.97-1.06 and
- * allgather 1.10-1.56 -> 0.95-1.04 each call from a barrier, 1.77-2.19 -> 1.06-1.43 and
- * 1.12-1.34 -> 0.85-0.96 back to back; 4-8 bytes: scatter 1.27-1.35 -> 0.95-1.03 (2.07-2.41 ->
+ * bytes the wide lines) or up to LINE_SLOT_BYTES in one round of the slots, a scatter or alltoall
+ * whose pieces for the others fit a writer's control line, a reduce_scatter of blocks up to
+ * LINE_SLOT_BYTES (one round in the slots), and a barrier, run without building the operation, for
+ * a call that repeats the last one of its kind (coll/select.c weft__coll_line). Each is its kind's
+ * round (round_allreduce's OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks,
+ * round_scatter, round_alltoall, round_barrier) on the same lines, slots and flags, so a rank that
+ * takes the full path for the same call meets it: copy into the line (not a bcast's readers, nor a
+ * gather's root) | publish | wait (busy, at most 64 polls: for all, or a bcast's reader for its
+ * root; a reduce's or gather's senders and a bcast's root read nobody) | reduce the L lines into
+ * dst, or copy them out. A longer wait, or a peer whose signature differs, goes on as the full
+ * operation from its phase 1 (line_full, run_direct: the yields, the deadline, the peers' health,
+ * the mismatch's message). np 2, 8 bytes: allreduce 1.05-1.11 of Open MPI's time -> 0.81-0.86 (the
+ * operation's set-up, dispatch and description were 30 % of a call); 8-32 bytes: bcast 1.07-1.53 ->
+ * 0.97-1.06 and allgather 1.10-1.56 -> 0.95-1.04 each call from a barrier, 1.77-2.19 -> 1.06-1.43
+ * and 1.12-1.34 -> 0.85-0.96 back to back; 4-8 bytes: scatter 1.27-1.35 -> 0.95-1.03 (2.07-2.41 ->
  * 1.50-1.85), alltoall 1.21-1.28 -> 0.93-1.01 (1.01-1.23 -> 0.71-0.86); barrier 1.22-1.28 ->
  * 0.94-0.98 (0.98-1.10 -> 0.74-0.82); reduce_scatter 8-128 B 1.05-1.44 -> 0.90-1.30 (1.02-1.20 ->
- * 0.75-0.84), 512 B 0.75-0.77 -> 0.60-0.62.
+ * 0.75-0.84), 512 B 0.75-0.77 -> 0.60-0.62; in the slots, allreduce 1 KiB 0.76-0.82 -> 0.66-0.68,
+ * bcast 64-256 B 1.18-1.26 -> 1.07-1.19, allgather 64-256 B 0.96-1.04 -> 0.86-0.94.
  */
 weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
                                  const weft_op_desc_t *desc, const void *src, void *dst,
@@ -1526,7 +1530,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     const int L = shm->L, me = shm->me, is_root = me == root;
     const size_t bytes = count * esize;
     uint64_t R = shm->next_round;
-    int polls = weft__coll_spin_ns(comm) == 0 ? 1 : 64, peer, wide, writes = 1;
+    int polls = weft__coll_spin_ns(comm) == 0 ? 1 : 64, peer, place, writes = 1;
     line_wait_t wait = LINE_WAIT_ALL;
     size_t b[2 * 256];
     shm_op_t o;
@@ -1606,7 +1610,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         wait = o.release && me != 0 ? LINE_WAIT_RELEASE : LINE_WAIT_ALL;
     }
     seq = weft__comm_take_seq(comm);
-    wide = fits_wide(&o, count);
+    place = fits_wide(&o, count) ? LINE_WIDE : fits_line(&o, count) ? LINE_TINY : LINE_SLOT;
     if (kind == WEFT_COLL_REDUCE_SCATTER) { /* every block to its sub-block of my slot */
         for (int q = 0; q < L; q++) {
             memcpy(SLOT(&o, me, R) + (size_t)q * o.chunk * esize,
@@ -1623,7 +1627,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
             }
         }
     } else if (writes) {
-        memcpy(line_data(&o, me, R, wide), kind == WEFT_COLL_BCAST ? dst : src, bytes);
+        memcpy(line_data(&o, me, R, place), kind == WEFT_COLL_BCAST ? dst : src, bytes);
     }
     weft__shm_op_publish(&o, R, 1);
     for (int i = 0; !line_ready(&o, wait, R, &peer); i++) {
@@ -1643,7 +1647,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         break;
     case WEFT_COLL_BCAST:
         if (!is_root) {
-            memcpy(dst, line_data(&o, root, R, wide), bytes);
+            memcpy(dst, line_data(&o, root, R, place), bytes);
         }
         break;
     case WEFT_COLL_SCATTER:
@@ -1666,7 +1670,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     default: /* gather's root, allgather: in place, this rank's block is in dst already */
         for (int q = 0; q < L && wait == LINE_WAIT_ALL; q++) {
             char *to = (char *)dst + (size_t)q * bytes;
-            const char *from = q == me ? (const char *)src : line_data(&o, q, R, wide);
+            const char *from = q == me ? (const char *)src : line_data(&o, q, R, place);
 
             if (to != from) {
                 memcpy(to, from, bytes);
@@ -1692,7 +1696,9 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
         return memtype == WEFT_MEM_HOST && a->op != WEFT_AVG && bytes > 0 &&
                bytes <= LINE_SLOT_BYTES && bytes * (size_t)shm->L <= shm->slot_bytes;
     }
-    if (memtype != WEFT_MEM_HOST || bytes == 0 || bytes > WEFT_SHM_WIDE_BYTES) {
+    /* one round of data in the lines, or up to LINE_SLOT_BYTES in the slots */
+    if (memtype != WEFT_MEM_HOST || bytes == 0 || bytes > LINE_SLOT_BYTES ||
+        bytes > shm->slot_bytes) {
         return 0;
     }
     switch (a->kind) {

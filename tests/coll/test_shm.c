@@ -1346,20 +1346,24 @@ Test(segment, line_allreduce_of_every_dtype_and_op, .timeout = 120)
     }
 }
 
-/* Bcasts and allgathers whose data (a rank's block) fits the control line or a wide line,
- * repeated: from the second call of a shape on (count, dtype, root) they take the line path
- * (weft__coll_line), with every call's own data, from every root, in place and not, at 1-8 bytes
- * (the control line), 12 and WEFT_SHM_WIDE_BYTES (a wide line); 4 bytes more than that never
- * takes it; nothing past a result is written. */
-enum { LINE_MAX = WEFT_SHM_WIDE_BYTES + 4, LINE_GUARD = 16 };
+/* Bcasts and allgathers whose data (a rank's block) fits the control line, a wide line or (up to
+ * 1 KiB) one round of the slots, repeated: from the second call of a shape on (count, dtype,
+ * root) they take the line path (weft__coll_line), with every call's own data, from every root,
+ * in place and not, at 1-8 bytes (the control line), 12 and WEFT_SHM_WIDE_BYTES (a wide line),
+ * 52 and 256 (the slots); 4 bytes more than 1 KiB never takes it; nothing past a result is
+ * written. */
+/* LINE_SLOTS: the largest data a rank that takes the line path through the slots (coll/shm/ops.c
+ * LINE_SLOT_BYTES); LINE_MAX just past it */
+enum { LINE_SLOTS = 1024, LINE_MAX = LINE_SLOTS + 4, LINE_GUARD = 16 };
 
 static unsigned char line_byte(int rank, int k, size_t i)
 {
     return (unsigned char)(rank * 37 + k * 11 + (int)i * 3 + 1);
 }
 
-/* The sizes the line tests run: the control line's, a wide line's, and just past it. */
-static const size_t line_sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, LINE_MAX};
+/* The sizes the line tests run: the control line's, a wide line's, the slots', and just past the
+ * largest. */
+static const size_t line_sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, 52, 256, LINE_MAX};
 #define LINE_NSIZES (sizeof(line_sizes) / sizeof(line_sizes[0]))
 
 /* 1-byte elements for the odd sizes, 4-byte ones else: the dtype is part of the shape */
@@ -1377,7 +1381,7 @@ static void line_copy_body(weft_comm_t comm, int rank, void *arg)
 
     for (size_t si = 0; si < LINE_NSIZES; si++) {
         const size_t n = line_sizes[si];
-        const int line = n <= WEFT_SHM_WIDE_BYTES;
+        const int line = n <= LINE_SLOTS;
         const weft_dtype_t dt = line_dtype(n);
         const size_t count = n / weft_dtype_size(dt);
 
@@ -1467,7 +1471,7 @@ static void line_rooted_body(weft_comm_t comm, int rank, void *arg)
 
     for (size_t si = 0; si < LINE_NSIZES; si++) {
         const size_t n = line_sizes[si];
-        const int line = n <= WEFT_SHM_WIDE_BYTES;
+        const int line = n <= LINE_SLOTS;
         const weft_dtype_t dt = line_dtype(n);
         const size_t count = n / weft_dtype_size(dt);
 
@@ -1522,8 +1526,11 @@ static void line_rooted_body(weft_comm_t comm, int rank, void *arg)
                            rank, n, root, k, i, res[i], w);
                 }
             }
-            /* the two alternate: each kind's line entry is its own */
-            EXPECT(c->coll->line_runs - before == (line ? 2 * (LINE_CALLS - 1) : 0),
+            /* the two alternate: each kind's line entry is its own; a reduce above WEFT_SHM_SMALL
+             * takes two phases, never the line path */
+            EXPECT(c->coll->line_runs - before ==
+                       (uint64_t)((line ? LINE_CALLS - 1 : 0) +
+                                  (line && n <= weft__coll_config.shm_small ? LINE_CALLS - 1 : 0)),
                    "rank %d, reduce and gather of %zu bytes to %d: %llu line runs", rank, n, root,
                    (unsigned long long)(c->coll->line_runs - before));
         }
