@@ -19,14 +19,15 @@
 _Static_assert(WEFT_ANY_SOURCE == WEFT_P2P_ANY, "the public and the transport's any-source differ");
 
 /* The argument checks of every point-to-point entry point; any_ok: peer may
- * be WEFT_ANY_SOURCE (the receives that report their source). */
+ * be WEFT_ANY_SOURCE (the receives that report their source). *dev_p: the
+ * table that owns buf (host for none). */
 static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype_t dtype, int peer,
-                           int any_ok, int tag, weft_comm_t handle, struct weft_comm **comm_p)
+                           int any_ok, int tag, weft_comm_t handle, struct weft_comm **comm_p,
+                           const weft_device_ops_t **dev_p)
 {
     struct weft_comm *comm;
     char what[40];
     size_t esize = weft_dtype_size(dtype);
-    const weft_device_ops_t *dev;
     weft_status_t status;
 
     weft__error_clear();
@@ -63,7 +64,8 @@ static weft_status_t check(const char *call, void *buf, size_t count, weft_dtype
         return weft__error(WEFT_ERR_INVALID_ARG, "%s: tag %d is outside 0..%d", call, tag,
                            WEFT_TAG_UB);
     }
-    return buf != NULL ? weft__device_check(buf, call, "buf", &dev) : WEFT_OK;
+    *dev_p = &weft__device_host_ops;
+    return buf != NULL ? weft__device_check(buf, call, "buf", dev_p) : WEFT_OK;
 }
 
 /* The started schedule of one message, not posted yet. */
@@ -131,10 +133,10 @@ weft_status_t weft__p2p_start(const char *call, int is_send, void *buf, size_t c
  * alternating jobs: 8 B 2.46-2.71 of its time -> 2.02-2.16, 512 B 1.79-1.84 -> 1.40-1.44.
  */
 static weft_status_t p2p_direct(const char *call, int is_send, void *buf, size_t count,
-                                weft_dtype_t dtype, int peer, int tag, struct weft_comm *comm)
+                                weft_dtype_t dtype, int peer, int tag, struct weft_comm *comm,
+                                weft_memtype_t memtype)
 {
     const size_t bytes = count * weft_dtype_size(dtype);
-    const weft_memtype_t memtype = weft__device_query(buf)->memtype;
     const uint64_t t = weft__tag_make(comm->id, WEFT_TAG_SEQ_P2P, (uint32_t)tag);
     const int polls = weft__coll_spin_ns(comm) == 0 ? 1 : 64;
     weft_p2p_req_t *r = NULL;
@@ -179,14 +181,16 @@ static weft_status_t p2p(const char *call, int is_send, void *buf, size_t count,
                          weft_request_t *req)
 {
     struct weft_comm *comm = NULL;
+    const weft_device_ops_t *dev = NULL;
     weft_sched_t *s = NULL;
-    weft_status_t status = check(call, buf, count, dtype, peer, !is_send, tag, handle, &comm);
+    weft_status_t status =
+        check(call, buf, count, dtype, peer, !is_send, tag, handle, &comm, &dev);
 
     if (status == WEFT_OK) {
         status = weft__enqueue_comm_drain(comm, call);
     }
     if (status == WEFT_OK && req == NULL && !weft__thread_busy() && weft__obs_flags == 0) {
-        return p2p_direct(call, is_send, buf, count, dtype, peer, tag, comm);
+        return p2p_direct(call, is_send, buf, count, dtype, peer, tag, comm, dev->memtype);
     }
     if (status == WEFT_OK) {
         status = weft__p2p_start(call, is_send, buf, count, dtype, peer, tag, comm, &s);
@@ -207,7 +211,8 @@ static weft_status_t p2p_enqueue(const char *call, int is_send, void *buf, size_
                                  weft_stream_t stream)
 {
     struct weft_comm *comm = NULL;
-    weft_status_t status = check(call, buf, count, dtype, peer, 0, tag, handle, &comm);
+    const weft_device_ops_t *dev;
+    weft_status_t status = check(call, buf, count, dtype, peer, 0, tag, handle, &comm, &dev);
 
     if (status == WEFT_OK) {
         status = weft__enqueue_check(comm, stream, buf, NULL, call);

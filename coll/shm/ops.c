@@ -1428,14 +1428,6 @@ static inline char *line_data(const shm_op_t *o, int q, uint64_t R, int place)
                                 : SLOT(o, q, R);
 }
 
-/* Local rank q's piece of `bytes` for local rank p in round R, packed in q's control line (a
- * scatter's or alltoall's pieces that fit it: piece_at's place). */
-static inline char *line_piece(const shm_op_t *o, int q, int p, uint64_t R, size_t bytes)
-{
-    return (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH] +
-           (size_t)(p < q ? p : p - 1) * bytes;
-}
-
 /* A line path's wait that outlasted its polls, or met another signature: the full operation
  * from its phase 1 (the line path did its phase 0), as weft__shm_run would have built it. */
 static weft_status_t line_full(struct weft_comm *comm, weft_coll_kind_t kind, shm_op_t *o,
@@ -1549,6 +1541,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     o.r = 0;
     o.root = root;
     o.release = 0;
+    o.src = src;
     switch (kind) { /* the kind of its one round, as wide_round and DATA1 read it */
     case WEFT_COLL_ALLREDUCE:
         o.kind = OP_ALLREDUCE1;
@@ -1617,15 +1610,9 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
                    (const char *)src + (size_t)q * bytes, bytes);
         }
     } else if (writes && (kind == WEFT_COLL_SCATTER || kind == WEFT_COLL_ALLTOALL)) {
-        for (int q = 0; q < L; q++) { /* pieces_in's places */
-            const char *from = (const char *)src + (size_t)q * bytes;
-            char *to = q == me ? (char *)dst + (size_t)(kind == WEFT_COLL_ALLTOALL ? me : 0) * bytes
-                               : line_piece(&o, me, q, R, bytes);
-
-            if (to != from) {
-                memcpy(to, from, bytes);
-            }
-        }
+        /* its own block straight to dst (an alltoall's is block me of it) */
+        status = pieces_in(&o, R, 0, count,
+                           (char *)dst + (kind == WEFT_COLL_ALLTOALL ? (size_t)me * bytes : 0));
     } else if (writes) {
         memcpy(line_data(&o, me, R, place), kind == WEFT_COLL_BCAST ? dst : src, bytes);
     }
@@ -1652,13 +1639,13 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         break;
     case WEFT_COLL_SCATTER:
         if (!is_root) {
-            memcpy(dst, line_piece(&o, root, me, R, bytes), bytes);
+            memcpy(dst, piece_at(&o, root, me, R, count), bytes);
         }
         break;
     case WEFT_COLL_ALLTOALL:
         for (int q = 0; q < L; q++) {
             if (q != me) {
-                memcpy((char *)dst + (size_t)q * bytes, line_piece(&o, q, me, R, bytes), bytes);
+                memcpy((char *)dst + (size_t)q * bytes, piece_at(&o, q, me, R, count), bytes);
             }
         }
         break;
