@@ -130,7 +130,7 @@ for t in $suites; do
     if [ "$f" -ne 0 ]; then
         echo "----- $log -----"
         grep -aE -A 25 '^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)|runtime error:' "$log" | head -n 60
-        grep -aE '\[FAIL\]|CRASH|signal' "$log" | head -n 20
+        grep -aE '\[FAIL\]|\[----\]|CRASH|signal' "$log" | head -n 40
         echo "-----"
     fi
 done

@@ -1061,18 +1061,25 @@ Test(segment, waits_yield_from_the_first_poll_where_ranks_outnumber_cores, .time
 
 /* The barrier where ranks outnumber cores: local rank 0 releases the others (round_barrier),
  * unless the operation before was a barrier too. Rank 0 starts a nonblocking barrier, polls it
- * once and leaves it alone for 50 ms while the others start theirs and poll them: released by
+ * once and leaves it alone while the others start theirs and poll them: released by
  * rank 0 (ranks outnumbering cores, an allreduce before) they do not end before it polls again;
  * without the release they end while it is away: with a core each, and right after another
- * barrier. Then blocking barriers, the form on some ranks only (the ranks disagree: they must
- * still meet), every other one after an allreduce (the others are flat on every rank), none
- * leaving before every rank arrived. */
+ * barrier. Rank 0 is away until each other rank ended or polled RELEASE_POLLS times after all of
+ * them had started (each then had its chance to end: a time window instead fails where a busy
+ * machine leaves a thread unscheduled through it), at most 10 s. Then blocking barriers, the form
+ * on some ranks only (the ranks disagree: they must still meet), every other one after an
+ * allreduce (the others are flat on every rank), none leaving before every rank arrived. */
 enum { RELEASE_FLAT, RELEASE_AFTER_ALLREDUCE, RELEASE_AFTER_BARRIER, RELEASE_CASES };
+
+enum { RELEASE_POLLS = 2000 };
 
 typedef struct release_shared {
     shared_t sh;
     atomic_int ended_early[RELEASE_CASES]; /* others that ended while rank 0 was away */
     atomic_int arrived;
+    atomic_int started;    /* others whose barrier of this case started */
+    atomic_int settled;    /* others that ended or polled RELEASE_POLLS times after all started */
+    atomic_int back;       /* rank 0 is back */
 } release_shared_t;
 
 static void release_allreduce(weft_comm_t comm, int rank)
@@ -1099,23 +1106,36 @@ static void release_body(weft_comm_t comm, int rank, void *arg)
             release_allreduce(comm, rank);
         }
         if (rank == 0) { /* its arrival published, the others not in yet */
+            atomic_store(&rs->started, 0);
+            atomic_store(&rs->settled, 0);
+            atomic_store(&rs->back, 0);
             EXPECT(weft_ibarrier(comm, &req) == WEFT_OK && weft_test(req, &done) == WEFT_OK,
                    "rank 0: %s", weft_last_error());
             EXPECT(!done, "rank 0's barrier ended alone");
         }
         pthread_barrier_wait(&rs->sh.barrier);
         if (rank == 0) {
-            struct timespec away = {0, 50000000};
+            struct timespec nap = {0, 1000000};
+            double until = harness_now_s() + 10;
 
-            nanosleep(&away, NULL);
+            while (atomic_load(&rs->settled) < p - 1 && harness_now_s() < until) {
+                nanosleep(&nap, NULL);
+            }
+            atomic_store(&rs->back, 1);
             pthread_barrier_wait(&rs->sh.barrier);
         } else {
-            double until;
+            int polls = 0, settled = 0;
 
             EXPECT(weft_ibarrier(comm, &req) == WEFT_OK, "rank %d: %s", rank, weft_last_error());
-            for (until = harness_now_s() + 0.04; !done && harness_now_s() < until;) {
+            atomic_fetch_add(&rs->started, 1);
+            while (!done && !atomic_load(&rs->back)) {
                 st = weft_test(req, &done);
                 EXPECT(st == WEFT_OK, "rank %d: %s", rank, weft_last_error());
+                polls += atomic_load(&rs->started) == p - 1;
+                if (!settled && (done || polls == RELEASE_POLLS)) {
+                    settled = 1;
+                    atomic_fetch_add(&rs->settled, 1);
+                }
             }
             atomic_fetch_add(&rs->ended_early[cs], done);
             pthread_barrier_wait(&rs->sh.barrier);
