@@ -1494,7 +1494,9 @@ static int line_ready(shm_op_t *o, line_wait_t wait, uint64_t R, int *peer_p)
  * The line paths: an allreduce, reduce, bcast, gather or allgather whose data (a rank's block) is
  * up to 48 bytes of host memory (one round whose data travels in the control lines, or above 8
  * bytes the wide lines) or up to LINE_SLOT_BYTES in one round of the slots, a scatter or alltoall
- * whose pieces for the others fit a writer's control line, a reduce_scatter of blocks up to
+ * whose pieces for the others fit a writer's control line or, blocks up to LINE_SLOT_BYTES, one
+ * round of its slot (np 2, 16-256 B: alltoall 1.12-1.27 of Open MPI's time -> 0.90-1.02, scatter
+ * 1.25-1.75 -> 1.15-1.55), a reduce_scatter of blocks up to
  * LINE_SLOT_BYTES (one round in the slots), and a barrier, run without building the operation, for
  * a call that repeats the last one of its kind (coll/select.c weft__coll_line). Each is its kind's
  * round (round_allreduce's OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks,
@@ -1560,13 +1562,15 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         writes = !is_root;
         wait = is_root ? LINE_WAIT_ALL : LINE_WAIT_NONE;
         break;
-    case WEFT_COLL_SCATTER: /* the root's pieces for the others, packed in its control line */
+    case WEFT_COLL_SCATTER: /* the root's pieces for the others: its control line or slot */
         o.kind = OP_SCATTER;
+        o.chunk = shm->slot_bytes / esize / (size_t)L; /* piece_at's place, as rooted_init's */
         writes = is_root;
         wait = is_root ? LINE_WAIT_NONE : LINE_WAIT_ROOT;
         break;
-    case WEFT_COLL_ALLTOALL: /* every rank's pieces for the others, packed in its control line */
+    case WEFT_COLL_ALLTOALL: /* every rank's pieces for the others: its control line or slot */
         o.kind = OP_ALLTOALL;
+        o.chunk = shm->slot_bytes / esize / (size_t)L;
         break;
     case WEFT_COLL_BARRIER:
         o.kind = OP_BARRIER;
@@ -1670,6 +1674,14 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     return status;
 }
 
+/* A scatter's or alltoall's pieces of count elements take one round: packed in the writer's
+ * control line (piece_at), or at most a slot's share per rank (rooted_init's chunk). */
+static int pieces_one_round(const weft_shm_t *shm, size_t count, size_t esize)
+{
+    return count * esize * (size_t)(shm->L - 1) <= sizeof(uint64_t) ||
+           count <= shm->slot_bytes / esize / (size_t)shm->L;
+}
+
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype)
 {
     const weft_shm_t *shm = comm->coll->shm;
@@ -1697,11 +1709,11 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
         return vector_kind(shm, a->kind, bytes, memtype, ovs) == OP_BCAST;
     case WEFT_COLL_GATHER:
         return rooted_kind(shm, OP_GATHER, memtype, bytes, ovs) == OP_GATHER;
-    case WEFT_COLL_SCATTER: /* a writer's pieces for the L - 1 others fit its control line */
-        return bytes * (size_t)(shm->L - 1) <= sizeof(uint64_t) &&
+    case WEFT_COLL_SCATTER: /* a writer's pieces for the others: one round (pieces_one_round) */
+        return pieces_one_round(shm, a->count, a->esize) &&
                rooted_kind(shm, OP_SCATTER, memtype, bytes, ovs) == OP_SCATTER;
     case WEFT_COLL_ALLTOALL: /* (from 16 KiB blocks apart it reads the peers' buffers) */
-        return bytes * (size_t)(shm->L - 1) <= sizeof(uint64_t) &&
+        return pieces_one_round(shm, a->count, a->esize) &&
                bytes < weft__coll_config.shm_cma_alltoall;
     case WEFT_COLL_ALLGATHER:
         return allgather_kind(shm, memtype, bytes * (size_t)shm->L) == OP_ALLGATHER;

@@ -1077,9 +1077,9 @@ typedef struct release_shared {
     shared_t sh;
     atomic_int ended_early[RELEASE_CASES]; /* others that ended while rank 0 was away */
     atomic_int arrived;
-    atomic_int started;    /* others whose barrier of this case started */
-    atomic_int settled;    /* others that ended or polled RELEASE_POLLS times after all started */
-    atomic_int back;       /* rank 0 is back */
+    atomic_int started; /* others whose barrier of this case started */
+    atomic_int settled; /* others that ended or polled RELEASE_POLLS times after all started */
+    atomic_int back;    /* rank 0 is back */
 } release_shared_t;
 
 static void release_allreduce(weft_comm_t comm, int rank)
@@ -1563,19 +1563,23 @@ Test(segment, line_reduce_and_gather, .timeout = 120)
 }
 
 /* The same for scatter and alltoall, whose pieces for the others fit a writer's control line
- * (8 bytes: two ranks up to 8-byte blocks, four up to 2), from every root, in place and not; a
- * block of 12 bytes never takes it. */
+ * (8 bytes: two ranks up to 8-byte blocks, four up to 2) or its slot (a share of it per rank,
+ * blocks up to 1 KiB), from every root, in place and not; a block of 1028 bytes never takes it. */
 static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
     struct weft_comm *c = weft__comm_of(comm);
     const int p = sh->nranks;
-    static const size_t sizes[] = {1, 2, 4, 8, 12};
-    unsigned char in[4 * 12 + LINE_GUARD], out[4 * 12 + LINE_GUARD];
+    static const size_t sizes[] = {1, 2, 4, 8, 12, 52, 256, LINE_SLOTS, LINE_MAX};
+    const size_t share = c->coll->shm->slot_bytes / (size_t)p;
+    unsigned char *in = malloc(4 * LINE_MAX + LINE_GUARD), *out = malloc(4 * LINE_MAX + LINE_GUARD);
 
-    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+    EXPECT(in != NULL && out != NULL, "rank %d: no memory", rank);
+    EXPECT(share >= LINE_SLOTS, "rank %d: a slot of %zu bytes: the test wants 4 KiB", rank,
+           c->coll->shm->slot_bytes);
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]) && in != NULL && out != NULL; si++) {
         const size_t n = sizes[si];
-        const int line = n * (size_t)(p - 1) <= sizeof(uint64_t);
+        const int line = n * (size_t)(p - 1) <= sizeof(uint64_t) || (n <= 1024 && n <= share);
 
         for (int root = 0; root < p; root++) {
             for (int in_place = 0; in_place < 2; in_place++) {
@@ -1588,7 +1592,7 @@ static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
                     for (size_t i = 0; i < (size_t)p * n; i++) {
                         in[i] = line_byte(rank, k, i);
                     }
-                    memset(out, 0xee, sizeof(out));
+                    memset(out, 0xee, 4 * LINE_MAX + LINE_GUARD);
                     /* in place: the root's own block of sendbuf is its recvbuf */
                     EXPECT(weft_scatter(in, res, n, WEFT_UINT8, root, comm) == WEFT_OK,
                            "rank %d, scatter of %zu bytes from %d%s, call %d: %s", rank, n, root,
@@ -1626,7 +1630,7 @@ static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
                 for (size_t i = 0; i < (size_t)p * n; i++) {
                     in[i] = line_byte(rank, k, i);
                 }
-                memset(out, 0xee, sizeof(out));
+                memset(out, 0xee, 4 * LINE_MAX + LINE_GUARD);
                 EXPECT(weft_alltoall(in_place ? WEFT_IN_PLACE : (void *)in, res, n, WEFT_UINT8,
                                      comm) == WEFT_OK,
                        "rank %d, alltoall of %zu bytes%s, call %d: %s", rank, n,
@@ -1653,6 +1657,8 @@ static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
                    (unsigned long long)want);
         }
     }
+    free(in);
+    free(out);
 }
 
 /* The same for reduce_scatter, whose blocks go through the slots: a sum (uint8 wraps) of blocks
