@@ -11,8 +11,10 @@
  *   comm table (one per communicator)    peer: ucp_ep (lazy), failure status,
  *      peers[rank] ------------------->        posted receives from it (all comms)
  *
- * Requests are ours (malloc'ed) and point at the UCX request, which UCX
- * completes through a callback during progress. Receives are not bound to an
+ * Requests are ours and point at the UCX request, which UCX completes through
+ * a callback during progress. A finished request goes back to its context's
+ * pool (up to REQ_POOL_MAX, taken and returned under the lock each post and
+ * test already hold) instead of to malloc. Receives are not bound to an
  * endpoint in UCP, so each posted receive also sits on its peer's list: when
  * the endpoint's error callback fires, the receives from that peer are
  * withdrawn (ucp_request_cancel), the endpoint is closed (UCX then completes
@@ -47,6 +49,8 @@
 #define IDLE_WAIT_MAX_NS 100000000ull
 /* Sleep of idle_wait when the worker has no event file descriptor. */
 #define IDLE_NAP_NS 100000ull
+/* Finished requests a context keeps for reuse. */
+#define REQ_POOL_MAX 64u
 /* The tag's low bits: the sender's rank (pt2pt.h). */
 #define SRC_MASK ((1ull << WEFT_TAG_SRC_BITS) - 1)
 
@@ -186,6 +190,44 @@ static weft_status_t req_status(const weft_p2p_req_t *req)
                        req->bytes, ucs_status_string(req->ucs_status));
 }
 
+/* A cleared request from the context's pool, or malloc's (ctx locked); NULL without memory. */
+static weft_p2p_req_t *req_get(weft_ucx_context_t *ctx)
+{
+    weft_p2p_req_t *req = ctx->req_pool;
+
+    if (req == NULL) {
+        return calloc(1, sizeof(*req));
+    }
+    ctx->req_pool = req->next;
+    ctx->req_pooled--;
+    memset(req, 0, sizeof(*req));
+    return req;
+}
+
+/* A finished request back to the pool (ctx locked): released, off every list. */
+static void req_put(weft_ucx_context_t *ctx, weft_p2p_req_t *req)
+{
+    if (ctx->req_pooled >= REQ_POOL_MAX) {
+        free(req);
+        return;
+    }
+    req->next = ctx->req_pool;
+    ctx->req_pool = req;
+    ctx->req_pooled++;
+}
+
+void weft__ucx_req_pool_free(weft_ucx_context_t *ctx)
+{
+    while (ctx->req_pool != NULL) {
+        weft_p2p_req_t *next = ctx->req_pool->next;
+
+        free(ctx->req_pool);
+        ctx->req_pool = next;
+    }
+    ctx->req_pooled = 0;
+}
+
+/* The arguments of a post checked, then a request for it (ctx locked). */
 static weft_status_t req_new(ucx_comm_t *comm, int peer, int is_recv, size_t bytes,
                              weft_memtype_t memtype, uint64_t tag, ucs_memory_type_t *mt_p,
                              weft_p2p_req_t **req_p)
@@ -206,7 +248,7 @@ static weft_status_t req_new(ucx_comm_t *comm, int peer, int is_recv, size_t byt
     if (status != WEFT_OK) {
         return status;
     }
-    req = calloc(1, sizeof(*req));
+    req = req_get(comm->ctx);
     if (req == NULL) {
         return weft__error(WEFT_ERR_NO_MEMORY, "cannot allocate a UCX request");
     }
@@ -261,12 +303,13 @@ static weft_status_t post_send(ucx_comm_t *comm, int peer, const void *buf, size
     int post = 0;
     void *sp;
 
+    pthread_mutex_lock(&ctx->lock);
     status = req_new(comm, peer, 0, bytes, memtype, tag, &param.memory_type, &req);
     if (status != WEFT_OK) {
+        pthread_mutex_unlock(&ctx->lock);
         return status;
     }
     param.user_data = req;
-    pthread_mutex_lock(&ctx->lock);
     WEFT_CHECK_GOTO(req_prepare(ctx, req, &post), err_unlock);
     if (post) {
         sp = ucp_tag_send_nbx(req->peer->ep, buf, bytes, tag | (uint64_t)comm->rank, &param);
@@ -283,8 +326,8 @@ static weft_status_t post_send(ucx_comm_t *comm, int peer, const void *buf, size
     return WEFT_OK;
 
 err_unlock:
+    req_put(ctx, req);
     pthread_mutex_unlock(&ctx->lock);
-    free(req);
     return status;
 }
 
@@ -305,12 +348,13 @@ static weft_status_t post_recv(ucx_comm_t *comm, int peer, void *buf, size_t byt
     int post = 0;
     void *rp;
 
+    pthread_mutex_lock(&ctx->lock);
     status = req_new(comm, peer, 1, bytes, memtype, tag, &param.memory_type, &req);
     if (status != WEFT_OK) {
+        pthread_mutex_unlock(&ctx->lock);
         return status;
     }
     param.user_data = req;
-    pthread_mutex_lock(&ctx->lock);
     /* the receive does not need the endpoint, but UCX watches a peer only
      * through one */
     WEFT_CHECK_GOTO(req_prepare(ctx, req, &post), err_unlock);
@@ -336,8 +380,8 @@ static weft_status_t post_recv(ucx_comm_t *comm, int peer, void *buf, size_t byt
     return WEFT_OK;
 
 err_unlock:
+    req_put(ctx, req);
     pthread_mutex_unlock(&ctx->lock);
-    free(req);
     return status;
 }
 
@@ -407,8 +451,8 @@ static weft_status_t ucx_test(void *ep, weft_p2p_req_t *req, int *done_p, int *s
     req_release(req);
     status = req_status(req);
     src = req->peer_rank;
+    req_put(ctx, req);
     pthread_mutex_unlock(&ctx->lock);
-    free(req);
     *done_p = 1;
     if (src_p != NULL) {
         *src_p = src;
@@ -465,8 +509,8 @@ static void ucx_cancel(void *ep, weft_p2p_req_t *req)
         ctx->cancel_last = weft__time_ns();
     }
     req_release(req);
+    req_put(ctx, req);
     pthread_mutex_unlock(&ctx->lock);
-    free(req);
 }
 
 static int ucx_progress(void *ep)

@@ -394,6 +394,7 @@ static void context_destroy(weft_ucx_context_t *ctx)
     }
     free(ctx->buckets);
     free(ctx->address);
+    weft__ucx_req_pool_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }

@@ -83,6 +83,8 @@ struct weft_ucx_context {
     uint64_t cancel_last;  /* when the last cancel returned */
     unsigned memtypes;     /* bit t: UCX carries weft memory type t itself */
     void *stage_streams[WEFT_MEM_TYPE_COUNT]; /* staging stream per device (ucx_stage.c) */
+    weft_p2p_req_t *req_pool; /* finished requests kept for reuse, through ->next (ucx.c) */
+    unsigned req_pooled;
 };
 
 /* The endpoint table of one communicator (ucx.c). */
@@ -107,6 +109,7 @@ weft_status_t weft__ucx_peer_connect(weft_ucx_context_t *ctx, ucx_peer_t *peer, 
 void weft__ucx_recv_link(weft_p2p_req_t *req);
 void weft__ucx_recv_unlink(weft_p2p_req_t *req);
 void weft__ucx_reap_failures(weft_ucx_context_t *ctx);
+void weft__ucx_req_pool_free(weft_ucx_context_t *ctx);
 unsigned weft__ucx_worker_progress(weft_ucx_context_t *ctx);
 
 /* ---- ucx.c ------------------------------------------------------------- */

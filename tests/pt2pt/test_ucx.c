@@ -2,11 +2,12 @@
  * The UCX transport (pt2pt/ucx) between real processes (the ranks and how
  * they run: tests/pt2pt/ucx_ranks.h): ping-pong, tags matched in any order
  * and in order, two endpoint tables that never cross-match, size
- * mismatches, cancelled receives and sends, an all-to-all of four ranks, and
+ * mismatches, requests reused, cancelled receives and sends, an all-to-all of four ranks, and
  * a killed peer. Every test runs with UCX's default transports and with
  * UCX_TLS=tcp.
  */
 #include "tests/pt2pt/ucx_ranks.h"
+#include "pt2pt/ucx/ucx_internal.h"
 
 /* ------------------------------------------------------------ scenarios */
 
@@ -293,6 +294,46 @@ Test(ucx, size_mismatch_default, .timeout = 50)
 Test(ucx, size_mismatch_tcp, .timeout = 50)
 {
     run(2, "tcp", sc_mismatch);
+}
+
+/* Finished requests return to the context's pool and serve the next posts: three rounds of the
+ * 100 reverse-order messages (more in flight than the pool keeps), each followed by a receive
+ * that fails (a size mismatch) and one that must not inherit anything from it; the pool never
+ * holds more than its bound and is in use after each round. */
+static void sc_reuse(rank_t *r)
+{
+    for (uint32_t round = 0; round < 3; round++) {
+        uint64_t v = 0x0123456789abcdefull + round, big[4] = {0};
+        weft_p2p_req_t *req;
+
+        sc_reverse(r);
+        if (r->rank == 0) {
+            send_ok(r, r->ep, 1, tag(6, round, 1), big, sizeof(big));
+            send_ok(r, r->ep, 1, tag(6, round, 2), &v, sizeof(v));
+        } else {
+            req = post_recv(r, r->ep, 0, tag(6, round, 1), &v, sizeof(v));
+            CHECK(r, wait_one(r, r->ep, req) == WEFT_ERR_MISMATCH,
+                  "round %u: a 32-byte message into an 8-byte receive: %s, want mismatch", round,
+                  weft_last_error());
+            v = 0;
+            recv_ok(r, r->ep, 0, tag(6, round, 2), &v, sizeof(v));
+            CHECK(r, v == 0x0123456789abcdefull + round, "round %u: after the mismatch got %#llx",
+                  round, (unsigned long long)v);
+        }
+        CHECK(r, r->ctx->req_pooled > 0 && r->ctx->req_pooled <= 64,
+              "round %u: %u requests pooled, want 1-64", round, r->ctx->req_pooled);
+        barrier(r);
+    }
+}
+
+Test(ucx, requests_reused_default, .timeout = 50)
+{
+    run(2, NULL, sc_reuse);
+}
+
+Test(ucx, requests_reused_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_reuse);
 }
 
 /* A cancelled receive never writes its buffer and matches nothing: the
