@@ -22,8 +22,8 @@
  *   rank's control line instead of its slot: the flag a reader waits for
  *   brings it along; allreduce, reduce, allgather, bcast, gather, and
  *   scatter and alltoall where a writer's pieces for the L - 1 others fit;
- *   9 to 48 bytes of any of them (a writer's pieces for the others) in a wide
- *   line, data and stamp in one cache line: wide_round)
+ *   9 to 48 bytes of the first five in a wide line, data and stamp in one
+ *   cache line: wide_round)
  *   reduce: as allreduce, only root copies out, the others' slices (its own it
  *       reduces into dst; small: root reduces all)
  *   barrier: publish | wait all (where ranks outnumber cores the others wait for
@@ -122,22 +122,10 @@ static int data1_span(const shm_op_t *o, size_t *n_p)
     }
 }
 
-/* The elements a writer of a scatter or alltoall puts in its lines for the others in round o->r
- * (its pieces for the L - 1 others, piece_at): 1 for those kinds, 0 for the others. */
-static int pieces_span(const shm_op_t *o, size_t *n_p)
-{
-    if (o->kind != OP_SCATTER && o->kind != OP_ALLTOALL) {
-        return 0;
-    }
-    *n_p = weft__shm_op_span(o->count, o->chunk, o->r) * (size_t)(o->shm->L - 1);
-    return 1;
-}
-
 /* Whether round o->r of the operation carries its data in the wide lines (weft_shm_wide_t): a
- * one-phase round of host memory whose largest block (a scatter's or alltoall's writer: its
- * pieces for the others) is 9 to WEFT_SHM_WIDE_BYTES bytes, of the kinds that place it with
- * DATA1 or piece_at. Every local rank decides alike: the signature (count, dtype, memory type)
- * and the round are theirs all. */
+ * one-phase round of host memory whose largest block is 9 to WEFT_SHM_WIDE_BYTES bytes, of the
+ * kinds that place it with DATA1. Every local rank decides alike: the signature (count, dtype,
+ * memory type) and the round are theirs all. */
 static inline int fits_wide(const shm_op_t *o, size_t n)
 {
     return n * o->esize > sizeof(uint64_t) && n * o->esize <= WEFT_SHM_WIDE_BYTES &&
@@ -148,7 +136,7 @@ static int wide_round(const shm_op_t *o)
 {
     size_t n;
 
-    return (data1_span(o, &n) || pieces_span(o, &n)) && fits_wide(o, n);
+    return data1_span(o, &n) && fits_wide(o, n);
 }
 
 /* Local rank q's phase 1 of wide round v / 4 (v = 4 R + 1): 1 once its stamp says its data is
@@ -220,26 +208,31 @@ static int line_round(const shm_op_t *o)
 {
     size_t n = 0;
 
-    if (data1_span(o, &n) || pieces_span(o, &n)) {
+    if (data1_span(o, &n)) {
         return fits_line(o, n) || fits_wide(o, n);
     }
-    return o->kind == OP_BARRIER;
+    switch (o->kind) {
+    case OP_BARRIER:
+        return 1;
+    case OP_SCATTER:
+    case OP_ALLTOALL: /* a writer's pieces for the L - 1 others (pieces_fit_line) */
+        n = weft__shm_op_span(o->count, o->chunk, o->r) * (size_t)(o->shm->L - 1);
+        break;
+    default:
+        return 0;
+    }
+    return fits_line(o, n);
 }
 
 /* Where local rank q's piece of round R (n elements) for local rank p lies (scatter, alltoall;
  * p != q): packed in q's control line when its L - 1 pieces fit there (two local ranks up to 8
- * bytes a block, four up to 2), or in its wide line (up to WEFT_SHM_WIDE_BYTES of pieces: two
- * ranks up to 48-byte blocks, four up to 16), else at p * chunk in q's slot. Writers and readers
- * take the same place: every local rank knows n, L and the memory type alike. */
+ * bytes a block, four up to 2), else at p * chunk in q's slot. Writers and readers take the same
+ * place: every local rank knows n, L and the memory type alike. */
 static inline char *piece_at(const shm_op_t *o, int q, int p, uint64_t R, size_t n)
 {
-    const size_t all = n * (size_t)(o->shm->L - 1), at = (size_t)(p < q ? p : p - 1) * n;
-
-    if (fits_line(o, all)) {
-        return (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH] + at * o->esize;
-    }
-    if (fits_wide(o, all)) {
-        return (char *)o->shm->ctrl[q].wide[R % WEFT_SHM_LINE_DEPTH].data + at * o->esize;
+    if (fits_line(o, n * (size_t)(o->shm->L - 1))) {
+        return (char *)&o->shm->ctrl[q].tiny[R % WEFT_SHM_LINE_DEPTH] +
+               (size_t)(p < q ? p : p - 1) * n * o->esize;
     }
     return SLOT(o, q, R) + (size_t)p * o->chunk * o->esize;
 }

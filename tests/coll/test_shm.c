@@ -720,8 +720,8 @@ static void ahead_body(weft_comm_t comm, int rank, void *arg)
 
     atomic_fetch_add(&as->sh.with_shm, weft__comm_of(comm)->coll->shm != NULL);
     ahead_phase(as, comm, rank, 2, WEFT_SHM_LINE_DEPTH, 100); /* 8 bytes: in the lines */
-    /* 12 bytes: in the wide lines (a scatter's root: its piece for the other) */
-    ahead_phase(as, comm, rank, 3, WEFT_SHM_LINE_DEPTH, 200);
+    /* 12 bytes: in the wide lines (a scatter's pieces: in the slots) */
+    ahead_phase(as, comm, rank, 3, as->kind == AHEAD_SCATTER ? 2 : WEFT_SHM_LINE_DEPTH, 200);
     ahead_phase(as, comm, rank, 13, 2, 300); /* 52 bytes: in the slots */
 }
 
@@ -755,8 +755,7 @@ Test(rounds, gather_sender_runs_ahead_by_the_buffers_depth, .timeout = 60)
     run_ahead(AHEAD_GATHER);
 }
 
-/* A scatter's root of two local ranks: the other's piece of up to 8 bytes in its control line, up
- * to 48 in its wide line. */
+/* A scatter's root of two local ranks: the other's piece of up to 8 bytes in its control line. */
 Test(rounds, scatter_root_runs_ahead_by_the_buffers_depth, .timeout = 60)
 {
     run_ahead(AHEAD_SCATTER);
