@@ -20,6 +20,10 @@
  *    frees the request; a request that is not done stays valid. Then, for a
  *    receive, *src_p (when src_p is not NULL) is the rank the message came
  *    from (-1 when it failed before one matched; a send: its peer).
+ *  - send_now (optional, NULL where a transport has none) sends a message
+ *    that it can complete at once, without a request: WEFT_OK when sent,
+ *    WEFT_INPROGRESS when not (nothing sent: post it with isend), or the
+ *    error isend would give for the same arguments.
  *  - cancel withdraws a request that is not done and frees it: after it
  *    returns the transport never touches the request's buffer again.
  *  - progress moves messages and returns the number of events handled.
@@ -57,6 +61,8 @@ typedef struct weft_pt2pt_ops {
     void (*discard)(void *ep, const uint32_t *comm_ids, unsigned n);
     /* frees the context; pending requests must have been completed or cancelled */
     void (*ep_release)(void *ep);
+    weft_status_t (*send_now)(void *ep, int peer, const void *buf, size_t bytes,
+                              weft_memtype_t memtype, uint64_t tag);
 } weft_pt2pt_ops_t;
 
 /*

@@ -42,6 +42,17 @@ static weft_status_t map_isend(void *ep_, int peer, const void *buf, size_t byte
                                   req_p);
 }
 
+static weft_status_t map_send_now(void *ep_, int peer, const void *buf, size_t bytes,
+                                  weft_memtype_t memtype, uint64_t tag)
+{
+    map_ep_t *ep = ep_;
+
+    if (peer < 0 || peer >= ep->size) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "send to rank %d of %d", peer, ep->size);
+    }
+    return ep->parent->p2p->send_now(ep->parent->p2p_ep, ep->map[peer], buf, bytes, memtype, tag);
+}
+
 static weft_status_t map_irecv(void *ep_, int peer, void *buf, size_t bytes, weft_memtype_t memtype,
                                uint64_t tag, weft_p2p_req_t **req_p)
 {
@@ -113,7 +124,8 @@ static void map_ep_release(void *ep_)
     free(ep);
 }
 
-/* The child's table: a copy of this with the parent's prompt_wakeup. */
+/* The child's table: a copy of this with the parent's prompt_wakeup, and send_now where the
+ * parent's table has one. */
 static const weft_pt2pt_ops_t map_ops = {
     .name = "split",
     .isend = map_isend,
@@ -297,6 +309,7 @@ WEFT_EXPORT weft_status_t weft_comm_split(weft_comm_t handle, int color, int key
     }
     ep->ops = map_ops;
     ep->ops.prompt_wakeup = comm->p2p->prompt_wakeup;
+    ep->ops.send_now = comm->p2p->send_now != NULL ? map_send_now : NULL;
     ep->parent = comm;
     ep->size = n;
     for (int i = 0; i < n; i++) {

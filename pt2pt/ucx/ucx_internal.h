@@ -56,6 +56,9 @@ struct ucx_peer {
     const char *why;      /* how the failure was found */
     weft_p2p_req_t *recvs;
     size_t nreqs;  /* requests with it that UCX holds */
+    /* send_now's sizes (ucx.c): the largest UCX sent at once, the smallest above it that it
+     * could not (the sizes from there on go straight to a request) */
+    size_t now_ok, now_no;
     int rank_hint; /* its rank in the communicator that first named it, for logs */
     ucx_addr_hdr_t id;
     uint64_t hash;

@@ -2,8 +2,8 @@
  * The UCX transport (pt2pt/ucx) between real processes (the ranks and how
  * they run: tests/pt2pt/ucx_ranks.h): ping-pong, tags matched in any order
  * and in order, two endpoint tables that never cross-match, size
- * mismatches, requests reused, cancelled receives and sends, an all-to-all of four ranks, and
- * a killed peer. Every test runs with UCX's default transports and with
+ * mismatches, requests reused, sends completed at once, cancelled receives and sends, an all-to-all
+ * of four ranks, and a killed peer. Every test runs with UCX's default transports and with
  * UCX_TLS=tcp.
  */
 #include "tests/pt2pt/ucx_ranks.h"
@@ -334,6 +334,104 @@ Test(ucx, requests_reused_default, .timeout = 50)
 Test(ucx, requests_reused_tcp, .timeout = 50)
 {
     run(2, "tcp", sc_reuse);
+}
+
+/* send_now: before the endpoint exists it sends nothing (WEFT_INPROGRESS); then a short message
+ * goes at once, and one UCX cannot send at once (64 KiB, one fragment) is refused with nothing
+ * sent, and so is every size from there on without another try, and a fragmented one (8 MiB);
+ * the refused message, sent with isend, arrives once. Bad arguments are isend's errors. */
+static void sc_send_now(rank_t *r)
+{
+    enum { BIG = 8 * MiB, MID = 64 * 1024 };
+    unsigned char *big = xmalloc(r, BIG);
+    uint64_t v = 42, w = 0;
+
+    if (r->rank == 0) {
+        const ucx_peer_t *peer = ((const ucx_comm_t *)r->ep)->peers[1];
+
+        CHECK(r,
+              ops->send_now(r->ep, 1, &v, sizeof(v), WEFT_MEM_HOST, tag(4, 0, 0)) ==
+                  WEFT_INPROGRESS,
+              "send_now before the peer is connected: not WEFT_INPROGRESS");
+        send_ok(r, r->ep, 1, tag(4, 0, 1), &v, sizeof(v)); /* connects */
+        for (uint64_t k = 0; k < 3; k++) {
+            v = 100 + k;
+            CHECK(r,
+                  ops->send_now(r->ep, 1, &v, sizeof(v), WEFT_MEM_HOST, tag(4, 1, (uint32_t)k)) ==
+                      WEFT_OK,
+                  "send_now of 8 bytes %llu: %s", (unsigned long long)k, weft_last_error());
+        }
+        fill(big, MID, 9);
+        CHECK(r, ops->send_now(r->ep, 1, big, MID, WEFT_MEM_HOST, tag(4, 2, 0)) == WEFT_INPROGRESS,
+              "send_now of 64 KiB: not WEFT_INPROGRESS");
+        CHECK(r, peer->now_ok >= sizeof(v) && peer->now_no == MID,
+              "the peer's send_now sizes: %zu sent at once, %zu refused, want 64 KiB", peer->now_ok,
+              peer->now_no);
+        CHECK(r,
+              ops->send_now(r->ep, 1, big, MID + 1, WEFT_MEM_HOST, tag(4, 2, 0)) ==
+                      WEFT_INPROGRESS &&
+                  ops->send_now(r->ep, 1, big, BIG, WEFT_MEM_HOST, tag(4, 2, 0)) == WEFT_INPROGRESS,
+              "send_now above the refused size: not refused");
+        CHECK(r, peer->now_no == MID, "a size above the refused one was tried: %zu", peer->now_no);
+        send_ok(r, r->ep, 1, tag(4, 2, 0), big, MID);
+        CHECK(r,
+              ops->send_now(r->ep, 2, &v, sizeof(v), WEFT_MEM_HOST, tag(4, 3, 0)) ==
+                  WEFT_ERR_INVALID_ARG,
+              "send_now to rank 2 of 2: not WEFT_ERR_INVALID_ARG");
+        CHECK(r,
+              ops->send_now(r->ep, 1, &v, sizeof(v), WEFT_MEM_HOST, tag(4, 3, 0) | 1) ==
+                  WEFT_ERR_INVALID_ARG,
+              "send_now with the source bits set: not WEFT_ERR_INVALID_ARG");
+        barrier(r);
+    } else {
+        weft_p2p_req_t *again;
+        uint64_t until;
+        int done = 0;
+
+        recv_ok(r, r->ep, 0, tag(4, 0, 1), &w, sizeof(w));
+        CHECK(r, w == 42, "the connecting message: %llu", (unsigned long long)w);
+        for (uint64_t k = 0; k < 3; k++) {
+            recv_ok(r, r->ep, 0, tag(4, 1, (uint32_t)k), &w, sizeof(w));
+            CHECK(r, w == 100 + k, "message %llu sent at once: %llu", (unsigned long long)k,
+                  (unsigned long long)w);
+        }
+        memset(big, 0, MID);
+        recv_ok(r, r->ep, 0, tag(4, 2, 0), big, MID);
+        CHECK(r, first_diff(big, MID, 9) == SIZE_MAX, "the 64 KiB message differs");
+        /* the refused tries sent nothing: no second message with that tag */
+        again = post_recv(r, r->ep, 0, tag(4, 2, 0), big, BIG);
+        until = weft__time_ns() + 200000000ull;
+        while (!done && weft__time_ns() < until) {
+            ops->progress(r->ep);
+            ops->test(r->ep, again, &done, NULL);
+        }
+        CHECK(r, !done, "a refused send_now sent its message");
+        if (!done) {
+            ops->cancel(r->ep, again);
+        }
+        /* nor did the one before the endpoint existed */
+        again = post_recv(r, r->ep, 0, tag(4, 0, 0), &w, sizeof(w));
+        for (int i = 0; i < 1000 && !done; i++) {
+            ops->progress(r->ep);
+            ops->test(r->ep, again, &done, NULL);
+        }
+        CHECK(r, !done, "send_now before the connection sent its message");
+        if (!done) {
+            ops->cancel(r->ep, again);
+        }
+        barrier(r);
+    }
+    free(big);
+}
+
+Test(ucx, send_now_default, .timeout = 50)
+{
+    run(2, NULL, sc_send_now);
+}
+
+Test(ucx, send_now_tcp, .timeout = 50)
+{
+    run(2, "tcp", sc_send_now);
 }
 
 /* A cancelled receive never writes its buffer and matches nothing: the
