@@ -183,7 +183,9 @@ static int memtype_of(const void *p)
  * The CUDA-aware MPI contract: host and device buffers (CUDA memory with
  * weft's CUDA backend, emu memory) are served by weft, whose collectives
  * take either. A call whose buffers are of two memory types (weft wants
- * one), or a pointer weft refuses, goes to MPI.
+ * one), or a pointer weft refuses, goes to MPI: weft's argument check
+ * refuses it (looking each buffer up once), and this names the reason
+ * afterwards (weft__mpi_serve), so that a served call pays no second lookup.
  */
 weft__mpi_why_t weft__mpi_memory(const void *a, const void *b)
 {

@@ -110,9 +110,6 @@ weft__mpi_why_t weft__mpi_serve(MPI_Comm comm, weft__mpi_why_t why, weft__mpi_ca
     int ref = 0;
 
     if (why == WEFT__MPI_SERVE) {
-        why = weft__mpi_memory(c->sbuf, c->rbuf);
-    }
-    if (why == WEFT__MPI_SERVE) {
         why = entry_of(comm, c, req != NULL || weft__mpi_multiple, &e, &ref);
     }
     if (why != WEFT__MPI_SERVE) {
@@ -154,12 +151,15 @@ weft__mpi_why_t weft__mpi_serve(MPI_Comm comm, weft__mpi_why_t why, weft__mpi_ca
     /* weft checks every argument before it sends anything, identically on
      * every rank: what it refuses, MPI gets instead */
     if (status == WEFT_ERR_INVALID_ARG || status == WEFT_ERR_UNSUPPORTED) {
+        /* buffers of two memory types, or freed device memory: counted as such */
+        why = weft__mpi_memory(c->sbuf, c->rbuf) == WEFT__MPI_WHY_MEMORY ? WEFT__MPI_WHY_MEMORY
+                                                                         : WEFT__MPI_WHY_REJECTED;
         free(c->arrays);
         if (ref) {
             weft__mpi_comm_put(e);
         }
-        weft__mpi_count_forward(WEFT__MPI_WHY_REJECTED);
-        return WEFT__MPI_WHY_REJECTED;
+        weft__mpi_count_forward(why);
+        return why;
     }
     weft__mpi_count_served();
     if (req == NULL) {

@@ -124,7 +124,8 @@ weft__mpi_why_t weft__mpi_reduction(MPI_Datatype dt, MPI_Op op, weft_dtype_t *dt
                                     weft_op_t *op_p);
 /* Data movement: size in bytes of a contiguous predefined datatype. */
 weft__mpi_why_t weft__mpi_movable(MPI_Datatype dt, size_t *size_p);
-/* The memory type hook: every buffer weft is given passes here first. */
+/* Why weft refused a call's buffers: WEFT__MPI_WHY_MEMORY for two memory types or freed device
+ * memory (asked after weft's own check refused the call, not before every call). */
 weft__mpi_why_t weft__mpi_memory(const void *a, const void *b);
 int weft__mpi_overlap(const void *a, size_t alen, const void *b, size_t blen);
 

@@ -3,7 +3,10 @@
  * weft_mem_alloc): through the interposer they take weft's device path (the
  * CUDA-aware MPI contract); without it Open MPI reads the same memory as
  * host memory. Either way every element is checked here; the interposer
- * test script compares both runs and the interposer's statistics.
+ * test script compares both runs and the interposer's statistics. One
+ * allreduce per count has its sendbuf in host memory and its recvbuf in
+ * emu memory: weft refuses buffers of two memory types, so the interposer
+ * hands exactly those calls to Open MPI (statistics: memory_type).
  * Prints "test_mpi_device: N ranks, C checks, F failed".
  */
 #include <mpi.h>
@@ -80,6 +83,21 @@ int main(int argc, char **argv)
         MPI_Reduce(a, b, (int)n, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
         for (size_t i = 0; rank == 0 && i < n; i++) {
             expect(b[i], 1000 * size * (size - 1) / 2 + size * (int)(i % 97), "reduce", i);
+        }
+        {
+            int *h = malloc(n * sizeof(int));
+
+            if (h == NULL) {
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            for (size_t i = 0; i < n; i++) {
+                h[i] = rank + (int)(i % 13);
+            }
+            MPI_Allreduce(h, b, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            for (size_t i = 0; i < n; i++) {
+                expect(b[i], size * (size - 1) / 2 + size * (int)(i % 13), "mixed allreduce", i);
+            }
+            free(h);
         }
         weft_mem_free(a);
         weft_mem_free(b);
