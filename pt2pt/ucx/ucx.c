@@ -427,12 +427,16 @@ static weft_status_t ucx_send_now(void *ep, int peer, const void *buf, size_t by
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
     };
-    weft_status_t status = post_check(comm, peer, 0, memtype, tag, &param.memory_type);
+    weft_status_t status;
     ucx_peer_t *p;
     void *sp;
 
-    if (status != WEFT_OK || weft__ucx_needs_stage(ctx, memtype, bytes)) {
-        return status != WEFT_OK ? status : WEFT_INPROGRESS;
+    if (weft__ucx_needs_stage(ctx, memtype, bytes)) { /* (memory UCX cannot name, too) */
+        return WEFT_INPROGRESS;
+    }
+    status = post_check(comm, peer, 0, memtype, tag, &param.memory_type);
+    if (status != WEFT_OK) {
+        return status;
     }
     pthread_mutex_lock(&ctx->lock);
     p = comm->peers[peer];

@@ -338,8 +338,9 @@ Test(ucx, requests_reused_tcp, .timeout = 50)
 
 /* send_now: before the endpoint exists it sends nothing (WEFT_INPROGRESS); then a short message
  * goes at once, and one UCX cannot send at once (64 KiB, one fragment) is refused with nothing
- * sent, and so is every size from there on without another try, and a fragmented one (8 MiB);
- * the refused message, sent with isend, arrives once. Bad arguments are isend's errors. */
+ * sent, and so is every size from there on without another try, and a fragmented one (8 MiB) or
+ * one in emu memory (both staged); the refused message, sent with isend, arrives once. Bad
+ * arguments are isend's errors. */
 static void sc_send_now(rank_t *r)
 {
     enum { BIG = 8 * MiB, MID = 64 * 1024 };
@@ -382,6 +383,10 @@ static void sc_send_now(rank_t *r)
               ops->send_now(r->ep, 1, &v, sizeof(v), WEFT_MEM_HOST, tag(4, 3, 0) | 1) ==
                   WEFT_ERR_INVALID_ARG,
               "send_now with the source bits set: not WEFT_ERR_INVALID_ARG");
+        /* memory UCX cannot carry is staged: isend's path, not an error */
+        CHECK(r,
+              ops->send_now(r->ep, 1, &v, sizeof(v), WEFT_MEM_EMU, tag(4, 3, 0)) == WEFT_INPROGRESS,
+              "send_now of emu memory: not WEFT_INPROGRESS");
         barrier(r);
     } else {
         weft_p2p_req_t *again;
