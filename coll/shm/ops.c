@@ -1495,8 +1495,8 @@ static int line_ready(shm_op_t *o, line_wait_t wait, uint64_t R, int *peer_p)
  * up to 48 bytes of host memory (one round whose data travels in the control lines, or above 8
  * bytes the wide lines) or up to LINE_SLOT_BYTES in one round of the slots, a scatter or alltoall
  * whose pieces for the others fit a writer's control line or, blocks up to LINE_SLOT_BYTES, one
- * round of its slot (np 2, 16-256 B: alltoall 1.12-1.27 of Open MPI's time -> 0.90-1.02, scatter
- * 1.25-1.75 -> 1.15-1.55), a reduce_scatter of blocks up to
+ * round of its slot (np 2, 16-256 B: alltoall 1.16-1.26 of Open MPI's time -> 0.97-1.08, scatter
+ * 1.15-1.38 -> 1.04-1.39), a reduce_scatter of blocks up to
  * LINE_SLOT_BYTES (one round in the slots), and a barrier, run without building the operation, for
  * a call that repeats the last one of its kind (coll/select.c weft__coll_line). Each is its kind's
  * round (round_allreduce's OP_ALLREDUCE1 and OP_REDUCE1, round_bcast, round_gather, round_blocks,
