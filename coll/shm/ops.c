@@ -1065,6 +1065,13 @@ static size_t max_block(const size_t *bcnt, int L)
     return m;
 }
 
+/* A slot's share per local rank, in elements: where a scatter's or alltoall's piece for a rank,
+ * or a reduce_scatter's sub-block, lies in the writer's slot (0: not one element each). */
+static size_t slot_share(const weft_shm_t *shm, size_t esize)
+{
+    return shm->slot_bytes / esize / (size_t)shm->L;
+}
+
 /* A block operation (reduce_scatter, allgather): its fields, and the
  * elements of every block its rounds carry (0 when a slot cannot hold one
  * element per rank). */
@@ -1076,7 +1083,7 @@ static size_t blocks_init(shm_op_t *o, const void *src, void *dst, const size_t 
     o->boff = boff;
     o->bcnt = bcnt;
     if (o->kind == OP_REDUCE_SCATTER) {
-        o->chunk = o->shm->slot_bytes / o->esize / (size_t)o->shm->L; /* a sub-block per rank */
+        o->chunk = slot_share(o->shm, o->esize); /* a sub-block per rank */
     }
     return o->chunk == 0 ? 0 : max_block(bcnt, o->shm->L);
 }
@@ -1185,7 +1192,7 @@ static size_t rooted_init(shm_op_t *o, int root, const void *src, void *dst, siz
 {
     vector_init(o, root, src, dst, count);
     if (o->kind != OP_GATHER) {
-        o->chunk = o->shm->slot_bytes / o->esize / (size_t)o->shm->L;
+        o->chunk = slot_share(o->shm, o->esize);
     }
     return count;
 }
@@ -1564,13 +1571,13 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         break;
     case WEFT_COLL_SCATTER: /* the root's pieces for the others: its control line or slot */
         o.kind = OP_SCATTER;
-        o.chunk = shm->slot_bytes / esize / (size_t)L; /* piece_at's place, as rooted_init's */
+        o.chunk = slot_share(shm, esize); /* piece_at's place, as rooted_init's */
         writes = is_root;
         wait = is_root ? LINE_WAIT_NONE : LINE_WAIT_ROOT;
         break;
     case WEFT_COLL_ALLTOALL: /* every rank's pieces for the others: its control line or slot */
         o.kind = OP_ALLTOALL;
-        o.chunk = shm->slot_bytes / esize / (size_t)L;
+        o.chunk = slot_share(shm, esize);
         break;
     case WEFT_COLL_BARRIER:
         o.kind = OP_BARRIER;
@@ -1590,7 +1597,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         o.bcnt = b + L;
         o.pcount = 0;
         if (kind == WEFT_COLL_REDUCE_SCATTER) { /* a sub-block of its slot per rank */
-            o.chunk = shm->slot_bytes / esize / (size_t)L;
+            o.chunk = slot_share(shm, esize);
         }
         break;
     default:
@@ -1675,11 +1682,11 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
 }
 
 /* A scatter's or alltoall's pieces of count elements take one round: packed in the writer's
- * control line (piece_at), or at most a slot's share per rank (rooted_init's chunk). */
+ * control line (piece_at), or at most a slot's share per rank (slot_share). */
 static int pieces_one_round(const weft_shm_t *shm, size_t count, size_t esize)
 {
     return count * esize * (size_t)(shm->L - 1) <= sizeof(uint64_t) ||
-           count <= shm->slot_bytes / esize / (size_t)shm->L;
+           count <= slot_share(shm, esize);
 }
 
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype)

@@ -255,8 +255,9 @@ weft_status_t weft__shm_run(struct weft_comm *comm, const weft_coll_args_t *a,
                             int *handled_p, int *waited_p);
 /* Whether a runs as an allreduce, reduce, bcast, gather or allgather whose data (a rank's block)
  * fits the control line, a wide line or (up to 1 KiB) one round of the slots, a scatter or alltoall
- * whose pieces for the others fit a writer's control line, a reduce_scatter of up to 1 KiB blocks
- * in one round of the slots, or a barrier (weft__shm_line_run). */
+ * whose pieces for the others fit a writer's control line or (blocks up to 1 KiB) one round of its
+ * slot, a reduce_scatter of up to 1 KiB blocks in one round of the slots, or a barrier
+ * (weft__shm_line_run). */
 int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_memtype_t memtype);
 /* That collective again, described by desc (the one the last call built; root -1 where it has
  * none): *handled_p 0 when it cannot start at once (an earlier round's lines still read), else
