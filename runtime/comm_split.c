@@ -30,27 +30,40 @@ typedef struct map_ep {
     int map[]; /* child rank -> parent rank */
 } map_ep_t;
 
+/* A send's peer checked: its rank in the parent, or an error. */
+static weft_status_t map_send_peer(const map_ep_t *ep, int peer, int *parent_p)
+{
+    if (peer < 0 || peer >= ep->size) {
+        return weft__error(WEFT_ERR_INVALID_ARG, "send to rank %d of %d", peer, ep->size);
+    }
+    *parent_p = ep->map[peer];
+    return WEFT_OK;
+}
+
 static weft_status_t map_isend(void *ep_, int peer, const void *buf, size_t bytes,
                                weft_memtype_t memtype, uint64_t tag, weft_p2p_req_t **req_p)
 {
     map_ep_t *ep = ep_;
+    int to = -1;
+    weft_status_t status = map_send_peer(ep, peer, &to);
 
-    if (peer < 0 || peer >= ep->size) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "send to rank %d of %d", peer, ep->size);
+    if (status != WEFT_OK) {
+        return status;
     }
-    return ep->parent->p2p->isend(ep->parent->p2p_ep, ep->map[peer], buf, bytes, memtype, tag,
-                                  req_p);
+    return ep->parent->p2p->isend(ep->parent->p2p_ep, to, buf, bytes, memtype, tag, req_p);
 }
 
 static weft_status_t map_send_now(void *ep_, int peer, const void *buf, size_t bytes,
                                   weft_memtype_t memtype, uint64_t tag)
 {
     map_ep_t *ep = ep_;
+    int to = -1;
+    weft_status_t status = map_send_peer(ep, peer, &to);
 
-    if (peer < 0 || peer >= ep->size) {
-        return weft__error(WEFT_ERR_INVALID_ARG, "send to rank %d of %d", peer, ep->size);
+    if (status != WEFT_OK) {
+        return status;
     }
-    return ep->parent->p2p->send_now(ep->parent->p2p_ep, ep->map[peer], buf, bytes, memtype, tag);
+    return ep->parent->p2p->send_now(ep->parent->p2p_ep, to, buf, bytes, memtype, tag);
 }
 
 static weft_status_t map_irecv(void *ep_, int peer, void *buf, size_t bytes, weft_memtype_t memtype,

@@ -16,6 +16,29 @@ static uint64_t tag(uint32_t comm, uint32_t seq, uint32_t slot)
     return weft__tag_make(comm, seq, slot);
 }
 
+/* A receive from peer posted and polled for up to ns: 1 when it completed (its status in *st_p),
+ * else 0 with the receive cancelled (*st_p left as it was). */
+static int arrives(rank_t *r, int peer, uint64_t t, void *buf, size_t bytes, uint64_t ns,
+                   weft_status_t *st_p)
+{
+    weft_p2p_req_t *req = post_recv(r, r->ep, peer, t, buf, bytes);
+    uint64_t until = weft__time_ns() + ns;
+    int done = 0;
+
+    while (!done && weft__time_ns() < until) {
+        ops->progress(r->ep);
+        weft_status_t st = ops->test(r->ep, req, &done, NULL);
+
+        if (done) {
+            *st_p = st;
+        }
+    }
+    if (!done) {
+        ops->cancel(r->ep, req);
+    }
+    return done;
+}
+
 /* Ping-pong of 0, 1, 4 KiB + 1 and 8 MiB bytes (eager and rendezvous paths),
  * then a message of each rank to itself. */
 static void sc_pingpong(rank_t *r)
@@ -389,9 +412,7 @@ static void sc_send_now(rank_t *r)
               "send_now of emu memory: not WEFT_INPROGRESS");
         barrier(r);
     } else {
-        weft_p2p_req_t *again;
-        uint64_t until;
-        int done = 0;
+        weft_status_t st = WEFT_INPROGRESS;
 
         recv_ok(r, r->ep, 0, tag(4, 0, 1), &w, sizeof(w));
         CHECK(r, w == 42, "the connecting message: %llu", (unsigned long long)w);
@@ -404,26 +425,11 @@ static void sc_send_now(rank_t *r)
         recv_ok(r, r->ep, 0, tag(4, 2, 0), big, MID);
         CHECK(r, first_diff(big, MID, 9) == SIZE_MAX, "the 64 KiB message differs");
         /* the refused tries sent nothing: no second message with that tag */
-        again = post_recv(r, r->ep, 0, tag(4, 2, 0), big, BIG);
-        until = weft__time_ns() + 200000000ull;
-        while (!done && weft__time_ns() < until) {
-            ops->progress(r->ep);
-            ops->test(r->ep, again, &done, NULL);
-        }
-        CHECK(r, !done, "a refused send_now sent its message");
-        if (!done) {
-            ops->cancel(r->ep, again);
-        }
+        CHECK(r, !arrives(r, 0, tag(4, 2, 0), big, BIG, 200000000ull, &st),
+              "a refused send_now sent its message");
         /* nor did the one before the endpoint existed */
-        again = post_recv(r, r->ep, 0, tag(4, 0, 0), &w, sizeof(w));
-        for (int i = 0; i < 1000 && !done; i++) {
-            ops->progress(r->ep);
-            ops->test(r->ep, again, &done, NULL);
-        }
-        CHECK(r, !done, "send_now before the connection sent its message");
-        if (!done) {
-            ops->cancel(r->ep, again);
-        }
+        CHECK(r, !arrives(r, 0, tag(4, 0, 0), &w, sizeof(w), 200000000ull, &st),
+              "send_now before the connection sent its message");
         barrier(r);
     }
     free(big);
@@ -526,23 +532,12 @@ static void sc_cancel_send(rank_t *r)
         barrier(r);
     } else {
         unsigned char *big = xmalloc(r, BIG);
-        weft_p2p_req_t *rb;
-        uint64_t until;
-        int done = 0;
         weft_status_t st = WEFT_INPROGRESS;
 
         memset(big, 0x5a, BIG);
         barrier(r); /* the send was cancelled */
-        rb = post_recv(r, r->ep, 0, tag(9, 0, 1), big, BIG);
-        until = weft__time_ns() + 300000000ull;
-        while (!done && weft__time_ns() < until) {
-            ops->progress(r->ep);
-            st = ops->test(r->ep, rb, &done, NULL);
-        }
+        arrives(r, 0, tag(9, 0, 1), big, BIG, 300000000ull, &st);
         CHECK(r, st != WEFT_OK, "the cancelled send was delivered");
-        if (!done) {
-            ops->cancel(r->ep, rb);
-        }
         for (size_t i = 0; i < BIG; i++) {
             CHECK(r, big[i] == 0x5a, "data of the cancelled send arrived at byte %zu", i);
         }
