@@ -257,52 +257,71 @@ static double rail_phase(const weft_cost_params_t *c, weft_coll_kind_t kind, dou
     return c->oversubscribed ? t + (L - 1) * inner(c, kind, 0, c->nodes) : t;
 }
 
-/*
- * The sliced allreduce in k chunks of m = n/k bytes (k = 1: one piece): each chunk's shm phases
- * (reduce-scatter, allgather) and its rail phase; pipelined, the node's shm work on one chunk
- * runs beside the rails' allreduce of another, so past the first chunk each costs the longer of
- * the two. Where ranks outnumber cores they share them: nothing overlaps, and every chunk pays
- * both (measured across two simulated hosts of two ranks on two cores: 3-8 % slower in 1 MiB
- * chunks on links at memory speed; 25 % faster at 16 MiB on links capped at 10 Gbit/s, where
- * the cores wait for the wire, which the model does not see).
- */
-static double hier_allreduce_chunks(const weft_cost_params_t *c, double n, double k)
+/* The collectives whose hierarchical sliced form runs pipelined in chunks (WEFT_HIER_PIPELINE) */
+static int has_pipeline(weft_coll_kind_t kind)
 {
-    int L = c->local;
-    double m = n / k, node = shm_rs_in(c, m, L) + shm_ag_in(c, m, L);
-    double rail = rail_phase(c, WEFT_COLL_ALLREDUCE, m);
-
-    if (c->oversubscribed) {
-        return k * (node + rail);
-    }
-    return node + rail + (k - 1) * (node > rail ? node : rail);
+    return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_BCAST || kind == WEFT_COLL_REDUCE;
 }
 
-/* The chunks of the allreduce of n bytes (1: one piece) in chunks of chunk bytes */
+/*
+ * The sliced allreduce, bcast or reduce in k chunks of m = n/k bytes (k = 1: one piece): each
+ * chunk's shm phases and its rail phase; pipelined, the nodes' shm work on one chunk runs beside
+ * the rails' collective on another, so past the first chunk each costs the longer of the two.
+ * A node's shm work per chunk: allreduce and reduce, a reduce-scatter and an allgather on the
+ * same cores (a reduce's allgather on the root's node only); bcast, a shm bcast on the root's
+ * node and an allgather on the others, each on its own node's cores. Where ranks outnumber cores
+ * they share them: nothing overlaps, and every chunk pays all (measured across two simulated
+ * hosts of two ranks on two cores: 3-8 % slower in 1 MiB chunks on links at memory speed; 25 %
+ * faster at 16 MiB on links capped at 10 Gbit/s, where the cores wait for the wire, which the
+ * model does not see).
+ */
+static double hier_chunks(const weft_cost_params_t *c, weft_coll_kind_t kind, double n, double k)
+{
+    int L = c->local;
+    double m = n / k, first, node, rail = rail_phase(c, kind, m);
+
+    if (kind == WEFT_COLL_BCAST) {
+        double b = shm_bcast_in(c, m, L), g = shm_ag_in(c, m, L);
+
+        first = b + g;
+        node = b > g ? b : g;
+    } else {
+        first = node = shm_rs_in(c, m, L) + shm_ag_in(c, m, L);
+    }
+    if (c->oversubscribed) {
+        return k * (first + rail);
+    }
+    return first + rail + (k - 1) * (node > rail ? node : rail);
+}
+
+/* The chunks of a collective of n bytes (1: one piece) in chunks of chunk bytes */
 static double chunks_of(double n, size_t chunk)
 {
     return chunk == 0 || n <= (double)chunk ? 1 : ceil(n / (double)chunk);
 }
 
-size_t weft__cost_hier_pipeline(const weft_cost_params_t *c, double n)
+size_t weft__cost_hier_pipeline(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
 {
     size_t chunk = weft__coll_config.hier_pipeline;
     double best, k_best = 1;
 
+    if (!has_pipeline(kind)) {
+        return 0;
+    }
     if (chunk != WEFT_HIER_PIPELINE_AUTO) {
         /* at most WEFT_HIER_PIPELINE_MAX_CHUNKS: larger chunks beyond */
         double fewest = ceil(n / WEFT_HIER_PIPELINE_MAX_CHUNKS);
 
         return chunks_of(n, chunk) == 1 ? 0 : (double)chunk > fewest ? chunk : (size_t)fewest;
     }
-    best = hier_allreduce_chunks(c, n, 1);
+    best = hier_chunks(c, kind, n, 1);
     for (double k = 2; k <= WEFT_HIER_PIPELINE_MAX_CHUNKS; k *= 2) {
         double t;
 
         if (n / k < (double)WEFT_HIER_PIPELINE_MIN_CHUNK) {
             break;
         }
-        t = hier_allreduce_chunks(c, n, k);
+        t = hier_chunks(c, kind, n, k);
         if (t < best) {
             best = t;
             k_best = k;
@@ -315,27 +334,21 @@ static double hier_sliced(const weft_cost_params_t *c, weft_coll_kind_t kind, do
 {
     int L = c->local;
 
-    if (kind == WEFT_COLL_ALLREDUCE) {
-        return hier_allreduce_chunks(c, n, chunks_of(n, weft__cost_hier_pipeline(c, n)));
+    if (has_pipeline(kind)) {
+        /* allreduce: shm reduce-scatter, rail allreduces, shm allgather; reduce: the same with
+         * every rail reducing its slice to the root's node, the allgather there; bcast: shm bcast
+         * on the root's node, a slice down each rail, shm allgather elsewhere */
+        return hier_chunks(c, kind, n, chunks_of(n, weft__cost_hier_pipeline(c, kind, n)));
     }
     if (kind == WEFT_COLL_ALLGATHER) {
         /* rail allgathers, shm allgather into rank order (device memory copies into rank order
          * after it: not modelled, the choice must not depend on where one rank's buffer is) */
         return rail_phase(c, kind, n) + shm_ag_in(c, n, L);
     }
-    if (kind == WEFT_COLL_REDUCE) {
-        /* shm reduce-scatter, every rail reduces its slice to the root's node, shm allgather
-         * there */
-        return shm_rs_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
-    }
-    if (kind == WEFT_COLL_REDUCE_SCATTER) {
-        /* host memory: the shm reduce-scatter takes each rail's blocks where they are (device
-         * memory groups them by a local copy first: not modelled, the choice must not depend
-         * on where one rank's buffer is) */
-        return shm_rs_in(c, n, L) + rail_phase(c, kind, n);
-    }
-    /* bcast: shm bcast on the root's node, a slice down each rail, shm allgather elsewhere */
-    return shm_bcast_in(c, n, L) + rail_phase(c, kind, n) + shm_ag_in(c, n, L);
+    /* reduce_scatter: host memory: the shm reduce-scatter takes each rail's blocks where they are
+     * (device memory groups them by a local copy first: not modelled, the choice must not depend
+     * on where one rank's buffer is) */
+    return shm_rs_in(c, n, L) + rail_phase(c, kind, n);
 }
 
 static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
@@ -614,7 +627,7 @@ static const char *form_note(const weft_coll_algo_t *a, const weft_cost_params_t
     if (weft__cost_hier_leader(c, a->kind, (double)bytes)) {
         return "    (leader form: one rail carries it all; WEFT_HIER_LEADER)";
     }
-    chunk = a->kind == WEFT_COLL_ALLREDUCE ? weft__cost_hier_pipeline(c, (double)bytes) : 0;
+    chunk = weft__cost_hier_pipeline(c, a->kind, (double)bytes);
     if (chunk > 0) {
         static char note[128];
 

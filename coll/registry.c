@@ -206,10 +206,12 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
      .model = "min(shm bcast + rails(best bcast of n/L on N ranks) + shm allgather, best bcast "
-              "of n on N ranks + shm bcast)",
+              "of n on N ranks + shm bcast); in k chunks of m = n/k: shm bcast(m) + shm "
+              "allgather(m) + rail(m) + (k-1) max(shm bcast(m), shm allgather(m), rail(m)), k "
+              "times the first three where ranks outnumber cores",
      .desc = "shm bcast on the root's node, a slice down every rail, shm allgather elsewhere; "
              "small n (WEFT_HIER_LEADER): the root's rail carries it all, then a shm bcast "
-             "per node"},
+             "per node; large n (WEFT_HIER_PIPELINE): the sliced form in chunks, pipelined"},
 
     /* reduce */
     {.name = "binomial",
@@ -241,10 +243,11 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
      .model = "min(shm reduce-scatter + rails(best reduce of n/L on N ranks) + shm allgather, "
-              "shm reduce + best reduce of n on N ranks)",
+              "shm reduce + best reduce of n on N ranks); in k chunks: as the hier allreduce",
      .desc = "shm reduce-scatter, each slice reduced on its rail to the root's node (all at "
              "once), shm allgather there; small n (WEFT_HIER_LEADER): shm reduce, reduce on "
-             "the root's rail"},
+             "the root's rail; large n (WEFT_HIER_PIPELINE): the sliced form in chunks, "
+             "pipelined"},
     {.name = "ordered",
      .kind = WEFT_COLL_REDUCE,
      .build = weft__ordered_build,

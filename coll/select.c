@@ -155,10 +155,11 @@ static const weft_config_entry_t coll_entries[] = {
      "predicts cheaper; 0: never; inf: always",
      parse_size_auto, offsetof(weft_coll_config_t, hier_leader)},
     {"HIER_PIPELINE", "auto",
-     "hierarchical allreduce (several nodes, the sliced form) of vectors larger than this many "
-     "bytes runs in chunks of it (at most 64 chunks: larger ones beyond), pipelined: the "
-     "nodes' reduce-scatter of a chunk overlaps the rails' allreduce of the one before, "
-     "whose allgather overlaps the next rails' allreduce; auto: the chunks the cost model "
+     "hierarchical allreduce, bcast and reduce (several nodes, the sliced form) of vectors "
+     "larger than this many bytes run in chunks of it (at most 64 chunks: larger ones beyond), "
+     "pipelined: the nodes' reduce-scatter (bcast: the root's node's bcast) of a chunk "
+     "overlaps the rails' collective of the one before, whose allgather overlaps the next "
+     "rails' collective; auto: the chunks the cost model "
      "predicts fastest (2-64 of at least 64k; none where ranks outnumber cores, as nothing "
      "then runs beside the rails); 0: one piece",
      parse_size_auto, offsetof(weft_coll_config_t, hier_pipeline)},
@@ -248,12 +249,12 @@ const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll
     return weft__coll_choose(kind, bytes, nranks, &params, NULL);
 }
 
-size_t weft__coll_hier_pipeline(struct weft_comm *comm, size_t bytes)
+size_t weft__coll_hier_pipeline(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes)
 {
     weft_cost_params_t params;
 
     weft__cost_params(comm, &params);
-    return weft__cost_hier_pipeline(&params, (double)bytes);
+    return weft__cost_hier_pipeline(&params, kind, (double)bytes);
 }
 
 int weft__coll_hier_leader(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes)

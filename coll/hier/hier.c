@@ -54,12 +54,15 @@
  *               together -> reduce_scatter among rail 0 -> shm scatter from
  *               local rank 0
  *
- * Pipelined allreduce (WEFT_HIER_PIPELINE; auto: the chunks the cost model predicts fastest,
- * none where ranks outnumber cores): the sliced form in chunks, each chunk's shm reduce-scatter
- * overlapping the rails' allreduce of the chunk before (build_allreduce_pipelined). Measured on
- * two simulated hosts of two ranks with links capped at 10 Gbit/s, 1 MiB chunks: 16 MiB
- * 23.7-25.1 ms -> 17.9-18.8, 4 MiB 4.4 -> 3.6-4.2; with uncapped links (memory speed, ranks
- * outnumbering cores: nothing idle to overlap) 3-8 % slower.
+ * Pipelined allreduce, bcast and reduce (WEFT_HIER_PIPELINE; auto: the chunks the cost model
+ * predicts fastest, none where ranks outnumber cores): the sliced form in chunks, each chunk's
+ * first shm step (reduce-scatter; bcast: the root's node's bcast) overlapping the rails'
+ * collective on the chunk before (build_allreduce_pipelined, build_bcast_pipelined,
+ * build_reduce_pipelined). Measured on two simulated hosts of two ranks with links capped at 10
+ * Gbit/s, 1 MiB chunks: allreduce 16 MiB 23.7-25.1 ms -> 17.9-18.8, 4 MiB 4.4 -> 3.6-4.2; bcast
+ * 16 MiB 15.0-15.6 -> 14.0 (the wire alone 13.4); reduce 16 MiB 16.8-18.3 -> 14.4-16.1; with
+ * uncapped links (memory speed, ranks outnumbering cores: nothing idle to overlap) allreduce 3-8 %
+ * slower, bcast level, reduce 16 MiB 12.6-13.0 -> 10.5-10.6.
  *
  * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
  * point-to-point algorithm for n/L bytes on N ranks, its latency L times
@@ -212,14 +215,29 @@ unsigned long weft__hier_pipelined_builds(void)
     return atomic_load(&pipelined_builds);
 }
 
-/* Elements per chunk of a pipelined allreduce of a (WEFT_HIER_PIPELINE, auto: the cost model's;
- * at most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks), or 0 for one piece: every rank decides alike. */
+/* Elements per chunk of a pipelined allreduce, bcast or reduce of a (WEFT_HIER_PIPELINE, auto: the
+ * cost model's; at most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks), or 0 for one piece: every rank
+ * decides alike. */
 static size_t pipeline_chunk(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    size_t bytes = weft__coll_hier_pipeline(weft__sched_comm(s), a->count * a->esize);
+    size_t bytes = weft__coll_hier_pipeline(weft__sched_comm(s), a->kind, a->count * a->esize);
     size_t chunk = (bytes + a->esize - 1) / a->esize;
 
     return chunk == 0 || a->count <= chunk ? 0 : chunk;
+}
+
+/* A task that completes after tasks t and u (either -1: none). */
+static int after_both(weft_sched_t *s, int t, int u)
+{
+    int both;
+
+    if (t < 0 || u < 0) {
+        return t < 0 ? u : t;
+    }
+    both = weft__sched_nop(s);
+    weft__sched_dep(s, t, both);
+    weft__sched_dep(s, u, both);
+    return both;
 }
 
 /*
@@ -250,7 +268,7 @@ static weft_status_t build_allreduce_pipelined(weft_sched_t *s, const weft_coll_
     atomic_fetch_add(&pipelined_builds, 1);
     for (size_t k = 0; k < nchunks; k++) {
         size_t e0 = k * chunk, n = a->count - e0 < chunk ? a->count - e0 : chunk;
-        int t1, after;
+        int t1;
 
         b[k] = slices(s, n, L);
         if (b[k] == NULL) {
@@ -262,14 +280,8 @@ static weft_status_t build_allreduce_pipelined(weft_sched_t *s, const weft_coll_
         weft__sched_step(s, "node reduce-scatter", 0);
         t1 = weft__shm_reduce_scatter(s, comm->coll->shm, (const char *)a->src + e0 * es, in[k].dst,
                                       b[k], b[k] + L, es);
-        after = t1;
-        if (k > 0) {
-            after = weft__sched_nop(s);
-            weft__sched_dep(s, t1, after);
-            weft__sched_dep(s, rail[k - 1], after);
-        }
         weft__sched_step(s, "rail allreduce", 1);
-        rail[k] = on_rail(s, &in[k], after);
+        rail[k] = on_rail(s, &in[k], after_both(s, t1, k > 0 ? rail[k - 1] : -1));
     }
     weft__sched_step(s, "node allgather", 2);
     for (size_t k = 0; k < nchunks; k++) {
@@ -332,6 +344,55 @@ static weft_status_t build_bcast_leader(weft_sched_t *s, const weft_coll_args_t 
     return WEFT_OK;
 }
 
+/*
+ * bcast, the sliced form in chunks of `chunk` elements, pipelined:
+ *
+ *   root's node:   bc0 bc1 bc2 ...          (shm bcast of each chunk from the root)
+ *   rails:             rb0 rb1 rb2 ...      (each rank's slice of chunk k from the root's node)
+ *   other nodes:           ag0 ag1 ag2 ...  (shm allgather of chunk k's slices)
+ *
+ * the root's node gives out chunk k+1 while the rails carry chunk k, and the other nodes put
+ * chunk k together while the rails carry chunk k+1. The rails' bcasts run one at a time, as the
+ * pipelined allreduce's do.
+ */
+static weft_status_t build_bcast_pipelined(weft_sched_t *s, const weft_coll_args_t *a,
+                                           size_t chunk)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, me = m->local_rank, root_node = m->node_of[a->root];
+    int there = m->node == root_node, rail = -1;
+    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize;
+
+    atomic_fetch_add(&pipelined_builds, 1);
+    for (size_t k = 0; k < nchunks; k++) {
+        size_t e0 = k * chunk, n = a->count - e0 < chunk ? a->count - e0 : chunk;
+        char *at = (char *)a->dst + e0 * es;
+        weft_coll_args_t in = rail_args(s, a);
+        size_t *b = slices(s, n, L);
+        int t1 = -1;
+
+        if (b == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        if (there) {
+            weft__sched_step(s, "node bcast", 0);
+            t1 = weft__shm_bcast(s, comm->coll->shm, m->local_of[a->root], at, at, n, es);
+        }
+        in.src = in.dst = at + b[me] * es;
+        in.count = b[L + me];
+        in.root = root_node;
+        weft__sched_step(s, "rail bcast", 1);
+        rail = on_rail(s, &in, after_both(s, t1, rail));
+        if (!there) {
+            weft__sched_step(s, "node allgather", 2);
+            weft__sched_dep(s, rail,
+                            weft__shm_allgather(s, comm->coll->shm, in.dst, at, b, b + L, es));
+        }
+    }
+    return WEFT_OK;
+}
+
 static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
@@ -339,10 +400,15 @@ static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
     int L = m->local_size, root_node = m->node_of[a->root];
     weft_coll_args_t in;
     size_t *b;
+    size_t chunk;
     int t1 = -1, t2;
 
     if (leader_form(s, a)) {
         return build_bcast_leader(s, a);
+    }
+    chunk = pipeline_chunk(s, a);
+    if (chunk > 0) {
+        return build_bcast_pipelined(s, a, chunk);
     }
     b = rail_slice(s, a, &in);
     if (b == NULL) {
@@ -395,28 +461,90 @@ static weft_status_t build_reduce_leader(weft_sched_t *s, const weft_coll_args_t
 
 /* reduce: shm reduce-scatter (slice q to local rank q), reduce of slice q on rail q to the root's
  * node (every rail at once), shm allgather of the slices there (the root keeps the result). */
+/*
+ * reduce, the sliced form in chunks of `chunk` elements, pipelined as the allreduce is:
+ *
+ *   every node:    rs0 rs1 rs2 ...               (shm reduce-scatter of each chunk)
+ *   rails:             rr0 rr1 rr2 ...           (each slice of chunk k reduced to the root's node)
+ *   root's node:                   ag0 ag1 ...   (shm allgather of chunk k's slices there)
+ *
+ * A node's shm steps run in the order built, the same on all its ranks: every reduce-scatter,
+ * then (on the root's node) every allgather, each after its chunk's rail.
+ */
+static weft_status_t build_reduce_pipelined(weft_sched_t *s, const weft_coll_args_t *a,
+                                            size_t chunk, char *out)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, me = m->local_rank, root_node = m->node_of[a->root];
+    int there = m->node == root_node;
+    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize;
+    size_t **b = weft__sched_scratch(s, nchunks * sizeof(*b));
+    char **slice = weft__sched_scratch(s, nchunks * sizeof(*slice));
+    int *rail = weft__sched_scratch(s, nchunks * sizeof(*rail));
+
+    if (b == NULL || slice == NULL || rail == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    atomic_fetch_add(&pipelined_builds, 1);
+    for (size_t k = 0; k < nchunks; k++) {
+        size_t e0 = k * chunk, n = a->count - e0 < chunk ? a->count - e0 : chunk;
+        weft_coll_args_t in = rail_args(s, a);
+        int t;
+
+        b[k] = slices(s, n, L);
+        slice[k] = b[k] == NULL ? NULL : weft__sched_scratch(s, b[k][L + me] * es + 1);
+        if (slice[k] == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        weft__sched_step(s, "node reduce-scatter", 0);
+        t = weft__shm_reduce_scatter(s, comm->coll->shm, (const char *)a->src + e0 * es, slice[k],
+                                     b[k], b[k] + L, es);
+        in.src = slice[k];
+        in.dst = there ? slice[k] : NULL;
+        in.count = b[k][L + me];
+        in.root = root_node;
+        weft__sched_step(s, "rail reduce", 1);
+        rail[k] = on_rail(s, &in, after_both(s, t, k > 0 ? rail[k - 1] : -1));
+    }
+    for (size_t k = 0; there && k < nchunks; k++) {
+        weft__sched_step(s, "node allgather", 2);
+        weft__sched_dep(s, rail[k],
+                        weft__shm_allgather(s, comm->coll->shm, slice[k], out + k * chunk * es,
+                                            b[k], b[k] + L, es));
+    }
+    return WEFT_OK;
+}
+
 static weft_status_t build_reduce(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, me = m->local_rank, root_node = m->node_of[a->root];
     int there = m->node == root_node, t;
-    size_t *b, es = a->esize;
+    size_t *b, es = a->esize, chunk;
     char *slice, *out = NULL;
     weft_coll_args_t in = rail_args(s, a);
 
     if (leader_form(s, a)) {
         return build_reduce_leader(s, a);
     }
+    if (there) {
+        out = a->rank == a->root ? a->dst : weft__sched_scratch(s, a->count * es + 1);
+        if (out == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+    }
+    chunk = pipeline_chunk(s, a);
+    if (chunk > 0) {
+        return build_reduce_pipelined(s, a, chunk, out);
+    }
     b = slices(s, a->count, L);
     if (b == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
     slice = weft__sched_scratch(s, b[L + me] * es + 1);
-    if (there) {
-        out = a->rank == a->root ? a->dst : weft__sched_scratch(s, a->count * es + 1);
-    }
-    if (slice == NULL || (there && out == NULL)) {
+    if (slice == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
     weft__sched_step(s, "node reduce-scatter", 0);

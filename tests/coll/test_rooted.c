@@ -339,6 +339,9 @@ static size_t matrix_hier_leader = 0;
 /* hierarchical gather and scatter in the direct form from blocks of more than this many bytes
  * (the matrix's default: never; 0: always) */
 static size_t matrix_hier_direct = SIZE_MAX;
+/* hierarchical bcast and reduce (the sliced form) in pipelined chunks of this many bytes (the
+ * matrix's default: 0, one piece) */
+static size_t matrix_hier_pipeline = 0;
 
 static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
 {
@@ -355,6 +358,7 @@ static void force(weft_coll_kind_t kind, const char *algo, int ranks_per_node)
     weft__coll_config.shm_cma_copy = matrix_shm_cma_copy;
     weft__coll_config.hier_leader = matrix_hier_leader;
     weft__coll_config.hier_direct = matrix_hier_direct;
+    weft__coll_config.hier_pipeline = matrix_hier_pipeline;
     weft__runtime_config.ranks_per_node = ranks_per_node;
 }
 
@@ -510,6 +514,43 @@ Test(rooted, bcast_hier_leader_2_per_node, .timeout = 300)
 Test(rooted, bcast_hier_leader_3_per_node, .timeout = 300)
 {
     run_bcast_hier(3, 1);
+}
+
+/* The sliced bcast or reduce in pipelined chunks of 256 bytes: the counts above p + 1 elements of
+ * the wider dtypes take a few chunks, the large count the most (WEFT_HIER_PIPELINE_MAX_CHUNKS,
+ * chunks grown past 256 bytes), from every root; a rail that carries a chunk out of order, or an
+ * allgather of the wrong chunk, fails it. */
+static void run_hier_pipelined(weft_coll_kind_t kind, int ranks_per_node, int interleave)
+{
+    unsigned long before = weft__hier_pipelined_builds();
+
+    matrix_hier_pipeline = 256;
+    matrix_interleave = interleave;
+    run_hier_forms(kind, ranks_per_node, 0);
+    matrix_interleave = 0;
+    matrix_hier_pipeline = 0;
+    cr_assert_gt(weft__hier_pipelined_builds(), before, "no %s ran pipelined",
+                 weft__coll_kind_name(kind));
+}
+
+Test(rooted, bcast_hier_pipelined_2_per_node, .timeout = 300)
+{
+    run_hier_pipelined(WEFT_COLL_BCAST, 2, 0);
+}
+
+Test(rooted, bcast_hier_pipelined_3_per_node_interleaved, .timeout = 300)
+{
+    run_hier_pipelined(WEFT_COLL_BCAST, 3, 1);
+}
+
+Test(rooted, reduce_hier_pipelined_2_per_node_interleaved, .timeout = 300)
+{
+    run_hier_pipelined(WEFT_COLL_REDUCE, 2, 1);
+}
+
+Test(rooted, reduce_hier_pipelined_3_per_node, .timeout = 300)
+{
+    run_hier_pipelined(WEFT_COLL_REDUCE, 3, 0);
 }
 
 /* The hierarchical gather and scatter on virtual nodes of 2 and 3 ranks, their ranks node by
