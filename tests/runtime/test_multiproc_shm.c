@@ -525,28 +525,44 @@ Test(multiproc, colls_2_nodes_of_2_hier, .timeout = 30)
 }
 
 /*
- * A rank killed in a pipelined hierarchical allreduce (2 virtual nodes of 2 processes,
+ * A rank killed in a pipelined hierarchical allreduce or reduce (2 virtual nodes of 2 processes,
  * WEFT_HIER_PIPELINE=64k, WEFT_HIER_LEADER=0: 4 MiB in 64 chunks, each a shm reduce-scatter, a rail
- * allreduce and a shm allgather): one such allreduce first, right and built pipelined on every
- * rank; then rank PIPE_KILLED_RANK dies 0.2 s into the next, and every survivor, on its node and on
- * the other, gets WEFT_ERR_PEER_FAILED from it, long before WEFT_TIMEOUT (60 s).
+ * allreduce or reduce and a shm allgather): one such collective first, right and built pipelined
+ * on every rank; then rank PIPE_KILLED_RANK dies 0.2 s into the next, and every survivor, on its
+ * node and on the other, gets WEFT_ERR_PEER_FAILED from it (the reduce's root included: its
+ * result needs the dead rank's input), long before WEFT_TIMEOUT (60 s).
  */
 #define PIPE_KILLED_RANK 3
+
+/* the collective of pipelined_killed_scenario: allreduce, or reduce to rank 0 */
+static weft_coll_kind_t pipe_kind = WEFT_COLL_ALLREDUCE;
+
+static weft_status_t pipe_call(rank_ctx_t *r, float *buf)
+{
+    if (pipe_kind == WEFT_COLL_REDUCE) {
+        return weft_reduce(r->rank == 0 ? WEFT_IN_PLACE : buf, r->rank == 0 ? buf : NULL,
+                           SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, 0, r->comm);
+    }
+    return weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm);
+}
 
 static void pipelined_killed_scenario(rank_ctx_t *r)
 {
     rank_slot_t *s = &r->sh->slot[r->rank];
     float *buf = xmalloc(r, SHM_LARGE * sizeof(float));
     unsigned long before = weft__hier_pipelined_builds();
+    const char *name = weft__coll_kind_name(pipe_kind);
     weft_status_t st;
     double t0, t1;
 
-    stage(r, "pipelined allreduce, every rank alive");
+    stage(r, "pipelined %s, every rank alive", name);
     shm_fill(buf, SHM_LARGE, 0, r->rank);
-    CHECK_OK(r, weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm));
-    shm_check(r, buf, SHM_LARGE, 0);
+    CHECK_OK(r, pipe_call(r, buf));
+    if (pipe_kind == WEFT_COLL_ALLREDUCE || r->rank == 0) {
+        shm_check(r, buf, SHM_LARGE, 0);
+    }
     CHECK(r, weft__hier_pipelined_builds() > before,
-          "rank %d: the hierarchical allreduce was not built pipelined", r->rank);
+          "rank %d: the hierarchical %s was not built pipelined", r->rank, name);
     if (r->rank == PIPE_KILLED_RANK) {
         stage(r, "sleeping, then SIGKILL");
         harness_sleep_s(0.2);
@@ -555,9 +571,9 @@ static void pipelined_killed_scenario(rank_ctx_t *r)
         _exit(4); /* not reached */
     }
     shm_fill(buf, SHM_LARGE, 1, r->rank);
-    stage(r, "pipelined allreduce while rank %d dies", PIPE_KILLED_RANK);
+    stage(r, "pipelined %s while rank %d dies", name, PIPE_KILLED_RANK);
     t0 = harness_now_s();
-    st = weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm);
+    st = pipe_call(r, buf);
     t1 = harness_now_s();
     s->st[0] = st;
     s->val[0] = t1 - t0;
@@ -565,35 +581,48 @@ static void pipelined_killed_scenario(rank_ctx_t *r)
     note(r, "%s", weft_last_error());
     survivors_settle(r);
     CHECK(r, st == WEFT_ERR_PEER_FAILED,
-          "pipelined allreduce with rank %d killed returned %s after %.2f s (expected "
+          "pipelined %s with rank %d killed returned %s after %.2f s (expected "
           "WEFT_ERR_PEER_FAILED): %s",
-          PIPE_KILLED_RANK, weft_status_string(st), t1 - t0, s->note);
+          name, PIPE_KILLED_RANK, weft_status_string(st), t1 - t0, s->note);
     CHECK(r, r->sh->kill_time > 0 && t1 - r->sh->kill_time < 15.0,
           "the failure of rank %d was reported %.2f s after it died (%.2f s in the call)",
           PIPE_KILLED_RANK, t1 - r->sh->kill_time, t1 - t0);
     free(buf);
 }
 
-Test(multiproc, hier_pipelined_killed_peer_is_reported, .timeout = 40)
+static void run_pipelined_killed(weft_coll_kind_t kind, const char *tune)
 {
     job_opts_t o = {.nranks = 4,
                     .timeout = "60",
-                    .tune = "allreduce:0-inf:hier",
+                    .tune = tune,
                     .rpn = "2",
                     /* the sliced form, whatever the model thinks of 64 chunks here */
                     .env = {"WEFT_HIER_PIPELINE", "64k", "WEFT_HIER_LEADER", "0"},
                     .scenario = pipelined_killed_scenario,
                     .expect_killed = PIPE_KILLED_RANK,
                     .limit_s = 30};
-    shared_t *sh = run_job(&o);
+    shared_t *sh;
 
+    pipe_kind = kind;
+    sh = run_job(&o);
+    pipe_kind = WEFT_COLL_ALLREDUCE;
     for (int q = 0; q < o.nranks; q++) {
         if (q != PIPE_KILLED_RANK) {
             fprintf(stderr,
-                    "test_multiproc: pipelined hier, killed peer: rank %d got %s %.3f s after the "
-                    "kill (%.3f s in the call): %s\n",
-                    q, weft_status_string(sh->slot[q].st[0]), sh->slot[q].val[1],
-                    sh->slot[q].val[0], sh->slot[q].note);
+                    "test_multiproc: pipelined hier %s, killed peer: rank %d got %s %.3f s after "
+                    "the kill (%.3f s in the call): %s\n",
+                    weft__coll_kind_name(kind), q, weft_status_string(sh->slot[q].st[0]),
+                    sh->slot[q].val[1], sh->slot[q].val[0], sh->slot[q].note);
         }
     }
+}
+
+Test(multiproc, hier_pipelined_killed_peer_is_reported, .timeout = 40)
+{
+    run_pipelined_killed(WEFT_COLL_ALLREDUCE, "allreduce:0-inf:hier");
+}
+
+Test(multiproc, hier_pipelined_reduce_killed_peer_is_reported, .timeout = 40)
+{
+    run_pipelined_killed(WEFT_COLL_REDUCE, "reduce:0-inf:hier");
 }
