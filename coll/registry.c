@@ -171,10 +171,13 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
      .model = "min(rails(best allgather of n/L on N ranks) + shm allgather, shm gather of "
-              "n/N + best allgather of n on N ranks + n c + shm bcast)",
+              "n/N + best allgather of n on N ranks + n c + shm bcast); in k chunks of m = n/k: "
+              "shm allgather(m) + rail(m) + (k-1) max(shm allgather(m), rail(m)), k times the "
+              "two where ranks outnumber cores",
      .desc = "allgather on every rail at once, shm allgather with each block copied to its "
              "rank's place (device memory: a local copy into rank order after it); small n "
-             "(WEFT_HIER_LEADER): shm gather, allgather on one rail, shm bcast"},
+             "(WEFT_HIER_LEADER): shm gather, allgather on one rail, shm bcast; large n "
+             "(WEFT_HIER_PIPELINE): the sliced form in pieces of every block, pipelined"},
 
     /* bcast */
     {.name = "binomial",

@@ -54,15 +54,17 @@
  *               together -> reduce_scatter among rail 0 -> shm scatter from
  *               local rank 0
  *
- * Pipelined allreduce, bcast and reduce (WEFT_HIER_PIPELINE; auto: the chunks the cost model
- * predicts fastest, none where ranks outnumber cores): the sliced form in chunks, each chunk's
- * first shm step (reduce-scatter; bcast: the root's node's bcast) overlapping the rails'
- * collective on the chunk before (build_allreduce_pipelined, build_bcast_pipelined,
- * build_reduce_pipelined). Measured on two simulated hosts of two ranks with links capped at 10
- * Gbit/s, 1 MiB chunks: allreduce 16 MiB 23.7-25.1 ms -> 17.9-18.8, 4 MiB 4.4 -> 3.6-4.2; bcast
- * 16 MiB 15.0-15.6 -> 14.0 (the wire alone 13.4); reduce 16 MiB 16.8-18.3 -> 14.4-16.1; with
- * uncapped links (memory speed, ranks outnumbering cores: nothing idle to overlap) allreduce 3-8 %
- * slower, bcast level, reduce 16 MiB 12.6-13.0 -> 10.5-10.6.
+ * Pipelined allreduce, bcast, reduce and allgather (WEFT_HIER_PIPELINE; auto: the chunks the cost
+ * model predicts fastest, none where ranks outnumber cores): the sliced form in chunks, each
+ * chunk's first shm step (reduce-scatter; bcast: the root's node's bcast) overlapping the rails'
+ * collective on the chunk before, an allgather's shm allgather of a piece of every block beside
+ * the rails' allgather of the next (build_allreduce_pipelined, build_bcast_pipelined,
+ * build_reduce_pipelined, build_allgather_pipelined). Measured on two simulated hosts of two ranks
+ * with links capped at 10 Gbit/s, 1 MiB chunks: allreduce 16 MiB 23.7-25.1 ms -> 17.9-18.8, 4
+ * MiB 4.4 -> 3.6-4.2; bcast 16 MiB 15.0-15.6 -> 14.0 (the wire alone 13.4); reduce 16 MiB 16.8-18.3
+ * -> 14.4-16.1; with uncapped links (memory speed, ranks outnumbering cores: nothing idle to
+ * overlap) allreduce 3-8 % slower, bcast level, reduce 16 MiB 12.6-13.0 -> 10.5-10.6. Allgather,
+ * capped, 16 MiB a rank in 1 MiB chunks of the result: 49.9-53.1 ms -> 34.7-35.7; uncapped level.
  *
  * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
  * point-to-point algorithm for n/L bytes on N ranks, its latency L times
@@ -203,7 +205,8 @@ static weft_status_t build_allreduce_leader(weft_sched_t *s, const weft_coll_arg
         t2 = on_rail(s, &in, t1);
     }
     weft__sched_step(s, "node bcast", 2);
-    weft__sched_dep(s, t2, weft__shm_bcast(s, comm->coll->shm, 0, a->dst, a->dst, a->count, a->esize));
+    weft__sched_dep(s, t2,
+                    weft__shm_bcast(s, comm->coll->shm, 0, a->dst, a->dst, a->count, a->esize));
     return WEFT_OK;
 }
 
@@ -215,13 +218,15 @@ unsigned long weft__hier_pipelined_builds(void)
     return atomic_load(&pipelined_builds);
 }
 
-/* Elements per chunk of a pipelined allreduce, bcast or reduce of a (WEFT_HIER_PIPELINE, auto: the
- * cost model's; at most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks), or 0 for one piece: every rank
- * decides alike. */
+/* Elements per chunk of a pipelined allreduce, bcast or reduce of a, or of every rank's block of an
+ * allgather (WEFT_HIER_PIPELINE chunks the whole vector, an allgather's result; auto: the cost
+ * model's; at most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks), or 0 for one piece: every rank decides
+ * alike. */
 static size_t pipeline_chunk(weft_sched_t *s, const weft_coll_args_t *a)
 {
-    size_t bytes = weft__coll_hier_pipeline(weft__sched_comm(s), a->kind, a->count * a->esize);
-    size_t chunk = (bytes + a->esize - 1) / a->esize;
+    size_t bytes = weft__coll_hier_pipeline(weft__sched_comm(s), a->kind, weft__coll_bytes(a));
+    size_t per = a->esize * (a->kind == WEFT_COLL_ALLGATHER ? (size_t)a->size : 1);
+    size_t chunk = (bytes + per - 1) / per;
 
     return chunk == 0 || a->count <= chunk ? 0 : chunk;
 }
@@ -316,7 +321,8 @@ static weft_status_t build_allreduce(weft_sched_t *s, const weft_coll_args_t *a)
     weft__sched_step(s, "rail allreduce", 1);
     t2 = on_rail(s, &in, t1);
     weft__sched_step(s, "node allgather", 2);
-    weft__sched_dep(s, t2, weft__shm_allgather(s, comm->coll->shm, in.dst, a->dst, b, b + L, a->esize));
+    weft__sched_dep(s, t2,
+                    weft__shm_allgather(s, comm->coll->shm, in.dst, a->dst, b, b + L, a->esize));
     return WEFT_OK;
 }
 
@@ -339,8 +345,9 @@ static weft_status_t build_bcast_leader(weft_sched_t *s, const weft_coll_args_t 
         t = on_rail(s, &in, -1);
     }
     weft__sched_step(s, "node bcast", 1);
-    weft__sched_dep(s, m->node == root_node ? -1 : t,
-                    weft__shm_bcast(s, comm->coll->shm, leader, a->dst, a->dst, a->count, a->esize));
+    weft__sched_dep(
+        s, m->node == root_node ? -1 : t,
+        weft__shm_bcast(s, comm->coll->shm, leader, a->dst, a->dst, a->count, a->esize));
     return WEFT_OK;
 }
 
@@ -355,8 +362,7 @@ static weft_status_t build_bcast_leader(weft_sched_t *s, const weft_coll_args_t 
  * chunk k together while the rails carry chunk k+1. The rails' bcasts run one at a time, as the
  * pipelined allreduce's do.
  */
-static weft_status_t build_bcast_pipelined(weft_sched_t *s, const weft_coll_args_t *a,
-                                           size_t chunk)
+static weft_status_t build_bcast_pipelined(weft_sched_t *s, const weft_coll_args_t *a, size_t chunk)
 {
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
@@ -416,16 +422,16 @@ static weft_status_t build_bcast(weft_sched_t *s, const weft_coll_args_t *a)
     }
     if (m->node == root_node) {
         weft__sched_step(s, "node bcast", 0);
-        t1 =
-            weft__shm_bcast(s, comm->coll->shm, m->local_of[a->root], a->dst, a->dst, a->count, a->esize);
+        t1 = weft__shm_bcast(s, comm->coll->shm, m->local_of[a->root], a->dst, a->dst, a->count,
+                             a->esize);
     }
     in.root = root_node;
     weft__sched_step(s, "rail bcast", 1);
     t2 = on_rail(s, &in, t1);
     if (m->node != root_node) {
         weft__sched_step(s, "node allgather", 2);
-        weft__sched_dep(s, t2,
-                        weft__shm_allgather(s, comm->coll->shm, in.dst, a->dst, b, b + L, a->esize));
+        weft__sched_dep(
+            s, t2, weft__shm_allgather(s, comm->coll->shm, in.dst, a->dst, b, b + L, a->esize));
     }
     return WEFT_OK;
 }
@@ -646,8 +652,7 @@ static weft_status_t build_reduce_scatter_leader(weft_sched_t *s, const weft_col
         return WEFT_ERR_NO_MEMORY;
     }
     weft__sched_step(s, "node reduce", 0);
-    t1 = weft__shm_reduce(s, comm->coll->shm, 0, a->src, sum, a->count * (size_t)a->size,
-                          a->esize);
+    t1 = weft__shm_reduce(s, comm->coll->shm, 0, a->src, sum, a->count * (size_t)a->size, a->esize);
     if (leader) {
         weft_coll_args_t in = rail_args(s, a);
         int grouped_done;
@@ -693,8 +698,8 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
         weft__sched_step(s, "group by rail", 0);
         t0 = regroup(s, r.grouped, (char *)a->src, a->count * a->esize, 1, -1, 0);
         weft__sched_step(s, "node reduce-scatter", 1);
-        t1 = weft__shm_reduce_scatter(s, comm->coll->shm, r.grouped, r.rail, r.b, r.b + L,
-                                      a->esize);
+        t1 =
+            weft__shm_reduce_scatter(s, comm->coll->shm, r.grouped, r.rail, r.b, r.b + L, a->esize);
         weft__sched_dep(s, t0, t1);
     }
     in.src = r.rail;
@@ -741,6 +746,84 @@ static weft_status_t build_allgather_leader(weft_sched_t *s, const weft_coll_arg
     return WEFT_OK;
 }
 
+/*
+ * allgather, the sliced form in chunks of `chunk` elements of every rank's block, pipelined:
+ *
+ *   rails:        ra0 ra1 ra2 ...        (piece k of every rank's block along each rail)
+ *   every node:       ag0 ag1 ag2 ...    (shm allgather of piece k of the rails' blocks)
+ *
+ * the nodes put piece k in place while the rails carry piece k+1. Host memory: each piece straight
+ * to its rank's place (the pieces' offsets those of rail_pieces, moved by the chunk's start);
+ * device memory: through a grouped copy and one copy per piece into rank order, as the one-piece
+ * form. The rails' allgathers run one at a time, as the pipelined allreduce's do.
+ */
+static weft_status_t build_allgather_pipelined(weft_sched_t *s, const weft_coll_args_t *a,
+                                               size_t chunk)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, N = m->nnodes, rail = -1;
+    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize, nb = (size_t)L * N;
+    size_t *poff = NULL;
+
+    if (weft__sched_dev(s)->memtype == WEFT_MEM_HOST) {
+        poff = rail_pieces(s, a->count);
+        if (poff == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+    }
+    atomic_fetch_add(&pipelined_builds, 1);
+    for (size_t k = 0; k < nchunks; k++) {
+        size_t e0 = k * chunk, n = a->count - e0 < chunk ? a->count - e0 : chunk;
+        char *rbuf = weft__sched_scratch(s, n * es * (size_t)N);
+        weft_coll_args_t in = rail_args(s, a);
+        size_t *pk, *b;
+        char *grouped;
+        int t;
+
+        if (rbuf == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        in.src = (const char *)a->src + e0 * es;
+        in.dst = rbuf;
+        in.count = n;
+        weft__sched_step(s, "rail allgather", 0);
+        rail = on_rail(s, &in, rail);
+        weft__sched_step(s, "node allgather", 1);
+        if (poff != NULL) {
+            pk = weft__sched_scratch(s, nb * sizeof(*pk));
+            if (pk == NULL) {
+                return WEFT_ERR_NO_MEMORY;
+            }
+            for (size_t i = 0; i < nb; i++) {
+                pk[i] = poff[i] + e0;
+            }
+            weft__sched_dep(s, rail,
+                            weft__shm_allgather_pieces(s, comm->coll->shm, rbuf, a->dst,
+                                                       (size_t)N * n, n, pk, es));
+            continue;
+        }
+        grouped = weft__sched_scratch(s, n * es * (size_t)a->size);
+        b = slices(s, (size_t)a->size * n, L);
+        if (grouped == NULL || b == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        t = weft__shm_allgather(s, comm->coll->shm, rbuf, grouped, b, b + L, es);
+        weft__sched_dep(s, rail, t);
+        weft__sched_step(s, "rank order", 2);
+        for (int q = 0; q < L; q++) { /* grouped by rail: rail q's N pieces, node by node */
+            for (int nd = 0; nd < N; nd++) {
+                size_t r = (size_t)m->rank_at[nd * m->max_local + q];
+
+                weft__sched_dep(s, t,
+                                weft__sched_copy(s, (char *)a->dst + (r * a->count + e0) * es,
+                                                 grouped + ((size_t)q * N + nd) * n * es, n * es));
+            }
+        }
+    }
+    return WEFT_OK;
+}
+
 static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
@@ -749,10 +832,15 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
     weft_coll_args_t in = rail_args(s, a);
     rail_bufs_t r;
     weft_status_t status;
+    size_t chunk;
     int t1, t2;
 
     if (leader_form(s, a)) {
         return build_allgather_leader(s, a);
+    }
+    chunk = pipeline_chunk(s, a);
+    if (chunk > 0) {
+        return build_allgather_pipelined(s, a, chunk);
     }
     status = rail_bufs(s, a, &r);
     if (status != WEFT_OK) {
@@ -767,7 +855,8 @@ static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
          * order after (two simulated hosts of two ranks, 16 MiB: 62 -> 42 ms) */
         weft__sched_dep(s, t1,
                         weft__shm_allgather_pieces(s, comm->coll->shm, r.rail, a->dst,
-                                                   (size_t)N * a->count, a->count, r.poff, a->esize));
+                                                   (size_t)N * a->count, a->count, r.poff,
+                                                   a->esize));
         return WEFT_OK;
     }
     t2 = weft__shm_allgather(s, comm->coll->shm, r.rail, r.grouped, r.b, r.b + L, a->esize);
@@ -1053,8 +1142,7 @@ static weft_status_t build_alltoall_direct(weft_sched_t *s, const weft_coll_args
             weft__sched_dep(s, send, done);
         }
         if (m->node_of[from] != m->node) {
-            int recv =
-                weft__sched_recv(s, from, (uint32_t)k, dst + (size_t)from * block, block);
+            int recv = weft__sched_recv(s, from, (uint32_t)k, dst + (size_t)from * block, block);
 
             weft__sched_dep(s, prev, recv);
             weft__sched_dep(s, recv, done);

@@ -717,28 +717,30 @@ Test(matrix, allreduce_hier_leader_3_per_node, .timeout = 900)
     run_hier(WEFT_COLL_ALLREDUCE, 3, 1);
 }
 
-/* The sliced form in pipelined chunks of 256 bytes: the counts above p + 1 elements of the wider
- * dtypes take a few chunks, the large count the most (WEFT_HIER_PIPELINE_MAX_CHUNKS, chunks
- * grown past 256 bytes); a rail that allreduces a chunk out of order, or an allgather of the
- * wrong chunk, fails it. */
-static void run_hier_pipelined(int ranks_per_node)
+/* The sliced form in pipelined chunks of 256 bytes (an allgather: of its whole result, so every
+ * rank's block in pieces of 256 / p bytes or one element): the counts above p + 1 elements of the
+ * wider dtypes take a few chunks, the large count the most (WEFT_HIER_PIPELINE_MAX_CHUNKS, chunks
+ * grown past 256 bytes); a rail that carries a chunk out of order, or an allgather of the wrong
+ * chunk or to the wrong place, fails it. */
+static void run_hier_pipelined(weft_coll_kind_t kind, int ranks_per_node)
 {
     unsigned long before = weft__hier_pipelined_builds();
 
     matrix_hier_pipeline = 256;
-    run_hier(WEFT_COLL_ALLREDUCE, ranks_per_node, 0);
+    run_hier(kind, ranks_per_node, 0);
     matrix_hier_pipeline = 0;
-    cr_assert_gt(weft__hier_pipelined_builds(), before, "no allreduce ran pipelined");
+    cr_assert_gt(weft__hier_pipelined_builds(), before, "no %s ran pipelined",
+                 weft__coll_kind_name(kind));
 }
 
 Test(matrix, allreduce_hier_pipelined_2_per_node, .timeout = 900)
 {
-    run_hier_pipelined(2);
+    run_hier_pipelined(WEFT_COLL_ALLREDUCE, 2);
 }
 
 Test(matrix, allreduce_hier_pipelined_3_per_node, .timeout = 900)
 {
-    run_hier_pipelined(3);
+    run_hier_pipelined(WEFT_COLL_ALLREDUCE, 3);
 }
 
 Test(matrix, reduce_scatter_shm, .timeout = 900)
@@ -782,6 +784,18 @@ Test(matrix, allgather_hier_single_copy_3_per_node, .timeout = 900)
 Test(matrix, allgather_hier_leader_3_per_node, .timeout = 900)
 {
     run_hier(WEFT_COLL_ALLGATHER, 3, 1);
+}
+
+Test(matrix, allgather_hier_pipelined_2_per_node, .timeout = 900)
+{
+    run_hier_pipelined(WEFT_COLL_ALLGATHER, 2);
+}
+
+/* the node's part of each piece read by process_vm_readv */
+Test(matrix, allgather_hier_pipelined_single_copy_3_per_node, .timeout = 900)
+{
+    matrix_shm_cma_allgather = 0;
+    run_hier_pipelined(WEFT_COLL_ALLGATHER, 3);
 }
 
 Test(matrix, reduce_scatter_ring, .timeout = 900)

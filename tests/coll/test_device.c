@@ -168,6 +168,26 @@ Test(device, virtual_nodes, .timeout = 240)
     run_ranks(ps, 2, "on virtual nodes of 2 ranks");
 }
 
+/* Virtual nodes of 2 ranks, the hierarchical allreduce, bcast, reduce and allgather forced in
+ * their sliced form and pipelined in chunks of 256 bytes, emu buffers not staged through host
+ * memory (WEFT_DEVICE_STAGE=0): they take the pieces through scratch (the allgather's into rank
+ * order by a copy per piece). */
+Test(device, virtual_nodes_pipelined, .timeout = 240)
+{
+    const int ps[] = {4, 6};
+    unsigned long before = weft__hier_pipelined_builds();
+
+    cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:hier,bcast:0-inf:hier,reduce:0-inf:hier,"
+                                      "allgather:0-inf:hier"),
+                 WEFT_OK, "%s", weft_last_error());
+    weft__coll_config.hier_leader = 0;
+    weft__coll_config.hier_pipeline = 256;
+    weft__coll_config.device_stage = 0;
+    weft__runtime_config.ranks_per_node = 2;
+    run_ranks(ps, 2, "on virtual nodes of 2 ranks, pipelined");
+    cr_assert_gt(weft__hier_pipelined_builds() - before, 0, "nothing ran pipelined");
+}
+
 /* The shared-memory allreduce on device buffers maps the peers' buffers
  * (IPC) and reduces in steps of 2 MiB: counts over several steps, odd, in
  * place, in every form. */

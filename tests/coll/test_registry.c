@@ -311,9 +311,11 @@ Test(registry, hier_pipeline_chunks, .init = init_clean, .fini = fini)
     chunk = weft__cost_hier_pipeline(&c, WEFT_COLL_ALLREDUCE, big);
     cr_assert_geq(chunk, WEFT_HIER_PIPELINE_MIN_CHUNK, "64 MiB in chunks of %zu bytes", chunk);
     cr_assert_leq(big / (double)chunk, WEFT_HIER_PIPELINE_MAX_CHUNKS);
-    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLREDUCE, 2 * WEFT_HIER_PIPELINE_MIN_CHUNK - 1), 0,
-                 "two chunks of less than the least");
-    cr_assert_eq(weft__cost_hier_pipeline(&over, WEFT_COLL_ALLREDUCE, big), 0, "pipelined where ranks outnumber cores");
+    cr_assert_eq(
+        weft__cost_hier_pipeline(&c, WEFT_COLL_ALLREDUCE, 2 * WEFT_HIER_PIPELINE_MIN_CHUNK - 1), 0,
+        "two chunks of less than the least");
+    cr_assert_eq(weft__cost_hier_pipeline(&over, WEFT_COLL_ALLREDUCE, big), 0,
+                 "pipelined where ranks outnumber cores");
     piped = weft__cost_predict(ar, &c, (size_t)big, 32);
     weft__coll_config.hier_pipeline = 0;
     cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLREDUCE, big), 0);
@@ -321,8 +323,10 @@ Test(registry, hier_pipeline_chunks, .init = init_clean, .fini = fini)
     cr_assert_lt(piped, one, "pipelined %g s, one piece %g s", piped, one);
     weft__coll_config.hier_pipeline = 1 << 20;
     cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLREDUCE, big), (size_t)1 << 20);
-    cr_assert_eq(weft__cost_hier_pipeline(&over, WEFT_COLL_ALLREDUCE, big), (size_t)1 << 20, "a size decides alone");
-    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLREDUCE, 1 << 20), 0, "1 MiB in chunks of 1 MiB: one piece");
+    cr_assert_eq(weft__cost_hier_pipeline(&over, WEFT_COLL_ALLREDUCE, big), (size_t)1 << 20,
+                 "a size decides alone");
+    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLREDUCE, 1 << 20), 0,
+                 "1 MiB in chunks of 1 MiB: one piece");
     piped = weft__cost_predict(ar, &over, (size_t)big, 32);
     weft__coll_config.hier_pipeline = 0;
     one = weft__cost_predict(ar, &over, (size_t)big, 32);
@@ -333,13 +337,13 @@ Test(registry, hier_pipeline_chunks, .init = init_clean, .fini = fini)
     weft__coll_config.hier_pipeline = WEFT_HIER_PIPELINE_AUTO;
 }
 
-/* The pipelined hierarchical bcast and reduce: with auto, a large vector in chunks predicted
- * faster than one piece where the ranks have a core each, one piece where they outnumber the
- * cores; the collectives without a pipelined form never in chunks, whatever WEFT_HIER_PIPELINE
+/* The pipelined hierarchical bcast, reduce and allgather: with auto, a large vector in chunks
+ * predicted faster than one piece where the ranks have a core each, one piece where they outnumber
+ * the cores; the collectives without a pipelined form never in chunks, whatever WEFT_HIER_PIPELINE
  * says. */
-Test(registry, hier_pipeline_bcast_reduce, .init = init_clean, .fini = fini)
+Test(registry, hier_pipeline_bcast_reduce_allgather, .init = init_clean, .fini = fini)
 {
-    const weft_coll_kind_t kinds[] = {WEFT_COLL_BCAST, WEFT_COLL_REDUCE};
+    const weft_coll_kind_t kinds[] = {WEFT_COLL_BCAST, WEFT_COLL_REDUCE, WEFT_COLL_ALLGATHER};
     const double big = 64 << 20;
     weft_cost_params_t c, over;
 
@@ -367,10 +371,10 @@ Test(registry, hier_pipeline_bcast_reduce, .init = init_clean, .fini = fini)
     }
     weft__coll_config.hier_pipeline = 1 << 20;
     cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_BCAST, big), (size_t)1 << 20);
-    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLGATHER, big), 0);
     cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_REDUCE_SCATTER, big), 0);
+    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLTOALL, big), 0);
     weft__coll_config.hier_pipeline = WEFT_HIER_PIPELINE_AUTO;
-    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLGATHER, big), 0);
+    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_REDUCE_SCATTER, big), 0);
 }
 
 /* The hierarchical alltoall across two nodes of two ranks where ranks outnumber cores: chosen at

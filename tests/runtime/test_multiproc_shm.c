@@ -540,8 +540,8 @@ static weft_coll_kind_t pipe_kind = WEFT_COLL_ALLREDUCE;
 static weft_status_t pipe_call(rank_ctx_t *r, float *buf)
 {
     if (pipe_kind == WEFT_COLL_REDUCE) {
-        return weft_reduce(r->rank == 0 ? WEFT_IN_PLACE : buf, r->rank == 0 ? buf : NULL,
-                           SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, 0, r->comm);
+        return weft_reduce(r->rank == 0 ? WEFT_IN_PLACE : buf, r->rank == 0 ? buf : NULL, SHM_LARGE,
+                           WEFT_FLOAT32, WEFT_SUM, 0, r->comm);
     }
     return weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm);
 }
