@@ -258,8 +258,8 @@ typedef struct weft_coll_config {
     size_t shm_cma_alltoall;  /* single-copy shared-memory alltoall from blocks of this size */
     size_t shm_stream;        /* shared-memory allreduce results from here past the caches */
     size_t hier_leader;       /* hierarchical bcast up to here: the root's rail carries it all */
-    size_t hier_pipeline;     /* hierarchical allreduce, bcast, reduce, allgather in pipelined
-                               * chunks of this many bytes (0: one piece) */
+    size_t hier_pipeline;     /* hierarchical sliced collectives in pipelined chunks of this many
+                               * bytes (0: one piece) */
     size_t hier_alltoall;     /* hierarchical alltoall offered up to this many bytes per rank */
     size_t hier_direct;       /* hierarchical gather and scatter of larger blocks: direct form */
     size_t hier_alltoall_at_once; /* its large blocks' pairwise steps at once from this size */
@@ -285,8 +285,8 @@ weft_status_t weft__hier_build(weft_sched_t *s, const weft_coll_args_t *a);
 unsigned long weft__hier_leader_builds(void);
 /* Schedules built in the direct form of hierarchical gather and scatter (tests). */
 unsigned long weft__hier_direct_builds(void);
-/* Hierarchical allreduce, bcast, reduce and allgather schedules built in pipelined chunks
- * (WEFT_HIER_PIPELINE; tests). */
+/* Hierarchical allreduce, bcast, reduce, allgather and reduce_scatter schedules built in pipelined
+ * chunks (WEFT_HIER_PIPELINE; tests). */
 unsigned long weft__hier_pipelined_builds(void);
 /* The most chunks a pipelined hierarchical collective takes (larger chunks beyond). */
 #define WEFT_HIER_PIPELINE_MAX_CHUNKS 64
@@ -310,9 +310,9 @@ const weft_coll_algo_t *weft__coll_choose_flat(struct weft_comm *comm, weft_coll
  * runs its leader form (the whole vector over one rail; coll/cost.c decides, alike on every
  * rank). */
 int weft__coll_hier_leader(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes);
-/* Bytes per chunk of the pipelined hierarchical allreduce, bcast, reduce or allgather (the sliced
- * form) of bytes (weft__coll_bytes) on comm, 0 for one piece or another collective
- * (WEFT_HIER_PIPELINE; auto: coll/cost.c decides, alike on every rank). */
+/* Bytes per chunk of the pipelined hierarchical allreduce, bcast, reduce, allgather or
+ * reduce_scatter (the sliced form) of bytes (weft__coll_bytes) on comm, 0 for one piece or another
+ * collective (WEFT_HIER_PIPELINE; auto: coll/cost.c decides, alike on every rank). */
 size_t weft__coll_hier_pipeline(struct weft_comm *comm, weft_coll_kind_t kind, size_t bytes);
 
 /* What core calls back in this layer (comm/comm.h): the health of the

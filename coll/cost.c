@@ -261,22 +261,23 @@ static double rail_phase(const weft_cost_params_t *c, weft_coll_kind_t kind, dou
 static int has_pipeline(weft_coll_kind_t kind)
 {
     return kind == WEFT_COLL_ALLREDUCE || kind == WEFT_COLL_BCAST || kind == WEFT_COLL_REDUCE ||
-           kind == WEFT_COLL_ALLGATHER;
+           kind == WEFT_COLL_ALLGATHER || kind == WEFT_COLL_REDUCE_SCATTER;
 }
 
 /*
- * The sliced allreduce, bcast, reduce or allgather in k chunks of m = n/k bytes (k = 1: one piece):
- * each chunk's shm phases and its rail phase; pipelined, the nodes' shm work on one chunk runs
- * beside the rails' collective on another, so past the first chunk each costs the longer of the
- * two. A node's shm work per chunk: allreduce and reduce, a reduce-scatter and an allgather on the
- * same cores (a reduce's allgather on the root's node only); bcast, a shm bcast on the root's
- * node and an allgather on the others, each on its own node's cores; allgather, the rails'
- * allgathers of a piece of every block, then a shm allgather of it (device memory copies into
- * rank order after it: not modelled, the choice must not depend on where one rank's buffer is).
- * Where ranks outnumber cores
- * they share them: nothing overlaps, and every chunk pays all (measured across two simulated
- * hosts of two ranks on two cores: 3-8 % slower in 1 MiB chunks on links at memory speed; 25 %
- * faster at 16 MiB on links capped at 10 Gbit/s, where the cores wait for the wire, which the
+ * The sliced allreduce, bcast, reduce, allgather or reduce_scatter in k chunks of m = n/k bytes
+ * (k = 1: one piece): each chunk's shm phases and its rail phase; pipelined, the nodes' shm work
+ * on one chunk runs beside the rails' collective on another, so past the first chunk each costs
+ * the longer of the two. A node's shm work per chunk: allreduce and reduce, a reduce-scatter and
+ * an allgather on the same cores (a reduce's allgather on the root's node only); bcast, a shm
+ * bcast on the root's node and an allgather on the others, each on its own node's cores;
+ * allgather, the rails' allgathers of a piece of every block, then a shm allgather of it;
+ * reduce_scatter, a shm reduce-scatter of a piece of every block, then the rails' reduce_scatter
+ * of it (device memory: an allgather's copies into rank order, a reduce_scatter's grouping
+ * copies, not modelled: the choice must not depend on where one rank's buffer is). Where ranks
+ * outnumber cores they share them: nothing overlaps, and every chunk pays all (measured across two
+ * simulated hosts of two ranks on two cores: 3-8 % slower in 1 MiB chunks on links at memory speed;
+ * 25 % faster at 16 MiB on links capped at 10 Gbit/s, where the cores wait for the wire, which the
  * model does not see).
  */
 static double hier_chunks(const weft_cost_params_t *c, weft_coll_kind_t kind, double n, double k)
@@ -291,6 +292,8 @@ static double hier_chunks(const weft_cost_params_t *c, weft_coll_kind_t kind, do
         node = b > g ? b : g;
     } else if (kind == WEFT_COLL_ALLGATHER) {
         first = node = shm_ag_in(c, m, L);
+    } else if (kind == WEFT_COLL_REDUCE_SCATTER) {
+        first = node = shm_rs_in(c, m, L);
     } else {
         first = node = shm_rs_in(c, m, L) + shm_ag_in(c, m, L);
     }
@@ -336,21 +339,11 @@ size_t weft__cost_hier_pipeline(const weft_cost_params_t *c, weft_coll_kind_t ki
     return k_best > 1 ? (size_t)ceil(n / k_best) : 0;
 }
 
+/* The sliced form (allreduce, bcast, reduce, allgather, reduce_scatter), in the chunks
+ * WEFT_HIER_PIPELINE gives (hier_chunks) */
 static double hier_sliced(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)
 {
-    int L = c->local;
-
-    if (has_pipeline(kind)) {
-        /* allreduce: shm reduce-scatter, rail allreduces, shm allgather; reduce: the same with
-         * every rail reducing its slice to the root's node, the allgather there; bcast: shm bcast
-         * on the root's node, a slice down each rail, shm allgather elsewhere; allgather: rail
-         * allgathers, shm allgather into rank order */
-        return hier_chunks(c, kind, n, chunks_of(n, weft__cost_hier_pipeline(c, kind, n)));
-    }
-    /* reduce_scatter: host memory: the shm reduce-scatter takes each rail's blocks where they are
-     * (device memory groups them by a local copy first: not modelled, the choice must not depend
-     * on where one rank's buffer is) */
-    return shm_rs_in(c, n, L) + rail_phase(c, kind, n);
+    return hier_chunks(c, kind, n, chunks_of(n, weft__cost_hier_pipeline(c, kind, n)));
 }
 
 static double hier_leader(const weft_cost_params_t *c, weft_coll_kind_t kind, double n)

@@ -71,11 +71,12 @@ double weft__cost_predict(const weft_coll_algo_t *algo, const weft_cost_params_t
  * WEFT_HIER_LEADER, auto: the cheaper form by these parameters (which every rank of a communicator
  * has alike). */
 int weft__cost_hier_leader(const weft_cost_params_t *params, weft_coll_kind_t kind, double n);
-/* Bytes per chunk of the pipelined hierarchical allreduce, bcast, reduce or allgather of n bytes
- * (its sliced form, coll/hier/hier.c; an allgather's n its result), 0 for one piece or another
- * kind: WEFT_HIER_PIPELINE (a size: chunks of it, grown to make at most
- * WEFT_HIER_PIPELINE_MAX_CHUNKS), auto: the chunk count of 2-64 (chunks of at least
- * WEFT_HIER_PIPELINE_MIN_CHUNK bytes) these parameters predict fastest, if any beats one piece. */
+/* Bytes per chunk of the pipelined hierarchical allreduce, bcast, reduce, allgather or
+ * reduce_scatter of n bytes (its sliced form, coll/hier/hier.c; an allgather's n its result, a
+ * reduce_scatter's its input), 0 for one piece or another kind: WEFT_HIER_PIPELINE (a size: chunks
+ * of it, grown to make at most WEFT_HIER_PIPELINE_MAX_CHUNKS), auto: the chunk count of 2-64
+ * (chunks of at least WEFT_HIER_PIPELINE_MIN_CHUNK bytes) these parameters predict fastest, if any
+ * beats one piece. */
 size_t weft__cost_hier_pipeline(const weft_cost_params_t *params, weft_coll_kind_t kind, double n);
 
 /* The selection: first matching WEFT_TUNE rule, else the cheapest modelled

@@ -117,11 +117,14 @@ const weft_coll_algo_t weft__coll_algos[] = {
      .layout = WEFT_COLL_LAYOUT_NODES,
      .file = "coll/hier/hier.c",
      .model = "min(shm reduce-scatter + rails(best reduce_scatter of n/L on N ranks), shm "
-              "reduce + n c + best reduce_scatter of n on N ranks + shm scatter of n/N)",
+              "reduce + n c + best reduce_scatter of n on N ranks + shm scatter of n/N); in k "
+              "chunks of m = n/k: shm reduce-scatter(m) + rail(m) + (k-1) max(shm "
+              "reduce-scatter(m), rail(m)), k times the two where ranks outnumber cores",
      .desc = "shm reduce-scatter of each rail's blocks taken from their ranks' places (device "
              "memory: grouped by a local copy first), reduce_scatter on every rail at once; "
              "small n (WEFT_HIER_LEADER): shm reduce, reduce_scatter of the nodes' blocks on one "
-             "rail, shm scatter"},
+             "rail, shm scatter; large n (WEFT_HIER_PIPELINE): the sliced form in pieces of "
+             "every block, pipelined"},
     {.name = "ordered",
      .kind = WEFT_COLL_REDUCE_SCATTER,
      .build = weft__ordered_build,

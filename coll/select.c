@@ -155,8 +155,9 @@ static const weft_config_entry_t coll_entries[] = {
      "predicts cheaper; 0: never; inf: always",
      parse_size_auto, offsetof(weft_coll_config_t, hier_leader)},
     {"HIER_PIPELINE", "auto",
-     "hierarchical allreduce, bcast, reduce and allgather (several nodes, the sliced form) of "
-     "vectors larger than this many bytes (an allgather: its result) run in chunks of it (at "
+     "hierarchical allreduce, bcast, reduce, allgather and reduce_scatter (several nodes, the "
+     "sliced form) of vectors larger than this many bytes (an allgather: its result; a "
+     "reduce_scatter: its input) run in chunks of it (at "
      "most 64 chunks: larger ones beyond), pipelined: the nodes' reduce-scatter (bcast: the "
      "root's node's bcast) of a chunk overlaps the rails' collective of the one before, whose "
      "allgather overlaps the next rails' collective; auto: the chunks the cost model "

@@ -54,17 +54,18 @@
  *               together -> reduce_scatter among rail 0 -> shm scatter from
  *               local rank 0
  *
- * Pipelined allreduce, bcast, reduce and allgather (WEFT_HIER_PIPELINE; auto: the chunks the cost
- * model predicts fastest, none where ranks outnumber cores): the sliced form in chunks, each
- * chunk's first shm step (reduce-scatter; bcast: the root's node's bcast) overlapping the rails'
- * collective on the chunk before, an allgather's shm allgather of a piece of every block beside
- * the rails' allgather of the next (build_allreduce_pipelined, build_bcast_pipelined,
- * build_reduce_pipelined, build_allgather_pipelined). Measured on two simulated hosts of two ranks
- * with links capped at 10 Gbit/s, 1 MiB chunks: allreduce 16 MiB 23.7-25.1 ms -> 17.9-18.8, 4
- * MiB 4.4 -> 3.6-4.2; bcast 16 MiB 15.0-15.6 -> 14.0 (the wire alone 13.4); reduce 16 MiB 16.8-18.3
- * -> 14.4-16.1; with uncapped links (memory speed, ranks outnumbering cores: nothing idle to
- * overlap) allreduce 3-8 % slower, bcast level, reduce 16 MiB 12.6-13.0 -> 10.5-10.6. Allgather,
- * capped, 16 MiB a rank in 1 MiB chunks of the result: 49.9-53.1 ms -> 34.7-35.7; uncapped level.
+ * Pipelined allreduce, bcast, reduce, allgather and reduce_scatter (WEFT_HIER_PIPELINE; auto: the
+ * chunks the cost model predicts fastest, none where ranks outnumber cores): the sliced form in
+ * chunks, each chunk's first shm step (reduce-scatter; bcast: the root's node's bcast)
+ * overlapping the rails' collective on the chunk before, an allgather's shm allgather of a piece
+ * of every block beside the rails' allgather of the next (build_*_pipelined). Measured on two
+ * simulated hosts of two ranks with links capped at 10 Gbit/s, 1 MiB chunks: allreduce 16 MiB
+ * 23.7-25.1 ms -> 17.9-18.8, 4 MiB 4.4 -> 3.6-4.2; bcast 16 MiB 15.0-15.6 -> 14.0 (the wire
+ * alone 13.4); reduce 16 MiB 16.8-18.3 -> 14.4-16.1; allgather of 16 MiB a rank (1 MiB chunks of
+ * the result) 49.9-53.1 -> 34.7-35.7; reduce_scatter of 16 MiB a rank (4 MiB chunks of the
+ * input) 45.3-45.6 -> 36.1-38.4. With uncapped links (memory speed, ranks outnumbering cores:
+ * nothing idle to overlap) allreduce 3-8 % slower, bcast and allgather level, reduce 16 MiB
+ * 12.6-13.0 -> 10.5-10.6, reduce_scatter 16 MiB 3-7 % slower.
  *
  * Cost (coll/cost.c): shm phases as in coll/shm/ops.c plus the best
  * point-to-point algorithm for n/L bytes on N ranks, its latency L times
@@ -219,13 +220,15 @@ unsigned long weft__hier_pipelined_builds(void)
 }
 
 /* Elements per chunk of a pipelined allreduce, bcast or reduce of a, or of every rank's block of an
- * allgather (WEFT_HIER_PIPELINE chunks the whole vector, an allgather's result; auto: the cost
- * model's; at most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks), or 0 for one piece: every rank decides
- * alike. */
+ * allgather or reduce_scatter (WEFT_HIER_PIPELINE chunks the whole vector, an allgather's result,
+ * a reduce_scatter's input; auto: the cost model's; at most WEFT_HIER_PIPELINE_MAX_CHUNKS chunks),
+ * or 0 for one piece: every rank decides alike. */
 static size_t pipeline_chunk(weft_sched_t *s, const weft_coll_args_t *a)
 {
     size_t bytes = weft__coll_hier_pipeline(weft__sched_comm(s), a->kind, weft__coll_bytes(a));
-    size_t per = a->esize * (a->kind == WEFT_COLL_ALLGATHER ? (size_t)a->size : 1);
+    size_t per = a->esize * (a->kind == WEFT_COLL_ALLGATHER || a->kind == WEFT_COLL_REDUCE_SCATTER
+                                 ? (size_t)a->size
+                                 : 1);
     size_t chunk = (bytes + per - 1) / per;
 
     return chunk == 0 || a->count <= chunk ? 0 : chunk;
@@ -671,6 +674,87 @@ static weft_status_t build_reduce_scatter_leader(weft_sched_t *s, const weft_col
     return WEFT_OK;
 }
 
+/*
+ * reduce_scatter, the sliced form in chunks of `chunk` elements of every rank's block, pipelined:
+ *
+ *   every node:  rs0 rs1 rs2 ...          (shm reduce-scatter of piece k of every block)
+ *   rails:           rr0 rr1 rr2 ...      (reduce_scatter of piece k of the rail's blocks)
+ *
+ * the nodes reduce piece k+1 while the rails reduce-scatter piece k. Host memory: each piece taken
+ * where it is (the pieces' offsets those of rail_pieces, moved by the chunk's start); device
+ * memory: a copy per piece grouping them by rail first, as the one-piece form. The rails'
+ * collectives run one at a time, as the pipelined allreduce's do.
+ */
+static weft_status_t build_reduce_scatter_pipelined(weft_sched_t *s, const weft_coll_args_t *a,
+                                                    size_t chunk)
+{
+    struct weft_comm *comm = weft__sched_comm(s);
+    const weft_node_map_t *m = comm->node;
+    int L = m->local_size, N = m->nnodes, rail = -1;
+    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize, nb = (size_t)L * N;
+    size_t *poff = NULL;
+
+    if (weft__sched_dev(s)->memtype == WEFT_MEM_HOST) {
+        poff = rail_pieces(s, a->count);
+        if (poff == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+    }
+    atomic_fetch_add(&pipelined_builds, 1);
+    for (size_t k = 0; k < nchunks; k++) {
+        size_t e0 = k * chunk, n = a->count - e0 < chunk ? a->count - e0 : chunk;
+        char *rbuf = weft__sched_scratch(s, n * es * (size_t)N);
+        weft_coll_args_t in = rail_args(s, a);
+        size_t *pk, *b;
+        char *grouped;
+        int t, grouped_done;
+
+        if (rbuf == NULL) {
+            return WEFT_ERR_NO_MEMORY;
+        }
+        if (poff != NULL) {
+            pk = weft__sched_scratch(s, nb * sizeof(*pk));
+            if (pk == NULL) {
+                return WEFT_ERR_NO_MEMORY;
+            }
+            for (size_t i = 0; i < nb; i++) {
+                pk[i] = poff[i] + e0;
+            }
+            weft__sched_step(s, "node reduce-scatter", 1);
+            t = weft__shm_reduce_scatter_pieces(s, comm->coll->shm, a->src, rbuf, (size_t)N * n, n,
+                                                pk, es);
+        } else {
+            grouped = weft__sched_scratch(s, n * es * (size_t)a->size);
+            b = slices(s, (size_t)a->size * n, L);
+            if (grouped == NULL || b == NULL) {
+                return WEFT_ERR_NO_MEMORY;
+            }
+            weft__sched_step(s, "group by rail", 0);
+            grouped_done = weft__sched_nop(s);
+            for (int q = 0; q < L; q++) { /* rail q's N pieces together, node by node */
+                for (int nd = 0; nd < N; nd++) {
+                    size_t r = (size_t)m->rank_at[nd * m->max_local + q];
+
+                    weft__sched_dep(
+                        s,
+                        weft__sched_copy(s, grouped + ((size_t)q * N + nd) * n * es,
+                                         (const char *)a->src + (r * a->count + e0) * es, n * es),
+                        grouped_done);
+                }
+            }
+            weft__sched_step(s, "node reduce-scatter", 1);
+            t = weft__shm_reduce_scatter(s, comm->coll->shm, grouped, rbuf, b, b + L, es);
+            weft__sched_dep(s, grouped_done, t);
+        }
+        in.src = rbuf;
+        in.dst = (char *)a->dst + e0 * es;
+        in.count = n;
+        weft__sched_step(s, "rail reduce-scatter", 2);
+        rail = on_rail(s, &in, after_both(s, t, rail));
+    }
+    return WEFT_OK;
+}
+
 static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_t *a)
 {
     struct weft_comm *comm = weft__sched_comm(s);
@@ -679,10 +763,15 @@ static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_
     weft_coll_args_t in = rail_args(s, a);
     rail_bufs_t r;
     weft_status_t status;
+    size_t chunk;
     int t1;
 
     if (leader_form(s, a)) {
         return build_reduce_scatter_leader(s, a);
+    }
+    chunk = pipeline_chunk(s, a);
+    if (chunk > 0) {
+        return build_reduce_scatter_pipelined(s, a, chunk);
     }
     status = rail_bufs(s, a, &r);
     if (status != WEFT_OK) {

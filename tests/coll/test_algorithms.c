@@ -717,8 +717,9 @@ Test(matrix, allreduce_hier_leader_3_per_node, .timeout = 900)
     run_hier(WEFT_COLL_ALLREDUCE, 3, 1);
 }
 
-/* The sliced form in pipelined chunks of 256 bytes (an allgather: of its whole result, so every
- * rank's block in pieces of 256 / p bytes or one element): the counts above p + 1 elements of the
+/* The sliced form in pipelined chunks of 256 bytes (an allgather: of its whole result, a
+ * reduce_scatter: of its whole input, so every rank's block in pieces of 256 / p bytes or one
+ * element): the counts above p + 1 elements of the
  * wider dtypes take a few chunks, the large count the most (WEFT_HIER_PIPELINE_MAX_CHUNKS, chunks
  * grown past 256 bytes); a rail that carries a chunk out of order, or an allgather of the wrong
  * chunk or to the wrong place, fails it. */
@@ -756,6 +757,16 @@ Test(matrix, reduce_scatter_hier, .timeout = 900)
 Test(matrix, reduce_scatter_hier_leader_3_per_node, .timeout = 900)
 {
     run_hier(WEFT_COLL_REDUCE_SCATTER, 3, 1);
+}
+
+Test(matrix, reduce_scatter_hier_pipelined_2_per_node, .timeout = 900)
+{
+    run_hier_pipelined(WEFT_COLL_REDUCE_SCATTER, 2);
+}
+
+Test(matrix, reduce_scatter_hier_pipelined_3_per_node, .timeout = 900)
+{
+    run_hier_pipelined(WEFT_COLL_REDUCE_SCATTER, 3);
 }
 
 Test(matrix, allgather_shm, .timeout = 900)

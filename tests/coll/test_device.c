@@ -168,17 +168,18 @@ Test(device, virtual_nodes, .timeout = 240)
     run_ranks(ps, 2, "on virtual nodes of 2 ranks");
 }
 
-/* Virtual nodes of 2 ranks, the hierarchical allreduce, bcast, reduce and allgather forced in
+/* Virtual nodes of 2 ranks, the hierarchical allreduce, bcast, reduce, allgather and
+ * reduce_scatter forced in
  * their sliced form and pipelined in chunks of 256 bytes, emu buffers not staged through host
  * memory (WEFT_DEVICE_STAGE=0): they take the pieces through scratch (the allgather's into rank
- * order by a copy per piece). */
+ * order by a copy per piece, the reduce_scatter's grouped by rail by a copy per piece). */
 Test(device, virtual_nodes_pipelined, .timeout = 240)
 {
     const int ps[] = {4, 6};
     unsigned long before = weft__hier_pipelined_builds();
 
     cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:hier,bcast:0-inf:hier,reduce:0-inf:hier,"
-                                      "allgather:0-inf:hier"),
+                                      "allgather:0-inf:hier,reduce_scatter:0-inf:hier"),
                  WEFT_OK, "%s", weft_last_error());
     weft__coll_config.hier_leader = 0;
     weft__coll_config.hier_pipeline = 256;

@@ -337,13 +337,14 @@ Test(registry, hier_pipeline_chunks, .init = init_clean, .fini = fini)
     weft__coll_config.hier_pipeline = WEFT_HIER_PIPELINE_AUTO;
 }
 
-/* The pipelined hierarchical bcast, reduce and allgather: with auto, a large vector in chunks
- * predicted faster than one piece where the ranks have a core each, one piece where they outnumber
- * the cores; the collectives without a pipelined form never in chunks, whatever WEFT_HIER_PIPELINE
- * says. */
-Test(registry, hier_pipeline_bcast_reduce_allgather, .init = init_clean, .fini = fini)
+/* The pipelined hierarchical bcast, reduce, allgather and reduce_scatter: with auto, a large vector
+ * in chunks predicted faster than one piece where the ranks have a core each, one piece where they
+ * outnumber the cores; the collectives without a pipelined form (alltoall, gather) never in chunks,
+ * whatever WEFT_HIER_PIPELINE says. */
+Test(registry, hier_pipeline_other_kinds, .init = init_clean, .fini = fini)
 {
-    const weft_coll_kind_t kinds[] = {WEFT_COLL_BCAST, WEFT_COLL_REDUCE, WEFT_COLL_ALLGATHER};
+    const weft_coll_kind_t kinds[] = {WEFT_COLL_BCAST, WEFT_COLL_REDUCE, WEFT_COLL_ALLGATHER,
+                                      WEFT_COLL_REDUCE_SCATTER};
     const double big = 64 << 20;
     weft_cost_params_t c, over;
 
@@ -371,10 +372,10 @@ Test(registry, hier_pipeline_bcast_reduce_allgather, .init = init_clean, .fini =
     }
     weft__coll_config.hier_pipeline = 1 << 20;
     cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_BCAST, big), (size_t)1 << 20);
-    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_REDUCE_SCATTER, big), 0);
     cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLTOALL, big), 0);
+    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_GATHER, big), 0);
     weft__coll_config.hier_pipeline = WEFT_HIER_PIPELINE_AUTO;
-    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_REDUCE_SCATTER, big), 0);
+    cr_assert_eq(weft__cost_hier_pipeline(&c, WEFT_COLL_ALLTOALL, big), 0);
 }
 
 /* The hierarchical alltoall across two nodes of two ranks where ranks outnumber cores: chosen at
