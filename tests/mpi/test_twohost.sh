@@ -5,7 +5,8 @@
 #
 # Then weft_bench --check at np 4 (2 hosts x 2 ranks) for each collective's
 # default selection and every algorithm in the list below, and for the
-# point-to-point ping-pong between the hosts, after checking
+# point-to-point ping-pong between the hosts, the hierarchical allreduce,
+# reduce_scatter, allgather, bcast and reduce also pipelined, after checking
 # that weft itself counted 2 ranks on each node; the runs go in one mpirun
 # job (weft_bench --then). Needs root (namespaces); skips otherwise. Every
 # job has a deadline and is killed with all its processes when it
@@ -152,5 +153,23 @@ for coll in "${colls[@]}"; do
     done
 done
 flush
+
+# The sliced forms pipelined across the hosts (WEFT_HIER_PIPELINE=64k, the leader forms off): the
+# vectors (an allgather's result, a reduce_scatter's input) in chunks of 64 KiB, up to 64
+for coll in allreduce reduce_scatter allgather bcast reduce; do
+    root=()
+    [ "$coll" = bcast ] && root=(--root 3)
+    [ "$coll" = reduce ] && root=(--root 1)
+    inplace=
+    [ "$coll" = bcast ] || [ "$coll" = reduce ] || inplace=--in-place
+    run 4 "$coll/hier pipelined" --algo hier "${root[@]}" -d float32 -o sum -b 256k -e 4m -f 4 \
+        $inplace "$coll"
+    run 4 "$coll/hier pipelined odd" --algo hier "${root[@]}" -d uint8 -o bxor -b 200003 \
+        -e 200003 "$coll"
+done
+saved_opts=("${mpirun_opts[@]}")
+mpirun_opts+=(-x WEFT_HIER_PIPELINE=64k -x WEFT_HIER_LEADER=0)
+flush
+mpirun_opts=("${saved_opts[@]}")
 echo "twohost: $runs runs, $failures failures"
 [ $failures -eq 0 ] && echo "PASS" || exit 1
