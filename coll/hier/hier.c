@@ -575,9 +575,11 @@ static weft_status_t build_reduce(weft_sched_t *s, const weft_coll_args_t *a)
  * group q = blocks of ranks rank_at[n][q] for n = 0..N-1; by node (by_node 1), node n's L blocks
  * together, group n = blocks of ranks rank_at[n][q] for q = 0..L-1. Adds one copy task per
  * block between `grouped` and `plain` (to_grouped: plain -> grouped) after task `after`; returns
- * a task that completes with them. */
-static int regroup(weft_sched_t *s, char *grouped, char *plain, size_t block, int to_grouped,
-                   int after, int by_node)
+ * a task that completes with them. regroup_pieces does it for one piece of every block (the
+ * pipelined forms): rank r's `piece` bytes at plain + r * stride, the grouped pieces back to
+ * back. */
+static int regroup_pieces(weft_sched_t *s, char *grouped, char *plain, size_t stride, size_t piece,
+                          int to_grouped, int after, int by_node)
 {
     const weft_node_map_t *m = weft__sched_comm(s)->node;
     int L = m->local_size, N = m->nnodes, done = weft__sched_nop(s);
@@ -585,16 +587,22 @@ static int regroup(weft_sched_t *s, char *grouped, char *plain, size_t block, in
     for (int q = 0; q < L; q++) {
         for (int n = 0; n < N; n++) {
             size_t at = by_node ? (size_t)n * L + q : (size_t)q * N + n;
-            char *g = grouped + at * block;
-            char *p = plain + (size_t)m->rank_at[n * m->max_local + q] * block;
+            char *g = grouped + at * piece;
+            char *p = plain + (size_t)m->rank_at[n * m->max_local + q] * stride;
             int t =
-                to_grouped ? weft__sched_copy(s, g, p, block) : weft__sched_copy(s, p, g, block);
+                to_grouped ? weft__sched_copy(s, g, p, piece) : weft__sched_copy(s, p, g, piece);
 
             weft__sched_dep(s, after, t);
             weft__sched_dep(s, t, done);
         }
     }
     return done;
+}
+
+static int regroup(weft_sched_t *s, char *grouped, char *plain, size_t block, int to_grouped,
+                   int after, int by_node)
+{
+    return regroup_pieces(s, grouped, plain, block, block, to_grouped, after, by_node);
 }
 
 /* The element offsets of the blocks each rail carries, rail by rail: rail q's are those of local
@@ -635,6 +643,49 @@ static weft_status_t rail_bufs(weft_sched_t *s, const weft_coll_args_t *a, rail_
     r->grouped = weft__sched_scratch(s, block * (size_t)a->size);
     r->b = slices(s, (size_t)a->size * a->count, m->local_size);
     return r->rail != NULL && r->grouped != NULL && r->b != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+}
+
+/* The pipelined allgather and reduce_scatter's chunk k of `chunk` elements, pieces [e0, e0 + n)
+ * of every rank's block (rail_bufs for one chunk): `rail`, this rank's rail's N pieces; host
+ * memory (poff, rail_pieces' offsets, not NULL): pk, the pieces' places in the ranks' blocks;
+ * device memory: `grouped`, every rank's piece by rail, and its slices (b). */
+typedef struct chunk_bufs {
+    size_t e0, n, *pk, *b;
+    char *rail, *grouped;
+} chunk_bufs_t;
+
+static weft_status_t chunk_bufs(weft_sched_t *s, const weft_coll_args_t *a, const size_t *poff,
+                                size_t chunk, size_t k, chunk_bufs_t *c)
+{
+    const weft_node_map_t *m = weft__sched_comm(s)->node;
+    size_t N = (size_t)m->nnodes, nb = (size_t)m->local_size * N, es = a->esize;
+
+    *c = (chunk_bufs_t){.e0 = k * chunk};
+    c->n = a->count - c->e0 < chunk ? a->count - c->e0 : chunk;
+    c->rail = weft__sched_scratch(s, c->n * es * N);
+    if (poff != NULL) {
+        c->pk = weft__sched_scratch(s, nb * sizeof(*c->pk));
+        for (size_t i = 0; c->pk != NULL && i < nb; i++) {
+            c->pk[i] = poff[i] + c->e0;
+        }
+        return c->rail != NULL && c->pk != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+    }
+    c->grouped = weft__sched_scratch(s, c->n * es * (size_t)a->size);
+    c->b = slices(s, (size_t)a->size * c->n, m->local_size);
+    return c->rail != NULL && c->grouped != NULL && c->b != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+}
+
+/* rail_pieces for a pipelined allgather or reduce_scatter of host memory (*poff_p NULL for
+ * device memory), the build counted. */
+static weft_status_t pipelined_pieces(weft_sched_t *s, const weft_coll_args_t *a, size_t **poff_p)
+{
+    atomic_fetch_add(&pipelined_builds, 1);
+    *poff_p = NULL;
+    if (weft__sched_dev(s)->memtype != WEFT_MEM_HOST) {
+        return WEFT_OK;
+    }
+    *poff_p = rail_pieces(s, a->count);
+    return *poff_p != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
 }
 
 /* reduce_scatter, the leader form (small vectors): shm reduce of the whole vector to local rank
@@ -691,68 +742,37 @@ static weft_status_t build_reduce_scatter_pipelined(weft_sched_t *s, const weft_
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes, rail = -1;
-    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize, nb = (size_t)L * N;
-    size_t *poff = NULL;
+    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize, *poff;
+    weft_status_t status = pipelined_pieces(s, a, &poff);
 
-    if (weft__sched_dev(s)->memtype == WEFT_MEM_HOST) {
-        poff = rail_pieces(s, a->count);
-        if (poff == NULL) {
-            return WEFT_ERR_NO_MEMORY;
-        }
-    }
-    atomic_fetch_add(&pipelined_builds, 1);
-    for (size_t k = 0; k < nchunks; k++) {
-        size_t e0 = k * chunk, n = a->count - e0 < chunk ? a->count - e0 : chunk;
-        char *rbuf = weft__sched_scratch(s, n * es * (size_t)N);
+    for (size_t k = 0; status == WEFT_OK && k < nchunks; k++) {
         weft_coll_args_t in = rail_args(s, a);
-        size_t *pk, *b;
-        char *grouped;
-        int t, grouped_done;
+        chunk_bufs_t c;
+        int t, grouped;
 
-        if (rbuf == NULL) {
-            return WEFT_ERR_NO_MEMORY;
+        status = chunk_bufs(s, a, poff, chunk, k, &c);
+        if (status != WEFT_OK) {
+            break;
         }
         if (poff != NULL) {
-            pk = weft__sched_scratch(s, nb * sizeof(*pk));
-            if (pk == NULL) {
-                return WEFT_ERR_NO_MEMORY;
-            }
-            for (size_t i = 0; i < nb; i++) {
-                pk[i] = poff[i] + e0;
-            }
             weft__sched_step(s, "node reduce-scatter", 1);
-            t = weft__shm_reduce_scatter_pieces(s, comm->coll->shm, a->src, rbuf, (size_t)N * n, n,
-                                                pk, es);
+            t = weft__shm_reduce_scatter_pieces(s, comm->coll->shm, a->src, c.rail, (size_t)N * c.n,
+                                                c.n, c.pk, es);
         } else {
-            grouped = weft__sched_scratch(s, n * es * (size_t)a->size);
-            b = slices(s, (size_t)a->size * n, L);
-            if (grouped == NULL || b == NULL) {
-                return WEFT_ERR_NO_MEMORY;
-            }
             weft__sched_step(s, "group by rail", 0);
-            grouped_done = weft__sched_nop(s);
-            for (int q = 0; q < L; q++) { /* rail q's N pieces together, node by node */
-                for (int nd = 0; nd < N; nd++) {
-                    size_t r = (size_t)m->rank_at[nd * m->max_local + q];
-
-                    weft__sched_dep(
-                        s,
-                        weft__sched_copy(s, grouped + ((size_t)q * N + nd) * n * es,
-                                         (const char *)a->src + (r * a->count + e0) * es, n * es),
-                        grouped_done);
-                }
-            }
+            grouped = regroup_pieces(s, c.grouped, (char *)a->src + c.e0 * es, a->count * es,
+                                     c.n * es, 1, -1, 0);
             weft__sched_step(s, "node reduce-scatter", 1);
-            t = weft__shm_reduce_scatter(s, comm->coll->shm, grouped, rbuf, b, b + L, es);
-            weft__sched_dep(s, grouped_done, t);
+            t = weft__shm_reduce_scatter(s, comm->coll->shm, c.grouped, c.rail, c.b, c.b + L, es);
+            weft__sched_dep(s, grouped, t);
         }
-        in.src = rbuf;
-        in.dst = (char *)a->dst + e0 * es;
-        in.count = n;
+        in.src = c.rail;
+        in.dst = (char *)a->dst + c.e0 * es;
+        in.count = c.n;
         weft__sched_step(s, "rail reduce-scatter", 2);
         rail = on_rail(s, &in, after_both(s, t, rail));
     }
-    return WEFT_OK;
+    return status;
 }
 
 static weft_status_t build_reduce_scatter(weft_sched_t *s, const weft_coll_args_t *a)
@@ -852,65 +872,36 @@ static weft_status_t build_allgather_pipelined(weft_sched_t *s, const weft_coll_
     struct weft_comm *comm = weft__sched_comm(s);
     const weft_node_map_t *m = comm->node;
     int L = m->local_size, N = m->nnodes, rail = -1;
-    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize, nb = (size_t)L * N;
-    size_t *poff = NULL;
+    size_t nchunks = (a->count + chunk - 1) / chunk, es = a->esize, *poff;
+    weft_status_t status = pipelined_pieces(s, a, &poff);
 
-    if (weft__sched_dev(s)->memtype == WEFT_MEM_HOST) {
-        poff = rail_pieces(s, a->count);
-        if (poff == NULL) {
-            return WEFT_ERR_NO_MEMORY;
-        }
-    }
-    atomic_fetch_add(&pipelined_builds, 1);
-    for (size_t k = 0; k < nchunks; k++) {
-        size_t e0 = k * chunk, n = a->count - e0 < chunk ? a->count - e0 : chunk;
-        char *rbuf = weft__sched_scratch(s, n * es * (size_t)N);
+    for (size_t k = 0; status == WEFT_OK && k < nchunks; k++) {
         weft_coll_args_t in = rail_args(s, a);
-        size_t *pk, *b;
-        char *grouped;
+        chunk_bufs_t c;
         int t;
 
-        if (rbuf == NULL) {
-            return WEFT_ERR_NO_MEMORY;
+        status = chunk_bufs(s, a, poff, chunk, k, &c);
+        if (status != WEFT_OK) {
+            break;
         }
-        in.src = (const char *)a->src + e0 * es;
-        in.dst = rbuf;
-        in.count = n;
+        in.src = (const char *)a->src + c.e0 * es;
+        in.dst = c.rail;
+        in.count = c.n;
         weft__sched_step(s, "rail allgather", 0);
         rail = on_rail(s, &in, rail);
         weft__sched_step(s, "node allgather", 1);
         if (poff != NULL) {
-            pk = weft__sched_scratch(s, nb * sizeof(*pk));
-            if (pk == NULL) {
-                return WEFT_ERR_NO_MEMORY;
-            }
-            for (size_t i = 0; i < nb; i++) {
-                pk[i] = poff[i] + e0;
-            }
             weft__sched_dep(s, rail,
-                            weft__shm_allgather_pieces(s, comm->coll->shm, rbuf, a->dst,
-                                                       (size_t)N * n, n, pk, es));
+                            weft__shm_allgather_pieces(s, comm->coll->shm, c.rail, a->dst,
+                                                       (size_t)N * c.n, c.n, c.pk, es));
             continue;
         }
-        grouped = weft__sched_scratch(s, n * es * (size_t)a->size);
-        b = slices(s, (size_t)a->size * n, L);
-        if (grouped == NULL || b == NULL) {
-            return WEFT_ERR_NO_MEMORY;
-        }
-        t = weft__shm_allgather(s, comm->coll->shm, rbuf, grouped, b, b + L, es);
+        t = weft__shm_allgather(s, comm->coll->shm, c.rail, c.grouped, c.b, c.b + L, es);
         weft__sched_dep(s, rail, t);
         weft__sched_step(s, "rank order", 2);
-        for (int q = 0; q < L; q++) { /* grouped by rail: rail q's N pieces, node by node */
-            for (int nd = 0; nd < N; nd++) {
-                size_t r = (size_t)m->rank_at[nd * m->max_local + q];
-
-                weft__sched_dep(s, t,
-                                weft__sched_copy(s, (char *)a->dst + (r * a->count + e0) * es,
-                                                 grouped + ((size_t)q * N + nd) * n * es, n * es));
-            }
-        }
+        regroup_pieces(s, c.grouped, (char *)a->dst + c.e0 * es, a->count * es, c.n * es, 0, t, 0);
     }
-    return WEFT_OK;
+    return status;
 }
 
 static weft_status_t build_allgather(weft_sched_t *s, const weft_coll_args_t *a)
