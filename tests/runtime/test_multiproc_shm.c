@@ -525,25 +525,69 @@ Test(multiproc, colls_2_nodes_of_2_hier, .timeout = 30)
 }
 
 /*
- * A rank killed in a pipelined hierarchical allreduce or reduce (2 virtual nodes of 2 processes,
- * WEFT_HIER_PIPELINE=64k, WEFT_HIER_LEADER=0: 4 MiB in 64 chunks, each a shm reduce-scatter, a rail
- * allreduce or reduce and a shm allgather): one such collective first, right and built pipelined
+ * A rank killed in a pipelined hierarchical allreduce, reduce, allgather or reduce_scatter (2
+ * virtual nodes of 2 processes, WEFT_HIER_PIPELINE=64k, WEFT_HIER_LEADER=0: 4 MiB in 64 chunks,
+ * each a shm step and a rail collective): one such collective first, right and built pipelined
  * on every rank; then rank PIPE_KILLED_RANK dies 0.2 s into the next, and every survivor, on its
- * node and on the other, gets WEFT_ERR_PEER_FAILED from it (the reduce's root included: its
- * result needs the dead rank's input), long before WEFT_TIMEOUT (60 s).
+ * node and on the other, gets WEFT_ERR_PEER_FAILED from it (each survivor's result needs the dead
+ * rank's input: the reduce's root too), long before WEFT_TIMEOUT (60 s).
  */
 #define PIPE_KILLED_RANK 3
 
-/* the collective of pipelined_killed_scenario: allreduce, or reduce to rank 0 */
+/* the collective of pipelined_killed_scenario: allreduce, reduce to rank 0, or allgather or
+ * reduce_scatter of blocks of SHM_LARGE / nranks floats, all in place */
 static weft_coll_kind_t pipe_kind = WEFT_COLL_ALLREDUCE;
 
 static weft_status_t pipe_call(rank_ctx_t *r, float *buf)
 {
-    if (pipe_kind == WEFT_COLL_REDUCE) {
+    size_t block = SHM_LARGE / (size_t)r->nranks;
+
+    switch (pipe_kind) {
+    case WEFT_COLL_REDUCE:
         return weft_reduce(r->rank == 0 ? WEFT_IN_PLACE : buf, r->rank == 0 ? buf : NULL, SHM_LARGE,
                            WEFT_FLOAT32, WEFT_SUM, 0, r->comm);
+    case WEFT_COLL_ALLGATHER:
+        return weft_allgather(WEFT_IN_PLACE, buf, block, WEFT_FLOAT32, r->comm);
+    case WEFT_COLL_REDUCE_SCATTER:
+        return weft_reduce_scatter(WEFT_IN_PLACE, buf, block, WEFT_FLOAT32, WEFT_SUM, r->comm);
+    default:
+        return weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm);
     }
-    return weft_allreduce(WEFT_IN_PLACE, buf, SHM_LARGE, WEFT_FLOAT32, WEFT_SUM, r->comm);
+}
+
+/* pipe_call's result with every rank's buffer from shm_fill(.., it, ..) */
+static void pipe_check(rank_ctx_t *r, const float *buf, int it)
+{
+    size_t block = SHM_LARGE / (size_t)r->nranks;
+
+    switch (pipe_kind) {
+    case WEFT_COLL_REDUCE:
+        if (r->rank == 0) {
+            shm_check(r, buf, SHM_LARGE, it);
+        }
+        return;
+    case WEFT_COLL_ALLGATHER: /* block q as rank q filled it */
+        for (size_t j = 0; j < block * (size_t)r->nranks; j++) {
+            float want = (float)gen(WEFT_FLOAT32, 1000 + (uint64_t)it, (int)(j / block), j);
+
+            CHECK(r, buf[j] == want,
+                  "pipelined allgather on rank %d: element %zu is %.9g, not %.9g", r->rank, j,
+                  (double)buf[j], (double)want);
+        }
+        return;
+    case WEFT_COLL_REDUCE_SCATTER: /* the sum of this rank's block, at the start */
+        for (size_t j = 0; j < block; j++) {
+            size_t at = (size_t)r->rank * block + j;
+            float want = (float)reduced(WEFT_FLOAT32, WEFT_SUM, 1000 + (uint64_t)it, r->nranks, at);
+
+            CHECK(r, buf[j] == want,
+                  "pipelined reduce_scatter on rank %d: element %zu is %.9g, not %.9g", r->rank, j,
+                  (double)buf[j], (double)want);
+        }
+        return;
+    default:
+        shm_check(r, buf, SHM_LARGE, it);
+    }
 }
 
 static void pipelined_killed_scenario(rank_ctx_t *r)
@@ -558,9 +602,7 @@ static void pipelined_killed_scenario(rank_ctx_t *r)
     stage(r, "pipelined %s, every rank alive", name);
     shm_fill(buf, SHM_LARGE, 0, r->rank);
     CHECK_OK(r, pipe_call(r, buf));
-    if (pipe_kind == WEFT_COLL_ALLREDUCE || r->rank == 0) {
-        shm_check(r, buf, SHM_LARGE, 0);
-    }
+    pipe_check(r, buf, 0);
     CHECK(r, weft__hier_pipelined_builds() > before,
           "rank %d: the hierarchical %s was not built pipelined", r->rank, name);
     if (r->rank == PIPE_KILLED_RANK) {
@@ -625,4 +667,14 @@ Test(multiproc, hier_pipelined_killed_peer_is_reported, .timeout = 40)
 Test(multiproc, hier_pipelined_reduce_killed_peer_is_reported, .timeout = 40)
 {
     run_pipelined_killed(WEFT_COLL_REDUCE, "reduce:0-inf:hier");
+}
+
+Test(multiproc, hier_pipelined_allgather_killed_peer_is_reported, .timeout = 40)
+{
+    run_pipelined_killed(WEFT_COLL_ALLGATHER, "allgather:0-inf:hier");
+}
+
+Test(multiproc, hier_pipelined_reduce_scatter_killed_peer_is_reported, .timeout = 40)
+{
+    run_pipelined_killed(WEFT_COLL_REDUCE_SCATTER, "reduce_scatter:0-inf:hier");
 }
