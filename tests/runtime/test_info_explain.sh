@@ -3,7 +3,8 @@
 # device task on the stream inside a node (the one-shot or two-shot form of a
 # shared-memory allreduce by size; CUDA: the progress thread), the progress
 # thread across nodes (a small collective through host memory once) or with
-# WEFT_DEVICE_TASK=no.
+# WEFT_DEVICE_TASK=no. And how the hierarchical row's sliced form runs: in
+# pipelined chunks (WEFT_HIER_PIPELINE) for the collectives that have them.
 set -u
 : "${top_builddir:?run through make check}"
 info="$top_builddir/tools/weft_info"
@@ -37,5 +38,25 @@ expect "two nodes, allgatherv" "progress thread drives it, each message staged" 
 WEFT_DEVICE_STAGE=0 expect "WEFT_DEVICE_STAGE=0" "each message staged" allreduce 8 4 2
 WEFT_DEVICE_TASK=no expect "tasks off" "progress thread (WEFT_DEVICE_TASK=no)" allreduce 8 2
 WEFT_SHM_SMALL=1 expect "WEFT_SHM_SMALL" "two-shot" allreduce 8 2
+
+expect_hier() { # label, pattern of the hier row, weft_info arguments...
+    local label=$1 pattern=$2 out
+    shift 2
+    if ! out=$("$info" --explain "$@" 2>&1); then
+        echo "FAIL: $label: weft_info --explain $* failed: $out"
+        failures=$((failures + 1))
+    elif ! grep -q -- "$pattern" <<<"$(grep '^  hier ' <<<"$out")"; then
+        echo "FAIL: $label: no hier row matching '$pattern' in:"
+        echo "$out"
+        failures=$((failures + 1))
+    fi
+}
+export WEFT_HIER_LEADER=0 WEFT_HIER_PIPELINE=1m
+for coll in allreduce bcast reduce allgather reduce_scatter; do
+    expect_hier "$coll in chunks" "(sliced, pipelined in 16 chunks" "$coll" 16m 8 2
+done
+expect_hier "alltoall: no chunks" "^  hier  *[0-9.]* us$" alltoall 16m 8 2
+WEFT_HIER_PIPELINE=0 expect_hier "WEFT_HIER_PIPELINE=0" "(sliced: a slice on every rail" bcast 16m 8 2
+unset WEFT_HIER_LEADER WEFT_HIER_PIPELINE
 echo "$failures failed"
 [ "$failures" -eq 0 ]
