@@ -10,18 +10,20 @@ set -u
 info="$top_builddir/tools/weft_info"
 failures=0
 
-expect() { # label, pattern, weft_info arguments...
-    local label=$1 pattern=$2 out
-    shift 2
+expect_in() { # lines (a pattern), label, pattern one of them must match, weft_info arguments...
+    local lines=$1 label=$2 pattern=$3 out
+    shift 3
     if ! out=$("$info" --explain "$@" 2>&1); then
         echo "FAIL: $label: weft_info --explain $* failed: $out"
         failures=$((failures + 1))
-    elif ! grep -q -- "$pattern" <<<"$(grep '^device buffers:' <<<"$out")"; then
-        echo "FAIL: $label: no device line matching '$pattern' in:"
+    elif ! grep -q -- "$pattern" <<<"$(grep -- "$lines" <<<"$out")"; then
+        echo "FAIL: $label: no line '$lines' matching '$pattern' in:"
         echo "$out"
         failures=$((failures + 1))
     fi
 }
+expect() { expect_in '^device buffers:' "$@"; }    # the device line
+expect_hier() { expect_in '^  hier ' "$@"; }       # the hierarchical row
 
 unset WEFT_DEVICE_TASK WEFT_TUNE WEFT_SHM WEFT_SHM_SMALL WEFT_DEVICE_STAGE
 expect "one node, small" "shm as one device task on the stream.*one-shot" allreduce 8 2
@@ -39,18 +41,6 @@ WEFT_DEVICE_STAGE=0 expect "WEFT_DEVICE_STAGE=0" "each message staged" allreduce
 WEFT_DEVICE_TASK=no expect "tasks off" "progress thread (WEFT_DEVICE_TASK=no)" allreduce 8 2
 WEFT_SHM_SMALL=1 expect "WEFT_SHM_SMALL" "two-shot" allreduce 8 2
 
-expect_hier() { # label, pattern of the hier row, weft_info arguments...
-    local label=$1 pattern=$2 out
-    shift 2
-    if ! out=$("$info" --explain "$@" 2>&1); then
-        echo "FAIL: $label: weft_info --explain $* failed: $out"
-        failures=$((failures + 1))
-    elif ! grep -q -- "$pattern" <<<"$(grep '^  hier ' <<<"$out")"; then
-        echo "FAIL: $label: no hier row matching '$pattern' in:"
-        echo "$out"
-        failures=$((failures + 1))
-    fi
-}
 export WEFT_HIER_LEADER=0 WEFT_HIER_PIPELINE=1m
 for coll in allreduce bcast reduce allgather reduce_scatter; do
     expect_hier "$coll in chunks" "(sliced, pipelined in 16 chunks" "$coll" 16m 8 2
