@@ -36,12 +36,21 @@ struct weft_coll_comm {
         int valid, measured;
         weft_op_desc_t desc;
         uint64_t runs; /* of this kind (for tests) */
+        /* the last call that ran here, with its buffers as the caller passed them (sendbuf,
+         * recvbuf) and as it ran (src, dst), checked as host memory while the device layer's
+         * host epoch was epoch (0: none kept): weft__coll_line_again */
+        const void *sendbuf, *recvbuf, *src;
+        void *dst;
+        size_t esize;
+        uint64_t epoch;
     } line[16];
     uint64_t line_runs;
+    uint64_t line_again; /* of them, the calls whose checks were skipped (weft__coll_line_again) */
     /* empty polls of this communicator's waits (coll/sched_engine.c, coll/shm/ops.c): spent
      * busy-polling, and followed by a yield of the core (for tests) */
     uint64_t busy_polls, yield_polls;
     int at_entry; /* the health check of a collective's start runs (coll/select.c prepare) */
+    uint64_t entries; /* collectives started (coll/select.c entry_health: every 16th polls all) */
     /* the last shared-memory barrier's sequence number, once there was one (coll/shm/ops.c
      * barrier_release) */
     int barrier_seen;

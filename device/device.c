@@ -90,6 +90,11 @@ weft_status_t weft__device_check(const void *ptr, const char *call, const char *
     return WEFT_OK;
 }
 
+uint64_t weft__device_host_epoch(void)
+{
+    return cuda_ops != NULL ? 0 : weft__emu_epoch();
+}
+
 weft_status_t weft__device_stream_check(void *stream, const char *call,
                                         const weft_device_ops_t **dev_p)
 {

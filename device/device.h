@@ -135,6 +135,11 @@ const weft_device_ops_t *weft__device_query(const void *ptr);
  * memory freed through weft_mem_free is WEFT_ERR_INVALID_ARG naming it. */
 weft_status_t weft__device_check(const void *ptr, const char *call, const char *what,
                                  const weft_device_ops_t **dev_p);
+/* While this is the same nonzero value, weft__device_check says of every pointer it found host
+ * memory what it said then: it changes when device memory is allocated (an emu allocation may
+ * take an address host memory had), and is 0 (never the same) once the CUDA backend is loaded,
+ * whose memory weft does not see being allocated. */
+uint64_t weft__device_host_epoch(void);
 /* The device table whose stream this is, or an error naming the argument
  * (the stream of no built backend: WEFT_ERR_INVALID_ARG). */
 weft_status_t weft__device_stream_check(void *stream, const char *call,

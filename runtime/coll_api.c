@@ -148,7 +148,7 @@ static weft_status_t run_args(weft_coll_kind_t kind, const buf_check_t *c, const
         if (counts == NULL && scounts == NULL &&
             (c->dev != NULL ? c->dev->memtype == WEFT_MEM_HOST : kind == WEFT_COLL_BARRIER) &&
             weft__coll_line(c->comm, kind, src, dst, c->count, c->dtype, c->op, root, esize,
-                            &status)) {
+                            c->sendbuf, c->recvbuf, &status)) {
             return status;
         }
         /* device buffers inside a node: the device task an enqueue makes, waited for */
@@ -222,6 +222,23 @@ static weft_status_t enter(buf_check_t *c, const int *root, const weft_call_mode
     return weft__enqueue_comm_drain(c->comm, c->call);
 }
 
+/* A blocking call that repeats the last one of its kind, buffers and all (weft__coll_line_again):
+ * enter's checks would find what they found then, so only what may have changed since is looked
+ * at (weft_init, operations enqueued on comm). 1 when it ran, its status in *status_p. */
+static int again(weft_coll_kind_t kind, const buf_check_t *c, int root,
+                 const weft_call_mode_t *how, weft_status_t *status_p)
+{
+    if (how != NULL || c->comm == NULL || weft__check_initialized(c->call) != WEFT_OK) {
+        return 0; /* the full path says why */
+    }
+    weft__error_clear();
+    if ((*status_p = weft__enqueue_comm_drain(c->comm, c->call)) != WEFT_OK) {
+        return 1;
+    }
+    return weft__coll_line_again(c->comm, kind, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op,
+                                 root, status_p);
+}
+
 weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t count,
                                     weft_dtype_t dtype, weft_op_t op, weft_comm_t comm_h,
                                     const weft_call_mode_t *how)
@@ -232,6 +249,9 @@ weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t co
     size_t esize;
     weft_status_t status;
 
+    if (again(WEFT_COLL_ALLREDUCE, &c, 0, how, &status)) {
+        return status;
+    }
     status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
@@ -255,6 +275,9 @@ weft_status_t weft__reduce_scatter_impl(const void *sendbuf, void *recvbuf, size
     size_t esize, bytes;
     weft_status_t status;
 
+    if (again(WEFT_COLL_REDUCE_SCATTER, &c, 0, how, &status)) {
+        return status;
+    }
     status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
@@ -283,6 +306,9 @@ weft_status_t weft__allgather_impl(const void *sendbuf, void *recvbuf, size_t se
     weft_status_t status;
     char *own;
 
+    if (again(WEFT_COLL_ALLGATHER, &c, 0, how, &status)) {
+        return status;
+    }
     status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
@@ -312,6 +338,9 @@ weft_status_t weft__bcast_impl(void *buf, size_t count, weft_dtype_t dtype, int 
     size_t esize;
     weft_status_t status;
 
+    if (again(WEFT_COLL_BCAST, &c, root, how, &status)) {
+        return status;
+    }
     status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || (count == 0 && !weft__coll_config.check_args)) {
         return status;
@@ -331,6 +360,9 @@ weft_status_t weft__reduce_impl(const void *sendbuf, void *recvbuf, size_t count
     weft_status_t status;
     const void *src = sendbuf;
 
+    if (again(WEFT_COLL_REDUCE, &c, root, how, &status)) {
+        return status;
+    }
     status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || (count == 0 && !weft__coll_config.check_args)) {
         return status;
@@ -359,6 +391,9 @@ weft_status_t weft__gather_impl(const void *sendbuf, void *recvbuf, size_t sendc
     weft_status_t status;
     const void *src = sendbuf;
 
+    if (again(WEFT_COLL_GATHER, &c, root, how, &status)) {
+        return status;
+    }
     status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || (sendcount == 0 && !weft__coll_config.check_args)) {
         return status;
@@ -388,6 +423,9 @@ weft_status_t weft__scatter_impl(const void *sendbuf, void *recvbuf, size_t recv
     size_t esize, bytes;
     weft_status_t status;
 
+    if (again(WEFT_COLL_SCATTER, &c, root, how, &status)) {
+        return status;
+    }
     status = enter(&c, &root, how, &esize);
     if (status != WEFT_OK || (recvcount == 0 && !weft__coll_config.check_args)) {
         return status;
@@ -410,6 +448,9 @@ weft_status_t weft__alltoall_impl(const void *sendbuf, void *recvbuf, size_t cou
     size_t esize;
     weft_status_t status;
 
+    if (again(WEFT_COLL_ALLTOALL, &c, 0, how, &status)) {
+        return status;
+    }
     status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;
@@ -432,6 +473,9 @@ weft_status_t weft__barrier_impl(weft_comm_t comm_h, const weft_call_mode_t *how
     size_t esize;
     weft_status_t status;
 
+    if (again(WEFT_COLL_BARRIER, &c, 0, how, &status)) {
+        return status;
+    }
     status = enter(&c, NULL, how, &esize);
     if (status != WEFT_OK) {
         return status;

@@ -88,7 +88,5 @@ void weft__dump_signal_remove(void);
 /* 1 once for every dump request comm has not served yet (cheap: one
  * relaxed load while no signal came). */
 int weft__dump_requested(struct weft_comm *comm);
-/* SIGUSR1s received so far (a new recorder starts from it). */
-unsigned weft__dump_requests(void);
 
 #endif /* WEFT_COLL_DIAG_DUMP_H */

@@ -4,7 +4,6 @@
 
 #include "coll/coll.h"
 #include "coll/diag/dump.h"
-#include "coll/diag/dump.h"
 
 #include <stdlib.h>
 #include <string.h>

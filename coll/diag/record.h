@@ -85,6 +85,9 @@ uint64_t weft__record_now_ns(void);
 /* A word the dump keeps per communicator (the last dump request served,
  * coll/diag/dump.c); NULL when comm has recorded nothing yet. */
 unsigned *weft__record_mark(struct weft_comm *comm);
+/* SIGUSR1s received so far (coll/diag/dump.c): a new recorder starts from it, and a collective's
+ * start polls for a dump at once while it is not 0 (coll/select.c entry_health). */
+unsigned weft__dump_requests(void);
 /* The reason of a dump to write again once no operation of comm runs
  * (coll/diag/dump.c; weft__record_end calls weft__dump_ended while it is
  * set); NULL when comm has recorded nothing yet. */

@@ -62,6 +62,7 @@ static uintptr_t freed_ring[WEFT_EMU_FREED_KEPT];
 static int freed_head, nfreed;
 static uint64_t next_id = 1;
 static atomic_uintptr_t lowest = UINTPTR_MAX, highest = 0;
+static atomic_uint_fast64_t epoch = 1; /* weft__emu_epoch */
 
 static pthread_mutex_t import_lock = PTHREAD_MUTEX_INITIALIZER;
 static emu_import_t *imports;
@@ -106,6 +107,11 @@ int weft__emu_owns(const void *ptr)
     return how;
 }
 
+uint64_t weft__emu_epoch(void)
+{
+    return atomic_load_explicit(&epoch, memory_order_acquire);
+}
+
 static weft_status_t insert(uintptr_t base, size_t size, int fd, int shareable)
 {
     int at = 0;
@@ -127,6 +133,7 @@ static weft_status_t insert(uintptr_t base, size_t size, int fd, int shareable)
     allocs[at] = (emu_alloc_t){
         .base = base, .size = size, .fd = fd, .id = next_id++, .shareable = shareable};
     nallocs++;
+    atomic_fetch_add(&epoch, 1);
     if (base < atomic_load(&lowest)) {
         atomic_store(&lowest, base);
     }

@@ -1801,6 +1801,85 @@ Test(segment, line_barrier, .timeout = 60)
     }
 }
 
+/* A blocking call that repeats the last one of its kind, buffers and all, skips its argument
+ * checks (weft__coll_line_again) from its third run on, each result its own: in place after not in
+ * place on the same result buffer runs from its own data (the source kept from before holds other
+ * values), an emu allocation between two calls has the next one checked again, a bad argument
+ * with the same buffers is refused with nothing written, and an abort is seen by every call after
+ * it. */
+enum { AGAIN_CALLS = 6 };
+
+static void again_body(weft_comm_t comm, int rank, void *arg)
+{
+    shared_t *sh = arg;
+    struct weft_comm *c = weft__comm_of(comm);
+    const int p = sh->nranks;
+    int32_t in[2], out[2];
+    uint64_t before = c->coll->line_again;
+    void *emu;
+
+    /* the first call sets the line, the second keeps its buffers */
+    for (int k = 0; k < AGAIN_CALLS; k++) {
+        in[0] = rank + k;
+        in[1] = 100 * k;
+        out[0] = out[1] = -7;
+        EXPECT(weft_allreduce(in, out, 2, WEFT_INT32, WEFT_SUM, comm) == WEFT_OK,
+               "rank %d, call %d: %s", rank, k, weft_last_error());
+        EXPECT(out[0] == p * (p - 1) / 2 + p * k && out[1] == p * 100 * k,
+               "rank %d, call %d: %d %d", rank, k, out[0], out[1]);
+    }
+    EXPECT(c->coll->line_again - before == AGAIN_CALLS - 2, "rank %d: %llu of %d calls again", rank,
+           (unsigned long long)(c->coll->line_again - before), AGAIN_CALLS);
+    for (int emu_first = 0; emu_first < 2; emu_first++) {
+        emu = NULL;
+        if (emu_first) { /* device memory allocated since the last call */
+            emu = dd_alloc(1, 8);
+            EXPECT(emu != NULL, "rank %d: emu memory: %s", rank, weft_last_error());
+        }
+        before = c->coll->line_again;
+        for (int k = 0; k < 3; k++) {
+            in[0] = in[1] = 1000;
+            out[0] = rank + 1;
+            out[1] = k;
+            EXPECT(weft_allreduce(WEFT_IN_PLACE, out, 2, WEFT_INT32, WEFT_SUM, comm) == WEFT_OK,
+                   "rank %d, in place %d: %s", rank, k, weft_last_error());
+            EXPECT(out[0] == p * (p + 1) / 2 && out[1] == p * k, "rank %d, in place %d: %d %d",
+                   rank, k, out[0], out[1]);
+        }
+        /* the first in place call is checked (other buffers as passed), and so is the first
+         * after the allocation */
+        EXPECT(c->coll->line_again - before == 2, "rank %d%s: %llu of 3 in place calls again", rank,
+               emu_first ? ", after an emu allocation" : "",
+               (unsigned long long)(c->coll->line_again - before));
+        dd_free(emu);
+    }
+    out[0] = out[1] = 5;
+    EXPECT(weft_allreduce(WEFT_IN_PLACE, out, 2, WEFT_INT32, (weft_op_t)WEFT_OP_COUNT, comm) ==
+                   WEFT_ERR_INVALID_ARG &&
+               out[0] == 5 && out[1] == 5,
+           "rank %d: a bad op with the same buffers: %s", rank, weft_last_error());
+    pthread_barrier_wait(&sh->barrier); /* nobody still reads a peer's line */
+    EXPECT(weft_comm_abort(comm) == WEFT_OK, "rank %d: abort: %s", rank, weft_last_error());
+    for (int k = 0; k < 3; k++) {
+        EXPECT(weft_allreduce(WEFT_IN_PLACE, out, 2, WEFT_INT32, WEFT_SUM, comm) ==
+                   WEFT_ERR_ABORTED,
+               "rank %d, call %d after the abort: %s", rank, k, weft_last_error());
+    }
+}
+
+Test(segment, line_repeats_skip_the_checks, .timeout = 60)
+{
+    for (int p = 2; p <= 3; p++) {
+        shared_t sh;
+
+        init();
+        shared_init(&sh, p);
+        run_world(&sh, p, 31, again_body);
+        shared_done(&sh);
+        weft_finalize();
+    }
+}
+
 Test(segment, line_bcast_and_allgather, .timeout = 120)
 {
     run_line_worlds(25, line_copy_body);
