@@ -224,6 +224,9 @@ static inline size_t weft__block_count(size_t count, int nblocks, int i)
 /* A size setting given as "auto" (coll/select.c): the code that reads it decides. */
 #define WEFT_CONFIG_AUTO (SIZE_MAX - 1)
 
+/* Every single-copy setting's auto takes its form only where the node's single-copy reads were
+ * measured at least half as fast as its copies (one read against two copies through the segment:
+ * weft_shm_t.cma_fast, coll/shm/segment.c), never elsewhere. */
 /* WEFT_SHM_CMA=auto (weft_coll_config_t.shm_cma): single-copy allreduce from
  * WEFT_SHM_CMA_AUTO_FROM bytes where the ranks have a core each, never where they outnumber
  * the cores (coll/shm/ops.c) */
@@ -234,6 +237,10 @@ static inline size_t weft__block_count(size_t count, int nblocks, int i)
  * outnumber the cores (the root waits for its readers; coll/shm/ops.c) */
 #define WEFT_SHM_CMA_COPY_AUTO WEFT_CONFIG_AUTO
 #define WEFT_SHM_CMA_COPY_AUTO_FROM ((size_t)32 << 10)
+/* WEFT_SHM_CMA_ALLGATHER=auto, WEFT_SHM_CMA_ALLTOALL=auto: from these bytes (an allgather's whole
+ * result, an alltoall's block) */
+#define WEFT_SHM_CMA_ALLGATHER_AUTO_FROM ((size_t)64 << 10)
+#define WEFT_SHM_CMA_ALLTOALL_AUTO_FROM ((size_t)16 << 10)
 
 /* WEFT_HIER_LEADER=auto (weft_coll_config_t.hier_leader): the hierarchical bcast
  * takes whichever form the cost model predicts cheaper (coll/cost.c) */

@@ -509,8 +509,13 @@ void weft__cost_defaults(weft_cost_params_t *params)
     params->shm_copy = 1.0 / (weft__coll_config.cost_shm_copy_gbs * 1e9);
     params->shm_slot = weft__coll_config.shm_slot;
     params->shm_small = weft__coll_config.shm_small;
-    params->shm_cma_a2a = weft__coll_config.shm_cma_alltoall;
-    params->shm_cma_ag = weft__coll_config.shm_cma_allgather;
+    /* auto without a node's measurement: as where single-copy reads were found fast */
+    params->shm_cma_a2a = weft__coll_config.shm_cma_alltoall == WEFT_CONFIG_AUTO
+                              ? WEFT_SHM_CMA_ALLTOALL_AUTO_FROM
+                              : weft__coll_config.shm_cma_alltoall;
+    params->shm_cma_ag = weft__coll_config.shm_cma_allgather == WEFT_CONFIG_AUTO
+                             ? WEFT_SHM_CMA_ALLGATHER_AUTO_FROM
+                             : weft__coll_config.shm_cma_allgather;
     params->reproducible = weft__coll_config.reproducible;
 }
 
@@ -547,10 +552,9 @@ void weft__cost_params(struct weft_comm *comm, weft_cost_params_t *params)
     if (comm->coll->shm != NULL) {
         params->shm = 1;
         params->shm_slot = comm->coll->shm->slot_bytes;
-        if (!comm->coll->shm->cma) {
-            params->shm_cma_a2a = SIZE_MAX; /* the kernel refused process_vm_readv */
-            params->shm_cma_ag = SIZE_MAX;
-        }
+        /* SIZE_MAX where the kernel refused process_vm_readv or auto found it slow */
+        params->shm_cma_a2a = weft__shm_cma_alltoall_from(comm->coll->shm);
+        params->shm_cma_ag = weft__shm_cma_allgather_from(comm->coll->shm);
         if (comm->coll->shm->copy_gbs > 0) {
             params->shm_copy = 1.0 / (comm->coll->shm->copy_gbs * 1e9);
         }

@@ -119,8 +119,8 @@ static const weft_config_entry_t coll_entries[] = {
      "shared-memory allreduce of host buffers from this many bytes up to WEFT_SHM_STREAM "
      "reads the other local ranks' buffers directly (process_vm_readv, one copy instead of "
      "two through the segment) where the kernel allows it; auto: from 1m where the machine "
-     "has a core for every rank of the communicator, never where ranks outnumber cores; "
-     "inf: never",
+     "has a core for every rank of the communicator and the node's single-copy reads were "
+     "measured at least half as fast as its copies, never elsewhere; inf: never",
      parse_size_auto, offsetof(weft_coll_config_t, shm_cma)},
     {"SHM_CMA_COPY", "auto",
      "shared-memory bcast, scatter and gather of host buffers from this many bytes up (the "
@@ -128,20 +128,23 @@ static const weft_config_entry_t coll_entries[] = {
      "is, its block of it (scatter), or the root every rank's block (gather) "
      "(process_vm_readv, one copy instead of two through the segment) where the kernel "
      "allows it; auto: from 32k where the machine has a core for every rank of the "
-     "communicator, never where ranks outnumber cores; inf: never",
+     "communicator and the node's single-copy reads were measured at least half as fast as "
+     "its copies, never elsewhere; inf: never",
      parse_size_auto, offsetof(weft_coll_config_t, shm_cma_copy)},
-    {"SHM_CMA_ALLGATHER", "64k",
+    {"SHM_CMA_ALLGATHER", "auto",
      "shared-memory allgather (and allgatherv) of host buffers from this many bytes (the "
      "whole result) up: every rank reads the others' blocks where they are "
      "(process_vm_readv, one copy instead of two through the segment) where the kernel "
-     "allows it; inf: never",
-     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_allgather)},
-    {"SHM_CMA_ALLTOALL", "16k",
+     "allows it; auto: from 64k where the node's single-copy reads were measured at least "
+     "half as fast as its copies, never elsewhere; inf: never",
+     parse_size_auto, offsetof(weft_coll_config_t, shm_cma_allgather)},
+    {"SHM_CMA_ALLTOALL", "auto",
      "shared-memory alltoall of host buffers (not in place) from blocks of this many bytes "
      "up: every rank reads its block of each other rank's send buffer where it is "
      "(process_vm_readv, one copy instead of two through the segment) where the kernel "
-     "allows it; inf: never",
-     weft__config_parse_size_inf, offsetof(weft_coll_config_t, shm_cma_alltoall)},
+     "allows it; auto: from 16k where the node's single-copy reads were measured at least "
+     "half as fast as its copies, never elsewhere; inf: never",
+     parse_size_auto, offsetof(weft_coll_config_t, shm_cma_alltoall)},
     {"SHM_STREAM", "8m",
      "shared-memory allreduce of host buffers from this many bytes (the whole vector) writes "
      "its result with non-temporal stores: past the caches, which it would not stay in, "

@@ -929,11 +929,44 @@ static int use_cma_copy(const weft_shm_t *shm, weft_memtype_t memtype, size_t by
     return shm->cma && memtype == WEFT_MEM_HOST && bytes >= from;
 }
 
+/* Bytes from which host buffers are read where they are, for a single-copy setting: auto is
+ * auto_from where the node's reads were measured fast enough (shm->cma_fast, coll/coll.h) and,
+ * for the settings that say so (WEFT_SHM_CMA, WEFT_SHM_CMA_COPY), every rank has a core; never
+ * where ranks outnumber cores there (the readers' peers wait for them). */
+static size_t cma_from(const weft_shm_t *shm, size_t setting, size_t auto_from,
+                       int oversubscribed)
+{
+    return setting != WEFT_CONFIG_AUTO           ? setting
+           : oversubscribed || !shm->cma_fast ? SIZE_MAX
+                                                : auto_from;
+}
+
+/* ... for a bcast, scatter or gather (WEFT_SHM_CMA_COPY) */
+static size_t cma_copy_from(const weft_shm_t *shm, int oversubscribed)
+{
+    return cma_from(shm, weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO_FROM,
+                    oversubscribed);
+}
+
+size_t weft__shm_cma_allgather_from(const weft_shm_t *shm)
+{
+    return shm->cma ? cma_from(shm, weft__coll_config.shm_cma_allgather,
+                               WEFT_SHM_CMA_ALLGATHER_AUTO_FROM, 0)
+                    : SIZE_MAX;
+}
+
+size_t weft__shm_cma_alltoall_from(const weft_shm_t *shm)
+{
+    return shm->cma ? cma_from(shm, weft__coll_config.shm_cma_alltoall,
+                               WEFT_SHM_CMA_ALLTOALL_AUTO_FROM, 0)
+                    : SIZE_MAX;
+}
+
 /* The operation that serves an allgather of `bytes` (the whole result) on this node. */
 static op_kind_t allgather_kind(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
 {
     return use_ipc(shm, memtype) ? OP_IPC_ALLGATHER
-           : use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_allgather)
+           : use_cma_copy(shm, memtype, bytes, weft__shm_cma_allgather_from(shm))
                ? OP_CMA_ALLGATHER
                : OP_ALLGATHER;
 }
@@ -949,24 +982,11 @@ static op_kind_t alltoall_kind(const weft_shm_t *shm, weft_memtype_t memtype, co
     const int apart = s + whole <= d || d + whole <= s;
 
     return apart && bytes > 0 &&
-                   use_cma_copy(shm, memtype, bytes, weft__coll_config.shm_cma_alltoall)
+                   use_cma_copy(shm, memtype, bytes, weft__shm_cma_alltoall_from(shm))
                ? OP_CMA_ALLTOALL
                : OP_ALLTOALL;
 }
 
-/* Bytes from which host buffers are read where they are, for a setting that takes auto
- * (WEFT_SHM_CMA, WEFT_SHM_CMA_COPY): auto is auto_from where every rank has a core, never where
- * ranks outnumber cores (the readers' peers wait for them). */
-static size_t cma_from(size_t setting, size_t auto_from, int oversubscribed)
-{
-    return setting != WEFT_CONFIG_AUTO ? setting : oversubscribed ? SIZE_MAX : auto_from;
-}
-
-/* ... for a bcast, scatter or gather (WEFT_SHM_CMA_COPY) */
-static size_t cma_copy_from(int oversubscribed)
-{
-    return cma_from(weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO_FROM, oversubscribed);
-}
 
 /* The operation that serves a vector collective of `bytes` on this node. */
 static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_t bytes,
@@ -983,7 +1003,8 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
          * out and win (16-32 MiB: 0.34-0.36 against 0.47-0.50). */
         if (use_cma_copy(
                 shm, memtype, bytes,
-                cma_from(weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO_FROM, oversubscribed)) &&
+                cma_from(shm, weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO_FROM,
+                         oversubscribed)) &&
             bytes < weft__coll_config.shm_stream) {
             return OP_ALLREDUCE_CMA;
         }
@@ -999,7 +1020,7 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
          * 512 KiB-2 MiB 1.10-1.19 -> 0.99-1.01; in osu-micro-benchmarks' loop (the same data
          * every call, which the readers still hold) 32 KiB-1 MiB 1.8-3.1 -> 0.9-1.3 */
         return use_ipc(shm, memtype)                                              ? OP_IPC_BCAST
-               : use_cma_copy(shm, memtype, bytes, cma_copy_from(oversubscribed)) ? OP_CMA_BCAST
+               : use_cma_copy(shm, memtype, bytes, cma_copy_from(shm, oversubscribed)) ? OP_CMA_BCAST
                                                                                   : OP_BCAST;
     default:
         return OP_BARRIER;
@@ -1203,7 +1224,7 @@ static size_t rooted_init(shm_op_t *o, int root, const void *src, void *dst, siz
 static op_kind_t rooted_kind(const weft_shm_t *shm, op_kind_t staged, weft_memtype_t memtype,
                              size_t bytes, int oversubscribed)
 {
-    if (bytes == 0 || !use_cma_copy(shm, memtype, bytes, cma_copy_from(oversubscribed))) {
+    if (bytes == 0 || !use_cma_copy(shm, memtype, bytes, cma_copy_from(shm, oversubscribed))) {
         return staged;
     }
     return staged == OP_GATHER ? OP_CMA_GATHER : OP_CMA_SCATTER;
@@ -1721,7 +1742,7 @@ int weft__shm_line_fits(struct weft_comm *comm, const weft_coll_args_t *a, weft_
                rooted_kind(shm, OP_SCATTER, memtype, bytes, ovs) == OP_SCATTER;
     case WEFT_COLL_ALLTOALL: /* (from 16 KiB blocks apart it reads the peers' buffers) */
         return pieces_one_round(shm, a->count, a->esize) &&
-               bytes < weft__coll_config.shm_cma_alltoall;
+               bytes < weft__shm_cma_alltoall_from(shm);
     case WEFT_COLL_ALLGATHER:
         return allgather_kind(shm, memtype, bytes * (size_t)shm->L) == OP_ALLGATHER;
     default:

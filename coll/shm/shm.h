@@ -157,8 +157,17 @@ typedef struct weft_shm {
     pid_t dead_pid;
     int cma;            /* every local rank may read the others' memory
                          * (process_vm_readv), checked at setup */
+    double cma_gbs;     /* such reads' rate, measured at setup, agreed (the slowest rank's) */
+    int cma_fast;       /* cma, and cma_gbs at least half of copy_gbs: one read against two
+                         * copies through the segment (the single-copy settings' auto) */
     uint64_t cma_bytes; /* bytes this rank read that way (what tests check ran) */
 } weft_shm_t;
+
+/* The bytes from which the single-copy form of an allgather (its whole result) and of an
+ * alltoall (a block) runs on shm's node (WEFT_SHM_CMA_ALLGATHER, WEFT_SHM_CMA_ALLTOALL; SIZE_MAX:
+ * never). */
+size_t weft__shm_cma_allgather_from(const weft_shm_t *shm);
+size_t weft__shm_cma_alltoall_from(const weft_shm_t *shm);
 
 /*
  * Collective over comm (every rank calls it, after comm->node is set):

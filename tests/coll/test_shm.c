@@ -1886,12 +1886,46 @@ Test(segment, line_bcast_and_allgather, .timeout = 120)
 }
 
 /* Which allreduces read the peers' buffers by process_vm_readv by default (WEFT_SHM_CMA=auto):
- * from 1 MiB to below WEFT_SHM_STREAM (8 MiB), not where ranks outnumber cores. */
+ * where the node's reads were measured at least half as fast as its copies (shm->cma_fast, set
+ * here both ways after the measurement), from 1 MiB to below WEFT_SHM_STREAM (8 MiB), not where
+ * ranks outnumber cores; and allgathers from a 64 KiB result, alltoalls from 16 KiB blocks
+ * (WEFT_SHM_CMA_ALLGATHER, WEFT_SHM_CMA_ALLTOALL auto). Where the reads were slow, none. */
 typedef struct cma_default_shared {
     shared_t sh;
-    int had_cma[2];
-    uint64_t read[2][8]; /* bytes read by process_vm_readv in each call below */
+    int fast; /* the value every rank gives shm->cma_fast */
+    int had_cma[2], measured_fast[2];
+    double copy_gbs[2], cma_gbs[2];
+    uint64_t read[2][10]; /* bytes read by process_vm_readv in each call below */
 } cma_default_shared_t;
+
+/* The measurement's result, then the one the test takes. */
+static int cma_default_start(cma_default_shared_t *cs, struct weft_comm *c, int rank)
+{
+    if (c->coll->shm == NULL) {
+        return 0;
+    }
+    cs->had_cma[rank] = c->coll->shm->cma;
+    cs->measured_fast[rank] = c->coll->shm->cma_fast;
+    cs->copy_gbs[rank] = c->coll->shm->copy_gbs;
+    cs->cma_gbs[rank] = c->coll->shm->cma_gbs;
+    c->coll->shm->cma_fast = cs->fast;
+    return 1;
+}
+
+/* What every test of the defaults checks of the measurement. */
+static void cma_default_check(const cma_default_shared_t *cs)
+{
+    for (int r = 0; r < 2; r++) {
+        cr_assert(cs->had_cma[r], "rank %d: in-process ranks may always read each other", r);
+        cr_expect(cs->cma_gbs[r] > 0 && cs->copy_gbs[r] > 0, "rank %d: rates %g and %g GB/s", r,
+                  cs->cma_gbs[r], cs->copy_gbs[r]);
+        cr_expect_eq(cs->measured_fast[r], 2 * cs->cma_gbs[r] >= cs->copy_gbs[r],
+                     "rank %d: single-copy reads %g GB/s, copies %g GB/s: fast %d", r,
+                     cs->cma_gbs[r], cs->copy_gbs[r], cs->measured_fast[r]);
+    }
+    cr_expect(cs->cma_gbs[0] == cs->cma_gbs[1] && cs->measured_fast[0] == cs->measured_fast[1],
+              "the ranks agree on the measurement");
+}
 
 static void cma_default_body(weft_comm_t comm, int rank, void *arg)
 {
@@ -1900,13 +1934,12 @@ static void cma_default_body(weft_comm_t comm, int rank, void *arg)
     struct weft_comm *c = weft__comm_of(comm);
     float *buf = malloc(8u << 20), *out = malloc(8u << 20);
 
-    if (buf == NULL || out == NULL || c->coll->shm == NULL) {
+    if (buf == NULL || out == NULL || !cma_default_start(cs, c, rank)) {
         HARNESS_FAIL("rank %d: no memory or no segment", rank);
         free(buf);
         free(out);
         return;
     }
-    cs->had_cma[rank] = c->coll->shm->cma;
     for (int k = 0; k < 5; k++) {
         size_t n = sizes[k] / sizeof(float);
         uint64_t before = c->coll->shm->cma_bytes;
@@ -1925,31 +1958,69 @@ static void cma_default_body(weft_comm_t comm, int rank, void *arg)
         cs->read[rank][k] = c->coll->shm->cma_bytes - before;
     }
     c->oversubscribed = 0;
+    /* allgathers of 32 and 64 KiB results, alltoalls of 8 and 16 KiB blocks */
+    for (int k = 5; k < 9; k++) {
+        size_t bytes = (k == 5 || k == 7 ? 16u << 10 : 32u << 10) / (k < 7 ? 1 : 2);
+        size_t n = bytes / sizeof(float);
+        uint64_t before = c->coll->shm->cma_bytes;
+        int bad = 0;
+
+        for (size_t i = 0; i < 2 * n; i++) {
+            buf[i] = (float)val(k, rank, i);
+        }
+        EXPECT((k < 7 ? weft_allgather(buf, out, n, WEFT_FLOAT32, comm)
+                      : weft_alltoall(buf, out, n, WEFT_FLOAT32, comm)) == WEFT_OK,
+               "rank %d: call %d: %s", rank, k, weft_last_error());
+        for (int q = 0; q < 2 && !bad; q++) {
+            for (size_t i = 0; i < n && !bad; i++) {
+                bad = out[(size_t)q * n + i] !=
+                      (float)(k < 7 ? val(k, q, i) : val(k, q, (size_t)rank * n + i));
+            }
+        }
+        EXPECT(!bad, "rank %d: call %d: wrong result", rank, k);
+        cs->read[rank][k] = c->coll->shm->cma_bytes - before;
+    }
     free(buf);
     free(out);
 }
 
 Test(segment, single_copy_allreduce_by_default, .timeout = 60)
 {
-    cma_default_shared_t cs = {0};
+    for (int fast = 1; fast >= 0; fast--) {
+        cma_default_shared_t cs = {.fast = fast};
 
-    init();
-    cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:shm"), WEFT_OK, "%s", weft_last_error());
-    cr_assert_eq(weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO, "the default WEFT_SHM_CMA");
-    cr_assert_eq(weft__coll_config.shm_stream, (size_t)8 << 20, "the default WEFT_SHM_STREAM");
-    shared_init(&cs.sh, 2);
-    run_world(&cs.sh, 2, 21, cma_default_body);
-    for (int r = 0; r < 2; r++) {
-        cr_assert(cs.had_cma[r], "rank %d: in-process ranks may always read each other", r);
-        cr_expect_eq(cs.read[r][0], 0, "rank %d: 512 KiB staged, not read (%llu bytes)", r,
-                     (unsigned long long)cs.read[r][0]);
-        cr_expect_gt(cs.read[r][1], 0, "rank %d: 1 MiB read from the peer", r);
-        cr_expect_gt(cs.read[r][2], 0, "rank %d: 4 MiB read from the peer", r);
-        cr_expect_eq(cs.read[r][3], 0, "rank %d: 8 MiB (WEFT_SHM_STREAM) staged, not read", r);
-        cr_expect_eq(cs.read[r][4], 0, "rank %d: 1 MiB with more ranks than cores staged", r);
+        init();
+        cr_assert_eq(weft__coll_tune_load("allreduce:0-inf:shm,allgather:0-inf:shm,"
+                                          "alltoall:0-inf:shm"),
+                     WEFT_OK, "%s", weft_last_error());
+        cr_assert_eq(weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO, "the default WEFT_SHM_CMA");
+        cr_assert_eq(weft__coll_config.shm_cma_allgather, WEFT_CONFIG_AUTO);
+        cr_assert_eq(weft__coll_config.shm_cma_alltoall, WEFT_CONFIG_AUTO);
+        cr_assert_eq(weft__coll_config.shm_stream, (size_t)8 << 20, "the default WEFT_SHM_STREAM");
+        shared_init(&cs.sh, 2);
+        run_world(&cs.sh, 2, 21, cma_default_body);
+        cma_default_check(&cs);
+        for (int r = 0; r < 2; r++) {
+            cr_expect_eq(cs.read[r][0], 0, "rank %d: 512 KiB staged, not read (%llu bytes)", r,
+                         (unsigned long long)cs.read[r][0]);
+            cr_expect_eq(cs.read[r][1] > 0, fast, "rank %d, fast %d: 1 MiB: %llu bytes read", r,
+                         fast, (unsigned long long)cs.read[r][1]);
+            cr_expect_eq(cs.read[r][2] > 0, fast, "rank %d, fast %d: 4 MiB: %llu bytes read", r,
+                         fast, (unsigned long long)cs.read[r][2]);
+            cr_expect_eq(cs.read[r][3], 0, "rank %d: 8 MiB (WEFT_SHM_STREAM) staged, not read", r);
+            cr_expect_eq(cs.read[r][4], 0, "rank %d: 1 MiB with more ranks than cores staged", r);
+            cr_expect_eq(cs.read[r][5], 0, "rank %d: allgather of 32 KiB staged", r);
+            cr_expect_eq(cs.read[r][6], fast ? (uint64_t)32 << 10 : 0,
+                         "rank %d, fast %d: allgather of 64 KiB: %llu bytes read", r, fast,
+                         (unsigned long long)cs.read[r][6]);
+            cr_expect_eq(cs.read[r][7], 0, "rank %d: alltoall of 8 KiB blocks staged", r);
+            cr_expect_eq(cs.read[r][8], fast ? (uint64_t)16 << 10 : 0,
+                         "rank %d, fast %d: alltoall of 16 KiB blocks: %llu bytes read", r, fast,
+                         (unsigned long long)cs.read[r][8]);
+        }
+        shared_done(&cs.sh);
+        weft_finalize();
     }
-    shared_done(&cs.sh);
-    weft_finalize();
 }
 
 /* Which bcasts read the root's buffer by process_vm_readv by default (WEFT_SHM_CMA_COPY=auto):
@@ -1963,12 +2034,11 @@ static void cma_bcast_default_body(weft_comm_t comm, int rank, void *arg)
     struct weft_comm *c = weft__comm_of(comm);
     int32_t *buf = malloc(16u << 20);
 
-    if (buf == NULL || c->coll->shm == NULL) {
+    if (buf == NULL || !cma_default_start(cs, c, rank)) {
         HARNESS_FAIL("rank %d: no memory or no segment", rank);
         free(buf);
         return;
     }
-    cs->had_cma[rank] = c->coll->shm->cma;
     for (int k = 0; k < 5; k++) {
         size_t n = sizes[k] / sizeof(int32_t);
         uint64_t before = c->coll->shm->cma_bytes;
@@ -2014,37 +2084,41 @@ static void cma_bcast_default_body(weft_comm_t comm, int rank, void *arg)
 
 Test(segment, single_copy_bcast_gather_scatter_by_default, .timeout = 60)
 {
-    cma_default_shared_t cs = {0};
+    for (int fast = 1; fast >= 0; fast--) {
+        cma_default_shared_t cs = {.fast = fast};
+        const uint64_t on = (uint64_t)fast; /* what a read where auto reads reads: all or 0 */
 
-    init();
-    cr_assert_eq(weft__coll_tune_load("bcast:0-inf:shm,scatter:0-inf:shm,gather:0-inf:shm"),
-                 WEFT_OK, "%s", weft_last_error());
-    cr_assert_eq(weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO,
-                 "the default WEFT_SHM_CMA_COPY");
-    shared_init(&cs.sh, 2);
-    run_world(&cs.sh, 2, 22, cma_bcast_default_body);
-    cr_assert(cs.had_cma[1], "in-process ranks may always read each other");
-    for (int k = 0; k < 5; k++) {
-        cr_expect_eq(cs.read[0][k], 0, "call %d: the root read %llu bytes", k,
-                     (unsigned long long)cs.read[0][k]);
+        init();
+        cr_assert_eq(weft__coll_tune_load("bcast:0-inf:shm,scatter:0-inf:shm,gather:0-inf:shm"),
+                     WEFT_OK, "%s", weft_last_error());
+        cr_assert_eq(weft__coll_config.shm_cma_copy, WEFT_SHM_CMA_COPY_AUTO,
+                     "the default WEFT_SHM_CMA_COPY");
+        shared_init(&cs.sh, 2);
+        run_world(&cs.sh, 2, 22, cma_bcast_default_body);
+        cma_default_check(&cs);
+        for (int k = 0; k < 5; k++) {
+            cr_expect_eq(cs.read[0][k], 0, "call %d: the root read %llu bytes", k,
+                         (unsigned long long)cs.read[0][k]);
+        }
+        cr_expect_eq(cs.read[1][0], 0, "16 KiB staged, not read (%llu bytes)",
+                     (unsigned long long)cs.read[1][0]);
+        cr_expect_eq(cs.read[1][1], on * (32 << 10), "fast %d: 32 KiB read from the root", fast);
+        cr_expect_eq(cs.read[1][2], on * (1 << 20), "fast %d: 1 MiB read from the root", fast);
+        cr_expect_eq(cs.read[1][3], on * (16 << 20), "fast %d: 16 MiB read from the root", fast);
+        cr_expect_eq(cs.read[1][4], 0, "1 MiB with more ranks than cores staged (%llu bytes)",
+                     (unsigned long long)cs.read[1][4]);
+        for (int r = 0; r < 2; r++) {
+            cr_expect_eq(cs.read[r][5], 0, "rank %d: scatter of 16 KiB blocks staged (%llu bytes)",
+                         r, (unsigned long long)cs.read[r][5]);
+        }
+        cr_expect_eq(cs.read[0][6], 0, "scatter of 32 KiB blocks: the root reads nothing");
+        cr_expect_eq(cs.read[1][6], on * (32 << 10), "fast %d: scatter: rank 1's 32 KiB block",
+                     fast);
+        cr_expect_eq(cs.read[0][7], on * (32 << 10), "fast %d: gather: rank 1's 32 KiB", fast);
+        cr_expect_eq(cs.read[1][7], 0, "gather of 32 KiB blocks: rank 1 reads nothing");
+        shared_done(&cs.sh);
+        weft_finalize();
     }
-    cr_expect_eq(cs.read[1][0], 0, "16 KiB staged, not read (%llu bytes)",
-                 (unsigned long long)cs.read[1][0]);
-    cr_expect_eq(cs.read[1][1], (uint64_t)32 << 10, "32 KiB read from the root");
-    cr_expect_eq(cs.read[1][2], (uint64_t)1 << 20, "1 MiB read from the root");
-    cr_expect_eq(cs.read[1][3], (uint64_t)16 << 20, "16 MiB read from the root");
-    cr_expect_eq(cs.read[1][4], 0, "1 MiB with more ranks than cores staged (%llu bytes)",
-                 (unsigned long long)cs.read[1][4]);
-    for (int r = 0; r < 2; r++) {
-        cr_expect_eq(cs.read[r][5], 0, "rank %d: scatter of 16 KiB blocks staged (%llu bytes)", r,
-                     (unsigned long long)cs.read[r][5]);
-    }
-    cr_expect_eq(cs.read[0][6], 0, "scatter of 32 KiB blocks: the root reads nothing");
-    cr_expect_eq(cs.read[1][6], (uint64_t)32 << 10, "scatter: rank 1 reads its 32 KiB block");
-    cr_expect_eq(cs.read[0][7], (uint64_t)32 << 10, "gather: the root reads rank 1's 32 KiB");
-    cr_expect_eq(cs.read[1][7], 0, "gather of 32 KiB blocks: rank 1 reads nothing");
-    shared_done(&cs.sh);
-    weft_finalize();
 }
 
 /* More local ranks than a reduction combines in one device call many
