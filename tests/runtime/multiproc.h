@@ -74,6 +74,7 @@ typedef struct shared {
     double kill_time;    /* CLOCK_MONOTONIC seconds when a rank killed itself */
     pid_t holder;        /* a process that outlives the killed rank, or 0 (section 7) */
     atomic_int settled;  /* survivors whose call saw the failure (section 7) */
+    atomic_int arrived;  /* ranks past a scenario's first phase (a rank that dies waits) */
     atomic_int id_ready; /* rank 0 wrote the job's unique id below */
     weft_unique_id_t id;
     char id_text[WEFT_UNIQUE_ID_STRLEN + 1];

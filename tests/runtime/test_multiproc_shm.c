@@ -528,7 +528,8 @@ Test(multiproc, colls_2_nodes_of_2_hier, .timeout = 30)
  * A rank killed in a pipelined hierarchical allreduce, reduce, allgather or reduce_scatter (2
  * virtual nodes of 2 processes, WEFT_HIER_PIPELINE=64k, WEFT_HIER_LEADER=0: 4 MiB in 64 chunks,
  * each a shm step and a rail collective): one such collective first, right and built pipelined
- * on every rank; then rank PIPE_KILLED_RANK dies 0.2 s into the next, and every survivor, on its
+ * on every rank; then rank PIPE_KILLED_RANK dies 0.2 s into the next (0.2 s after every rank
+ * ended the first), and every survivor, on its
  * node and on the other, gets WEFT_ERR_PEER_FAILED from it (each survivor's result needs the dead
  * rank's input: the reduce's root too), long before WEFT_TIMEOUT (60 s).
  */
@@ -605,8 +606,14 @@ static void pipelined_killed_scenario(rank_ctx_t *r)
     pipe_check(r, buf, 0);
     CHECK(r, weft__hier_pipelined_builds() > before,
           "rank %d: the hierarchical %s was not built pipelined", r->rank, name);
+    atomic_fetch_add(&r->sh->arrived, 1);
     if (r->rank == PIPE_KILLED_RANK) {
-        stage(r, "sleeping, then SIGKILL");
+        /* not before every rank ended the first call (a reduce's sender ends before its root):
+         * a rank that sees a peer die fails whatever it runs */
+        stage(r, "waiting for the others' first call, then sleeping, then SIGKILL");
+        for (int i = 0; i < 20000 && atomic_load(&r->sh->arrived) < r->nranks; i++) {
+            harness_sleep_s(0.001);
+        }
         harness_sleep_s(0.2);
         r->sh->kill_time = harness_now_s();
         raise(SIGKILL);
