@@ -1367,14 +1367,14 @@ Test(segment, line_allreduce_of_every_dtype_and_op, .timeout = 120)
 }
 
 /* Bcasts and allgathers whose data (a rank's block) fits the control line, a wide line or (up to
- * 1 KiB) one round of the slots, repeated: from the second call of a shape on (count, dtype,
+ * 16 KiB) one round of the slots, repeated: from the second call of a shape on (count, dtype,
  * root) they take the line path (weft__coll_line), with every call's own data, from every root,
  * in place and not, at 1-8 bytes (the control line), 12 and WEFT_SHM_WIDE_BYTES (a wide line),
- * 52 and 256 (the slots); 4 bytes more than 1 KiB never takes it; nothing past a result is
- * written. */
+ * 52, 256, 1028 and 16384 (the slots, 64 KiB here); 4 bytes more than 16 KiB never takes it;
+ * nothing past a result is written. */
 /* LINE_SLOTS: the largest data a rank that takes the line path through the slots (coll/shm/ops.c
  * LINE_SLOT_BYTES); LINE_MAX just past it */
-enum { LINE_SLOTS = 1024, LINE_MAX = LINE_SLOTS + 4, LINE_GUARD = 16 };
+enum { LINE_SLOTS = 16384, LINE_MAX = LINE_SLOTS + 4, LINE_GUARD = 16 };
 
 static unsigned char line_byte(int rank, int k, size_t i)
 {
@@ -1383,7 +1383,8 @@ static unsigned char line_byte(int rank, int k, size_t i)
 
 /* The sizes the line tests run: the control line's, a wide line's, the slots', and just past the
  * largest. */
-static const size_t line_sizes[] = {1, 2, 4, 8, 12, WEFT_SHM_WIDE_BYTES, 52, 256, LINE_MAX};
+static const size_t line_sizes[] = {1,  2,   4,    8,          12,      WEFT_SHM_WIDE_BYTES,
+                                    52, 256, 1028, LINE_SLOTS, LINE_MAX};
 #define LINE_NSIZES (sizeof(line_sizes) / sizeof(line_sizes[0]))
 
 /* 1-byte elements for the odd sizes, 4-byte ones else: the dtype is part of the shape */
@@ -1474,6 +1475,7 @@ static void run_line_worlds(uint64_t seed, weft_thread_rank_fn fn)
         shared_t sh;
 
         init();
+        weft__coll_config.shm_slot = 64 << 10; /* a share of LINE_SLOTS a rank (scatter) */
         shared_init(&sh, p);
         run_world(&sh, p, seed, fn);
         shared_done(&sh);
@@ -1564,22 +1566,23 @@ Test(segment, line_reduce_and_gather, .timeout = 120)
 
 /* The same for scatter and alltoall, whose pieces for the others fit a writer's control line
  * (8 bytes: two ranks up to 8-byte blocks, four up to 2) or its slot (a share of it per rank,
- * blocks up to 1 KiB), from every root, in place and not; a block of 1028 bytes never takes it. */
+ * blocks up to 16 KiB), from every root, in place and not; a block of 16388 bytes never takes
+ * it. */
 static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
     struct weft_comm *c = weft__comm_of(comm);
     const int p = sh->nranks;
-    static const size_t sizes[] = {1, 2, 4, 8, 12, 52, 256, LINE_SLOTS, LINE_MAX};
+    static const size_t sizes[] = {1, 2, 4, 8, 12, 52, 256, 1028, LINE_SLOTS, LINE_MAX};
     const size_t share = c->coll->shm->slot_bytes / (size_t)p;
     unsigned char *in = malloc(4 * LINE_MAX + LINE_GUARD), *out = malloc(4 * LINE_MAX + LINE_GUARD);
 
     EXPECT(in != NULL && out != NULL, "rank %d: no memory", rank);
-    EXPECT(share >= LINE_SLOTS, "rank %d: a slot of %zu bytes: the test wants 4 KiB", rank,
+    EXPECT(share >= LINE_SLOTS, "rank %d: a slot of %zu bytes: the test wants 64 KiB", rank,
            c->coll->shm->slot_bytes);
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]) && in != NULL && out != NULL; si++) {
         const size_t n = sizes[si];
-        const int line = n * (size_t)(p - 1) <= sizeof(uint64_t) || (n <= 1024 && n <= share);
+        const int line = n * (size_t)(p - 1) <= sizeof(uint64_t) || (n <= LINE_SLOTS && n <= share);
 
         for (int root = 0; root < p; root++) {
             for (int in_place = 0; in_place < 2; in_place++) {
@@ -1662,15 +1665,15 @@ static void line_pieces_body(weft_comm_t comm, int rank, void *arg)
 }
 
 /* The same for reduce_scatter, whose blocks go through the slots: a sum (uint8 wraps) of blocks
- * up to 1 KiB, in place and not; 1028 bytes never takes the line path. */
-enum { RS_MAX = 1028 };
+ * up to 16 KiB, in place and not; 16388 bytes never takes the line path. */
+enum { RS_MAX = LINE_MAX };
 
 static void line_rs_body(weft_comm_t comm, int rank, void *arg)
 {
     shared_t *sh = arg;
     struct weft_comm *c = weft__comm_of(comm);
     const int p = sh->nranks;
-    static const size_t sizes[] = {1, 4, 12, WEFT_SHM_WIDE_BYTES, 256, 1024, RS_MAX};
+    static const size_t sizes[] = {1, 4, 12, WEFT_SHM_WIDE_BYTES, 256, 1028, LINE_SLOTS, RS_MAX};
     unsigned char *in = malloc(4 * RS_MAX + LINE_GUARD), *out = malloc(RS_MAX + LINE_GUARD);
 
     EXPECT(in != NULL && out != NULL, "rank %d: no memory", rank);
@@ -1721,7 +1724,7 @@ static void line_rs_body(weft_comm_t comm, int rank, void *arg)
                            rank, n, k, i);
                 }
             }
-            want = n > 1024 ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
+            want = n > LINE_SLOTS ? 0 : in_place ? LINE_CALLS : LINE_CALLS - 1;
             EXPECT(c->coll->line[WEFT_COLL_REDUCE_SCATTER].runs - before == want,
                    "rank %d, reduce_scatter of %zu bytes%s: %llu line runs, want %llu", rank, n,
                    in_place ? " in place" : "",
