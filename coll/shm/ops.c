@@ -933,12 +933,11 @@ static int use_cma_copy(const weft_shm_t *shm, weft_memtype_t memtype, size_t by
  * auto_from where the node's reads were measured fast enough (shm->cma_fast, coll/coll.h) and,
  * for the settings that say so (WEFT_SHM_CMA, WEFT_SHM_CMA_COPY), every rank has a core; never
  * where ranks outnumber cores there (the readers' peers wait for them). */
-static size_t cma_from(const weft_shm_t *shm, size_t setting, size_t auto_from,
-                       int oversubscribed)
+static size_t cma_from(const weft_shm_t *shm, size_t setting, size_t auto_from, int oversubscribed)
 {
-    return setting != WEFT_CONFIG_AUTO           ? setting
+    return setting != WEFT_CONFIG_AUTO        ? setting
            : oversubscribed || !shm->cma_fast ? SIZE_MAX
-                                                : auto_from;
+                                              : auto_from;
 }
 
 /* ... for a bcast, scatter or gather (WEFT_SHM_CMA_COPY) */
@@ -965,10 +964,9 @@ size_t weft__shm_cma_alltoall_from(const weft_shm_t *shm)
 /* The operation that serves an allgather of `bytes` (the whole result) on this node. */
 static op_kind_t allgather_kind(const weft_shm_t *shm, weft_memtype_t memtype, size_t bytes)
 {
-    return use_ipc(shm, memtype) ? OP_IPC_ALLGATHER
-           : use_cma_copy(shm, memtype, bytes, weft__shm_cma_allgather_from(shm))
-               ? OP_CMA_ALLGATHER
-               : OP_ALLGATHER;
+    return use_ipc(shm, memtype)                                                  ? OP_IPC_ALLGATHER
+           : use_cma_copy(shm, memtype, bytes, weft__shm_cma_allgather_from(shm)) ? OP_CMA_ALLGATHER
+                                                                                  : OP_ALLGATHER;
 }
 
 /* The operation that serves an alltoall of blocks of `bytes` on this node:
@@ -981,12 +979,10 @@ static op_kind_t alltoall_kind(const weft_shm_t *shm, weft_memtype_t memtype, co
     const size_t whole = bytes * (size_t)shm->L;
     const int apart = s + whole <= d || d + whole <= s;
 
-    return apart && bytes > 0 &&
-                   use_cma_copy(shm, memtype, bytes, weft__shm_cma_alltoall_from(shm))
+    return apart && bytes > 0 && use_cma_copy(shm, memtype, bytes, weft__shm_cma_alltoall_from(shm))
                ? OP_CMA_ALLTOALL
                : OP_ALLTOALL;
 }
-
 
 /* The operation that serves a vector collective of `bytes` on this node. */
 static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_t bytes,
@@ -1003,8 +999,7 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
          * out and win (16-32 MiB: 0.34-0.36 against 0.47-0.50). */
         if (use_cma_copy(
                 shm, memtype, bytes,
-                cma_from(shm, weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO_FROM,
-                         oversubscribed)) &&
+                cma_from(shm, weft__coll_config.shm_cma, WEFT_SHM_CMA_AUTO_FROM, oversubscribed)) &&
             bytes < weft__coll_config.shm_stream) {
             return OP_ALLREDUCE_CMA;
         }
@@ -1019,9 +1014,11 @@ static op_kind_t vector_kind(const weft_shm_t *shm, weft_coll_kind_t kind, size_
          * 8-16 KiB 0.72-0.86 of Open MPI's time staged, 0.94-1.06 so; 32-128 KiB even;
          * 512 KiB-2 MiB 1.10-1.19 -> 0.99-1.01; in osu-micro-benchmarks' loop (the same data
          * every call, which the readers still hold) 32 KiB-1 MiB 1.8-3.1 -> 0.9-1.3 */
-        return use_ipc(shm, memtype)                                              ? OP_IPC_BCAST
-               : use_cma_copy(shm, memtype, bytes, cma_copy_from(shm, oversubscribed)) ? OP_CMA_BCAST
-                                                                                  : OP_BCAST;
+        if (use_ipc(shm, memtype)) {
+            return OP_IPC_BCAST;
+        }
+        return use_cma_copy(shm, memtype, bytes, cma_copy_from(shm, oversubscribed)) ? OP_CMA_BCAST
+                                                                                     : OP_BCAST;
     default:
         return OP_BARRIER;
     }
