@@ -557,6 +557,10 @@ static void handoff_body(weft_comm_t comm, int rank, void *arg)
     struct weft_comm *c = weft__comm_of(comm);
     weft_cost_params_t params;
 
+    /* both ranks start it together (as world.c's agreed measurement runs right after a
+     * collective): a rank that returns from the communicator's creation late on a loaded machine
+     * would be given up on after 100 ms */
+    pthread_barrier_wait(&hs->sh.barrier);
     hs->handoff[rank] = weft__cost_measure_shm_alpha(c);
     weft__cost_params(c, &params); /* nothing measured: the configured handoff */
     hs->shm_alpha_unmeasured[rank] = params.shm_alpha;
