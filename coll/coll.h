@@ -197,14 +197,16 @@ weft_status_t weft__coll_start_staged(struct weft_comm *comm, const weft_coll_ar
 int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *src, void *dst,
                     size_t count, weft_dtype_t dtype, weft_op_t op, int root, size_t esize,
                     const void *sendbuf, const void *recvbuf, weft_status_t *status_p);
-/* The same call again (1, its status in *status_p; 0: not the same): sendbuf and recvbuf as the
- * caller passes them, before WEFT_IN_PLACE is resolved, are those of the last call
- * weft__coll_line ran of this kind (it keeps them, and src and dst), with the same count,
- * dtype, op and root, and no device memory was allocated since (weft__device_host_epoch).
- * The caller's checks of its arguments would find what they found then: it may skip them. */
-int weft__coll_line_again(struct weft_comm *comm, weft_coll_kind_t kind, const void *sendbuf,
-                          const void *recvbuf, size_t count, weft_dtype_t dtype, weft_op_t op,
-                          int root, weft_status_t *status_p);
+/* 1 when the call is the last one weft__coll_line ran of this kind (it keeps it): the same
+ * sendbuf and recvbuf as the caller passes them (before WEFT_IN_PLACE is resolved), count, dtype,
+ * op and root, and no device memory allocated since (weft__device_host_epoch). The caller's
+ * checks of its arguments would find what they found then: it may skip them, and run it again
+ * with weft__coll_line_again (1, its status in *status_p; 0 when it takes weft__coll_run's way). */
+int weft__coll_line_kept(struct weft_comm *comm, weft_coll_kind_t kind, const void *sendbuf,
+                         const void *recvbuf, size_t count, weft_dtype_t dtype, weft_op_t op,
+                         int root);
+int weft__coll_line_again(struct weft_comm *comm, weft_coll_kind_t kind, int root,
+                          weft_status_t *status_p);
 weft_status_t weft__coll_run(struct weft_comm *comm, const weft_coll_args_t *args);
 
 /* Split count elements into nblocks blocks whose sizes differ by at most one:

@@ -675,18 +675,26 @@ int weft__coll_line(struct weft_comm *comm, weft_coll_kind_t kind, const void *s
     return line_run(comm, kind, src, dst, count, dtype, op, root, esize, keep, status_p);
 }
 
-int weft__coll_line_again(struct weft_comm *comm, weft_coll_kind_t kind, const void *sendbuf,
-                          const void *recvbuf, size_t count, weft_dtype_t dtype, weft_op_t op,
-                          int root, weft_status_t *status_p)
+int weft__coll_line_kept(struct weft_comm *comm, weft_coll_kind_t kind, const void *sendbuf,
+                         const void *recvbuf, size_t count, weft_dtype_t dtype, weft_op_t op,
+                         int root)
+{
+    const struct weft_coll_line *line = &comm->coll->line[kind];
+    const weft_coll_args_t shape = {.kind = kind, .root = root};
+
+    return line->epoch != 0 && line->sendbuf == sendbuf && line->recvbuf == recvbuf &&
+           line->desc.count == count && line->desc.dtype == dtype && line->desc.op == op &&
+           (root_of(&shape) < 0 || line->desc.sig.root == root) &&
+           line->epoch == weft__device_host_epoch();
+}
+
+int weft__coll_line_again(struct weft_comm *comm, weft_coll_kind_t kind, int root,
+                          weft_status_t *status_p)
 {
     const struct weft_coll_line *line = &comm->coll->line[kind];
 
-    if (line->epoch == 0 || line->sendbuf != sendbuf || line->recvbuf != recvbuf ||
-        line->epoch != weft__device_host_epoch()) {
-        return 0;
-    }
-    if (!line_run(comm, kind, line->src, line->dst, count, dtype, op, root, line->esize, NULL,
-                  status_p)) {
+    if (!line_run(comm, kind, line->src, line->dst, line->desc.count, line->desc.dtype,
+                  line->desc.op, root, line->esize, NULL, status_p)) {
         return 0;
     }
     comm->coll->line_again++;

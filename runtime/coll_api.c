@@ -222,21 +222,24 @@ static weft_status_t enter(buf_check_t *c, const int *root, const weft_call_mode
     return weft__enqueue_comm_drain(c->comm, c->call);
 }
 
-/* A blocking call that repeats the last one of its kind, buffers and all (weft__coll_line_again):
+/* A blocking call that repeats the last one of its kind, buffers and all (weft__coll_line_kept):
  * enter's checks would find what they found then, so only what may have changed since is looked
- * at (weft_init, operations enqueued on comm). 1 when it ran, its status in *status_p. */
+ * at (weft_init, operations enqueued on comm). 1 when it ran, its status in *status_p; 0 for
+ * any other call, before anything is done (enter then checks it first). */
 static int again(weft_coll_kind_t kind, const buf_check_t *c, int root,
                  const weft_call_mode_t *how, weft_status_t *status_p)
 {
-    if (how != NULL || c->comm == NULL || weft__check_initialized(c->call) != WEFT_OK) {
+    if (how != NULL || c->comm == NULL ||
+        !weft__coll_line_kept(c->comm, kind, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op,
+                              root) ||
+        weft__check_initialized(c->call) != WEFT_OK) {
         return 0; /* the full path says why */
     }
     weft__error_clear();
     if ((*status_p = weft__enqueue_comm_drain(c->comm, c->call)) != WEFT_OK) {
         return 1;
     }
-    return weft__coll_line_again(c->comm, kind, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op,
-                                 root, status_p);
+    return weft__coll_line_again(c->comm, kind, root, status_p);
 }
 
 weft_status_t weft__allreduce_impl(const void *sendbuf, void *recvbuf, size_t count,

@@ -104,16 +104,23 @@ static void shm_check(rank_ctx_t *r, const float *buf, size_t count, int it)
  * once, and with WEFT_ERR_PEER_FAILED again (the communicator lost a rank;
  * nothing else went wrong).
  */
+/* Counts this rank in *count; where wait, waits until want ranks are counted (at most
+ * `seconds`). */
+static void arrive(atomic_int *count, int want, int wait, double seconds)
+{
+    atomic_fetch_add(count, 1);
+    for (double until = harness_now_s() + seconds;
+         wait && atomic_load(count) < want && harness_now_s() < until;) {
+        harness_sleep_s(0.001);
+    }
+}
+
 /* A survivor of a killed rank waits (5 s at most) until every survivor saw the failure: none
  * leaves before, closing its own connections (its bootstrap one among them), which the others
  * would hear of as another failure. */
 static void survivors_settle(rank_ctx_t *r)
 {
-    atomic_fetch_add(&r->sh->settled, 1);
-    for (double until = harness_now_s() + 5.0;
-         atomic_load(&r->sh->settled) < r->nranks - 1 && harness_now_s() < until;) {
-        harness_sleep_s(0.001);
-    }
+    arrive(&r->sh->settled, r->nranks - 1, 1, 5.0);
 }
 
 static int shm_hold_bootstrap;
@@ -606,14 +613,12 @@ static void pipelined_killed_scenario(rank_ctx_t *r)
     pipe_check(r, buf, 0);
     CHECK(r, weft__hier_pipelined_builds() > before,
           "rank %d: the hierarchical %s was not built pipelined", r->rank, name);
-    atomic_fetch_add(&r->sh->arrived, 1);
+    /* the killed rank not before every rank ended the first call (a reduce's sender ends before
+     * its root): a rank that sees a peer die fails whatever it runs */
+    stage(r, "first call ended, waiting for the others' if rank %d", PIPE_KILLED_RANK);
+    arrive(&r->sh->arrived, r->nranks, r->rank == PIPE_KILLED_RANK, 20.0);
     if (r->rank == PIPE_KILLED_RANK) {
-        /* not before every rank ended the first call (a reduce's sender ends before its root):
-         * a rank that sees a peer die fails whatever it runs */
-        stage(r, "waiting for the others' first call, then sleeping, then SIGKILL");
-        for (int i = 0; i < 20000 && atomic_load(&r->sh->arrived) < r->nranks; i++) {
-            harness_sleep_s(0.001);
-        }
+        stage(r, "sleeping, then SIGKILL");
         harness_sleep_s(0.2);
         r->sh->kill_time = harness_now_s();
         raise(SIGKILL);
