@@ -23,8 +23,8 @@
  * ago: its range stays reserved and inaccessible, so a use faults). */
 #define WEFT_EMU_FREED_KEPT 4096
 int weft__emu_owns(const void *ptr);
-/* Counts the allocations made (from 1): while it stays, weft__emu_owns stays 0 for a pointer
- * it was 0 for (device/device.h weft__device_host_epoch). */
+/* The next allocation's id (ids count the allocations from 1): while it stays, weft__emu_owns
+ * stays 0 for a pointer it was 0 for (device/device.h weft__device_host_epoch). */
 uint64_t weft__emu_epoch(void);
 /* Entries of the allocation table: live allocations plus the freed ones
  * kept (for tests: bounded in a long job). */

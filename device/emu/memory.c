@@ -60,9 +60,9 @@ static int nallocs, cap_allocs;
  * space is spent, not resident memory. */
 static uintptr_t freed_ring[WEFT_EMU_FREED_KEPT];
 static int freed_head, nfreed;
-static uint64_t next_id = 1;
+/* the next allocation's id; the ids handed out so far are weft__emu_epoch */
+static atomic_uint_fast64_t next_id = 1;
 static atomic_uintptr_t lowest = UINTPTR_MAX, highest = 0;
-static atomic_uint_fast64_t epoch = 1; /* weft__emu_epoch */
 
 static pthread_mutex_t import_lock = PTHREAD_MUTEX_INITIALIZER;
 static emu_import_t *imports;
@@ -109,7 +109,7 @@ int weft__emu_owns(const void *ptr)
 
 uint64_t weft__emu_epoch(void)
 {
-    return atomic_load_explicit(&epoch, memory_order_acquire);
+    return atomic_load_explicit(&next_id, memory_order_acquire);
 }
 
 static weft_status_t insert(uintptr_t base, size_t size, int fd, int shareable)
@@ -130,10 +130,12 @@ static weft_status_t insert(uintptr_t base, size_t size, int fd, int shareable)
         at++;
     }
     memmove(&allocs[at + 1], &allocs[at], (size_t)(nallocs - at) * sizeof(*allocs));
-    allocs[at] = (emu_alloc_t){
-        .base = base, .size = size, .fd = fd, .id = next_id++, .shareable = shareable};
+    allocs[at] = (emu_alloc_t){.base = base,
+                               .size = size,
+                               .fd = fd,
+                               .id = atomic_fetch_add(&next_id, 1),
+                               .shareable = shareable};
     nallocs++;
-    atomic_fetch_add(&epoch, 1);
     if (base < atomic_load(&lowest)) {
         atomic_store(&lowest, base);
     }
