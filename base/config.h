@@ -67,6 +67,7 @@ typedef struct weft_runtime_config {
     int dump_on_signal;     /* SIGUSR1 dumps the flight recorders */
     int cuda_device;        /* the CUDA device of a thread without a context (-1: by local rank) */
     size_t pinned_cache;    /* bytes of staging buffers kept for reuse (device/pinned.c) */
+    size_t host_copy;       /* host copies from here take weft's vector loop (device/host) */
 } weft_runtime_config_t;
 
 /* Filled by the registry (runtime/config.c) at weft_init; read by every

@@ -12,7 +12,8 @@
 #include <strings.h>
 
 /* before weft_init too: the defaults of the settings read there */
-weft_runtime_config_t weft__runtime_config = {.cuda_device = -1, .pinned_cache = 256u << 20};
+weft_runtime_config_t weft__runtime_config = {
+    .cuda_device = -1, .pinned_cache = 256u << 20, .host_copy = 2048};
 
 weft_status_t weft__parse_size(const char *text, int allow_inf, size_t *size_p)
 {

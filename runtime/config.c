@@ -66,6 +66,13 @@ static const weft_config_entry_t runtime_entries[] = {
      "done; more is handed back to the driver, but only at a moment when no stream-ordered "
      "operation of that device is pending (freeing while a stream waits can deadlock CUDA)",
      weft__config_parse_size, offsetof(weft_runtime_config_t, pinned_cache)},
+    {"HOST_COPY", "2k",
+     "copies of host memory (the shared-memory rounds' copies into and out of the node "
+     "segment, staging, in-place copies) from this many bytes run weft's own loop of vector "
+     "loads and stores where the CPU has AVX2, below it the C library's memcpy; inf: memcpy "
+     "always (glibc's `rep movsb` of 2 KiB-512 KiB ran 2-5x slower on lines another core had "
+     "just used, on an AMD EPYC)",
+     weft__config_parse_size_inf, offsetof(weft_runtime_config_t, host_copy)},
 };
 
 static const char *runtime_values[sizeof(runtime_entries) / sizeof(runtime_entries[0])];

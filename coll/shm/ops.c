@@ -1636,15 +1636,15 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
     place = fits_wide(&o, count) ? LINE_WIDE : fits_line(&o, count) ? LINE_TINY : LINE_SLOT;
     if (kind == WEFT_COLL_REDUCE_SCATTER) { /* every block to its sub-block of my slot */
         for (int q = 0; q < L; q++) {
-            memcpy(SLOT(&o, me, R) + (size_t)q * o.chunk * esize,
-                   (const char *)src + (size_t)q * bytes, bytes);
+            weft__host_copy(SLOT(&o, me, R) + (size_t)q * o.chunk * esize,
+                            (const char *)src + (size_t)q * bytes, bytes);
         }
     } else if (writes && (kind == WEFT_COLL_SCATTER || kind == WEFT_COLL_ALLTOALL)) {
         /* its own block straight to dst (an alltoall's is block me of it) */
         status = pieces_in(&o, R, 0, count,
                            (char *)dst + (kind == WEFT_COLL_ALLTOALL ? (size_t)me * bytes : 0));
     } else if (writes) {
-        memcpy(line_data(&o, me, R, place), kind == WEFT_COLL_BCAST ? dst : src, bytes);
+        weft__host_copy(line_data(&o, me, R, place), kind == WEFT_COLL_BCAST ? dst : src, bytes);
     }
     weft__shm_op_publish(&o, R, 1);
     for (int i = 0; !line_ready(&o, wait, R, &peer); i++) {
@@ -1664,18 +1664,19 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
         break;
     case WEFT_COLL_BCAST:
         if (!is_root) {
-            memcpy(dst, line_data(&o, root, R, place), bytes);
+            weft__host_copy(dst, line_data(&o, root, R, place), bytes);
         }
         break;
     case WEFT_COLL_SCATTER:
         if (!is_root) {
-            memcpy(dst, piece_at(&o, root, me, R, count), bytes);
+            weft__host_copy(dst, piece_at(&o, root, me, R, count), bytes);
         }
         break;
     case WEFT_COLL_ALLTOALL:
         for (int q = 0; q < L; q++) {
             if (q != me) {
-                memcpy((char *)dst + (size_t)q * bytes, piece_at(&o, q, me, R, count), bytes);
+                weft__host_copy((char *)dst + (size_t)q * bytes, piece_at(&o, q, me, R, count),
+                                bytes);
             }
         }
         break;
@@ -1690,7 +1691,7 @@ weft_status_t weft__shm_line_run(struct weft_comm *comm, weft_coll_kind_t kind,
             const char *from = q == me ? (const char *)src : line_data(&o, q, R, place);
 
             if (to != from) {
-                memcpy(to, from, bytes);
+                weft__host_copy(to, from, bytes);
             }
         }
         break;

@@ -8,6 +8,7 @@
  * buffers before it says done, so that none is open once a call returned.
  */
 #include "coll/shm/op.h"
+#include "device/host/host.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -368,7 +369,7 @@ static weft_status_t cma_work(shm_op_t *o)
                             block);
         }
         if (o->dst != own) {
-            memcpy(o->dst, own, block);
+            weft__host_copy(o->dst, own, block);
         }
         return WEFT_OK;
     }
@@ -381,7 +382,7 @@ static weft_status_t cma_work(shm_op_t *o)
             if (q != me) {
                 status = cma_read(o, q, to, shm->ctrl[q].src_addr, block);
             } else if (to != o->src) {
-                memcpy(to, o->src, block);
+                weft__host_copy(to, o->src, block);
             }
         }
         return status;
@@ -393,7 +394,7 @@ static weft_status_t cma_work(shm_op_t *o)
             int q = (me + i) % L; /* each rank starts with its own, then the next ones' */
 
             if (q == me) {
-                memcpy(o->dst + (size_t)me * block, o->src + (size_t)me * block, block);
+                weft__host_copy(o->dst + (size_t)me * block, o->src + (size_t)me * block, block);
             } else {
                 status = cma_read(o, q, o->dst + (size_t)q * block,
                                   shm->ctrl[q].src_addr + (uint64_t)me * block, block);
@@ -412,7 +413,7 @@ static weft_status_t cma_work(shm_op_t *o)
             if (q != me) {
                 status = cma_read(o, q, to, shm->ctrl[q].src_addr + e0 * es, k * es);
             } else if (to != o->src + e0 * es) {
-                memcpy(to, o->src + e0 * es, k * es);
+                weft__host_copy(to, o->src + e0 * es, k * es);
             }
         }
     }

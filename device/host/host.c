@@ -4,11 +4,14 @@
  */
 #include "device/host/host.h"
 
+#include "base/config.h"
+
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 /* One cache line, and the widest vector register (AVX-512): the reduce loops never split a
@@ -39,12 +42,107 @@ static weft_status_t host_free(void *ptr)
     return WEFT_OK;
 }
 
-static weft_status_t host_copy(void *dst, const void *src, size_t bytes)
+#if defined(__x86_64__)
+/* Whether the CPU has AVX2 (and the OS saves its registers), asked once. */
+static int has_avx2(void)
+{
+    static atomic_int avx2 = -1;
+    int v = atomic_load_explicit(&avx2, memory_order_relaxed);
+
+    if (v < 0) {
+        v = __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&avx2, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+/* bytes >= 64: 32-byte loads and stores aligned on dst, the unaligned first and last vectors
+ * loaded before anything is stored and stored last. Forward, unless dst lies up to 256 bytes
+ * ahead of src modulo 4 KiB: a forward loop's next loads would then match the low address bits
+ * of stores still in flight, which the CPU takes for a dependency and waits (4K aliasing: np 2
+ * gather of 2 MiB, the root's copies out of the slots to malloc's buffers, 16 bytes ahead:
+ * 0.56 of Open MPI's time with glibc's loop, which copies backward there, 0.85 with a forward
+ * one); backward then. */
+__attribute__((target("avx2"))) static void copy_avx2(char *d, const char *s, size_t bytes)
+{
+    __m256i first = _mm256_loadu_si256((const __m256i *)s);
+    __m256i last = _mm256_loadu_si256((const __m256i *)(s + bytes - 32));
+
+    if ((((uintptr_t)d - (uintptr_t)s) & 4095) >= 256) {
+        size_t head = 32 - ((uintptr_t)d & 31), left = bytes - head;
+        char *dd = d + head;
+        const char *ss = s + head;
+
+        for (; left >= 128; dd += 128, ss += 128, left -= 128) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)ss);
+            __m256i b = _mm256_loadu_si256((const __m256i *)(ss + 32));
+            __m256i c = _mm256_loadu_si256((const __m256i *)(ss + 64));
+            __m256i e = _mm256_loadu_si256((const __m256i *)(ss + 96));
+
+            _mm256_store_si256((__m256i *)dd, a);
+            _mm256_store_si256((__m256i *)(dd + 32), b);
+            _mm256_store_si256((__m256i *)(dd + 64), c);
+            _mm256_store_si256((__m256i *)(dd + 96), e);
+        }
+        for (; left > 32; dd += 32, ss += 32, left -= 32) {
+            _mm256_store_si256((__m256i *)dd, _mm256_loadu_si256((const __m256i *)ss));
+        }
+    } else {
+        size_t left = bytes - ((uintptr_t)(d + bytes) & 31); /* d + left is aligned */
+        char *dd = d + left;
+        const char *ss = s + left;
+
+        for (; left > 128; left -= 128) {
+            __m256i a, b, c, e;
+
+            dd -= 128, ss -= 128;
+            a = _mm256_loadu_si256((const __m256i *)(ss + 96));
+            b = _mm256_loadu_si256((const __m256i *)(ss + 64));
+            c = _mm256_loadu_si256((const __m256i *)(ss + 32));
+            e = _mm256_loadu_si256((const __m256i *)ss);
+            _mm256_store_si256((__m256i *)(dd + 96), a);
+            _mm256_store_si256((__m256i *)(dd + 64), b);
+            _mm256_store_si256((__m256i *)(dd + 32), c);
+            _mm256_store_si256((__m256i *)dd, e);
+        }
+        for (; left > 32; left -= 32) {
+            dd -= 32, ss -= 32;
+            _mm256_store_si256((__m256i *)dd, _mm256_loadu_si256((const __m256i *)ss));
+        }
+    }
+    _mm256_storeu_si256((__m256i *)d, first);
+    _mm256_storeu_si256((__m256i *)(d + bytes - 32), last);
+}
+#endif
+
+int weft__host_copy_loop(size_t bytes)
+{
+#if defined(__x86_64__)
+    return bytes >= 64 && bytes >= weft__runtime_config.host_copy && has_avx2();
+#else
+    (void)bytes;
+    return 0;
+#endif
+}
+
+void weft__host_copy(void *dst, const void *src, size_t bytes)
 {
     /* in-place collectives copy a buffer onto itself, which memcpy does not allow */
-    if (dst != src && bytes > 0) {
-        memcpy(dst, src, bytes);
+    if (dst == src || bytes == 0) {
+        return;
     }
+#if defined(__x86_64__)
+    if (weft__host_copy_loop(bytes)) {
+        copy_avx2(dst, src, bytes);
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
+static weft_status_t host_copy(void *dst, const void *src, size_t bytes)
+{
+    weft__host_copy(dst, src, bytes);
     return WEFT_OK;
 }
 

@@ -51,6 +51,15 @@ int weft__host_reduce_simd(int on);
 int weft__host_half_widen(weft_dtype_t dtype, float *out, const void *in, size_t n, int simd);
 int weft__host_half_narrow(weft_dtype_t dtype, void *out, const float *in, size_t n, int simd);
 
+/* memcpy of host memory, dst == src copying nothing: from WEFT_HOST_COPY bytes (where the CPU has
+ * AVX2) a loop of vector loads and stores instead of the C library's memcpy, whose `rep movsb`
+ * for 2 KiB-512 KiB (glibc on AMD) ran 2-5x slower than that loop on lines another core had just
+ * read or written (the node segment's slots, every collective's shared-memory rounds; a
+ * private, cache-hot copy runs as fast either way). weft__host_copy_loop(bytes): whether the
+ * loop copies that many bytes (tests). */
+void weft__host_copy(void *dst, const void *src, size_t bytes);
+int weft__host_copy_loop(size_t bytes);
+
 /* memcpy with non-temporal stores (where the CPU has them): for results nobody reads soon, larger
  * than the caches; dst == src copies nothing. Ordered before later stores of this thread. */
 void weft__host_copy_stream(void *dst, const void *src, size_t bytes);

@@ -9,6 +9,7 @@
  * half.h are checked directly, exhaustively for widening and around every rounding midpoint for
  * narrowing.
  */
+#include "base/config.h"
 #include "device/device.h"
 #include "device/host/half.h"
 #include "device/host/host.h"
@@ -1112,6 +1113,64 @@ Test(host, ops_table)
     ops->free(p);
     ops->free(q);
     ops->free(NULL);
+}
+
+/* weft__host_copy, memcpy and weft's loop alike: every byte of dst copied, none around it
+ * touched, for every size up to 600 bytes and sizes around the loop's steps up to 70 KiB, src
+ * at every offset in a cache line, dst behind src and up to 300 bytes ahead of it modulo 4 KiB
+ * (the backward loop) */
+static void copy_check(const unsigned char *a, unsigned char *b, size_t sofs, size_t dofs,
+                       size_t bytes)
+{
+    const size_t guard = 64;
+
+    memset(b + dofs - guard, 0xA5, bytes + 2 * guard);
+    weft__host_copy(b + dofs, a + sofs, bytes);
+    cr_assert_arr_eq(b + dofs, a + sofs, bytes, "%zu bytes, src offset %zu, dst offset %zu",
+                     bytes, sofs, dofs);
+    for (size_t i = 0; i < guard; i++) {
+        cr_assert(b[dofs - guard + i] == 0xA5 && b[dofs + bytes + i] == 0xA5,
+                  "%zu bytes, src offset %zu, dst offset %zu: byte %zu outside dst written", bytes,
+                  sofs, dofs, i);
+    }
+}
+
+Test(host, copy_every_size_and_alignment)
+{
+    const size_t span = 80 << 10;
+    static const size_t sizes[] = {1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097,
+                                   4160, 8191, 65536, 65537, 70001};
+    const size_t saved = weft__runtime_config.host_copy;
+    unsigned char *a = NULL, *b = NULL;
+
+    cr_assert_eq(posix_memalign((void **)&a, 4096, span + 8192), 0);
+    cr_assert_eq(posix_memalign((void **)&b, 4096, span + 8192), 0);
+    for (size_t i = 0; i < span + 8192; i++) {
+        a[i] = (unsigned char)(i * 131 + (i >> 8));
+    }
+    for (int loop = 0; loop < 2; loop++) {
+        weft__runtime_config.host_copy = loop ? 64 : SIZE_MAX;
+        cr_assert_eq(weft__host_copy_loop(4096), loop && __builtin_cpu_supports("avx2"));
+        cr_assert_eq(weft__host_copy_loop(63), 0, "the loop needs 64 bytes");
+        for (size_t bytes = 0; bytes <= 600; bytes++) {
+            for (size_t sofs = 0; sofs < 64; sofs += 7) {
+                copy_check(a, b, 1024 + sofs, 1024 + sofs + (bytes % 300), bytes);
+                copy_check(a, b, 1024 + sofs, 1024 + (bytes % 17), bytes);
+            }
+        }
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            for (size_t dofs = 1024 - 64; dofs <= 1024 + 300; dofs += 11) {
+                copy_check(a, b, 1024 + k % 5, dofs, sizes[k]);
+            }
+        }
+        copy_check(a, b, 2048, 2048, 0);
+        memcpy(b, a, 4096);
+        weft__host_copy(b, b, 4096); /* onto itself: nothing changes */
+        cr_assert_arr_eq(b, a, 4096);
+    }
+    weft__runtime_config.host_copy = saved;
+    free(a);
+    free(b);
 }
 
 Test(host, alloc_failure_is_no_memory)
