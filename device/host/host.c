@@ -59,10 +59,9 @@ static int has_avx2(void)
 /* bytes >= 64: 32-byte loads and stores aligned on dst, the unaligned first and last vectors
  * loaded before anything is stored and stored last. Forward, unless dst lies up to 256 bytes
  * ahead of src modulo 4 KiB: a forward loop's next loads would then match the low address bits
- * of stores still in flight, which the CPU takes for a dependency and waits (4K aliasing: np 2
- * gather of 2 MiB, the root's copies out of the slots to malloc's buffers, 16 bytes ahead:
- * 0.56 of Open MPI's time with glibc's loop, which copies backward there, 0.85 with a forward
- * one); backward then. */
+ * of stores still in flight, which the CPU takes for a dependency and waits (4K aliasing:
+ * 16 KiB, dst 16 bytes ahead, one core of an AMD EPYC: 52 GB/s forward, 89 backward; glibc's
+ * `rep movsb` 2.0-2.4); backward then. */
 __attribute__((target("avx2"))) static void copy_avx2(char *d, const char *s, size_t bytes)
 {
     __m256i first = _mm256_loadu_si256((const __m256i *)s);

@@ -52,10 +52,11 @@ int weft__host_half_widen(weft_dtype_t dtype, float *out, const void *in, size_t
 int weft__host_half_narrow(weft_dtype_t dtype, void *out, const float *in, size_t n, int simd);
 
 /* memcpy of host memory, dst == src copying nothing: from WEFT_HOST_COPY bytes (where the CPU has
- * AVX2) a loop of vector loads and stores instead of the C library's memcpy, whose `rep movsb`
- * for 2 KiB-512 KiB (glibc on AMD) ran 2-5x slower than that loop on lines another core had just
- * read or written (the node segment's slots, every collective's shared-memory rounds; a
- * private, cache-hot copy runs as fast either way). weft__host_copy_loop(bytes): whether the
+ * AVX2) a loop of vector loads and stores instead of the C library's memcpy: glibc copies
+ * 2 KiB-512 KiB with `rep movsb` on AMD CPUs, which ran at 2-3 GB/s instead of 35-90 wherever
+ * dst lay 1-63 bytes ahead of src modulo 4 KiB (the usual case of a malloc'd result buffer, 16
+ * bytes past a page, filled from the node segment's page-aligned slots; the loop copies those
+ * backward). weft__host_copy_loop(bytes): whether the
  * loop copies that many bytes (tests). */
 void weft__host_copy(void *dst, const void *src, size_t bytes);
 int weft__host_copy_loop(size_t bytes);

@@ -697,7 +697,7 @@ weft_status_t weft__host_reduce(void *dst, const void *const *srcs, int nsrcs, s
     }
     if (nsrcs == 1) {
         if (dst != srcs[0]) {
-            memcpy(dst, srcs[0], count * weft_dtype_size(dtype));
+            weft__host_copy(dst, srcs[0], count * weft_dtype_size(dtype));
         }
         return WEFT_OK;
     }
