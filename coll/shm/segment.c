@@ -392,15 +392,19 @@ static double measure_copy(weft_shm_t *shm)
 /* Rate of this rank's single-copy reads (process_vm_readv of its own slot into its second one,
  * as a peer's read of a block would run; up to 256 KiB of it: the rate varies little with the
  * size from there, 11-14 GB/s at 256 KiB-4 MiB where copies ran at 43-127 GB/s), seconds per
- * byte; 0 where the kernel refuses. */
-static double measure_cma(weft_shm_t *shm)
+ * byte, 0 where the kernel refuses; and in *copy_p the rate of copies of the same bytes, timed
+ * in turn with the reads (the best of five each). The single-copy rule compares these two: a
+ * 1 MiB copy's rate (measure_copy, the cost model's) against a 256 KiB read measured apart
+ * moved with the machine's load from job to job (2-vCPU AMD EPYC VM, both ranks at once:
+ * reads/copies 0.29-0.54, so the rule flipped between jobs; the same sizes in turn 0.20-0.36). */
+static double measure_cma(weft_shm_t *shm, double *copy_p)
 {
     size_t half = shm->slot_bytes < ((size_t)256 << 10) ? shm->slot_bytes : (size_t)256 << 10;
-    struct iovec local = {weft__shm_slot(shm, shm->me, 1), half},
-                 remote = {weft__shm_slot(shm, shm->me, 0), half};
-    uint64_t best = UINT64_MAX;
+    char *from = weft__shm_slot(shm, shm->me, 0), *to = weft__shm_slot(shm, shm->me, 1);
+    struct iovec local = {to, half}, remote = {from, half};
+    uint64_t best = UINT64_MAX, best_copy = UINT64_MAX;
 
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         uint64_t t0 = weft__time_ns(), t;
 
         if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)half) {
@@ -408,7 +412,12 @@ static double measure_cma(weft_shm_t *shm)
         }
         t = weft__time_ns() - t0;
         best = t < best ? t : best;
+        t0 = weft__time_ns();
+        weft__host_copy(to, from, half);
+        t = weft__time_ns() - t0;
+        best_copy = t < best_copy ? t : best_copy;
     }
+    *copy_p = best_copy > 0 ? (double)best_copy * 1e-9 / (double)half : 1e-10;
     return best > 0 ? (double)best * 1e-9 / (double)half : 1e-10;
 }
 
@@ -558,9 +567,9 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     int L = m->local_size, me = m->local_rank;
     char name[SHM_NAME_LEN] = "";
     weft_shm_t *shm = NULL;
-    /* failed anywhere; slowest copy (s/byte); no CMA anywhere; slowest single-copy read
-     * (s/byte) */
-    double agree[4] = {0, 0, 0, 0};
+    /* failed anywhere; slowest copy (s/byte); no CMA anywhere; slowest single-copy read and
+     * slowest copy of the same size (s/byte) */
+    double agree[5] = {0, 0, 0, 0, 0};
     weft_status_t status = WEFT_OK;
     int32_t ack;
 
@@ -613,14 +622,14 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
         shm->ctrl[me].start = weft__proc_start_time(getpid());
         __atomic_store_n(&shm->ctrl[me].pid, (int64_t)getpid(), __ATOMIC_RELAXED);
         agree[1] = measure_copy(shm);
-        if (!cma_works(shm) || (agree[3] = measure_cma(shm)) == 0) {
+        if (!cma_works(shm) || (agree[3] = measure_cma(shm, &agree[4])) == 0) {
             agree[2] = 1;
         }
     } else {
         agree[0] = 1;
     }
     if (status == WEFT_OK) {
-        status = setup_agree(comm, agree, 4);
+        status = setup_agree(comm, agree, 5);
     }
     if (status != WEFT_OK || agree[0] != 0) {
         weft__shm_release(shm);
@@ -632,11 +641,12 @@ weft_status_t weft__shm_setup(struct weft_comm *comm)
     shm->copy_gbs = 1e-9 / agree[1];
     shm->cma = agree[2] == 0 && open_pidfds(shm) == 0;
     shm->cma_gbs = shm->cma ? 1e-9 / agree[3] : 0;
-    shm->cma_fast = shm->cma && 2 * shm->cma_gbs >= shm->copy_gbs;
+    shm->cma_copy_gbs = shm->cma ? 1e-9 / agree[4] : 0;
+    shm->cma_fast = shm->cma && 2 * shm->cma_gbs >= shm->cma_copy_gbs;
     comm->coll->shm = shm;
     weft__log_info("shared memory: %d local ranks, %zu KiB slots, copy %.1f GB/s, single-copy "
-                   "reads %.1f GB/s%s",
-                   L, shm->slot_bytes >> 10, shm->copy_gbs, shm->cma_gbs,
+                   "reads %.1f GB/s against copies of the same size %.1f GB/s%s",
+                   L, shm->slot_bytes >> 10, shm->copy_gbs, shm->cma_gbs, shm->cma_copy_gbs,
                    !shm->cma       ? " (refused)"
                    : shm->cma_fast ? ""
                                    : " (slower than two copies: staged where settings are auto)");

@@ -155,12 +155,13 @@ typedef struct weft_shm {
     int *pidfd;    /* [L] single copy: pidfds of the peers' processes (-1: none) */
     int dead_rank; /* a local rank found dead (-1: none) */
     pid_t dead_pid;
-    int cma;            /* every local rank may read the others' memory
-                         * (process_vm_readv), checked at setup */
-    double cma_gbs;     /* such reads' rate, measured at setup, agreed (the slowest rank's) */
-    int cma_fast;       /* cma, and cma_gbs at least half of copy_gbs: one read against two
-                         * copies through the segment (the single-copy settings' auto) */
-    uint64_t cma_bytes; /* bytes this rank read that way (what tests check ran) */
+    int cma;             /* every local rank may read the others' memory
+                          * (process_vm_readv), checked at setup */
+    double cma_gbs;      /* such reads' rate, measured at setup, agreed (the slowest rank's) */
+    double cma_copy_gbs; /* copies of the same size, timed in turn with those reads, agreed */
+    int cma_fast;        /* cma, and cma_gbs at least half of cma_copy_gbs: one read against two
+                          * copies through the segment (the single-copy settings' auto) */
+    uint64_t cma_bytes;  /* bytes this rank read that way (what tests check ran) */
 } weft_shm_t;
 
 /* The bytes from which the single-copy form of an allgather (its whole result) and of an
