@@ -18,6 +18,11 @@
  * -p: the host half types (float16, bfloat16) through the portable conversion loops only, not
  * the CPU's instructions (device/host/reduce.c), for the comparison.
  *
+ * -c: host copies instead: weft__host_copy (weft's loop from WEFT_HOST_COPY bytes, 2 KiB, where
+ * the CPU has AVX2) against the C library's memcpy, 4 KiB-4 MiB, the destination 0, 16 (as a
+ * malloc'd result buffer filled from the node segment's page-aligned slots) and 4080 bytes past
+ * the source modulo 4 KiB; GB/s of the best of `iterations` runs (default 20) of 64 MiB each.
+ *
  * Sizes accept a k, m or g suffix (powers of 1024). Exit status: 0, 2 on bad arguments, 77 when
  * the memory type cannot be used here (no CUDA driver or GPU: the reason is printed).
  */
@@ -185,7 +190,79 @@ static weft_status_t measure(const bench_op_t *op, const buffers_t *buf, int ite
 
 static void usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [-d host|emu|cuda] [-p] [bytes[k|m|g]] [iterations]\n", argv0);
+    fprintf(stderr,
+            "usage: %s [-d host|emu|cuda] [-p] [bytes[k|m|g]] [iterations]\n"
+            "       %s -c [iterations]\n",
+            argv0, argv0);
+}
+
+/* Seconds of the best of `iterations` runs of 64 MiB of copies of `bytes` (at least one). */
+static double best_copy(int loop, void *dst, const void *src, size_t bytes, int iterations)
+{
+    size_t n = bytes >= ((size_t)64 << 20) ? 1 : ((size_t)64 << 20) / bytes;
+    double best = 0;
+
+    for (int i = 0; i <= iterations; i++) { /* the first warms up */
+        uint64_t start = weft__time_ns();
+        double t;
+
+        for (size_t k = 0; k < n; k++) {
+            if (loop) {
+                weft__host_copy(dst, src, bytes);
+            } else {
+                memcpy(dst, src, bytes);
+            }
+            __asm__ volatile("" ::: "memory"); /* every copy is done */
+        }
+        t = (double)(weft__time_ns() - start) * 1e-9;
+        best = i == 1 || (i > 1 && t < best) ? t : best;
+    }
+    return best / (double)n;
+}
+
+/* -c: the table of host copies. */
+static int copy_table(int iterations)
+{
+    static const size_t offsets[] = {0, 16, 4080};
+    const size_t max = (size_t)4 << 20;
+    unsigned char *src = NULL, *dst = NULL;
+
+    if (posix_memalign((void **)&src, 4096, max) != 0 ||
+        posix_memalign((void **)&dst, 4096, max + 4096) != 0) {
+        fprintf(stderr, "weft_reduce_bench: cannot allocate 2 x %zu bytes\n", max);
+        free(src);
+        return 1;
+    }
+    for (size_t i = 0; i < max; i++) {
+        src[i] = (unsigned char)(i * 7 + (i >> 12));
+    }
+    memset(dst, 2, max + 4096);
+    printf("# host copies: weft__host_copy (its loop: %s) against memcpy, GB/s, best of %d runs\n",
+           weft__host_copy_loop(4096) ? "from 2 KiB, AVX2" : "not on this CPU: memcpy", iterations);
+    printf("%10s %12s %12s %12s %8s\n", "bytes", "dst-src%4K", "memcpy", "weft", "ratio");
+    for (size_t bytes = 4096; bytes <= max; bytes *= 4) {
+        for (size_t k = 0; k < sizeof(offsets) / sizeof(offsets[0]); k++) {
+            double m = best_copy(0, dst + offsets[k], src, bytes, iterations), w;
+
+            memset(dst, 2, max + 4096); /* what memcpy wrote is not taken for weft's copy */
+            w = best_copy(1, dst + offsets[k], src, bytes, iterations);
+
+            if (memcmp(dst + offsets[k], src, bytes) != 0) {
+                fprintf(stderr,
+                        "weft_reduce_bench: weft__host_copy of %zu bytes to %zu past the "
+                        "source modulo 4 KiB copied wrong bytes\n",
+                        bytes, offsets[k]);
+                free(src);
+                free(dst);
+                return 1;
+            }
+            printf("%10zu %12zu %12.1f %12.1f %8.2f\n", bytes, offsets[k], (double)bytes / m * 1e-9,
+                   (double)bytes / w * 1e-9, m / w);
+        }
+    }
+    free(src);
+    free(dst);
+    return 0;
 }
 
 /* The table of -d's memory type; NULL after printing why (*exit_p: 2 usage, 77 unusable). */
@@ -221,11 +298,16 @@ int main(int argc, char **argv)
     timing_t copy = {0};
     weft_status_t status = WEFT_OK;
     int exit_code = 0;
+    int copies = 0;
     int opt;
 
-    while ((opt = getopt(argc, argv, "d:p")) != -1) {
+    while ((opt = getopt(argc, argv, "cd:p")) != -1) {
         if (opt == 'p') {
             weft__host_reduce_simd(0);
+            continue;
+        }
+        if (opt == 'c') {
+            copies = 1;
             continue;
         }
         if (opt != 'd') {
@@ -239,6 +321,13 @@ int main(int argc, char **argv)
     }
     argc -= optind - 1;
     argv += optind - 1;
+    if (copies) {
+        if (argc > 2 || (argc > 1 && (iterations = atoi(argv[1])) < 1)) {
+            usage(argv[0]);
+            return 2;
+        }
+        return copy_table(iterations);
+    }
     if (argc > 3 || (argc > 1 && parse_size(argv[1], &bytes) != 0) ||
         (argc > 2 && (iterations = atoi(argv[2])) < 1)) {
         usage(argv[0]);

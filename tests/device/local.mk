@@ -10,7 +10,8 @@ device_tests = \
 	tests/coll/test_device_errors \
 	tests/device/test_emu_procs
 check_PROGRAMS += $(device_tests)
-TESTS += $(device_tests)
+TESTS += $(device_tests) tests/device/test_reduce_bench.sh
+EXTRA_DIST += tests/device/test_reduce_bench.sh
 device_data = tests/coll/device_data.h tests/coll/device_data.c
 device_cases = tests/coll/device_cases.h tests/coll/device_cases.c $(coll_check) $(device_data)
 tests_coll_test_device_SOURCES = tests/coll/test_device.c $(device_cases)
