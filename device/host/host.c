@@ -117,7 +117,8 @@ __attribute__((target("avx2"))) static void copy_avx2(char *d, const char *s, si
 int weft__host_copy_loop(size_t bytes)
 {
 #if defined(__x86_64__)
-    return bytes >= 64 && bytes >= weft__runtime_config.host_copy && has_avx2();
+    return !WEFT_HOST_COPY_SANITIZED && bytes >= 64 && bytes >= weft__runtime_config.host_copy &&
+           has_avx2();
 #else
     (void)bytes;
     return 0;

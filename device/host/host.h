@@ -61,6 +61,22 @@ int weft__host_half_narrow(weft_dtype_t dtype, void *out, const float *in, size_
 void weft__host_copy(void *dst, const void *src, size_t bytes);
 int weft__host_copy_loop(size_t bytes);
 
+/* 1 in AddressSanitizer and ThreadSanitizer builds, which copy with memcpy whatever the size:
+ * their memcpy interceptors check both ranges at once, where the instrumented loop checked every
+ * vector and ran several times slower, and the shared-memory rules take their decisions on the
+ * copy rates measured at setup (under ASan the slots' line paths went unused: copies measured
+ * slow against the kernel's reads). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define WEFT_HOST_COPY_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define WEFT_HOST_COPY_SANITIZED 1
+#endif
+#endif
+#ifndef WEFT_HOST_COPY_SANITIZED
+#define WEFT_HOST_COPY_SANITIZED 0
+#endif
+
 /* memcpy with non-temporal stores (where the CPU has them): for results nobody reads soon, larger
  * than the caches; dst == src copies nothing. Ordered before later stores of this thread. */
 void weft__host_copy_stream(void *dst, const void *src, size_t bytes);
