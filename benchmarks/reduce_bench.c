@@ -30,6 +30,7 @@
 #include "device/host/half.h"
 #include "device/host/host.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +201,7 @@ static void usage(const char *argv0)
 static double best_copy(int loop, void *dst, const void *src, size_t bytes, int iterations)
 {
     size_t n = bytes >= ((size_t)64 << 20) ? 1 : ((size_t)64 << 20) / bytes;
-    double best = 0;
+    double best = DBL_MAX;
 
     for (int i = 0; i <= iterations; i++) { /* the first warms up */
         uint64_t start = weft__time_ns();
@@ -215,7 +216,9 @@ static double best_copy(int loop, void *dst, const void *src, size_t bytes, int 
             __asm__ volatile("" ::: "memory"); /* every copy is done */
         }
         t = (double)(weft__time_ns() - start) * 1e-9;
-        best = i == 1 || (i > 1 && t < best) ? t : best;
+        if (i > 0 && t < best) {
+            best = t;
+        }
     }
     return best / (double)n;
 }
